@@ -1,0 +1,263 @@
+/**
+ * Runs the dispatcher as users run it (a subprocess with the permissions the
+ * compiled binary gets) and watches Jobs independently of it, from the API
+ * server's side, for the end-to-end suites.
+ *
+ * @module
+ */
+
+import type { Cluster, CommandResult } from "./cluster.ts";
+
+const ROOT = new URL("../", import.meta.url).pathname;
+
+/**
+ * The `deno run` permission flags of the `dispatch` task in deno.json, read
+ * from there so that the suite runs with exactly what the binary gets.
+ */
+export function dispatchPermissions(): string[] {
+  const config = JSON.parse(Deno.readTextFileSync(`${ROOT}deno.json`));
+  const task: string = config.tasks.dispatch;
+  return task.split(/\s+/).filter((w) => w.startsWith("--allow-"));
+}
+
+/**
+ * What runs: `main.ts` from source by default, or the bundle named by
+ * `$JOB_DISPATCHER_ENTRY` (e.g. dist/job-dispatcher.js), with the same permissions.
+ */
+export function dispatcherCommand(): string[] {
+  const entry = Deno.env.get("JOB_DISPATCHER_ENTRY") ?? `${ROOT}main.ts`;
+  return ["run", "--quiet", ...dispatchPermissions(), entry];
+}
+
+/** Options of {@linkcode dispatcher}. */
+export interface DispatchRun {
+  /** Text on stdin. */
+  stdin?: string;
+  /** Extra environment; KUBECONFIG is the cluster's admin kubeconfig unless set. */
+  env?: Record<string, string>;
+  /** Send this signal once stderr matches `when`. */
+  signal?: { name: Deno.Signal; when: RegExp };
+}
+
+/** Runs the dispatcher against `cluster` and returns its exit code and output. */
+export async function dispatcher(
+  cluster: Cluster,
+  args: string[],
+  opts: DispatchRun = {},
+): Promise<CommandResult> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [...dispatcherCommand(), ...args],
+    cwd: ROOT,
+    env: { KUBECONFIG: cluster.kubeconfig, NO_COLOR: "1", ...opts.env },
+    stdin: opts.stdin === undefined ? "null" : "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  if (opts.stdin !== undefined) {
+    const w = child.stdin.getWriter();
+    await w.write(new TextEncoder().encode(opts.stdin));
+    await w.close();
+  }
+  let stderr = "";
+  let signalled = false;
+  const readErr = (async () => {
+    for await (const chunk of child.stderr.pipeThrough(new TextDecoderStream())) {
+      stderr += chunk;
+      if (opts.signal && !signalled && opts.signal.when.test(stderr)) {
+        signalled = true;
+        child.kill(opts.signal.name);
+      }
+    }
+  })();
+  const stdout = new Response(child.stdout).text();
+  const [status] = await Promise.all([child.status, readErr]);
+  return { code: status.code, stdout: await stdout, stderr };
+}
+
+/** A Job as the watcher sees it. */
+interface JobView {
+  metadata: {
+    name: string;
+    uid: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+  };
+  status?: { conditions?: { type: string; status: string }[] };
+}
+
+function finished(job: JobView): boolean {
+  return (job.status?.conditions ?? []).some((c) =>
+    c.status === "True" &&
+    ["Complete", "Failed", "SuccessCriteriaMet", "FailureTarget"].includes(c.type)
+  );
+}
+
+/**
+ * Watches the Jobs of a namespace from the API server, independently of the
+ * dispatcher, and records the most that were active at once, in all and per
+ * node, and every Job ever created.
+ */
+export class JobWatcher {
+  /** Most Jobs active (created, not finished, not deleted) at once. */
+  maxActive = 0;
+  /** Most Jobs active at once for any one node. */
+  maxActivePerNode = 0;
+  /** Every Job UID seen, with its node. */
+  seen = new Map<string, string>();
+  #active = new Map<string, string>();
+  #stop = new AbortController();
+  #done: Promise<void>;
+  #client: Deno.HttpClient;
+
+  /**
+   * Starts watching. Resolves once the watch is established.
+   *
+   * @param nodeAnnotation the annotation with the node's name
+   */
+  static async start(
+    cluster: Cluster,
+    namespace: string,
+    nodeAnnotation = "job-dispatcher/node-name",
+  ) {
+    const w = new JobWatcher(cluster, namespace, nodeAnnotation);
+    await w.#ready;
+    return w;
+  }
+
+  #ready: Promise<void>;
+
+  private constructor(cluster: Cluster, namespace: string, nodeAnnotation: string) {
+    const pki = `${cluster.dir}/pki`;
+    const client = Deno.createHttpClient({
+      caCerts: [Deno.readTextFileSync(`${pki}/ca.crt`)],
+      cert: Deno.readTextFileSync(`${pki}/admin.crt`),
+      key: Deno.readTextFileSync(`${pki}/admin.key`),
+    });
+    this.#client = client;
+    let ready = () => {};
+    this.#ready = new Promise((r) => (ready = r));
+    const url = `${cluster.server}/apis/batch/v1/namespaces/${namespace}/jobs`;
+    this.#done = (async () => {
+      let rv = "";
+      while (!this.#stop.signal.aborted) {
+        try {
+          if (!rv) {
+            const list =
+              await (await fetch(url, { client, signal: this.#stop.signal })).json();
+            for (const job of list.items as JobView[]) this.#apply("ADDED", job, nodeAnnotation);
+            rv = list.metadata.resourceVersion;
+            ready();
+          }
+          const res = await fetch(`${url}?watch=1&allowWatchBookmarks=true&resourceVersion=${rv}`, {
+            client,
+            signal: this.#stop.signal,
+          });
+          let buf = "";
+          for await (const chunk of res.body!.pipeThrough(new TextDecoderStream())) {
+            buf += chunk;
+            let nl;
+            while ((nl = buf.indexOf("\n")) >= 0) {
+              const ev = JSON.parse(buf.slice(0, nl));
+              buf = buf.slice(nl + 1);
+              if (ev.type === "ERROR") {
+                rv = "";
+                break;
+              }
+              rv = ev.object.metadata.resourceVersion;
+              if (ev.type !== "BOOKMARK") this.#apply(ev.type, ev.object, nodeAnnotation);
+            }
+          }
+        } catch {
+          if (this.#stop.signal.aborted) return;
+          await new Promise((r) => setTimeout(r, 200));
+        }
+      }
+    })();
+  }
+
+  #apply(type: string, job: JobView, nodeAnnotation: string): void {
+    const node = job.metadata.annotations?.[nodeAnnotation] ?? "?";
+    this.seen.set(job.metadata.uid, node);
+    if (type === "DELETED" || finished(job)) this.#active.delete(job.metadata.uid);
+    else this.#active.set(job.metadata.uid, node);
+    this.maxActive = Math.max(this.maxActive, this.#active.size);
+    const perNode = new Map<string, number>();
+    for (const n of this.#active.values()) perNode.set(n, (perNode.get(n) ?? 0) + 1);
+    this.maxActivePerNode = Math.max(this.maxActivePerNode, ...perNode.values(), 0);
+  }
+
+  /** Stops watching. */
+  async stop(): Promise<void> {
+    this.#stop.abort();
+    await this.#done;
+    this.#client.close();
+  }
+}
+
+/** The per-node Job template the suites use; pods run for `duration` on the simulated node. */
+export function jobTemplate(name = "e2e", duration = "1s", extra = ""): string {
+  return `apiVersion: batch/v1
+kind: Job
+metadata:
+  name: ${name}
+spec:
+  backoffLimit: 0
+  template:
+    metadata:
+      annotations:
+        e2e.job-dispatcher.io/duration: "${duration}"
+    spec:
+      restartPolicy: Never
+${extra}      containers:
+        - name: work
+          image: registry.invalid/work:1
+          command: ["/bin/true"]
+`;
+}
+
+/** Lists Jobs of a namespace with kubectl, as name → {node, conditions, owners}. */
+export async function jobsIn(cluster: Cluster, namespace: string): Promise<
+  {
+    name: string;
+    node: string;
+    complete: boolean;
+    failed: boolean;
+    owners: string[];
+    uid: string;
+  }[]
+> {
+  const { stdout, code, stderr } = await cluster.kubectl([
+    "get",
+    "jobs",
+    "-n",
+    namespace,
+    "-o",
+    "json",
+  ]);
+  if (code !== 0) throw new Error(`kubectl get jobs failed: ${stderr}`);
+  return (JSON.parse(stdout)
+    .items as (JobView & { metadata: { ownerReferences?: { uid: string }[] } })[]).map((j) => ({
+      name: j.metadata.name,
+      uid: j.metadata.uid,
+      node: j.metadata.annotations?.["job-dispatcher/node-name"] ?? "",
+      complete: (j.status?.conditions ?? []).some((c) =>
+        c.type === "Complete" && c.status === "True"
+      ),
+      failed: (j.status?.conditions ?? []).some((c) => c.type === "Failed" && c.status === "True"),
+      owners: (j.metadata.ownerReferences ?? []).map((r) => r.uid),
+    }));
+}
+
+/** Polls `check` until it returns true or `ms` pass. */
+export async function eventually(
+  check: () => Promise<boolean>,
+  ms: number,
+  what: string,
+): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+}

@@ -1,0 +1,527 @@
+/**
+ * The fan-out engine: keeps at most `parallelism` per-node Jobs in flight and
+ * refills a slot as soon as a watch event says a Job finished. It talks to the
+ * cluster only through {@linkcode JobApi}, so it runs unchanged against the
+ * real API layer and against the in-memory fake of the unit tests.
+ *
+ * @module
+ */
+
+import type { V1Job } from "@kubernetes/client-node";
+import { classifyJob, interpretStatus, type NodeFacts, type RunIdentity } from "./job.ts";
+import { ApiError, type ListResult, type WatchEvent } from "./kube.ts";
+
+/** The Job operations the engine needs, scoped to the run's namespace and owner label. */
+export interface JobApi {
+  /** Lists the Jobs that carry this dispatcher's owner label. */
+  listJobs(): Promise<ListResult<V1Job>>;
+  /** Watches those Jobs from `resourceVersion` until the server ends the watch. */
+  watchJobs(resourceVersion: string, signal: AbortSignal): AsyncIterable<WatchEvent<V1Job>>;
+  /** Reads one Job by name, whatever its labels; undefined when it does not exist. */
+  getJob(name: string): Promise<V1Job | undefined>;
+  /** Creates a Job; throws an {@linkcode ApiError} with status 409 when the name is taken. */
+  createJob(job: V1Job): Promise<V1Job>;
+  /** Deletes a Job in the foreground, only if it still has `uid`; a missing Job is fine. */
+  deleteJob(name: string, uid: string): Promise<void>;
+}
+
+/** Time, injected so that tests run on a fake clock. */
+export interface Clock {
+  /** Milliseconds since some fixed point. */
+  now(): number;
+  /** Resolves after `ms`, or early when `signal` aborts. */
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+}
+
+/** The real clock. */
+export const SYSTEM_CLOCK: Clock = {
+  now: () => Date.now(),
+  sleep: (ms, signal) =>
+    new Promise((resolve) => {
+      if (signal?.aborted) return resolve();
+      const t = setTimeout(done, ms);
+      function done() {
+        clearTimeout(t);
+        signal?.removeEventListener("abort", done);
+        resolve();
+      }
+      signal?.addEventListener("abort", done, { once: true });
+    }),
+};
+
+/** One node to dispatch: its facts and its ready-made Job. */
+export interface Target {
+  /** The node. */
+  node: NodeFacts;
+  /** The node's Job, from `instantiateJob`. */
+  job: V1Job;
+}
+
+/** What the engine did, one line each. */
+export type DispatchEvent =
+  | { kind: "created" | "adopted" | "replaced"; node: string; job: string }
+  | { kind: "succeeded"; node: string; job: string; counted?: boolean }
+  | { kind: "failed"; node: string; job: string; reason: string; counted?: boolean }
+  | { kind: "deleting"; job: string; why: string }
+  | { kind: "watch"; state: "relisted" | "polling" | "reconnected"; detail: string };
+
+/** Counts at one moment of the rollout. */
+export interface Progress {
+  /** Nodes whose Job succeeded. */
+  succeeded: number;
+  /** Nodes that failed. */
+  failed: number;
+  /** Jobs in flight. */
+  inFlight: number;
+  /** Nodes not started yet. */
+  queued: number;
+  /** All nodes of the run. */
+  total: number;
+}
+
+/** Where the engine reports to; `log.ts` implements it. */
+export interface Reporter {
+  /** One thing happened. */
+  event(e: DispatchEvent): void;
+  /** The counts, at least every progress interval. */
+  progress(p: Progress): void;
+}
+
+/** The final state of one node. */
+export interface NodeResult {
+  /** The node. */
+  node: string;
+  /** Its Job's name. */
+  job: string;
+  /** `notStarted` and `inFlight` only occur when the run was stopped. */
+  outcome: "succeeded" | "failed" | "notStarted" | "inFlight";
+  /** Why it failed. */
+  reason?: string;
+}
+
+/** Options of {@linkcode dispatch}. */
+export interface FanoutOptions {
+  /** The nodes, in dispatch order. */
+  targets: Target[];
+  /** Most Jobs in flight at once. */
+  parallelism: number;
+  /** The run's identity, to tell our Jobs from others'. */
+  run: RunIdentity;
+  /** The Job API. */
+  api: JobApi;
+  /** Where events go. */
+  reporter: Reporter;
+  /** Aborts on SIGINT/SIGTERM: nothing more is created. */
+  signal: AbortSignal;
+  /** The clock. @default SYSTEM_CLOCK */
+  clock?: Clock;
+  /** The LIST interval when a watch is not possible. @default 5000 */
+  pollIntervalMs?: number;
+  /** How often progress is reported. @default 10000 */
+  progressIntervalMs?: number;
+  /** How long the Jobs may be unreadable before their nodes fail. @default 300000 */
+  lostBudgetMs?: number;
+  /** Checked just before a node's Job is created; a string fails the node with that reason. */
+  recheck?: (target: Target) => Promise<string | undefined>;
+}
+
+/** How many watch failures in a row make the engine give up watching and poll. */
+const WATCH_FAILURES_BEFORE_POLLING = 3;
+
+function nameOf(job: V1Job): string {
+  return job.metadata!.name!;
+}
+
+function errorText(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+/**
+ * Runs every target's Job with at most `parallelism` in flight and returns
+ * each node's result. Per-node failures never stop the others. When the run
+ * has an owner, Jobs of earlier owners are deleted first and no slot opens
+ * until they are gone, since their pods would exceed `parallelism`.
+ */
+export async function dispatch(opts: FanoutOptions): Promise<NodeResult[]> {
+  return await new Fanout(opts).run();
+}
+
+class Fanout {
+  #o: Required<Omit<FanoutOptions, "recheck">> & Pick<FanoutOptions, "recheck">;
+  #byName = new Map<string, Target>();
+  #pending: Target[] = [];
+  /** Jobs in flight, by name, with the UID we created or adopted. */
+  #active = new Map<string, string>();
+  /** Targets whose create call has not returned yet. */
+  #starting = new Set<string>();
+  /** Jobs seen by the watch while their create call was under way. */
+  #early = new Map<string, V1Job>();
+  /** Stale Jobs being deleted, by name; the node waits for the name to free. */
+  #deleting = new Map<string, string>();
+  #results = new Map<string, NodeResult>();
+  #replaced = new Set<string>();
+  #wake: () => void = () => {};
+  #woken = false;
+  #resourceVersion = "";
+  #polling = false;
+  #lostSince?: number;
+  #lostError = "";
+
+  constructor(opts: FanoutOptions) {
+    this.#o = {
+      clock: SYSTEM_CLOCK,
+      pollIntervalMs: 5_000,
+      progressIntervalMs: 10_000,
+      lostBudgetMs: 300_000,
+      recheck: undefined,
+      ...opts,
+    };
+    for (const t of opts.targets) this.#byName.set(nameOf(t.job), t);
+  }
+
+  #notify(): void {
+    this.#woken = true;
+    this.#wake();
+  }
+
+  #finish(name: string, outcome: NodeResult["outcome"], reason?: string, counted = false): void {
+    const t = this.#byName.get(name)!;
+    this.#active.delete(name);
+    if (this.#results.has(t.node.name)) return;
+    this.#results.set(t.node.name, { node: t.node.name, job: name, outcome, reason });
+    if (outcome === "succeeded") {
+      this.#o.reporter.event({ kind: "succeeded", node: t.node.name, job: name, counted });
+    } else if (outcome === "failed") {
+      this.#o.reporter.event({
+        kind: "failed",
+        node: t.node.name,
+        job: name,
+        reason: reason!,
+        counted,
+      });
+    }
+    this.#notify();
+  }
+
+  /** Takes a Job that is ours for this run: counts it when finished, else holds its slot. */
+  #adopt(job: V1Job, counted: boolean): void {
+    const name = nameOf(job);
+    const status = interpretStatus(job);
+    if (status.phase === "active") {
+      this.#active.set(name, job.metadata!.uid!);
+      const node = this.#byName.get(name)!.node.name;
+      this.#o.reporter.event({ kind: "adopted", node, job: name });
+    } else {
+      this.#finish(
+        name,
+        status.phase,
+        status.phase === "failed" ? reasonOf(status) : undefined,
+        counted,
+      );
+    }
+  }
+
+  async #deleteStale(job: V1Job, why: string): Promise<void> {
+    const name = nameOf(job);
+    const uid = job.metadata!.uid!;
+    this.#deleting.set(name, uid);
+    this.#o.reporter.event({ kind: "deleting", job: name, why });
+    if (job.metadata?.deletionTimestamp) return;
+    try {
+      await this.#o.api.deleteJob(name, uid);
+    } catch (e) {
+      this.#deleting.delete(name);
+      const t = this.#byName.get(name);
+      if (t) this.#finish(name, "failed", `cannot delete stale Job ${name}: ${errorText(e)}`);
+    }
+  }
+
+  async #initialList(): Promise<void> {
+    const { items, resourceVersion } = await this.#o.api.listJobs();
+    this.#resourceVersion = resourceVersion;
+    const seen = new Set<string>();
+    const deletions: Promise<void>[] = [];
+    for (const job of items) {
+      const name = nameOf(job);
+      const target = this.#byName.get(name);
+      const disposition = classifyJob(job, this.#o.run, target?.node.uid);
+      if (disposition === "stale") {
+        // Leftovers of an earlier owner go even when their node is no longer
+        // selected: their pods would count against nobody's parallelism.
+        if (target || this.#o.run.owner) {
+          deletions.push(
+            this.#deleteStale(
+              job,
+              target ? "made for an earlier run" : "leftover of an earlier run",
+            ),
+          );
+        }
+        if (target) this.#replaced.add(name);
+      } else if (disposition === "current" && target) {
+        seen.add(name);
+        this.#adopt(job, true);
+      }
+    }
+    await Promise.all(deletions);
+    for (const t of this.#o.targets) {
+      if (!seen.has(nameOf(t.job))) this.#pending.push(t);
+    }
+  }
+
+  #observe(job: V1Job, deleted: boolean): void {
+    const name = nameOf(job);
+    const uid = job.metadata?.uid;
+    if (deleted && this.#deleting.get(name) === uid) {
+      this.#deleting.delete(name);
+      this.#notify();
+    }
+    if (this.#starting.has(name)) {
+      this.#early.set(
+        name,
+        deleted ? { ...job, status: { conditions: [{ type: "Deleted", status: "True" }] } } : job,
+      );
+      return;
+    }
+    if (this.#active.get(name) !== uid) return;
+    if (deleted) {
+      this.#finish(name, "failed", "its Job was deleted before it finished");
+      return;
+    }
+    const status = interpretStatus(job);
+    if (status.phase !== "active") {
+      this.#finish(name, status.phase, status.phase === "failed" ? reasonOf(status) : undefined);
+    }
+  }
+
+  /** Brings the state in line with a fresh LIST, after a lost watch or in poll mode. */
+  #reconcile(list: ListResult<V1Job>): void {
+    this.#resourceVersion = list.resourceVersion;
+    const byName = new Map(list.items.map((j) => [nameOf(j), j]));
+    for (const [name, uid] of [...this.#deleting]) {
+      if (byName.get(name)?.metadata?.uid !== uid) this.#deleting.delete(name);
+    }
+    for (const [name, uid] of [...this.#active]) {
+      const job = byName.get(name);
+      if (!job || job.metadata?.uid !== uid) this.#observe({ metadata: { name, uid } }, true);
+      else this.#observe(job, false);
+    }
+    this.#notify();
+  }
+
+  async #start(t: Target): Promise<void> {
+    const name = nameOf(t.job);
+    this.#starting.add(name);
+    try {
+      const why = await this.#o.recheck?.(t);
+      if (why) return this.#finish(name, "failed", why);
+      if (this.#o.signal.aborted) {
+        this.#pending.unshift(t);
+        return;
+      }
+      let created: V1Job;
+      try {
+        created = await this.#o.api.createJob(t.job);
+      } catch (e) {
+        if (e instanceof ApiError && e.status === 409) return await this.#resolveConflict(t);
+        return this.#finish(name, "failed", `cannot create Job ${name}: ${errorText(e)}`);
+      }
+      this.#active.set(name, created.metadata!.uid!);
+      const kind = this.#replaced.has(name) ? "replaced" : "created";
+      this.#o.reporter.event({ kind, node: t.node.name, job: name });
+    } finally {
+      this.#starting.delete(name);
+      const early = this.#early.get(name);
+      this.#early.delete(name);
+      if (early) {
+        const deleted = early.status?.conditions?.[0]?.type === "Deleted";
+        this.#observe(early, deleted);
+      }
+      this.#notify();
+    }
+  }
+
+  /** A Job of the node's name already exists: ours, stale, or someone else's. */
+  async #resolveConflict(t: Target): Promise<void> {
+    const name = nameOf(t.job);
+    const existing = await this.#o.api.getJob(name).catch((e) => e as Error);
+    if (existing instanceof Error) {
+      return this.#finish(name, "failed", `cannot read existing Job ${name}: ${existing.message}`);
+    }
+    if (!existing) {
+      // Deleted between our create and our read: try again in the next slot.
+      this.#pending.unshift(t);
+      return;
+    }
+    switch (classifyJob(existing, this.#o.run, t.node.uid)) {
+      case "notOurs":
+        return this.#finish(
+          name,
+          "failed",
+          `a Job named ${name} exists without label ${this.#o.run.keys.owner}; ` +
+            "it is not ours and is left alone: delete it or choose another --name-prefix",
+        );
+      case "current":
+        return this.#adopt(existing, false);
+      case "stale":
+        this.#replaced.add(name);
+        this.#pending.unshift(t);
+        await this.#deleteStale(existing, "made for an earlier run");
+    }
+  }
+
+  #mayStart(t: Target): boolean {
+    return !this.#deleting.has(nameOf(t.job));
+  }
+
+  #fill(): void {
+    if (this.#o.signal.aborted) return;
+    // A stale Job being deleted still has pods: with an owner set, no slot
+    // opens until every one is gone, or the pods would exceed parallelism.
+    if (this.#o.run.owner && this.#deleting.size > 0) return;
+    while (this.#active.size + this.#starting.size < this.#o.parallelism) {
+      const i = this.#pending.findIndex((t) => this.#mayStart(t));
+      if (i < 0) return;
+      const [t] = this.#pending.splice(i, 1);
+      this.#start(t);
+    }
+  }
+
+  #done(): boolean {
+    return this.#pending.length === 0 && this.#active.size === 0 && this.#starting.size === 0;
+  }
+
+  #progress(): Progress {
+    let succeeded = 0, failed = 0;
+    for (const r of this.#results.values()) {
+      if (r.outcome === "succeeded") succeeded++;
+      else if (r.outcome === "failed") failed++;
+    }
+    return {
+      succeeded,
+      failed,
+      inFlight: this.#active.size + this.#starting.size,
+      queued: this.#pending.length,
+      total: this.#o.targets.length,
+    };
+  }
+
+  /** Keeps the Jobs in view: a watch while one works, else a LIST per poll interval. */
+  async #follow(stop: AbortSignal): Promise<void> {
+    let failures = 0;
+    while (!stop.aborted) {
+      if (this.#polling) {
+        await this.#o.clock.sleep(this.#o.pollIntervalMs, stop);
+        if (stop.aborted) return;
+        await this.#relist();
+        continue;
+      }
+      try {
+        for await (const ev of this.#o.api.watchJobs(this.#resourceVersion, stop)) {
+          failures = 0;
+          this.#lostSince = undefined;
+          if (ev.type === "BOOKMARK") {
+            this.#resourceVersion = ev.object.metadata?.resourceVersion ?? this.#resourceVersion;
+          } else if (ev.type === "ERROR") {
+            // 410 Gone: the history we watched from was compacted. Only a fresh
+            // LIST can tell what finished in between.
+            this.#o.reporter.event({
+              kind: "watch",
+              state: "relisted",
+              detail: ev.object.message ?? `watch error ${ev.object.code}`,
+            });
+            await this.#relist();
+            break;
+          } else {
+            this.#resourceVersion = ev.object.metadata?.resourceVersion ?? this.#resourceVersion;
+            this.#observe(ev.object, ev.type === "DELETED");
+          }
+        }
+      } catch (e) {
+        if (stop.aborted) return;
+        const forbidden = e instanceof ApiError && (e.status === 403 || e.status === 405);
+        failures++;
+        if (forbidden || failures >= WATCH_FAILURES_BEFORE_POLLING) {
+          this.#polling = true;
+          this.#o.reporter.event({
+            kind: "watch",
+            state: "polling",
+            detail: `${errorText(e)}; listing every ${this.#o.pollIntervalMs / 1000} s instead`,
+          });
+        } else {
+          this.#o.reporter.event({ kind: "watch", state: "reconnected", detail: errorText(e) });
+          await this.#o.clock.sleep(Math.min(1000 * 2 ** failures, 10_000), stop);
+          await this.#relist();
+        }
+      }
+    }
+  }
+
+  async #relist(): Promise<void> {
+    try {
+      this.#reconcile(await this.#o.api.listJobs());
+      this.#lostSince = undefined;
+    } catch (e) {
+      this.#lostSince ??= this.#o.clock.now();
+      this.#lostError = errorText(e);
+      this.#notify();
+    }
+  }
+
+  async run(): Promise<NodeResult[]> {
+    await this.#initialList();
+    const stopFollowing = new AbortController();
+    const follow = this.#follow(stopFollowing.signal);
+    const onAbort = () => this.#notify();
+    this.#o.signal.addEventListener("abort", onAbort);
+    let lastProgress = this.#o.clock.now();
+    try {
+      while (true) {
+        this.#fill();
+        if (this.#done() || this.#o.signal.aborted) break;
+        if (
+          this.#lostSince !== undefined &&
+          this.#o.clock.now() - this.#lostSince > this.#o.lostBudgetMs
+        ) {
+          for (const name of [...this.#active.keys()]) {
+            this.#finish(name, "failed", `lost track of its Job: ${this.#lostError}`);
+          }
+          this.#lostSince = undefined;
+          continue;
+        }
+        const now = this.#o.clock.now();
+        if (now - lastProgress >= this.#o.progressIntervalMs) {
+          this.#o.reporter.progress(this.#progress());
+          lastProgress = now;
+        }
+        const wait = new AbortController();
+        this.#wake = () => wait.abort();
+        if (!this.#woken) {
+          await this.#o.clock.sleep(
+            Math.max(1, this.#o.progressIntervalMs - (now - lastProgress)),
+            wait.signal,
+          );
+        }
+        this.#woken = false;
+        this.#wake = () => {};
+      }
+    } finally {
+      this.#o.signal.removeEventListener("abort", onAbort);
+      stopFollowing.abort();
+      await follow.catch(() => {});
+    }
+    this.#o.reporter.progress(this.#progress());
+    return this.#o.targets.map((t) => {
+      const name = nameOf(t.job);
+      return this.#results.get(t.node.name) ??
+        {
+          node: t.node.name,
+          job: name,
+          outcome: this.#active.has(name) ? "inFlight" : "notStarted",
+        };
+    });
+  }
+}
+
+function reasonOf(status: { reason: string; message?: string }): string {
+  return status.message ? `${status.message} [${status.reason}]` : status.reason;
+}

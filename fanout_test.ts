@@ -1,0 +1,241 @@
+import assert from "node:assert/strict";
+import type { V1Job } from "@kubernetes/client-node";
+import { dispatch, type DispatchEvent, type FanoutOptions, type Target } from "./fanout.ts";
+import {
+  instantiateJob,
+  type JobTemplate,
+  labelValue,
+  parseJobTemplate,
+  trackingKeys,
+} from "./job.ts";
+import { FakeClock, FakeJobApi, runOn } from "./_fake_api.ts";
+
+const KEYS = trackingKeys("job-dispatcher");
+const PREFIX = "up";
+const OWNER = { name: "owner", uid: "owner-uid" };
+const TEMPLATE: JobTemplate = parseJobTemplate(
+  `apiVersion: batch/v1
+kind: Job
+metadata: {name: up}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: busybox}]
+`,
+  "test",
+);
+
+function targets(n: number, owner = OWNER): Target[] {
+  return Array.from({ length: n }, (_, i) => {
+    const node = { name: `node-${String(i).padStart(3, "0")}`, uid: `node-uid-${i}` };
+    return {
+      node,
+      job: instantiateJob({
+        template: TEMPLATE,
+        node,
+        prefix: PREFIX,
+        namespace: "ns",
+        keys: KEYS,
+        owner,
+      }),
+    };
+  });
+}
+
+interface Harness {
+  clock: FakeClock;
+  api: FakeJobApi;
+  events: DispatchEvent[];
+  stop: AbortController;
+}
+
+function harness(extra: Partial<ConstructorParameters<typeof FakeJobApi>[0]> = {}): Harness {
+  const clock = new FakeClock();
+  const api = new FakeJobApi({ ownerLabel: [KEYS.owner, labelValue(PREFIX)], clock, ...extra });
+  return { clock, api, events: [], stop: new AbortController() };
+}
+
+function run(h: Harness, ts: Target[], opts: Partial<FanoutOptions> = {}) {
+  return runOn(
+    h.clock,
+    dispatch({
+      targets: ts,
+      parallelism: 3,
+      run: { keys: KEYS, prefix: PREFIX, owner: OWNER },
+      api: h.api,
+      reporter: { event: (e) => h.events.push(e), progress: () => {} },
+      signal: h.stop.signal,
+      clock: h.clock,
+      pollIntervalMs: 5_000,
+      ...opts,
+    }),
+  );
+}
+
+function kinds(h: Harness, kind: DispatchEvent["kind"]): DispatchEvent[] {
+  return h.events.filter((e) => e.kind === kind);
+}
+
+Deno.test("dispatch() keeps at most parallelism Jobs in flight and runs every node once", async () => {
+  const h = harness({ runMs: 1000 });
+  const results = await run(h, targets(10), { parallelism: 3 });
+  assert.equal(h.api.maxActive, 3);
+  assert.equal(h.api.created.length, 10);
+  assert.equal(new Set(h.api.created).size, 10);
+  assert.ok(results.every((r) => r.outcome === "succeeded"));
+});
+
+Deno.test("dispatch() refills a slot the moment a Job finishes", async () => {
+  const h = harness({ runMs: 1000 });
+  await run(h, targets(7), { parallelism: 3 });
+  // ⌈7/3⌉ waves of 1 s each: every create happens at the instant a slot frees,
+  // never at a later poll tick.
+  assert.deepEqual(h.api.createdAt, [0, 0, 0, 1000, 1000, 1000, 2000]);
+});
+
+Deno.test("dispatch() reports failed Jobs with their reason and goes on with the others", async () => {
+  const h = harness({ runMs: 500, failing: new Set(["node-001"]) });
+  const results = await run(h, targets(4));
+  const failed = results.filter((r) => r.outcome === "failed");
+  assert.deepEqual(failed.map((r) => r.node), ["node-001"]);
+  assert.match(failed[0].reason!, /BackoffLimitExceeded/);
+  assert.equal(results.filter((r) => r.outcome === "succeeded").length, 3);
+});
+
+Deno.test("dispatch() counts finished Jobs of this owner, adopts running ones, replaces stale ones", async () => {
+  const h = harness({ runMs: 1000 });
+  const ts = targets(5);
+  h.api.seed(ts[0].job, "Complete"); // done earlier for this owner: counted
+  h.api.seed(ts[1].job, "Failed"); // failed earlier for this owner: counted, not rerun
+  const adopted = h.api.seed(ts[2].job); // running for this owner: adopted
+  const [stale] = targets(1, { name: "old-owner", uid: "old-uid" });
+  h.api.seed({ ...stale.job, metadata: { ...stale.job.metadata, name: ts[3].job.metadata!.name } });
+  const notOurs: V1Job = structuredClone(ts[4].job);
+  delete notOurs.metadata!.labels![KEYS.owner];
+  h.api.seed(notOurs);
+
+  const promise = run(h, ts);
+  // Let the adopted Job finish a little later.
+  h.clock.sleep(700).then(() => h.api.finish(adopted.metadata!.name!, "Complete"));
+  const results = await promise;
+
+  const byNode = Object.fromEntries(results.map((r) => [r.node, r]));
+  assert.equal(byNode["node-000"].outcome, "succeeded");
+  assert.equal(byNode["node-001"].outcome, "failed");
+  assert.equal(byNode["node-002"].outcome, "succeeded");
+  assert.equal(byNode["node-003"].outcome, "succeeded");
+  assert.equal(byNode["node-004"].outcome, "failed");
+  assert.match(byNode["node-004"].reason!, /not ours/);
+  assert.deepEqual(h.api.created, ["up-node-003"], "only the stale node's Job is created again");
+  assert.deepEqual(kinds(h, "adopted").map((e) => "node" in e && e.node), ["node-002"]);
+  assert.deepEqual(kinds(h, "replaced").map((e) => "node" in e && e.node), ["node-003"]);
+  // The Job that is not ours is left as it was.
+  assert.equal(h.api.jobs.get("up-node-004")?.metadata?.labels?.[KEYS.owner], undefined);
+});
+
+Deno.test("dispatch() opens no slot while leftovers of an earlier owner are being deleted", async () => {
+  const h = harness({ runMs: 1000 });
+  const [leftover] = targets(1, { name: "old", uid: "old-uid" });
+  leftover.job.metadata!.name = "up-gone-node";
+  h.api.seed(leftover.job);
+  await run(h, targets(2));
+  assert.equal(h.api.jobs.has("up-gone-node"), false, "the leftover was deleted");
+  // The fake finishes a foreground deletion 100 ms after it is asked.
+  assert.ok(h.api.createdAt.every((t) => t >= 100), `created at ${h.api.createdAt}`);
+});
+
+Deno.test("dispatch() re-lists after 410 Gone and misses no completion", async () => {
+  const h = harness();
+  const ts = targets(3);
+  const promise = run(h, ts, { parallelism: 3 });
+  h.clock.sleep(10).then(() => {
+    // Completions whose events were compacted away, then the watch expires.
+    for (const t of ts) h.api.finish(t.job.metadata!.name!, "Complete", true);
+    h.api.expireWatches();
+  });
+  const results = await promise;
+  assert.ok(results.every((r) => r.outcome === "succeeded"));
+  assert.ok(h.events.some((e) => e.kind === "watch" && e.state === "relisted"));
+});
+
+Deno.test("dispatch() falls back to one LIST per poll interval when watching is forbidden", async () => {
+  const h = harness({ runMs: 1000, watchForbidden: true });
+  const results = await run(h, targets(6), { parallelism: 3, pollIntervalMs: 5_000 });
+  assert.ok(results.every((r) => r.outcome === "succeeded"));
+  assert.ok(h.events.some((e) => e.kind === "watch" && e.state === "polling"));
+  assert.equal(h.api.calls.get ?? 0, 0, "never one GET per Job");
+  // One initial LIST, then one per 5 s interval: two waves need two polls.
+  assert.equal(h.api.calls.list, 3);
+  assert.deepEqual(h.api.createdAt, [0, 0, 0, 5000, 5000, 5000]);
+});
+
+Deno.test("dispatch() fails a node whose Job is deleted before it finishes", async () => {
+  const h = harness();
+  const ts = targets(2);
+  const promise = run(h, ts, { parallelism: 2 });
+  h.clock.sleep(10).then(() => {
+    h.api.remove("up-node-000");
+    h.api.finish("up-node-001", "Complete");
+  });
+  const results = await promise;
+  assert.equal(results[0].outcome, "failed");
+  assert.match(results[0].reason!, /deleted before it finished/);
+  assert.equal(results[1].outcome, "succeeded");
+});
+
+Deno.test("dispatch() creates nothing after the stop signal and reports what is left", async () => {
+  const h = harness({ runMs: 1000 });
+  h.clock.sleep(1500).then(() => h.stop.abort());
+  const results = await run(h, targets(10), { parallelism: 2 });
+  assert.deepEqual(h.api.createdAt, [0, 0, 1000, 1000]);
+  const outcomes = results.map((r) => r.outcome);
+  assert.equal(outcomes.filter((o) => o === "succeeded").length, 2);
+  assert.equal(outcomes.filter((o) => o === "inFlight").length, 2);
+  assert.equal(outcomes.filter((o) => o === "notStarted").length, 6);
+});
+
+Deno.test("dispatch() fails a node whose recheck says it changed, without creating its Job", async () => {
+  const h = harness({ runMs: 100 });
+  const results = await run(h, targets(3), {
+    recheck: (t) =>
+      Promise.resolve(t.node.name === "node-001" ? "the node was deleted" : undefined),
+  });
+  assert.equal(results[1].outcome, "failed");
+  assert.equal(results[1].reason, "the node was deleted");
+  assert.deepEqual(h.api.created, ["up-node-000", "up-node-002"]);
+});
+
+Deno.test("dispatch() adopts a Job of this owner that appeared between its LIST and its create", async () => {
+  const h = harness({ runMs: 100 });
+  const ts = targets(1);
+  const api = h.api;
+  const create = api.createJob.bind(api);
+  // Another process created the same Job (same owner) just before us.
+  api.createJob = (job) => {
+    api.createJob = create;
+    api.seed(job);
+    return create(job);
+  };
+  const promise = run(h, ts);
+  h.clock.sleep(50).then(() => api.finish("up-node-000", "Complete"));
+  const results = await promise;
+  assert.equal(results[0].outcome, "succeeded");
+  assert.deepEqual(kinds(h, "adopted").length, 1);
+});
+
+Deno.test("dispatch() fails the Jobs it can no longer read once the budget is spent", async () => {
+  const h = harness();
+  const promise = run(h, targets(2), {
+    parallelism: 2,
+    lostBudgetMs: 60_000,
+    pollIntervalMs: 5_000,
+  });
+  h.clock.sleep(10).then(() => {
+    h.api.failLists = true;
+    h.api.expireWatches();
+  });
+  const results = await promise;
+  assert.ok(results.every((r) => r.outcome === "failed"));
+  assert.match(results[0].reason!, /lost track of its Job/);
+});

@@ -1,0 +1,433 @@
+/**
+ * Pure helpers that turn a Job template and a node into the node's Job, and a
+ * Job's status into an outcome. Nothing here does I/O, so every rule is tested
+ * without a cluster.
+ *
+ * @module
+ */
+
+import { createHash } from "node:crypto";
+import { parseAllDocuments } from "yaml";
+import type { V1Container, V1Job, V1OwnerReference } from "@kubernetes/client-node";
+
+/** The longest name a Job may have: its pods carry it in a label value. */
+export const MAX_JOB_NAME = 63;
+
+/** How many hex digits of the identity hash a shortened name carries. */
+const HASH_DIGITS = 10;
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+const QUALIFIED_PREFIX = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/** Error for a template or flag the user must fix; `main.ts` turns it into exit 2. */
+export class UsageError extends Error {
+  /** @param message what is wrong and how to fix it */
+  constructor(message: string) {
+    super(message);
+    this.name = "UsageError";
+  }
+}
+
+/**
+ * Whether `name` is a valid DNS-1123 label of at most 63 characters.
+ *
+ * @example
+ * ```ts
+ * isDnsLabel("upgrade-node-1"); // true
+ * isDnsLabel("upgrade-node.example.com"); // false
+ * ```
+ */
+export function isDnsLabel(name: string): boolean {
+  return name.length <= MAX_JOB_NAME && DNS_LABEL.test(name);
+}
+
+/**
+ * The stable hash of a prefix-and-node identity: the first 10 hex digits of
+ * SHA-256 over `prefix + "/" + node`. Neither part can contain "/", so the
+ * joined string identifies the pair. The algorithm is part of the contract:
+ * Job names computed by one release are found again by every later one.
+ *
+ * @example
+ * ```ts
+ * identityHash("upgrade", "node-1").length; // 10
+ * ```
+ */
+export function identityHash(prefix: string, node: string): string {
+  return createHash("sha256").update(`${prefix}/${node}`).digest("hex").slice(0, HASH_DIGITS);
+}
+
+/**
+ * Lowercases `text` and replaces every run of characters a DNS-1123 label
+ * cannot hold with one "-", trimming dashes at both ends.
+ *
+ * @example
+ * ```ts
+ * sanitize("Worker_01.Example.COM"); // "worker-01-example-com"
+ * ```
+ */
+export function sanitize(text: string): string {
+  return text.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "");
+}
+
+function shortened(text: string, hash: string): string {
+  // Room for "-" and the hash; the cut may leave a trailing dash, which a
+  // label may not end with before the separator.
+  const base = sanitize(text).slice(0, MAX_JOB_NAME - HASH_DIGITS - 1).replace(/-+$/, "");
+  return base ? `${base}-${hash}` : hash;
+}
+
+/**
+ * The Job name for `node`: `<prefix>-<node>` when that already is a valid
+ * DNS-1123 label of at most 63 characters, else its sanitised, truncated form
+ * followed by the identity hash. Node names are DNS subdomains of up to 253
+ * characters, so dots and length must go; the hash keeps names that sanitise
+ * alike apart.
+ *
+ * @example
+ * ```ts
+ * jobName("upgrade", "node-1"); // "upgrade-node-1"
+ * jobName("upgrade", "node-1.example.com"); // "upgrade-node-1-example-com-<hash>"
+ * ```
+ */
+export function jobName(prefix: string, node: string): string {
+  const plain = `${prefix}-${node}`;
+  return isDnsLabel(plain) ? plain : shortened(plain, identityHash(prefix, node));
+}
+
+/**
+ * A label value that stands for `text`: `text` itself when it is a valid label
+ * value, else its sanitised, truncated form with the identity hash. Node names
+ * can exceed the 63-character label-value limit, so the full name lives in an
+ * annotation and the label only has to be unique and selectable.
+ *
+ * @example
+ * ```ts
+ * labelValue("node-1.example.com"); // "node-1.example.com"
+ * ```
+ */
+export function labelValue(text: string): string {
+  return text.length <= MAX_JOB_NAME && LABEL_VALUE.test(text)
+    ? text
+    : shortened(text, identityHash("", text));
+}
+
+/** The label and annotation keys by which the dispatcher finds its own Jobs. */
+export interface TrackingKeys {
+  /** Label: which dispatcher (name prefix) a Job belongs to. */
+  owner: string;
+  /** Label: the node, as a label value. */
+  node: string;
+  /** Annotation: the node's full name. */
+  nodeName: string;
+  /** Annotation: the UID of the node the Job was made for. */
+  nodeUid: string;
+}
+
+/**
+ * The tracking keys under `prefix` (`<prefix>/owner`, `<prefix>/node`, …).
+ *
+ * @throws {UsageError} when `prefix` is not a DNS subdomain usable as a key prefix
+ * @example
+ * ```ts
+ * trackingKeys("job-dispatcher").owner; // "job-dispatcher/owner"
+ * ```
+ */
+export function trackingKeys(prefix: string): TrackingKeys {
+  if (prefix.length > 253 || !QUALIFIED_PREFIX.test(prefix)) {
+    throw new UsageError(
+      `Invalid --tracking-label-prefix ${JSON.stringify(prefix)}: ` +
+        "it must be a lowercase DNS subdomain such as job-dispatcher or example.com/upgrade",
+    );
+  }
+  return {
+    owner: `${prefix}/owner`,
+    node: `${prefix}/node`,
+    nodeName: `${prefix}/node-name`,
+    nodeUid: `${prefix}/node-uid`,
+  };
+}
+
+/** A Job template that passed {@linkcode parseJobTemplate}. */
+export type JobTemplate = V1Job & {
+  spec: NonNullable<V1Job["spec"]>;
+};
+
+// Labels the Job controller adds to a Job and its pods; a template exported
+// with `kubectl get job -o yaml` carries them, and a selector on them would tie
+// every per-node Job to the pods of the exported one.
+const CONTROLLER_LABELS = [
+  "controller-uid",
+  "job-name",
+  "batch.kubernetes.io/controller-uid",
+  "batch.kubernetes.io/job-name",
+];
+
+function withoutKeys(
+  map: Record<string, string> | undefined,
+  keys: string[],
+): Record<string, string> | undefined {
+  if (!map) return undefined;
+  const out = Object.fromEntries(Object.entries(map).filter(([k]) => !keys.includes(k)));
+  return Object.keys(out).length ? out : undefined;
+}
+
+/**
+ * Parses and validates a Job template: exactly one `batch/v1` Job document
+ * that the API server could accept for any node. Server-set fields are
+ * stripped so that `kubectl get job -o yaml` output works as a template; every
+ * other field is kept as written.
+ *
+ * @param text the template's text
+ * @param source how to name the template in errors (a path, or "stdin")
+ * @throws {UsageError} naming the template and what is wrong with it
+ * @example
+ * ```ts
+ * const t = parseJobTemplate(
+ *   "apiVersion: batch/v1\nkind: Job\nmetadata: {name: up}\n" +
+ *     "spec: {template: {spec: {restartPolicy: Never, containers: [{name: c, image: busybox}]}}}",
+ *   "job.yaml",
+ * );
+ * t.metadata?.name; // "up"
+ * ```
+ */
+export function parseJobTemplate(text: string, source: string): JobTemplate {
+  const fail = (what: string): never => {
+    throw new UsageError(`Invalid job template ${source}: ${what}`);
+  };
+  const docs = parseAllDocuments(text);
+  for (const doc of docs) {
+    if (doc.errors.length) fail(`not valid YAML: ${doc.errors[0].message.split("\n")[0]}`);
+  }
+  const values = docs.map((d) => d.toJS()).filter((v) => v !== null && v !== undefined);
+  if (values.length === 0) fail("it is empty; it must hold one batch/v1 Job");
+  if (values.length > 1) {
+    fail(`it holds ${values.length} documents; it must hold exactly one batch/v1 Job`);
+  }
+  const job = values[0];
+  if (typeof job !== "object" || Array.isArray(job)) fail("it is not a YAML mapping");
+  if (job.kind !== "Job") {
+    fail(`kind is ${JSON.stringify(job.kind ?? null)}; it must be Job`);
+  }
+  if (job.apiVersion !== "batch/v1") {
+    fail(`apiVersion is ${JSON.stringify(job.apiVersion ?? null)}; it must be batch/v1`);
+  }
+  const podSpec = job.spec?.template?.spec;
+  if (!podSpec || typeof podSpec !== "object") fail("spec.template.spec is missing");
+  if (!Array.isArray(podSpec.containers) || podSpec.containers.length === 0) {
+    fail("spec.template.spec.containers is empty; a Job needs at least one container");
+  }
+  const restart = podSpec.restartPolicy;
+  if (restart !== "Never" && restart !== "OnFailure") {
+    fail(
+      `spec.template.spec.restartPolicy is ${JSON.stringify(restart ?? null)}; ` +
+        "a Job needs Never or OnFailure",
+    );
+  }
+  if (podSpec.nodeName) {
+    fail(
+      "spec.template.spec.nodeName is set; remove it, the dispatcher pins each Job to its node",
+    );
+  }
+  return stripServerFields(job);
+}
+
+function stripServerFields(job: JobTemplate): JobTemplate {
+  const out = structuredClone(job);
+  delete out.status;
+  const meta = out.metadata ?? {};
+  for (
+    const k of [
+      "uid",
+      "resourceVersion",
+      "creationTimestamp",
+      "deletionTimestamp",
+      "deletionGracePeriodSeconds",
+      "generation",
+      "managedFields",
+      "selfLink",
+      "ownerReferences",
+      "namespace",
+    ] as const
+  ) delete meta[k];
+  meta.labels = withoutKeys(meta.labels, CONTROLLER_LABELS);
+  meta.annotations = withoutKeys(meta.annotations, [
+    "kubectl.kubernetes.io/last-applied-configuration",
+    "batch.kubernetes.io/job-tracking",
+  ]);
+  out.metadata = meta;
+  // The controller fills the selector from a controller-uid; keeping an exported
+  // one would select the pods of the Job it was exported from.
+  if (!out.spec.manualSelector) delete out.spec.selector;
+  const podMeta = out.spec.template.metadata;
+  if (podMeta) {
+    podMeta.labels = withoutKeys(podMeta.labels, CONTROLLER_LABELS);
+    delete podMeta.creationTimestamp;
+  }
+  return out;
+}
+
+/** What the dispatcher knows of a node when it makes the node's Job. */
+export interface NodeFacts {
+  /** The node's name. */
+  name: string;
+  /** The node's UID at selection time. */
+  uid: string;
+  /** `status.nodeInfo.machineID`, when the node reports it. */
+  machineID?: string;
+  /** `status.nodeInfo.containerRuntimeVersion`, when the node reports it. */
+  containerRuntimeVersion?: string;
+}
+
+/** The Job that owns a run's per-node Jobs. */
+export interface OwnerRef {
+  /** The owner Job's name. */
+  name: string;
+  /** The owner Job's UID. */
+  uid: string;
+}
+
+/** Options for {@linkcode instantiateJob}. */
+export interface InstantiateOptions {
+  /** A template from {@linkcode parseJobTemplate}. */
+  template: JobTemplate;
+  /** The node the Job is for. */
+  node: NodeFacts;
+  /** The Job name prefix. */
+  prefix: string;
+  /** The namespace of the Jobs. */
+  namespace: string;
+  /** The tracking keys. */
+  keys: TrackingKeys;
+  /** The owner Job, when the run has one. */
+  owner?: OwnerRef;
+}
+
+function addEnv(container: V1Container, name: string, value: string | undefined): void {
+  if (!value) return;
+  container.env ??= [];
+  // The template's own value wins: it may deliberately override the fact.
+  if (container.env.some((e) => e.name === name)) return;
+  container.env.push({ name, value });
+}
+
+/**
+ * The Job for one node: the template with a deterministic name, pinned with
+ * `spec.template.spec.nodeName`, the tracking labels on the Job and its pods,
+ * the full node name and UID as annotations, an ownerReference to the owner
+ * Job, and the node's facts as environment variables.
+ *
+ * @example
+ * ```ts
+ * const job = instantiateJob({ template, node: { name: "n1", uid: "u1" }, prefix: "up",
+ *   namespace: "default", keys: trackingKeys("job-dispatcher") });
+ * job.spec?.template.spec?.nodeName; // "n1"
+ * ```
+ */
+export function instantiateJob(opts: InstantiateOptions): V1Job {
+  const { node, keys, prefix, owner } = opts;
+  const job = structuredClone(opts.template);
+  const tracking = { [keys.owner]: labelValue(prefix), [keys.node]: labelValue(node.name) };
+  const meta = job.metadata ?? {};
+  delete meta.generateName;
+  meta.name = jobName(prefix, node.name);
+  meta.namespace = opts.namespace;
+  meta.labels = { ...meta.labels, ...tracking };
+  meta.annotations = { ...meta.annotations, [keys.nodeName]: node.name, [keys.nodeUid]: node.uid };
+  if (owner) {
+    // Not a controller reference and no blockOwnerDeletion: the per-node Jobs
+    // only follow their owner into garbage collection, and blockOwnerDeletion
+    // would need delete permission on the owner's finalizers subresource.
+    const ref: V1OwnerReference = {
+      apiVersion: "batch/v1",
+      kind: "Job",
+      name: owner.name,
+      uid: owner.uid,
+      controller: false,
+      blockOwnerDeletion: false,
+    };
+    meta.ownerReferences = [ref];
+  }
+  job.metadata = meta;
+  const template = job.spec.template;
+  template.metadata = template.metadata ?? {};
+  template.metadata.labels = { ...template.metadata.labels, ...tracking };
+  const pod = template.spec!;
+  // nodeName bypasses the scheduler: the pod lands on this node or nowhere,
+  // which is what "exactly one per node" needs.
+  pod.nodeName = node.name;
+  for (const c of [...(pod.initContainers ?? []), ...pod.containers]) {
+    addEnv(c, "NODE_MACHINE_ID", node.machineID);
+    addEnv(c, "CONTAINER_RUNTIME_VERSION", node.containerRuntimeVersion);
+  }
+  return job;
+}
+
+/** Where a Job stands, as the dispatcher counts it. */
+export type JobOutcome =
+  | { phase: "active" }
+  | { phase: "succeeded" }
+  | { phase: "failed"; reason: string; message?: string };
+
+/**
+ * Reads a Job's conditions. `SuccessCriteriaMet` and `FailureTarget` count as
+ * finished: current Kubernetes sets them first and the terminal `Complete` /
+ * `Failed` only once the pods are gone.
+ *
+ * @example
+ * ```ts
+ * interpretStatus({ status: { conditions: [{ type: "Complete", status: "True" }] } });
+ * // { phase: "succeeded" }
+ * ```
+ */
+export function interpretStatus(job: Pick<V1Job, "status">): JobOutcome {
+  const conds = job.status?.conditions ?? [];
+  const isTrue = (type: string) => conds.find((c) => c.type === type && c.status === "True");
+  if (isTrue("Complete") || isTrue("SuccessCriteriaMet")) return { phase: "succeeded" };
+  const failed = isTrue("Failed") ?? isTrue("FailureTarget");
+  if (failed) {
+    return { phase: "failed", reason: failed.reason || "Failed", message: failed.message };
+  }
+  return { phase: "active" };
+}
+
+/**
+ * How an existing Job of a node's name relates to this run:
+ * - `notOurs`: it lacks our owner label; it is never touched;
+ * - `stale`: ours, but made for an earlier owner or an earlier node of the
+ *   same name, or already being deleted; it is replaced;
+ * - `current`: ours for this owner and node; it is counted or adopted.
+ */
+export type Disposition = "notOurs" | "stale" | "current";
+
+/** What {@linkcode classifyJob} compares a Job with. */
+export interface RunIdentity {
+  /** The tracking keys. */
+  keys: TrackingKeys;
+  /** The Job name prefix. */
+  prefix: string;
+  /** The owner, when the run has one. */
+  owner?: OwnerRef;
+}
+
+/**
+ * Classifies an existing Job for a node against this run.
+ *
+ * @param nodeUid the node's current UID; a Job made for another UID ran on a
+ *   node that has since been replaced under the same name
+ * @example
+ * ```ts
+ * classifyJob({ metadata: { labels: {} } }, run, "uid"); // "notOurs"
+ * ```
+ */
+export function classifyJob(job: V1Job, run: RunIdentity, nodeUid?: string): Disposition {
+  const meta = job.metadata ?? {};
+  if (meta.labels?.[run.keys.owner] !== labelValue(run.prefix)) return "notOurs";
+  if (meta.deletionTimestamp) return "stale";
+  if (run.owner && !(meta.ownerReferences ?? []).some((r) => r.uid === run.owner!.uid)) {
+    return "stale";
+  }
+  const madeFor = meta.annotations?.[run.keys.nodeUid];
+  if (nodeUid && madeFor && madeFor !== nodeUid) return "stale";
+  return "current";
+}

@@ -1,0 +1,493 @@
+/**
+ * The one API layer: kubeconfig and credentials from `@kubernetes/client-node`,
+ * requests over Deno's own `fetch`, one retry policy, paginated lists and
+ * watches that survive idle periods.
+ *
+ * client-node's own `Watch` (undici) stalls silently under Deno once a watch
+ * has been idle for 30 s (client-node #3020), so the watch here reads the
+ * stream itself with a server-side `timeoutSeconds` and an inactivity timer.
+ *
+ * @module
+ */
+
+import { KubeConfig } from "@kubernetes/client-node";
+import type { V1Job, V1Node, V1Pod } from "@kubernetes/client-node";
+
+/** An API request that failed, with what a user needs to act on it. */
+export class ApiError extends Error {
+  /** HTTP status; 0 when the server could not be reached. */
+  status: number;
+  /** The Status reason (`NotFound`, `Forbidden`, …) or `Unreachable`/`Timeout`. */
+  reason: string;
+  /** The Kubernetes verb (`get`, `list`, `watch`, `create`, `delete`). */
+  verb: string;
+  /** The resource, e.g. `jobs` or `nodes`. */
+  resource: string;
+  /** How long the server asked us to wait (429), in milliseconds. */
+  retryAfterMs?: number;
+
+  /** Builds an error; `message` is the server's Status message or the network error. */
+  constructor(
+    init: { status: number; reason: string; verb: string; resource: string; message: string },
+    retryAfterMs?: number,
+  ) {
+    super(`Cannot ${init.verb} ${init.resource}: ${init.message}`);
+    this.name = "ApiError";
+    this.status = init.status;
+    this.reason = init.reason;
+    this.verb = init.verb;
+    this.resource = init.resource;
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/** The retry policy every request of the tool follows. */
+export interface RetryPolicy {
+  /** How long one request may take before it is abandoned and retried. @default 30000 */
+  requestTimeoutMs: number;
+  /** How long retries of one call may go on in all. @default 90000 */
+  budgetMs: number;
+  /** The first backoff. @default 250 */
+  baseDelayMs: number;
+  /** The longest backoff. @default 8000 */
+  maxDelayMs: number;
+}
+
+/** The defaults of {@linkcode RetryPolicy}. */
+export const DEFAULT_RETRY: RetryPolicy = {
+  requestTimeoutMs: 30_000,
+  budgetMs: 90_000,
+  baseDelayMs: 250,
+  maxDelayMs: 8_000,
+};
+
+/**
+ * Whether a failed request may succeed if sent again: throttled (429), a
+ * server error (5xx), a timeout or a connection failure. Other 4xx answers
+ * cannot heal by waiting.
+ */
+export function isRetryable(err: unknown): boolean {
+  if (!(err instanceof ApiError)) return false;
+  return err.status === 0 || err.status === 429 || err.status >= 500;
+}
+
+/**
+ * How long to wait before attempt `attempt` (1 = the first retry): the
+ * server's `Retry-After` when it gave one, else exponential backoff with full
+ * jitter, so many clients throttled together do not return together.
+ *
+ * @param random a number in [0, 1), for jitter
+ */
+export function retryDelayMs(
+  attempt: number,
+  err: ApiError,
+  policy: RetryPolicy,
+  random: number,
+): number {
+  if (err.retryAfterMs !== undefined) return err.retryAfterMs;
+  const cap = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (attempt - 1));
+  return Math.round(cap / 2 + (cap / 2) * random);
+}
+
+/** Counts of what the API layer did, for the summary and the benchmarks. */
+export interface ApiStats {
+  /** Requests sent, by `verb resource`. */
+  requests: Record<string, number>;
+  /** 429 answers seen. */
+  throttled: number;
+  /** Requests sent again under the retry policy. */
+  retries: number;
+}
+
+/** One event of a watch. */
+export interface WatchEvent<T> {
+  /** ADDED, MODIFIED, DELETED, BOOKMARK or ERROR. */
+  type: "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR";
+  /** The object; a Status for ERROR. */
+  object: T & { code?: number; reason?: string; message?: string };
+}
+
+/** A list's items with the resourceVersion to watch from. */
+export interface ListResult<T> {
+  /** Every item, across pages. */
+  items: T[];
+  /** The list's resourceVersion. */
+  resourceVersion: string;
+}
+
+/** Where to find credentials. */
+export interface ConnectOptions {
+  /** A kubeconfig file; default: $KUBECONFIG, ~/.kube/config, then in-cluster. */
+  kubeconfig?: string;
+  /** A context of the kubeconfig; default: its current context. */
+  context?: string;
+  /** The retry policy. */
+  retry?: RetryPolicy;
+}
+
+const RESOURCE_OF_PATH = /\/(?:namespaces\/[^/]+\/)?([a-z]+)(?:\/[^/?]*)?(?:\/[a-z]+)?$/;
+
+function resourceOf(path: string): string {
+  const m = path.split("?")[0].match(RESOURCE_OF_PATH);
+  return m ? m[1] : path;
+}
+
+/** Error for a kubeconfig that cannot be used; `main.ts` turns it into exit 3. */
+export class ConfigError extends Error {
+  /** @param message what is wrong and how to fix it */
+  constructor(message: string) {
+    super(message);
+    this.name = "ConfigError";
+  }
+}
+
+function loadKubeConfig(opts: ConnectOptions): KubeConfig {
+  const kc = new KubeConfig();
+  const fromEnv = Deno.env.get("KUBECONFIG");
+  const source = opts.kubeconfig ?? (fromEnv ? `$KUBECONFIG (${fromEnv})` : "~/.kube/config");
+  try {
+    if (opts.kubeconfig) kc.loadFromFile(opts.kubeconfig);
+    else kc.loadFromDefault();
+  } catch (e) {
+    const err = e as Error & { code?: string };
+    const why = err.code === "ENOENT"
+      ? "no such file"
+      : err.code === "EACCES"
+      ? "permission denied"
+      : err.message.split("\n")[0];
+    throw new ConfigError(`Cannot load kubeconfig ${source}: ${why}`);
+  }
+  // With no kubeconfig and no in-cluster service account, client-node falls
+  // back to an unauthenticated http://localhost:8080, which is never what a
+  // user meant.
+  if (
+    kc.getCurrentContext() === "loaded-context" &&
+    kc.getCurrentCluster()?.server === "http://localhost:8080"
+  ) {
+    throw new ConfigError(
+      "Cannot find a kubeconfig: pass --kubeconfig, set $KUBECONFIG, create ~/.kube/config, " +
+        "or run in a pod with a service account",
+    );
+  }
+  if (opts.context) {
+    if (!kc.getContextObject(opts.context)) {
+      const known = kc.getContexts().map((c) => c.name).join(", ") || "none";
+      throw new ConfigError(
+        `Cannot use context ${JSON.stringify(opts.context)}: not in ${source} (contexts: ${known})`,
+      );
+    }
+    kc.setCurrentContext(opts.context);
+  }
+  const cluster = kc.getCurrentCluster();
+  if (!cluster?.server) {
+    throw new ConfigError(
+      `Cannot find a cluster in ${source}: set --kubeconfig, $KUBECONFIG or run in a pod`,
+    );
+  }
+  // Deno's HTTP client has no per-client switch to skip verification, and a
+  // dispatcher that gates fleet upgrades should not talk to an unverified server.
+  if (cluster.skipTLSVerify && cluster.server.startsWith("https:")) {
+    throw new ConfigError(
+      `Cannot use cluster ${cluster.name}: insecure-skip-tls-verify is not supported; ` +
+        "set certificate-authority(-data) in the kubeconfig",
+    );
+  }
+  return kc;
+}
+
+type Bytes = string | Uint8Array | { toString(): string };
+
+/**
+ * A client of one API server. Every request goes through {@linkcode Kube.request},
+ * which applies the retry policy and counts what it sends.
+ */
+export class Kube {
+  /** The API server's URL. */
+  readonly server: string;
+  /** The namespace of the kubeconfig's context, if it names one. */
+  readonly contextNamespace?: string;
+  /** What this client has sent. */
+  readonly stats: ApiStats = { requests: {}, throttled: 0, retries: 0 };
+  #kc: KubeConfig;
+  #client: Deno.HttpClient;
+  #retry: RetryPolicy;
+  #auth?: { header?: string; at: number };
+
+  private constructor(kc: KubeConfig, client: Deno.HttpClient, retry: RetryPolicy) {
+    this.#kc = kc;
+    this.#client = client;
+    this.#retry = retry;
+    this.server = kc.getCurrentCluster()!.server.replace(/\/+$/, "");
+    this.contextNamespace = kc.getContextObject(kc.getCurrentContext())?.namespace;
+  }
+
+  /**
+   * Loads credentials and builds a client; makes no request.
+   *
+   * @throws {ConfigError} when the kubeconfig is missing, unreadable or names no usable cluster
+   */
+  static async connect(opts: ConnectOptions = {}): Promise<Kube> {
+    const kc = loadKubeConfig(opts);
+    const tls: { ca?: Bytes; cert?: Bytes; key?: Bytes } = {};
+    try {
+      await kc.applyToHTTPSOptions(tls as never);
+    } catch (e) {
+      throw new ConfigError(
+        `Cannot load credentials of context ${kc.getCurrentContext()}: ${(e as Error).message}`,
+      );
+    }
+    const text = (b?: Bytes) => (b === undefined ? undefined : b.toString());
+    const client = Deno.createHttpClient({
+      caCerts: tls.ca ? [text(tls.ca)!] : undefined,
+      cert: text(tls.cert),
+      key: text(tls.key),
+    } as Deno.CreateHttpClientOptions);
+    return new Kube(kc, client, opts.retry ?? DEFAULT_RETRY);
+  }
+
+  /** Releases the HTTP client's connections. */
+  close(): void {
+    this.#client.close();
+  }
+
+  // Exec plugins and projected token files rotate credentials, so the header
+  // is re-derived now and then rather than once; client-node caches exec
+  // tokens until they expire.
+  async #authorization(): Promise<string | undefined> {
+    if (this.#auth && Date.now() - this.#auth.at < 10_000) return this.#auth.header;
+    const opts: { headers?: Record<string, string>; auth?: string } = {};
+    await this.#kc.applyToHTTPSOptions(opts as never);
+    const header = opts.headers?.Authorization ??
+      (opts.auth ? `Basic ${btoa(opts.auth)}` : undefined);
+    this.#auth = { header, at: Date.now() };
+    return header;
+  }
+
+  async #send(
+    verb: string,
+    method: string,
+    path: string,
+    body: unknown,
+    signal: AbortSignal,
+  ): Promise<Response> {
+    const key = `${verb} ${resourceOf(path)}`;
+    this.stats.requests[key] = (this.stats.requests[key] ?? 0) + 1;
+    const headers: Record<string, string> = { Accept: "application/json" };
+    const auth = await this.#authorization();
+    if (auth) headers.Authorization = auth;
+    if (body !== undefined) {
+      headers["Content-Type"] = method === "PATCH"
+        ? "application/json-patch+json"
+        : "application/json";
+    }
+    try {
+      return await fetch(this.server + path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        client: this.#client,
+        signal,
+      } as RequestInit);
+    } catch (e) {
+      const timedOut = signal.aborted && (signal.reason as Error)?.name === "TimeoutError";
+      throw new ApiError({
+        status: 0,
+        reason: timedOut ? "Timeout" : "Unreachable",
+        verb,
+        resource: resourceOf(path),
+        message: timedOut
+          ? `no answer from ${this.server} within ${this.#retry.requestTimeoutMs} ms`
+          : `${this.server} unreachable: ${(e as Error).message}`,
+      });
+    }
+  }
+
+  static async #errorOf(res: Response, verb: string, path: string): Promise<ApiError> {
+    let status: { reason?: string; message?: string } = {};
+    const text = await res.text().catch(() => "");
+    try {
+      status = JSON.parse(text);
+    } catch {
+      status = { message: text.trim().slice(0, 200) || res.statusText };
+    }
+    const retryAfter = res.headers.get("Retry-After");
+    const seconds = retryAfter === null ? NaN : Number(retryAfter);
+    return new ApiError(
+      {
+        status: res.status,
+        reason: status.reason || res.statusText || String(res.status),
+        verb,
+        resource: resourceOf(path),
+        message: status.message || res.statusText,
+      },
+      Number.isFinite(seconds) ? seconds * 1000 : undefined,
+    );
+  }
+
+  /**
+   * Sends one request under the retry policy and returns the decoded body.
+   *
+   * @param verb the Kubernetes verb, for errors and counts
+   * @throws {ApiError} when the answer is an error that retrying cannot heal, or the budget is spent
+   */
+  async request<T>(
+    verb: string,
+    method: string,
+    path: string,
+    body?: unknown,
+  ): Promise<T> {
+    const started = Date.now();
+    for (let attempt = 1;; attempt++) {
+      let err: ApiError;
+      try {
+        const signal = AbortSignal.timeout(this.#retry.requestTimeoutMs);
+        const res = await this.#send(verb, method, path, body, signal);
+        if (res.ok) return await res.json() as T;
+        err = await Kube.#errorOf(res, verb, path);
+      } catch (e) {
+        if (e instanceof ApiError) err = e;
+        else if (e instanceof DOMException || e instanceof TypeError) {
+          // The body read was cut off or timed out: the same as no answer.
+          err = new ApiError({
+            status: 0,
+            reason: "Timeout",
+            verb,
+            resource: resourceOf(path),
+            message: e.message,
+          });
+        } else throw e;
+      }
+      if (err.status === 429) this.stats.throttled++;
+      const delay = retryDelayMs(attempt, err, this.#retry, Math.random());
+      if (!isRetryable(err) || Date.now() - started + delay > this.#retry.budgetMs) throw err;
+      this.stats.retries++;
+      await new Promise((r) => setTimeout(r, delay));
+    }
+  }
+
+  /**
+   * Lists a collection page by page (`limit`/`continue`), so that a fleet of
+   * thousands of nodes never has to fit one answer. A `continue` token that
+   * expired (410) restarts the list.
+   */
+  async list<T>(
+    path: string,
+    query: Record<string, string>,
+    pageSize: number,
+  ): Promise<ListResult<T>> {
+    for (let restart = 0;; restart++) {
+      const items: T[] = [];
+      let cont = "";
+      let resourceVersion = "";
+      try {
+        do {
+          const q = new URLSearchParams({ ...query, limit: String(pageSize) });
+          if (cont) q.set("continue", cont);
+          const page = await this.request<
+            { items: T[]; metadata: { continue?: string; resourceVersion: string } }
+          >(
+            "list",
+            "GET",
+            `${path}?${q}`,
+          );
+          items.push(...page.items);
+          resourceVersion ||= page.metadata.resourceVersion;
+          cont = page.metadata.continue ?? "";
+        } while (cont);
+        return { items, resourceVersion };
+      } catch (e) {
+        if (e instanceof ApiError && e.status === 410 && restart < 3) continue;
+        throw e;
+      }
+    }
+  }
+
+  /**
+   * Watches a collection from `resourceVersion`, yielding events until the
+   * server ends the watch (`timeoutSeconds`), the stream goes quiet for longer
+   * than the server could stay quiet, or `signal` aborts. The caller re-watches
+   * from the last resourceVersion it saw; an ERROR event (410 Gone) is yielded
+   * for the caller to re-list.
+   */
+  async *watch<T>(
+    path: string,
+    query: Record<string, string>,
+    resourceVersion: string,
+    signal: AbortSignal,
+    timeoutSeconds = 60,
+  ): AsyncGenerator<WatchEvent<T>> {
+    const q = new URLSearchParams({
+      ...query,
+      watch: "1",
+      resourceVersion,
+      allowWatchBookmarks: "true",
+      timeoutSeconds: String(timeoutSeconds),
+    });
+    const idle = new AbortController();
+    const both = AbortSignal.any([signal, idle.signal]);
+    // The server closes the watch after timeoutSeconds and sends bookmarks in
+    // between; silence well past that means a dead connection.
+    const idleMs = (timeoutSeconds + 30) * 1000;
+    let timer = setTimeout(() => idle.abort(), idleMs);
+    const res = await this.#send("watch", "GET", `${path}?${q}`, undefined, both).finally(() =>
+      clearTimeout(timer)
+    );
+    if (!res.ok) throw await Kube.#errorOf(res, "watch", path);
+    timer = setTimeout(() => idle.abort(), idleMs);
+    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let buffered = "";
+    try {
+      while (true) {
+        const { value, done } = await reader.read();
+        if (done) return;
+        clearTimeout(timer);
+        timer = setTimeout(() => idle.abort(), idleMs);
+        buffered += value;
+        let nl: number;
+        while ((nl = buffered.indexOf("\n")) >= 0) {
+          const line = buffered.slice(0, nl).trim();
+          buffered = buffered.slice(nl + 1);
+          if (line) yield JSON.parse(line) as WatchEvent<T>;
+        }
+      }
+    } catch (e) {
+      if (signal.aborted) return;
+      if (idle.signal.aborted) return; // quiet too long: let the caller re-watch
+      throw new ApiError({
+        status: 0,
+        reason: "Unreachable",
+        verb: "watch",
+        resource: resourceOf(path),
+        message: `watch stream broke: ${(e as Error).message}`,
+      });
+    } finally {
+      clearTimeout(timer);
+      reader.cancel().catch(() => {});
+    }
+  }
+
+  /** GET one object, or undefined when it does not exist. */
+  async get<T>(path: string): Promise<T | undefined> {
+    try {
+      return await this.request<T>("get", "GET", path);
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 404) return undefined;
+      throw e;
+    }
+  }
+}
+
+/** The requests the dispatcher makes, as paths; one place knows the URLs. */
+export const paths = {
+  nodes: () => "/api/v1/nodes",
+  node: (name: string) => `/api/v1/nodes/${encodeURIComponent(name)}`,
+  jobs: (ns: string) => `/apis/batch/v1/namespaces/${encodeURIComponent(ns)}/jobs`,
+  job: (ns: string, name: string) =>
+    `/apis/batch/v1/namespaces/${encodeURIComponent(ns)}/jobs/${encodeURIComponent(name)}`,
+  pod: (ns: string, name: string) =>
+    `/api/v1/namespaces/${encodeURIComponent(ns)}/pods/${encodeURIComponent(name)}`,
+  namespace: (ns: string) => `/api/v1/namespaces/${encodeURIComponent(ns)}`,
+};
+
+/** Objects the typed helpers return. */
+export type { V1Job, V1Node, V1Pod };

@@ -1,0 +1,203 @@
+import assert from "node:assert/strict";
+import { ApiError, ConfigError, Kube } from "./kube.ts";
+
+/** What the server saw of one request. */
+interface Hit {
+  url: string;
+  headers: Headers;
+}
+
+/** Serves `handler` on a loopback port and writes a kubeconfig that points at it. */
+async function withServer(
+  handler: (req: Request, n: number) => Response | Promise<Response>,
+  fn: (kube: Kube, hits: Hit[]) => Promise<void>,
+) {
+  const hits: Hit[] = [];
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    (req) => {
+      hits.push({ url: req.url, headers: new Headers(req.headers) });
+      return handler(req, hits.length);
+    },
+  );
+  const dir = await Deno.makeTempDir();
+  const kubeconfig = `${dir}/config`;
+  await Deno.writeTextFile(
+    kubeconfig,
+    `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://127.0.0.1:${server.addr.port}", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: secret-token}}]
+contexts: [{name: ctx, context: {cluster: c, user: u, namespace: team}}]
+current-context: ctx
+`,
+  );
+  const kube = await Kube.connect({
+    kubeconfig,
+    retry: { requestTimeoutMs: 2000, budgetMs: 10_000, baseDelayMs: 10, maxDelayMs: 50 },
+  });
+  try {
+    await fn(kube, hits);
+  } finally {
+    kube.close();
+    await server.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+const status = (code: number, reason: string, headers: Record<string, string> = {}) =>
+  Response.json({ kind: "Status", code, reason, message: `${reason} message` }, {
+    status: code,
+    headers,
+  });
+
+Deno.test("Kube.request() honours Retry-After on 429 and counts the throttling", async () => {
+  await withServer(
+    (_req, n) =>
+      n === 1
+        ? status(429, "TooManyRequests", { "Retry-After": "1" })
+        : Response.json({ ok: true }),
+    async (kube, hits) => {
+      const started = Date.now();
+      assert.deepEqual(await kube.request("get", "GET", "/api/v1/nodes/a"), { ok: true });
+      assert.ok(Date.now() - started >= 1000, "waited the second the server asked for");
+      assert.equal(hits.length, 2);
+      assert.equal(kube.stats.throttled, 1);
+      assert.equal(kube.stats.retries, 1);
+      assert.equal(hits[0].headers.get("authorization"), "Bearer secret-token");
+    },
+  );
+});
+
+Deno.test("Kube.request() retries 5xx and gives up on a 4xx that cannot heal", async () => {
+  await withServer(
+    (req, n) =>
+      req.url.endsWith("/flaky") && n < 3
+        ? status(503, "ServiceUnavailable")
+        : req.url.endsWith("/flaky")
+        ? Response.json({})
+        : status(403, "Forbidden"),
+    async (kube, hits) => {
+      await kube.request("get", "GET", "/flaky");
+      assert.equal(hits.length, 3);
+      await assert.rejects(
+        kube.request("create", "POST", "/apis/batch/v1/namespaces/x/jobs", {}),
+        (e: ApiError) => e.status === 403 && e.verb === "create" && e.resource === "jobs",
+      );
+      assert.equal(hits.length, 4, "403 is not retried");
+    },
+  );
+});
+
+Deno.test("Kube.list() follows continue tokens and keeps the first page's resourceVersion", async () => {
+  await withServer(
+    (req) => {
+      const url = new URL(req.url);
+      const page = Number(url.searchParams.get("continue") || "0");
+      assert.equal(url.searchParams.get("limit"), "2");
+      const items = [{ n: page * 2 }, { n: page * 2 + 1 }];
+      return Response.json({
+        items,
+        metadata: {
+          resourceVersion: String(100 + page),
+          continue: page < 2 ? String(page + 1) : "",
+        },
+      });
+    },
+    async (kube, hits) => {
+      const { items, resourceVersion } = await kube.list<{ n: number }>("/api/v1/nodes", {}, 2);
+      assert.deepEqual(items.map((i) => i.n), [0, 1, 2, 3, 4, 5]);
+      assert.equal(resourceVersion, "100");
+      assert.equal(hits.length, 3);
+    },
+  );
+});
+
+Deno.test("Kube.watch() yields events line by line and ends when the server ends the watch", async () => {
+  await withServer(
+    () => {
+      const body = [
+        { type: "ADDED", object: { metadata: { name: "a", resourceVersion: "2" } } },
+        { type: "BOOKMARK", object: { metadata: { resourceVersion: "3" } } },
+      ].map((e) => JSON.stringify(e) + "\n").join("");
+      // Split mid-line to prove lines are reassembled across chunks.
+      const stream = new ReadableStream({
+        start(c) {
+          c.enqueue(new TextEncoder().encode(body.slice(0, 30)));
+          c.enqueue(new TextEncoder().encode(body.slice(30)));
+          c.close();
+        },
+      });
+      return new Response(stream);
+    },
+    async (kube, hits) => {
+      const events = [];
+      for await (
+        const ev of kube.watch(
+          "/apis/batch/v1/namespaces/x/jobs",
+          {},
+          "1",
+          new AbortController().signal,
+        )
+      ) {
+        events.push(ev.type);
+      }
+      assert.deepEqual(events, ["ADDED", "BOOKMARK"]);
+      const q = new URL(hits[0].url).searchParams;
+      assert.equal(q.get("watch"), "1");
+      assert.equal(q.get("allowWatchBookmarks"), "true");
+      assert.equal(q.get("resourceVersion"), "1");
+    },
+  );
+});
+
+Deno.test("Kube.request() reports an unreachable server as status 0 after its retry budget", async () => {
+  const dir = await Deno.makeTempDir();
+  await Deno.writeTextFile(
+    `${dir}/config`,
+    `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://127.0.0.1:9", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {}}]
+contexts: [{name: ctx, context: {cluster: c, user: u}}]
+current-context: ctx
+`,
+  );
+  const kube = await Kube.connect({
+    kubeconfig: `${dir}/config`,
+    retry: { requestTimeoutMs: 500, budgetMs: 300, baseDelayMs: 10, maxDelayMs: 20 },
+  });
+  try {
+    await assert.rejects(
+      kube.request("list", "GET", "/api/v1/nodes"),
+      (e: ApiError) => e.status === 0 && /unreachable/.test(e.message),
+    );
+    assert.ok(kube.stats.retries > 0);
+  } finally {
+    kube.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("Kube.connect() names a missing kubeconfig and an unknown context", async () => {
+  await assert.rejects(
+    Kube.connect({ kubeconfig: "/nonexistent/kubeconfig" }),
+    (e: Error) => e instanceof ConfigError && /\/nonexistent\/kubeconfig/.test(e.message),
+  );
+  const dir = await Deno.makeTempDir();
+  await Deno.writeTextFile(
+    `${dir}/config`,
+    `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://127.0.0.1:9", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {}}]
+contexts: [{name: ctx, context: {cluster: c, user: u}}]
+current-context: ctx
+`,
+  );
+  await assert.rejects(
+    Kube.connect({ kubeconfig: `${dir}/config`, context: "nope" }),
+    (e: Error) => e instanceof ConfigError && /"nope"/.test(e.message) && /ctx/.test(e.message),
+  );
+  await Deno.remove(dir, { recursive: true });
+});

@@ -1,0 +1,110 @@
+/**
+ * The one logger: a line per event, in text or as JSON lines, on stderr.
+ * stdout is kept for data (`--dry-run=client` YAML, `--help`, `--version`).
+ *
+ * @module
+ */
+
+import type { DispatchEvent, Progress, Reporter } from "./fanout.ts";
+
+/** `text` for people, `json` for log pipelines. */
+export type LogFormat = "text" | "json";
+
+/** A sink for finished lines; stderr by default, an array in tests. */
+export type Sink = (line: string) => void;
+
+const encoder = new TextEncoder();
+
+/** Writes a line to stderr, synchronously so that nothing is lost on exit. */
+export const STDERR: Sink = (line) => {
+  Deno.stderr.writeSync(encoder.encode(line + "\n"));
+};
+
+/**
+ * Formats one line of the rollout's story, the same way for every event.
+ *
+ * @example
+ * ```ts
+ * describeEvent({ kind: "created", node: "n1", job: "up-n1" }); // "created job up-n1 for node n1"
+ * ```
+ */
+export function describeEvent(e: DispatchEvent): string {
+  switch (e.kind) {
+    case "created":
+    case "adopted":
+    case "replaced":
+      return `${e.kind} job ${e.job} for node ${e.node}`;
+    case "succeeded":
+      return `node ${e.node}: job ${e.job} succeeded${e.counted ? " (earlier, counted)" : ""}`;
+    case "failed":
+      return `node ${e.node}: job ${e.job} failed${
+        e.counted ? " (earlier, counted)" : ""
+      }: ${e.reason}`;
+    case "deleting":
+      return `deleting job ${e.job}: ${e.why}`;
+    case "watch":
+      return `watch ${e.state}: ${e.detail}`;
+  }
+}
+
+/**
+ * Formats the progress line.
+ *
+ * @example
+ * ```ts
+ * describeProgress({ succeeded: 120, failed: 3, inFlight: 100, queued: 4777, total: 5000 });
+ * // "120/5000 succeeded, 3 failed, 100 in flight, 4777 queued"
+ * ```
+ */
+export function describeProgress(p: Progress): string {
+  return `${p.succeeded}/${p.total} succeeded, ${p.failed} failed, ${p.inFlight} in flight, ` +
+    `${p.queued} queued`;
+}
+
+/** The logger every module reports through. */
+export class Logger implements Reporter {
+  #format: LogFormat;
+  #sink: Sink;
+
+  /** @param format text or json; @param sink where lines go */
+  constructor(format: LogFormat = "text", sink: Sink = STDERR) {
+    this.#format = format;
+    this.#sink = sink;
+  }
+
+  #line(level: "info" | "warn" | "error", msg: string, fields: Record<string, unknown>): void {
+    const time = new Date().toISOString();
+    if (this.#format === "json") {
+      this.#sink(JSON.stringify({ time, level, msg, ...fields }));
+    } else {
+      const tag = level === "info" ? "" : `${level}: `;
+      this.#sink(`${time.slice(11, 19)} ${tag}${msg}`);
+    }
+  }
+
+  /** An ordinary line. */
+  info(msg: string, fields: Record<string, unknown> = {}): void {
+    this.#line("info", msg, fields);
+  }
+
+  /** Something the user should look at; the run goes on. */
+  warn(msg: string, fields: Record<string, unknown> = {}): void {
+    this.#line("warn", msg, fields);
+  }
+
+  /** Something failed. */
+  error(msg: string, fields: Record<string, unknown> = {}): void {
+    this.#line("error", msg, fields);
+  }
+
+  /** A fan-out event. */
+  event(e: DispatchEvent): void {
+    const level = e.kind === "failed" ? "warn" : "info";
+    this.#line(level, describeEvent(e), { event: e.kind, ...e });
+  }
+
+  /** The counts of the rollout. */
+  progress(p: Progress): void {
+    this.#line("info", describeProgress(p), { event: "progress", ...p });
+  }
+}

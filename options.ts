@@ -1,0 +1,276 @@
+/**
+ * The command line: every flag, its default and why it exists, in one table;
+ * `parseOptions` turns argv into a typed, validated {@linkcode Options}.
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { UsageError } from "./job.ts";
+import type { LogFormat } from "./log.ts";
+
+/** Everything a run is told on its command line. */
+export interface Options {
+  /** Path of the Job template; "-" reads stdin. */
+  jobTemplate: string;
+  /** Prefix of every Job name; default: the template's metadata.name. */
+  namePrefix?: string;
+  /** Namespace of the Jobs; resolved later when unset. */
+  namespace?: string;
+  /** Explicit node names. */
+  nodes?: string[];
+  /** Label selectors; a node matching any is selected. */
+  nodeSelectors: string[];
+  /** A field selector every selected node must match. */
+  nodeFieldSelector?: string;
+  /** Page size of node LISTs. @default 500 */
+  nodePageSize: number;
+  /** Dispatch to tainted nodes too. */
+  ignoreNodeTaints: boolean;
+  /** How long to wait for the selection to appear and settle. @default 0 */
+  waitForNodesSecs: number;
+  /** How long the eligible set must stay unchanged. @default 15 */
+  nodeSettleSecs: number;
+  /** Most Jobs in flight. @default 100 */
+  parallelism: number;
+  /** LIST interval when a watch is not possible. @default 5 */
+  pollIntervalSecs: number;
+  /** How often the progress line is printed. @default 10 */
+  progressIntervalSecs: number;
+  /** The owner Job, by name. */
+  ownerJobName?: string;
+  /** A pod whose Job owner owns the run. */
+  ownerJobFromPod?: string;
+  /** Prefix of the tracking label keys. @default "job-dispatcher" */
+  trackingLabelPrefix: string;
+  /** Exit 0 when another live owner's run holds this prefix. */
+  yieldToLiveRun: boolean;
+  /** Kubeconfig file. */
+  kubeconfig?: string;
+  /** Kubeconfig context. */
+  context?: string;
+  /** Print (client) or validate (server) the Jobs instead of running them. */
+  dryRun?: "client" | "server";
+  /** Log format. @default "text" */
+  logFormat: LogFormat;
+  /** Print the manual. */
+  help: boolean;
+  /** Print the version. */
+  version: boolean;
+}
+
+/** The manual printed by `--help`. */
+export const HELP = `job-dispatcher: run exactly one Kubernetes Job per selected node, paced.
+
+USAGE
+  job-dispatcher --job-template PATH [selection] [flags]
+
+  Stamps out one batch/v1 Job per node from a template, pins each to its node
+  with spec.template.spec.nodeName, keeps at most --parallelism in flight and
+  starts the next the moment a watch says one finished. Re-running is safe:
+  finished nodes are counted, running Jobs adopted, Jobs of earlier owners
+  replaced, new nodes picked up.
+
+TEMPLATE
+  --job-template PATH       One batch/v1 Job in YAML ("-" reads stdin). Output of
+                            "kubectl get job -o yaml" works: server fields are dropped.
+  --name-prefix P           Job names are "<P>-<node>" (sanitised, with a hash when
+                            longer than 63 characters). Default: the template's
+                            metadata.name.
+  -n, --namespace NS        Namespace of the Jobs. Default: $POD_NAMESPACE, then the
+                            in-cluster service account's namespace, then the
+                            kubeconfig context's namespace, then "default".
+
+SELECTION
+  --nodes a,b,...           Exactly these nodes (each must exist). A deliberate
+                            override: taints are not checked.
+  --node-selector SEL       Label selector (kubectl syntax); repeatable, the union of
+                            the matches is selected. Without --nodes or a selector,
+                            every node is selected.
+  --node-field-selector SEL Field selector every selected node must also match,
+                            e.g. spec.unschedulable=false.
+  --node-page-size N        Nodes per LIST page (default 500).
+  --ignore-node-taints      Also dispatch to nodes whose NoSchedule/NoExecute taints
+                            the template does not tolerate. By default such nodes
+                            are skipped, as the DaemonSet controller would, and
+                            each skip is logged with its taint.
+  --wait-for-nodes-secs S   Wait up to S seconds for the selection to be non-empty
+                            and settled (default 0: take it as it is). Waiting
+                            declares that nodes are expected: an empty selection
+                            then fails.
+  --node-settle-secs S      With waiting, how long the eligible set must stay
+                            unchanged (default 15).
+
+PACING AND OWNERSHIP
+  --parallelism N           Most Jobs in flight at once (default 100).
+  --poll-interval-secs S    LIST interval, used only when the Jobs cannot be
+                            watched (default 5).
+  --progress-interval-secs S  Progress line interval (default 10).
+  --owner-job-name NAME     A Job in the namespace that owns the per-node Jobs
+                            (ownerReference): deleting it garbage-collects them,
+                            and Jobs of an earlier owner are replaced.
+  --owner-job-from-pod POD  Use the Job that owns this pod (e.g. $POD_NAME of the
+                            dispatcher's own pod) as the owner.
+  --tracking-label-prefix P Prefix of the labels <P>/owner, <P>/node and the
+                            annotations <P>/node-name, <P>/node-uid
+                            (default job-dispatcher).
+  --yield-to-live-run       With an owner: if this prefix's Jobs belong to another
+                            owner Job that still exists and has not finished,
+                            exit 0 without dispatching, naming that run.
+
+CLUSTER ACCESS
+  --kubeconfig PATH         Kubeconfig file (default $KUBECONFIG, ~/.kube/config,
+                            then the in-cluster service account).
+  --context NAME            Kubeconfig context (default: the current context).
+
+OUTPUT
+  --dry-run=client|server   client: print the Jobs as a YAML stream, create
+                            nothing. server: send every Job with dryRun=All so the
+                            API server validates it, create nothing.
+  --log-format text|json    Lines on stderr as text (default) or JSON.
+  -h, --help                This manual.
+  --version                 Version, Deno version and commit.
+
+EXIT CODES
+  0    every selected node succeeded, or there was nothing to do
+  1    some node failed (the summary names each, with a kubectl logs hint)
+  2    bad usage or input (flags, template, selectors); nothing was created
+  3    the cluster could not be used before any dispatch (unreachable,
+       unauthorised, forbidden, kubeconfig unusable)
+  130  interrupted by SIGINT; 143 by SIGTERM. Jobs already created run on; a
+       re-run adopts them and finishes the rest.
+`;
+
+const FLAGS = {
+  "job-template": { type: "string" },
+  "name-prefix": { type: "string" },
+  namespace: { type: "string", short: "n" },
+  nodes: { type: "string" },
+  "node-selector": { type: "string", multiple: true },
+  "node-field-selector": { type: "string" },
+  "node-page-size": { type: "string" },
+  "ignore-node-taints": { type: "boolean" },
+  "wait-for-nodes-secs": { type: "string" },
+  "node-settle-secs": { type: "string" },
+  parallelism: { type: "string" },
+  "poll-interval-secs": { type: "string" },
+  "progress-interval-secs": { type: "string" },
+  "owner-job-name": { type: "string" },
+  "owner-job-from-pod": { type: "string" },
+  "tracking-label-prefix": { type: "string" },
+  "yield-to-live-run": { type: "boolean" },
+  kubeconfig: { type: "string" },
+  context: { type: "string" },
+  "dry-run": { type: "string" },
+  "log-format": { type: "string" },
+  help: { type: "boolean", short: "h" },
+  version: { type: "boolean" },
+} as const;
+
+function number(
+  flag: string,
+  raw: string | undefined,
+  fallback: number,
+  min: number,
+  integer = true,
+): number {
+  if (raw === undefined) return fallback;
+  const value = Number(raw);
+  if (raw.trim() === "" || !Number.isFinite(value) || (integer && !Number.isInteger(value))) {
+    throw new UsageError(`Invalid --${flag} ${JSON.stringify(raw)}: expected a number`);
+  }
+  if (value < min) throw new UsageError(`Invalid --${flag} ${raw}: it must be at least ${min}`);
+  return value;
+}
+
+function oneOf<T extends string>(
+  flag: string,
+  raw: string | undefined,
+  allowed: T[],
+): T | undefined {
+  if (raw === undefined) return undefined;
+  if (!allowed.includes(raw as T)) {
+    throw new UsageError(
+      `Invalid --${flag} ${JSON.stringify(raw)}: expected ${allowed.join(" or ")}`,
+    );
+  }
+  return raw as T;
+}
+
+/**
+ * Parses argv into validated options.
+ *
+ * @throws {UsageError} naming the flag and what is wrong with it
+ * @example
+ * ```ts
+ * parseOptions(["--job-template", "job.yaml", "--parallelism", "5"]).parallelism; // 5
+ * ```
+ */
+export function parseOptions(argv: string[]): Options {
+  let values;
+  try {
+    ({ values } = parseArgs({ args: argv, options: FLAGS, strict: true, allowPositionals: false }));
+  } catch (e) {
+    const msg = (e as Error).message.replace(/\. To specify a positional argument.*$/s, "");
+    throw new UsageError(msg.split("\n")[0]);
+  }
+  const v = values;
+  const help = v.help ?? false;
+  const version = v.version ?? false;
+  const nodes = v.nodes?.split(",").map((s) => s.trim()).filter(Boolean);
+  const opts: Options = {
+    jobTemplate: v["job-template"] ?? "",
+    namePrefix: v["name-prefix"],
+    namespace: v.namespace,
+    nodes,
+    nodeSelectors: v["node-selector"] ?? [],
+    nodeFieldSelector: v["node-field-selector"],
+    nodePageSize: number("node-page-size", v["node-page-size"], 500, 1),
+    ignoreNodeTaints: v["ignore-node-taints"] ?? false,
+    waitForNodesSecs: number("wait-for-nodes-secs", v["wait-for-nodes-secs"], 0, 0, false),
+    nodeSettleSecs: number("node-settle-secs", v["node-settle-secs"], 15, 0, false),
+    parallelism: number("parallelism", v.parallelism, 100, 1),
+    pollIntervalSecs: number("poll-interval-secs", v["poll-interval-secs"], 5, 0.1, false),
+    progressIntervalSecs: number(
+      "progress-interval-secs",
+      v["progress-interval-secs"],
+      10,
+      0.1,
+      false,
+    ),
+    ownerJobName: v["owner-job-name"],
+    ownerJobFromPod: v["owner-job-from-pod"],
+    trackingLabelPrefix: v["tracking-label-prefix"] ?? "job-dispatcher",
+    yieldToLiveRun: v["yield-to-live-run"] ?? false,
+    kubeconfig: v.kubeconfig,
+    context: v.context,
+    dryRun: oneOf("dry-run", v["dry-run"], ["client", "server"]),
+    logFormat: oneOf("log-format", v["log-format"], ["text", "json"]) ?? "text",
+    help,
+    version,
+  };
+  if (help || version) return opts;
+  if (!opts.jobTemplate) {
+    throw new UsageError("Missing --job-template: name a file, or - for stdin");
+  }
+  if (v.nodes !== undefined && !nodes?.length) {
+    throw new UsageError("Invalid --nodes: it names no node; give a comma-separated list");
+  }
+  if (nodes && (opts.nodeSelectors.length || opts.nodeFieldSelector)) {
+    throw new UsageError(
+      "Invalid selection: --nodes is an explicit list; drop --node-selector/--node-field-selector",
+    );
+  }
+  if (opts.nodeSelectors.some((s) => !s.trim())) {
+    throw new UsageError('Invalid --node-selector "": give a label selector such as role=worker');
+  }
+  if (opts.ownerJobName && opts.ownerJobFromPod) {
+    throw new UsageError("Invalid owner: give --owner-job-name or --owner-job-from-pod, not both");
+  }
+  if (opts.yieldToLiveRun && !opts.ownerJobName && !opts.ownerJobFromPod) {
+    throw new UsageError(
+      "Invalid --yield-to-live-run: it needs an owner (--owner-job-name or --owner-job-from-pod)",
+    );
+  }
+  return opts;
+}

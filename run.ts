@@ -1,0 +1,352 @@
+/**
+ * One run of the dispatcher, wired from its parts: resolve the namespace and
+ * owner, select and admit nodes, check the template with the API server,
+ * dispatch, and summarise. Returns the exit code; only `main.ts` exits.
+ *
+ * @module
+ */
+
+import { stringify } from "yaml";
+import type { V1Job, V1Node, V1Pod } from "@kubernetes/client-node";
+import {
+  classifyJob,
+  instantiateJob,
+  interpretStatus,
+  type JobTemplate,
+  labelValue,
+  type OwnerRef,
+  type RunIdentity,
+  sanitize,
+  trackingKeys,
+  UsageError,
+} from "./job.ts";
+import { ApiError, type Kube, paths } from "./kube.ts";
+import { dispatch, type JobApi, type NodeResult, type Target } from "./fanout.ts";
+import { affinityMismatch, formatTaint, tolerationsYamlFor } from "./nodes.ts";
+import { describeSelection, recheckNode, type Selection, waitForSelection } from "./select.ts";
+import type { Logger } from "./log.ts";
+import type { Options } from "./options.ts";
+
+/** Exit codes, as documented in `--help`. */
+export const EXIT = { ok: 0, failed: 1, usage: 2, cluster: 3, sigint: 130, sigterm: 143 } as const;
+
+/** What a run needs from its surroundings. */
+export interface RunContext {
+  /** The API client. */
+  kube: Kube;
+  /** The logger. */
+  log: Logger;
+  /** Aborts on SIGINT/SIGTERM. */
+  signal: AbortSignal;
+  /** Reads an environment variable. */
+  env: (name: string) => string | undefined;
+  /** Reads a file, or undefined when it cannot. */
+  readFile: (path: string) => string | undefined;
+  /** Writes data (dry-run YAML) to stdout. */
+  stdout: (text: string) => void;
+}
+
+const SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+/**
+ * The namespace of the Jobs: the flag, then `$POD_NAMESPACE`, then the
+ * in-cluster service account's namespace, then the kubeconfig context's, then
+ * `default` — the order in which each is the more deliberate choice.
+ */
+export function resolveNamespace(opts: Options, ctx: RunContext): string {
+  return opts.namespace || ctx.env("POD_NAMESPACE") ||
+    ctx.readFile(SERVICE_ACCOUNT_NAMESPACE)?.trim() || ctx.kube.contextNamespace || "default";
+}
+
+/** The Job operations of the fan-out, over the API layer. */
+export function jobApiFor(kube: Kube, namespace: string, labelSelector: string): JobApi {
+  const query = { labelSelector };
+  return {
+    listJobs: () => kube.list<V1Job>(paths.jobs(namespace), query, 500),
+    watchJobs: (rv, signal) => kube.watch<V1Job>(paths.jobs(namespace), query, rv, signal),
+    getJob: (name) => kube.get<V1Job>(paths.job(namespace, name)),
+    createJob: (job) => kube.request<V1Job>("create", "POST", paths.jobs(namespace), job),
+    deleteJob: async (name, uid) => {
+      try {
+        // Foreground: the Job object stays until its pods are gone, so its
+        // disappearance from the watch means the node is free again.
+        await kube.request("delete", "DELETE", paths.job(namespace, name), {
+          apiVersion: "v1",
+          kind: "DeleteOptions",
+          propagationPolicy: "Foreground",
+          preconditions: { uid },
+        });
+      } catch (e) {
+        // 404: already gone; 409: the precondition failed, another Job of that
+        // name replaced it, which the watch will show.
+        if (!(e instanceof ApiError && (e.status === 404 || e.status === 409))) throw e;
+      }
+    },
+  };
+}
+
+async function resolveOwner(opts: Options, kube: Kube, ns: string): Promise<OwnerRef | undefined> {
+  if (opts.ownerJobName) {
+    const job = await kube.get<V1Job>(paths.job(ns, opts.ownerJobName));
+    if (!job) {
+      throw new UsageError(
+        `Invalid --owner-job-name ${opts.ownerJobName}: no such Job in namespace ${ns} ` +
+          "(the owner must be in the namespace of the per-node Jobs)",
+      );
+    }
+    return { name: opts.ownerJobName, uid: job.metadata!.uid! };
+  }
+  if (opts.ownerJobFromPod) {
+    const pod = await kube.get<V1Pod>(paths.pod(ns, opts.ownerJobFromPod));
+    if (!pod) {
+      throw new UsageError(
+        `Invalid --owner-job-from-pod ${opts.ownerJobFromPod}: no such pod in namespace ${ns}`,
+      );
+    }
+    const ref = pod.metadata?.ownerReferences?.find((r) => r.kind === "Job");
+    if (!ref) {
+      throw new UsageError(
+        `Invalid --owner-job-from-pod ${opts.ownerJobFromPod}: the pod is not owned by a Job; ` +
+          "use --owner-job-name or run the dispatcher from a Job",
+      );
+    }
+    return { name: ref.name, uid: ref.uid };
+  }
+  return undefined;
+}
+
+function nodeFacts(node: V1Node) {
+  const info = node.status?.nodeInfo;
+  return {
+    name: node.metadata!.name!,
+    uid: node.metadata!.uid!,
+    machineID: info?.machineID || undefined,
+    containerRuntimeVersion: info?.containerRuntimeVersion || undefined,
+  };
+}
+
+/** Asks the API server to validate one Job without creating it. */
+async function validateOnServer(kube: Kube, ns: string, job: V1Job): Promise<void> {
+  try {
+    await kube.request("create", "POST", `${paths.jobs(ns)}?dryRun=All`, job);
+  } catch (e) {
+    if (!(e instanceof ApiError)) throw e;
+    if (e.status === 409) return; // valid; a Job of that name exists, which dispatch handles
+    if (e.status === 404) {
+      throw new UsageError(
+        `Invalid namespace ${ns}: it does not exist (kubectl create namespace ${ns})`,
+      );
+    }
+    if (e.status === 400 || e.status === 422) {
+      throw new UsageError(
+        `Invalid job template: the API server rejected it: ${
+          e.message.replace(/^Cannot create jobs: /, "")
+        }`,
+      );
+    }
+    throw e;
+  }
+}
+
+/** Another owner's run that is still going, or undefined. */
+async function liveRun(
+  kube: Kube,
+  ns: string,
+  api: JobApi,
+  owner: OwnerRef,
+): Promise<OwnerRef | undefined> {
+  const { items } = await api.listJobs();
+  const others = new Map<string, string>();
+  for (const job of items) {
+    for (const ref of job.metadata?.ownerReferences ?? []) {
+      if (ref.kind === "Job" && ref.uid !== owner.uid) others.set(ref.uid, ref.name);
+    }
+  }
+  for (const [uid, name] of others) {
+    const job = await kube.get<V1Job>(paths.job(ns, name));
+    if (job?.metadata?.uid === uid && interpretStatus(job).phase === "active") return { name, uid };
+  }
+  return undefined;
+}
+
+function summarise(
+  results: NodeResult[],
+  ctx: RunContext,
+  ns: string,
+  run: RunIdentity,
+  started: number,
+): void {
+  const count = (o: NodeResult["outcome"]) => results.filter((r) => r.outcome === o).length;
+  const secs = ((Date.now() - started) / 1000).toFixed(1);
+  const parts = [`${count("succeeded")} succeeded`, `${count("failed")} failed`];
+  if (count("inFlight")) parts.push(`${count("inFlight")} still running`);
+  if (count("notStarted")) parts.push(`${count("notStarted")} not started`);
+  ctx.log.info(`summary: ${parts.join(", ")} of ${results.length} nodes in ${secs} s`, {
+    event: "summary",
+    succeeded: count("succeeded"),
+    failed: count("failed"),
+    inFlight: count("inFlight"),
+    notStarted: count("notStarted"),
+    total: results.length,
+  });
+  const failed = results.filter((r) => r.outcome === "failed");
+  for (const r of failed) {
+    ctx.log.warn(`failed node ${r.node}: job ${r.job}: ${r.reason}`, { event: "nodeFailed", ...r });
+  }
+  if (failed.length) {
+    ctx.log.info(
+      `logs: kubectl logs -n ${ns} -l ${run.keys.owner}=${
+        labelValue(run.prefix)
+      } --all-containers --prefix`,
+    );
+  }
+}
+
+/**
+ * Carries out one run and returns its exit code.
+ *
+ * @throws {UsageError} on bad input, before anything is created
+ * @throws {ApiError} when the cluster cannot be used before any dispatch
+ */
+export async function runDispatcher(
+  opts: Options,
+  template: JobTemplate,
+  ctx: RunContext,
+): Promise<number> {
+  const { kube, log } = ctx;
+  const keys = trackingKeys(opts.trackingLabelPrefix);
+  const prefix = opts.namePrefix ?? template.metadata?.name;
+  if (!prefix) {
+    throw new UsageError(
+      `Invalid job template ${opts.jobTemplate}: it has no metadata.name` +
+        (template.metadata?.generateName
+          ? " (only generateName, which would make every run's names new)"
+          : "") +
+        "; set metadata.name or --name-prefix",
+    );
+  }
+  if (!sanitize(prefix)) {
+    throw new UsageError(
+      `Invalid name prefix ${
+        JSON.stringify(prefix)
+      }: nothing of it is usable in a Job name; use lowercase letters and digits`,
+    );
+  }
+  const namespace = resolveNamespace(opts, ctx);
+  const podSpec = template.spec.template.spec!;
+  const selection: Selection = {
+    nodes: opts.nodes,
+    labelSelectors: opts.nodeSelectors,
+    fieldSelector: opts.nodeFieldSelector,
+    pageSize: opts.nodePageSize,
+    ignoreTaints: opts.ignoreNodeTaints,
+  };
+
+  const owner = await resolveOwner(opts, kube, namespace);
+  const run: RunIdentity = { keys, prefix, owner };
+  const resolved = await waitForSelection(kube, selection, podSpec, {
+    waitSecs: opts.waitForNodesSecs,
+    settleSecs: opts.nodeSettleSecs,
+    signal: ctx.signal,
+    onChange: (r) =>
+      log.info(`selection changed: ${r.eligible.length} eligible nodes; waiting for it to settle`),
+  });
+  for (const { node, taint } of resolved.skipped) {
+    log.info(
+      `skipped node ${node.metadata!.name}: taint ${
+        formatTaint(taint)
+      } is not tolerated by the template`,
+      {
+        event: "skipped",
+        node: node.metadata!.name,
+        taint: formatTaint(taint),
+      },
+    );
+  }
+  if (resolved.eligible.length === 0) {
+    if (resolved.skipped.length) {
+      throw new UsageError(
+        `Every matched node (${resolved.skipped.length}) has a taint the template does not tolerate; ` +
+          "add to spec.template.spec of the template:\n" +
+          tolerationsYamlFor(resolved.skipped.map((s) => s.taint)).trimEnd() +
+          "\nor pass --ignore-node-taints",
+      );
+    }
+    if (opts.waitForNodesSecs > 0) {
+      throw new UsageError(
+        `No node matched ${
+          describeSelection(selection)
+        } within --wait-for-nodes-secs ${opts.waitForNodesSecs}`,
+      );
+    }
+    log.info(`nothing to do: no node matches ${describeSelection(selection)}`);
+    return EXIT.ok;
+  }
+  const mismatched = resolved.eligible
+    .map((n) => [n.metadata!.name!, affinityMismatch(podSpec, n)] as const)
+    .filter(([, why]) => why);
+  if (mismatched.length) {
+    const [name, why] = mismatched[0];
+    throw new UsageError(
+      `Invalid job template ${opts.jobTemplate}: it excludes ${mismatched.length} selected node(s), ` +
+        `e.g. ${name} (${why}); a pod pinned to a node it does not match is rejected by the kubelet. ` +
+        "Narrow the node selection or relax the template's nodeSelector/affinity",
+    );
+  }
+
+  const targets: Target[] = resolved.eligible.map((n) => {
+    const node = nodeFacts(n);
+    return { node, job: instantiateJob({ template, node, prefix, namespace, keys, owner }) };
+  });
+  log.info(
+    `selected ${targets.length} nodes (${describeSelection(selection)}` +
+      `${resolved.skipped.length ? `; ${resolved.skipped.length} skipped for taints` : ""}), ` +
+      `namespace ${namespace}, parallelism ${opts.parallelism}` +
+      (owner ? `, owner job ${owner.name}` : ""),
+  );
+
+  if (opts.dryRun === "client") {
+    ctx.stdout(targets.map((t) => stringify(t.job)).join("---\n"));
+    return EXIT.ok;
+  }
+  if (opts.dryRun === "server") {
+    for (const t of targets) {
+      await validateOnServer(kube, namespace, t.job);
+      log.info(`validated job ${t.job.metadata!.name} for node ${t.node.name} (server dry run)`);
+    }
+    return EXIT.ok;
+  }
+
+  // One dry-run create before the first real one: the API server's own
+  // validation, RBAC and the namespace's existence are checked while nothing
+  // has been created yet, so bad input costs nothing.
+  await validateOnServer(kube, namespace, targets[0].job);
+  const api = jobApiFor(kube, namespace, `${keys.owner}=${labelValue(prefix)}`);
+  if (opts.yieldToLiveRun && owner) {
+    const live = await liveRun(kube, namespace, api, owner);
+    if (live) {
+      log.info(
+        `yielding: run of owner job ${live.name} (uid ${live.uid}) is still live for prefix ${prefix}`,
+      );
+      return EXIT.ok;
+    }
+  }
+
+  const started = Date.now();
+  const results = await dispatch({
+    targets,
+    parallelism: opts.parallelism,
+    run,
+    api,
+    reporter: log,
+    signal: ctx.signal,
+    pollIntervalMs: opts.pollIntervalSecs * 1000,
+    progressIntervalMs: opts.progressIntervalSecs * 1000,
+    recheck: (t) => recheckNode(kube, selection, podSpec, t.node.name, t.node.uid),
+  });
+  summarise(results, ctx, namespace, run, started);
+  return results.some((r) => r.outcome === "failed") ? EXIT.failed : EXIT.ok;
+}
+
+/** Re-exported for tests of the wiring. */
+export { classifyJob };
