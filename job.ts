@@ -137,7 +137,7 @@ export function trackingKeys(prefix: string): TrackingKeys {
   if (prefix.length > 253 || !QUALIFIED_PREFIX.test(prefix)) {
     throw new UsageError(
       `Invalid --tracking-label-prefix ${JSON.stringify(prefix)}: ` +
-        "it must be a lowercase DNS subdomain such as job-dispatcher or example.com/upgrade",
+        "it must be a lowercase DNS subdomain such as job-dispatcher or upgrade.example.com",
     );
   }
   return {
@@ -195,7 +195,9 @@ export function parseJobTemplate(text: string, source: string): JobTemplate {
   const fail = (what: string): never => {
     throw new UsageError(`Invalid job template ${source}: ${what}`);
   };
-  const docs = parseAllDocuments(text);
+  // YAML 1.1, as kubectl reads manifests (sigs.k8s.io/yaml): `defaultMode: 0400`
+  // is octal there, and a template that kubectl accepts must mean the same here.
+  const docs = parseAllDocuments(text, { version: "1.1" });
   for (const doc of docs) {
     if (doc.errors.length) fail(`not valid YAML: ${doc.errors[0].message.split("\n")[0]}`);
   }

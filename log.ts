@@ -75,7 +75,7 @@ export class Logger implements Reporter {
   #line(level: "info" | "warn" | "error", msg: string, fields: Record<string, unknown>): void {
     const time = new Date().toISOString();
     if (this.#format === "json") {
-      this.#sink(JSON.stringify({ time, level, msg, ...fields }));
+      this.#sink(JSON.stringify({ ...fields, time, level, msg }));
     } else {
       const tag = level === "info" ? "" : `${level}: `;
       this.#sink(`${time.slice(11, 19)} ${tag}${msg}`);

@@ -155,9 +155,12 @@ function requirementMatches(req: V1NodeSelectorRequirement, value: string | unde
       return value === undefined;
     case "Gt":
     case "Lt": {
+      // Kubernetes parses both sides with strconv.ParseInt: "5.15" or "12abc"
+      // is no number, and then the requirement does not match.
+      const integer = /^[-+]?\d+$/;
       if (value === undefined || values.length !== 1) return false;
+      if (!integer.test(value) || !integer.test(values[0])) return false;
       const [have, want] = [Number.parseInt(value, 10), Number.parseInt(values[0], 10)];
-      if (Number.isNaN(have) || Number.isNaN(want)) return false;
       return req.operator === "Gt" ? have > want : have < want;
     }
     default:

@@ -175,10 +175,12 @@ function number(
   integer = true,
 ): number {
   if (raw === undefined) return fallback;
-  const value = Number(raw);
-  if (raw.trim() === "" || !Number.isFinite(value) || (integer && !Number.isInteger(value))) {
-    throw new UsageError(`Invalid --${flag} ${JSON.stringify(raw)}: expected a number`);
+  const shape = integer ? /^[-+]?\d+$/ : /^[-+]?(\d+(\.\d*)?|\.\d+)$/;
+  if (!shape.test(raw.trim())) {
+    const what = integer ? "a whole number" : "a number of seconds";
+    throw new UsageError(`Invalid --${flag} ${JSON.stringify(raw)}: expected ${what}`);
   }
+  const value = Number(raw);
   if (value < min) throw new UsageError(`Invalid --${flag} ${raw}: it must be at least ${min}`);
   return value;
 }
@@ -211,8 +213,15 @@ export function parseOptions(argv: string[]): Options {
   try {
     ({ values } = parseArgs({ args: argv, options: FLAGS, strict: true, allowPositionals: false }));
   } catch (e) {
-    const msg = (e as Error).message.replace(/\. To specify a positional argument.*$/s, "");
-    throw new UsageError(msg.split("\n")[0]);
+    const msg = (e as Error).message;
+    // parseArgs refuses "--parallelism -1" as ambiguous (the value looks like
+    // a flag); the user meant a value, so judge the value instead.
+    const ambiguous = msg.match(/^Option '--([a-z-]+)' argument is ambiguous/);
+    if (ambiguous) {
+      const value = argv[argv.indexOf(`--${ambiguous[1]}`) + 1];
+      throw new UsageError(`Invalid --${ambiguous[1]} ${value}: it must not start with "-"`);
+    }
+    throw new UsageError(msg.replace(/\. To specify a positional argument.*$/s, "").split("\n")[0]);
   }
   const v = values;
   const help = v.help ?? false;

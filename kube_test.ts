@@ -1,0 +1,117 @@
+// kube.ts imports @kubernetes/client-node, whose dependencies (undici, debug)
+// read the environment when loaded, so this file needs `--allow-env` on the
+// command line; the tests themselves run with no permissions.
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import { ApiError, DEFAULT_RETRY, isRetryable, retryDelayMs, type RetryPolicy } from "./kube.ts";
+
+function apiError(status: number, retryAfterMs?: number): ApiError {
+  return new ApiError(
+    { status, reason: "Reason", verb: "create", resource: "jobs", message: "the server said no" },
+    retryAfterMs,
+  );
+}
+
+Deno.test({
+  name: "isRetryable() retries only what waiting can heal",
+  permissions: "none",
+  async fn(t) {
+    const cases: [number, string, boolean][] = [
+      [0, "unreachable", true],
+      [429, "throttled", true],
+      [500, "internal error", true],
+      [502, "bad gateway", true],
+      [503, "unavailable", true],
+      [504, "gateway timeout", true],
+      [400, "bad request", false],
+      [401, "unauthorised", false],
+      [403, "forbidden", false],
+      [404, "not found", false],
+      [409, "conflict", false],
+      [410, "gone", false],
+      [422, "invalid", false],
+    ];
+    for (const [status, what, want] of cases) {
+      await t.step(`it ${want ? "retries" : "does not retry"} ${status} (${what})`, () => {
+        assert.equal(isRetryable(apiError(status)), want);
+      });
+    }
+    const others: [string, unknown][] = [
+      ["an Error", new Error("boom")],
+      ["a TypeError from fetch", new TypeError("error sending request")],
+      ["an object that looks like a 503", { status: 503, name: "ApiError" }],
+      ["a string", "503"],
+      ["undefined", undefined],
+    ];
+    for (const [what, err] of others) {
+      await t.step(`it does not retry ${what}`, () => assert.equal(isRetryable(err), false));
+    }
+  },
+});
+
+const POLICY: RetryPolicy = { ...DEFAULT_RETRY, baseDelayMs: 250, maxDelayMs: 8000 };
+
+Deno.test({
+  name: "retryDelayMs() honours Retry-After exactly",
+  permissions: "none",
+  async fn(t) {
+    await t.step("whatever the attempt and the jitter", () => {
+      for (const attempt of [1, 2, 10]) {
+        for (const random of [0, 0.5, 0.999]) {
+          assert.equal(retryDelayMs(attempt, apiError(429, 3000), POLICY, random), 3000);
+        }
+      }
+    });
+    await t.step("even above maxDelayMs", () => {
+      assert.equal(retryDelayMs(1, apiError(429, 20_000), POLICY, 0.5), 20_000);
+    });
+    await t.step("even when it is zero", () => {
+      assert.equal(retryDelayMs(3, apiError(429, 0), POLICY, 0.5), 0);
+    });
+  },
+});
+
+Deno.test({
+  name: "retryDelayMs() backs off exponentially up to maxDelayMs",
+  permissions: "none",
+  async fn(t) {
+    const err = apiError(503);
+    await t.step("the lowest delay doubles per attempt from baseDelayMs / 2", () => {
+      const lows = [1, 2, 3, 4, 5, 6].map((a) => retryDelayMs(a, err, POLICY, 0));
+      assert.deepEqual(lows, [125, 250, 500, 1000, 2000, 4000]);
+    });
+    await t.step("the highest delay doubles per attempt from baseDelayMs", () => {
+      const highs = [1, 2, 3, 4, 5, 6].map((a) => retryDelayMs(a, err, POLICY, 0.9999999));
+      assert.deepEqual(highs, [250, 500, 1000, 2000, 4000, 8000]);
+    });
+    await t.step("it stops growing at maxDelayMs", () => {
+      for (const attempt of [7, 8, 20, 100, 5000]) {
+        assert.equal(retryDelayMs(attempt, err, POLICY, 0), 4000, `attempt ${attempt}`);
+        assert.equal(retryDelayMs(attempt, err, POLICY, 0.9999999), 8000, `attempt ${attempt}`);
+      }
+    });
+  },
+});
+
+Deno.test({
+  name: "retryDelayMs() jitters within [cap / 2, cap]",
+  permissions: "none",
+  fn() {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 60 }),
+        fc.integer({ min: 1, max: 2000 }),
+        fc.integer({ min: 1, max: 120_000 }),
+        fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }),
+        (attempt, baseDelayMs, maxDelayMs, random) => {
+          const policy = { ...DEFAULT_RETRY, baseDelayMs, maxDelayMs };
+          const cap = Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1));
+          const delay = retryDelayMs(attempt, apiError(500), policy, random);
+          assert.ok(Number.isInteger(delay), `${delay} is a whole number of milliseconds`);
+          assert.ok(delay >= cap / 2 && delay <= cap, `${delay} is outside [${cap / 2}, ${cap}]`);
+        },
+      ),
+      { numRuns: 5000 },
+    );
+  },
+});

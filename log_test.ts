@@ -1,0 +1,202 @@
+import assert from "node:assert/strict";
+import type { DispatchEvent } from "./fanout.ts";
+import { describeEvent, describeProgress, Logger } from "./log.ts";
+
+Deno.test({
+  name: "describeEvent() tells each kind of event in one line",
+  permissions: "none",
+  async fn(t) {
+    const cases: [string, DispatchEvent, string][] = [
+      ["created", { kind: "created", node: "n1", job: "up-n1" }, "created job up-n1 for node n1"],
+      ["adopted", { kind: "adopted", node: "n1", job: "up-n1" }, "adopted job up-n1 for node n1"],
+      [
+        "replaced",
+        { kind: "replaced", node: "n1", job: "up-n1" },
+        "replaced job up-n1 for node n1",
+      ],
+      [
+        "succeeded",
+        { kind: "succeeded", node: "n1", job: "up-n1" },
+        "node n1: job up-n1 succeeded",
+      ],
+      [
+        "succeeded earlier",
+        { kind: "succeeded", node: "n1", job: "up-n1", counted: true },
+        "node n1: job up-n1 succeeded (earlier, counted)",
+      ],
+      [
+        "failed",
+        { kind: "failed", node: "n1", job: "up-n1", reason: "BackoffLimitExceeded" },
+        "node n1: job up-n1 failed: BackoffLimitExceeded",
+      ],
+      [
+        "failed earlier",
+        { kind: "failed", node: "n1", job: "up-n1", reason: "DeadlineExceeded", counted: true },
+        "node n1: job up-n1 failed (earlier, counted): DeadlineExceeded",
+      ],
+      [
+        "deleting",
+        { kind: "deleting", job: "up-n1", why: "it belongs to an earlier owner" },
+        "deleting job up-n1: it belongs to an earlier owner",
+      ],
+      [
+        "watch",
+        { kind: "watch", state: "polling", detail: "3 watch failures in a row" },
+        "watch polling: 3 watch failures in a row",
+      ],
+    ];
+    for (const [name, event, want] of cases) {
+      await t.step(`it tells ${name}`, () => {
+        const line = describeEvent(event);
+        assert.equal(line, want);
+        assert.ok(!line.includes("\n"));
+      });
+    }
+  },
+});
+
+Deno.test({
+  name: "describeProgress() tells the counts in one line",
+  permissions: "none",
+  fn() {
+    assert.equal(
+      describeProgress({ succeeded: 120, failed: 3, inFlight: 100, queued: 4777, total: 5000 }),
+      "120/5000 succeeded, 3 failed, 100 in flight, 4777 queued",
+    );
+    assert.equal(
+      describeProgress({ succeeded: 0, failed: 0, inFlight: 0, queued: 0, total: 0 }),
+      "0/0 succeeded, 0 failed, 0 in flight, 0 queued",
+    );
+  },
+});
+
+function logger(format: "text" | "json"): { log: Logger; lines: string[] } {
+  const lines: string[] = [];
+  return { log: new Logger(format, (line) => lines.push(line)), lines };
+}
+
+const CLOCK = /^\d{2}:\d{2}:\d{2} /;
+
+Deno.test({
+  name: "Logger writes text lines with the time and the level",
+  permissions: "none",
+  async fn(t) {
+    await t.step("info has no level tag", () => {
+      const { log, lines } = logger("text");
+      log.info("listing nodes", { selector: "role=worker" });
+      assert.equal(lines.length, 1);
+      assert.match(lines[0], CLOCK);
+      assert.equal(lines[0].slice(9), "listing nodes");
+    });
+
+    await t.step("warn and error are tagged", () => {
+      const { log, lines } = logger("text");
+      log.warn("skipping node n1");
+      log.error("cannot list jobs");
+      assert.equal(lines[0].slice(9), "warn: skipping node n1");
+      assert.equal(lines[1].slice(9), "error: cannot list jobs");
+    });
+
+    await t.step("an event is told by describeEvent()", () => {
+      const { log, lines } = logger("text");
+      const e: DispatchEvent = { kind: "created", node: "n1", job: "up-n1" };
+      log.event(e);
+      assert.equal(lines[0].slice(9), describeEvent(e));
+    });
+
+    await t.step("a failed node is a warning", () => {
+      const { log, lines } = logger("text");
+      log.event({ kind: "failed", node: "n1", job: "up-n1", reason: "BackoffLimitExceeded" });
+      assert.equal(lines[0].slice(9), "warn: node n1: job up-n1 failed: BackoffLimitExceeded");
+    });
+
+    await t.step("progress is told by describeProgress()", () => {
+      const { log, lines } = logger("text");
+      const p = { succeeded: 1, failed: 0, inFlight: 2, queued: 3, total: 6 };
+      log.progress(p);
+      assert.equal(lines[0].slice(9), describeProgress(p));
+    });
+
+    await t.step("text is the default format", () => {
+      const lines: string[] = [];
+      new Logger(undefined, (line) => lines.push(line)).info("hello");
+      assert.match(lines[0], CLOCK);
+      assert.equal(lines[0].slice(9), "hello");
+    });
+  },
+});
+
+Deno.test({
+  name: "Logger writes JSON lines with level, msg, time and the fields",
+  permissions: "none",
+  async fn(t) {
+    await t.step("every line parses as one JSON object", () => {
+      const { log, lines } = logger("json");
+      log.info("one");
+      log.warn("two", { node: "n1" });
+      log.error("three", { status: 403 });
+      assert.equal(lines.length, 3);
+      for (const line of lines) {
+        assert.ok(!line.includes("\n"));
+        const record = JSON.parse(line);
+        assert.equal(typeof record, "object");
+        assert.ok(!Number.isNaN(Date.parse(record.time)), `time ${record.time}`);
+      }
+    });
+
+    await t.step("info, warn and error carry their level, message and fields", () => {
+      const { log, lines } = logger("json");
+      log.info("one");
+      log.warn("two", { node: "n1" });
+      log.error("three", { status: 403 });
+      const [a, b, c] = lines.map((l) => {
+        const { time: _, ...rest } = JSON.parse(l);
+        return rest;
+      });
+      assert.deepEqual(a, { level: "info", msg: "one" });
+      assert.deepEqual(b, { level: "warn", msg: "two", node: "n1" });
+      assert.deepEqual(c, { level: "error", msg: "three", status: 403 });
+    });
+
+    await t.step("an event carries its kind as event and its fields", () => {
+      const { log, lines } = logger("json");
+      const e: DispatchEvent = {
+        kind: "failed",
+        node: "n1",
+        job: "up-n1",
+        reason: "BackoffLimitExceeded",
+      };
+      log.event(e);
+      const { time: _, ...record } = JSON.parse(lines[0]);
+      assert.deepEqual(record, {
+        level: "warn",
+        msg: describeEvent(e),
+        event: "failed",
+        kind: "failed",
+        node: "n1",
+        job: "up-n1",
+        reason: "BackoffLimitExceeded",
+      });
+    });
+
+    await t.step("progress carries event progress and the counts", () => {
+      const { log, lines } = logger("json");
+      const p = { succeeded: 1, failed: 0, inFlight: 2, queued: 3, total: 6 };
+      log.progress(p);
+      const { time: _, ...record } = JSON.parse(lines[0]);
+      assert.deepEqual(record, {
+        level: "info",
+        msg: describeProgress(p),
+        event: "progress",
+        ...p,
+      });
+    });
+
+    await t.step("a message with quotes and newlines stays one line", () => {
+      const { log, lines } = logger("json");
+      log.info('a "quoted"\nmessage');
+      assert.equal(lines.length, 1);
+      assert.equal(JSON.parse(lines[0]).msg, 'a "quoted"\nmessage');
+    });
+  },
+});

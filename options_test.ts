@@ -1,0 +1,363 @@
+import assert from "node:assert/strict";
+import { UsageError } from "./job.ts";
+import { HELP, type Options, parseOptions } from "./options.ts";
+
+const T = ["--job-template", "job.yaml"];
+
+/** The message of the UsageError that parseOptions throws for `argv`. */
+function rejection(argv: string[]): string {
+  try {
+    parseOptions(argv);
+  } catch (e) {
+    assert.ok(e instanceof UsageError, `expected a UsageError, got ${e}`);
+    assert.ok(!e.message.includes("\n"), `one line: ${e.message}`);
+    return e.message;
+  }
+  assert.fail(`parseOptions() accepted ${JSON.stringify(argv)}`);
+}
+
+const DEFAULTS: Options = {
+  jobTemplate: "job.yaml",
+  namePrefix: undefined,
+  namespace: undefined,
+  nodes: undefined,
+  nodeSelectors: [],
+  nodeFieldSelector: undefined,
+  nodePageSize: 500,
+  ignoreNodeTaints: false,
+  waitForNodesSecs: 0,
+  nodeSettleSecs: 15,
+  parallelism: 100,
+  pollIntervalSecs: 5,
+  progressIntervalSecs: 10,
+  ownerJobName: undefined,
+  ownerJobFromPod: undefined,
+  trackingLabelPrefix: "job-dispatcher",
+  yieldToLiveRun: false,
+  kubeconfig: undefined,
+  context: undefined,
+  dryRun: undefined,
+  logFormat: "text",
+  help: false,
+  version: false,
+};
+
+Deno.test({
+  name: "parseOptions() fills in the defaults",
+  permissions: "none",
+  fn() {
+    assert.deepEqual(parseOptions(T), DEFAULTS);
+  },
+});
+
+Deno.test({
+  name: "parseOptions() parses every flag",
+  permissions: "none",
+  async fn(t) {
+    await t.step("with --node-selector and an owner by name", () => {
+      const opts = parseOptions([
+        "--job-template=-",
+        "--name-prefix",
+        "upgrade",
+        "--namespace",
+        "ops",
+        "--node-selector",
+        "role=worker",
+        "--node-field-selector",
+        "spec.unschedulable=false",
+        "--node-page-size",
+        "50",
+        "--ignore-node-taints",
+        "--wait-for-nodes-secs",
+        "120",
+        "--node-settle-secs",
+        "2.5",
+        "--parallelism",
+        "7",
+        "--poll-interval-secs",
+        "0.5",
+        "--progress-interval-secs",
+        "30",
+        "--owner-job-name",
+        "rollout",
+        "--tracking-label-prefix",
+        "example.com",
+        "--yield-to-live-run",
+        "--kubeconfig",
+        "/tmp/kubeconfig",
+        "--context",
+        "kind-kind",
+        "--dry-run=server",
+        "--log-format",
+        "json",
+      ]);
+      assert.deepEqual(opts, {
+        jobTemplate: "-",
+        namePrefix: "upgrade",
+        namespace: "ops",
+        nodes: undefined,
+        nodeSelectors: ["role=worker"],
+        nodeFieldSelector: "spec.unschedulable=false",
+        nodePageSize: 50,
+        ignoreNodeTaints: true,
+        waitForNodesSecs: 120,
+        nodeSettleSecs: 2.5,
+        parallelism: 7,
+        pollIntervalSecs: 0.5,
+        progressIntervalSecs: 30,
+        ownerJobName: "rollout",
+        ownerJobFromPod: undefined,
+        trackingLabelPrefix: "example.com",
+        yieldToLiveRun: true,
+        kubeconfig: "/tmp/kubeconfig",
+        context: "kind-kind",
+        dryRun: "server",
+        logFormat: "json",
+        help: false,
+        version: false,
+      });
+    });
+
+    await t.step("with --nodes and an owner from a pod", () => {
+      const opts = parseOptions([
+        ...T,
+        "--nodes",
+        "node-1, node-2,,node-3",
+        "--owner-job-from-pod",
+        "dispatcher-abcde",
+      ]);
+      assert.deepEqual(opts.nodes, ["node-1", "node-2", "node-3"]);
+      assert.equal(opts.ownerJobFromPod, "dispatcher-abcde");
+      assert.equal(opts.ownerJobName, undefined);
+    });
+
+    await t.step("with -n as the short form of --namespace", () => {
+      assert.equal(parseOptions([...T, "-n", "kube-system"]).namespace, "kube-system");
+    });
+
+    await t.step("with --node-selector repeated, in order", () => {
+      const opts = parseOptions([
+        ...T,
+        "--node-selector",
+        "role=worker",
+        "--node-selector=zone in (a,b)",
+        "--node-selector",
+        "!gpu",
+      ]);
+      assert.deepEqual(opts.nodeSelectors, ["role=worker", "zone in (a,b)", "!gpu"]);
+    });
+
+    await t.step("with --dry-run=client", () => {
+      assert.equal(parseOptions([...T, "--dry-run=client"]).dryRun, "client");
+    });
+
+    await t.step("with --dry-run server as two arguments", () => {
+      assert.equal(parseOptions([...T, "--dry-run", "server"]).dryRun, "server");
+    });
+
+    await t.step("with --log-format text", () => {
+      assert.equal(parseOptions([...T, "--log-format", "text"]).logFormat, "text");
+    });
+
+    await t.step("with zero waits, which are allowed", () => {
+      const opts = parseOptions([...T, "--wait-for-nodes-secs", "0", "--node-settle-secs", "0"]);
+      assert.equal(opts.waitForNodesSecs, 0);
+      assert.equal(opts.nodeSettleSecs, 0);
+    });
+
+    await t.step("with --parallelism 1, the least allowed", () => {
+      assert.equal(parseOptions([...T, "--parallelism", "1"]).parallelism, 1);
+    });
+  },
+});
+
+Deno.test({
+  name: "parseOptions() rejects a bad number, naming the flag",
+  permissions: "none",
+  async fn(t) {
+    const cases: { argv: string[]; flag: string; says?: RegExp }[] = [
+      { argv: ["--parallelism", "0"], flag: "parallelism", says: /at least 1/ },
+      { argv: ["--parallelism=-1"], flag: "parallelism", says: /at least 1/ },
+      { argv: ["--parallelism", "-1"], flag: "parallelism" },
+      { argv: ["--parallelism", "abc"], flag: "parallelism", says: /"abc": expected a whole number/ },
+      { argv: ["--parallelism", "1.5"], flag: "parallelism", says: /"1\.5"/ },
+      { argv: ["--parallelism", ""], flag: "parallelism", says: /expected a whole number/ },
+      { argv: ["--parallelism", "Infinity"], flag: "parallelism", says: /expected a whole number/ },
+      { argv: ["--parallelism", "NaN"], flag: "parallelism", says: /expected a whole number/ },
+      { argv: ["--node-page-size", "0"], flag: "node-page-size", says: /at least 1/ },
+      { argv: ["--node-page-size", "2.5"], flag: "node-page-size" },
+      { argv: ["--wait-for-nodes-secs=-1"], flag: "wait-for-nodes-secs", says: /at least 0/ },
+      { argv: ["--node-settle-secs", "soon"], flag: "node-settle-secs" },
+      { argv: ["--poll-interval-secs", "0"], flag: "poll-interval-secs", says: /at least 0\.1/ },
+      { argv: ["--progress-interval-secs", "0.01"], flag: "progress-interval-secs" },
+    ];
+    for (const c of cases) {
+      await t.step(`it rejects ${c.argv.join(" ")}`, () => {
+        const message = rejection([...T, ...c.argv]);
+        assert.ok(message.includes(`--${c.flag}`), message);
+        if (c.says) assert.match(message, c.says);
+      });
+    }
+  },
+});
+
+Deno.test({
+  name: "parseOptions() rejects misuse with a short reason",
+  permissions: "none",
+  async fn(t) {
+    const cases: { name: string; argv: string[]; says: RegExp }[] = [
+      {
+        name: "an unknown flag",
+        argv: [...T, "--parallel", "3"],
+        says: /Unknown option '--parallel'/,
+      },
+      { name: "an unknown short flag", argv: [...T, "-x"], says: /Unknown option '-x'/ },
+      { name: "a positional argument", argv: [...T, "job2.yaml"], says: /Unexpected argument/ },
+      {
+        name: "a value for a boolean flag",
+        argv: [...T, "--ignore-node-taints=true"],
+        says: /--ignore-node-taints/,
+      },
+      { name: "a missing value", argv: [...T, "--namespace"], says: /--namespace/ },
+      { name: "a missing --job-template", argv: [], says: /^Missing --job-template/ },
+      {
+        name: "an empty --job-template",
+        argv: ["--job-template", ""],
+        says: /^Missing --job-template/,
+      },
+      {
+        name: "--nodes with --node-selector",
+        argv: [...T, "--nodes", "a", "--node-selector", "role=worker"],
+        says: /--nodes .*--node-selector/,
+      },
+      {
+        name: "--nodes with --node-field-selector",
+        argv: [...T, "--nodes", "a", "--node-field-selector", "spec.unschedulable=false"],
+        says: /--node-field-selector/,
+      },
+      {
+        name: "an empty --nodes",
+        argv: [...T, "--nodes", ""],
+        says: /^Invalid --nodes: it names no node/,
+      },
+      { name: "a --nodes of commas", argv: [...T, "--nodes", " , ,"], says: /^Invalid --nodes/ },
+      {
+        name: "an empty --node-selector",
+        argv: [...T, "--node-selector", "role=worker", "--node-selector", " "],
+        says: /^Invalid --node-selector/,
+      },
+      {
+        name: "both owner flags",
+        argv: [...T, "--owner-job-name", "a", "--owner-job-from-pod", "b"],
+        says: /--owner-job-name or --owner-job-from-pod, not both/,
+      },
+      {
+        name: "--yield-to-live-run without an owner",
+        argv: [...T, "--yield-to-live-run"],
+        says: /^Invalid --yield-to-live-run: it needs an owner/,
+      },
+      {
+        name: "a bad --dry-run",
+        argv: [...T, "--dry-run=none"],
+        says: /^Invalid --dry-run "none": expected client or server$/,
+      },
+      { name: "--dry-run without a value", argv: [...T, "--dry-run"], says: /--dry-run/ },
+      {
+        name: "a bad --log-format",
+        argv: [...T, "--log-format", "yaml"],
+        says: /^Invalid --log-format "yaml": expected text or json$/,
+      },
+    ];
+    for (const c of cases) {
+      await t.step(`it rejects ${c.name}`, () => assert.match(rejection(c.argv), c.says));
+    }
+  },
+});
+
+Deno.test({
+  name: "parseOptions() accepts --yield-to-live-run with either owner flag",
+  permissions: "none",
+  fn() {
+    const byName = parseOptions([...T, "--yield-to-live-run", "--owner-job-name", "r"]);
+    assert.equal(byName.yieldToLiveRun, true);
+    const byPod = parseOptions([...T, "--yield-to-live-run", "--owner-job-from-pod", "p"]);
+    assert.equal(byPod.yieldToLiveRun, true);
+  },
+});
+
+Deno.test({
+  name: "parseOptions() needs no --job-template for --help or --version",
+  permissions: "none",
+  async fn(t) {
+    await t.step("--help", () => assert.equal(parseOptions(["--help"]).help, true));
+    await t.step("-h", () => assert.equal(parseOptions(["-h"]).help, true));
+    await t.step("--version", () => assert.equal(parseOptions(["--version"]).version, true));
+    await t.step("--help beside a conflicting selection", () => {
+      assert.equal(parseOptions(["--help", "--nodes", "a", "--node-selector", "x"]).help, true);
+    });
+  },
+});
+
+// Every flag the tool declares, with a value it accepts (none for a boolean).
+const FLAGS: Record<string, string[]> = {
+  "--job-template": ["job.yaml"],
+  "--name-prefix": ["up"],
+  "--namespace": ["ops"],
+  "--nodes": ["a,b"],
+  "--node-selector": ["role=worker"],
+  "--node-field-selector": ["spec.unschedulable=false"],
+  "--node-page-size": ["10"],
+  "--ignore-node-taints": [],
+  "--wait-for-nodes-secs": ["5"],
+  "--node-settle-secs": ["5"],
+  "--parallelism": ["5"],
+  "--poll-interval-secs": ["5"],
+  "--progress-interval-secs": ["5"],
+  "--owner-job-name": ["rollout"],
+  "--owner-job-from-pod": ["pod-1"],
+  "--tracking-label-prefix": ["example.com"],
+  "--yield-to-live-run": [],
+  "--kubeconfig": ["/tmp/kubeconfig"],
+  "--context": ["ctx"],
+  "--dry-run": ["client"],
+  "--log-format": ["json"],
+  "--help": [],
+  "--version": [],
+};
+
+Deno.test({
+  name: "HELP documents exactly the flags the tool declares",
+  permissions: "none",
+  fn() {
+    const documented = new Set(HELP.match(/(?<![\w-])--[a-z][a-z-]*[a-z]/g));
+    assert.deepEqual([...documented].sort(), Object.keys(FLAGS).sort());
+    assert.match(HELP, /-n, --namespace/);
+    assert.match(HELP, /-h, --help/);
+  },
+});
+
+Deno.test({
+  name: "parseOptions() accepts every flag HELP documents",
+  permissions: "none",
+  async fn(t) {
+    for (const [flag, value] of Object.entries(FLAGS)) {
+      await t.step(flag, () => {
+        const base = flag === "--job-template" ? [] : T;
+        const owner = flag === "--yield-to-live-run" ? ["--owner-job-name", "r"] : [];
+        assert.doesNotThrow(() => parseOptions([...base, ...owner, flag, ...value]));
+      });
+    }
+  },
+});
+
+Deno.test({
+  name: "HELP lists every exit code",
+  permissions: "none",
+  fn() {
+    const section = HELP.slice(HELP.indexOf("EXIT CODES"));
+    assert.ok(section.length > "EXIT CODES".length, "HELP has an EXIT CODES section");
+    for (const code of [0, 1, 2, 3, 130, 143]) {
+      assert.match(section, new RegExp(`(^|\\s)${code}\\b`), `exit code ${code}`);
+    }
+  },
+});
