@@ -10,7 +10,7 @@
  * @module
  */
 
-import { KubeConfig } from "@kubernetes/client-node";
+import { KubeConfig } from "@kubernetes/client-node/dist/config.js";
 import type { V1Job, V1Node, V1Pod } from "@kubernetes/client-node";
 
 /** An API request that failed, with what a user needs to act on it. */

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { ApiError, ConfigError, Kube } from "./kube.ts";
+import { type ApiError, ConfigError, Kube } from "./kube.ts";
 
 /** What the server saw of one request. */
 interface Hit {

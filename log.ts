@@ -20,6 +20,11 @@ export const STDERR: Sink = (line) => {
   Deno.stderr.writeSync(encoder.encode(line + "\n"));
 };
 
+/** Writes text to stderr as it is, for the live progress line. */
+function writeRaw(text: string): void {
+  Deno.stderr.writeSync(encoder.encode(text));
+}
+
 /**
  * Formats one line of the rollout's story, the same way for every event.
  *
@@ -65,21 +70,31 @@ export function describeProgress(p: Progress): string {
 export class Logger implements Reporter {
   #format: LogFormat;
   #sink: Sink;
+  #live: boolean;
+  #status = "";
 
-  /** @param format text or json; @param sink where lines go */
-  constructor(format: LogFormat = "text", sink: Sink = STDERR) {
+  /**
+   * @param format text or json
+   * @param sink where lines go
+   * @param live keep the progress as one line that updates in place (a terminal)
+   */
+  constructor(format: LogFormat = "text", sink: Sink = STDERR, live = false) {
     this.#format = format;
     this.#sink = sink;
+    this.#live = live && format === "text";
   }
 
   #line(level: "info" | "warn" | "error", msg: string, fields: Record<string, unknown>): void {
     const time = new Date().toISOString();
     if (this.#format === "json") {
       this.#sink(JSON.stringify({ ...fields, time, level, msg }));
-    } else {
-      const tag = level === "info" ? "" : `${level}: `;
-      this.#sink(`${time.slice(11, 19)} ${tag}${msg}`);
+      return;
     }
+    const tag = level === "info" ? "" : `${level}: `;
+    const text = `${time.slice(11, 19)} ${tag}${msg}`;
+    // On a terminal the progress line stays last: clear it, print, redraw.
+    if (this.#live && this.#status) writeRaw(`\r\x1b[2K${text}\n${this.#status}`);
+    else this.#sink(text);
   }
 
   /** An ordinary line. */
@@ -103,8 +118,19 @@ export class Logger implements Reporter {
     this.#line(level, describeEvent(e), { event: e.kind, ...e });
   }
 
-  /** The counts of the rollout. */
+  /** The counts of the rollout; on a terminal, one line updated in place. */
   progress(p: Progress): void {
-    this.#line("info", describeProgress(p), { event: "progress", ...p });
+    if (!this.#live) {
+      this.#line("info", describeProgress(p), { event: "progress", ...p });
+      return;
+    }
+    this.#status = describeProgress(p);
+    writeRaw(`\r\x1b[2K${this.#status}`);
+  }
+
+  /** Ends the live line, so that what follows starts on a line of its own. */
+  done(): void {
+    if (this.#live && this.#status) writeRaw("\n");
+    this.#status = "";
   }
 }

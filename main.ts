@@ -7,7 +7,7 @@
 
 import { parseJobTemplate, UsageError } from "./job.ts";
 import { ApiError, ConfigError, Kube } from "./kube.ts";
-import { Logger } from "./log.ts";
+import { Logger, STDERR } from "./log.ts";
 import { HELP, parseOptions } from "./options.ts";
 import { EXIT, runDispatcher } from "./run.ts";
 
@@ -61,7 +61,8 @@ export async function main(args: string[]): Promise<number> {
   let kube: Kube | undefined;
   try {
     const opts = parseOptions(args);
-    log = new Logger(opts.logFormat);
+    const terminal = Deno.stderr.isTerminal();
+    log = new Logger(opts.logFormat, STDERR, terminal);
     if (opts.help) {
       console.log(HELP);
       return EXIT.ok;
@@ -88,6 +89,7 @@ export async function main(args: string[]): Promise<number> {
         }
       },
       stdout: (text) => console.log(text),
+      terminal,
     });
     if (kube.stats.throttled) {
       log.info(`the API server throttled ${kube.stats.throttled} requests (429)`);

@@ -44,6 +44,8 @@ export interface RunContext {
   readFile: (path: string) => string | undefined;
   /** Writes data (dry-run YAML) to stdout. */
   stdout: (text: string) => void;
+  /** Whether the log goes to a terminal, which shows a live progress line. */
+  terminal: boolean;
 }
 
 const SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
@@ -341,9 +343,13 @@ export async function runDispatcher(
     reporter: log,
     signal: ctx.signal,
     pollIntervalMs: opts.pollIntervalSecs * 1000,
-    progressIntervalMs: opts.progressIntervalSecs * 1000,
+    // A terminal shows the live line every second; a log gets a line per interval.
+    progressIntervalMs: ctx.terminal
+      ? Math.min(1000, opts.progressIntervalSecs * 1000)
+      : opts.progressIntervalSecs * 1000,
     recheck: (t) => recheckNode(kube, selection, podSpec, t.node.name, t.node.uid),
   });
+  log.done();
   summarise(results, ctx, namespace, run, started);
   return results.some((r) => r.outcome === "failed") ? EXIT.failed : EXIT.ok;
 }

@@ -142,8 +142,7 @@ export class JobWatcher {
       while (!this.#stop.signal.aborted) {
         try {
           if (!rv) {
-            const list =
-              await (await fetch(url, { client, signal: this.#stop.signal })).json();
+            const list = await (await fetch(url, { client, signal: this.#stop.signal })).json();
             for (const job of list.items as JobView[]) this.#apply("ADDED", job, nodeAnnotation);
             rv = list.metadata.resourceVersion;
             ready();
