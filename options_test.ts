@@ -179,7 +179,11 @@ Deno.test({
       { argv: ["--parallelism", "0"], flag: "parallelism", says: /at least 1/ },
       { argv: ["--parallelism=-1"], flag: "parallelism", says: /at least 1/ },
       { argv: ["--parallelism", "-1"], flag: "parallelism" },
-      { argv: ["--parallelism", "abc"], flag: "parallelism", says: /"abc": expected a whole number/ },
+      {
+        argv: ["--parallelism", "abc"],
+        flag: "parallelism",
+        says: /"abc": expected a whole number/,
+      },
       { argv: ["--parallelism", "1.5"], flag: "parallelism", says: /"1\.5"/ },
       { argv: ["--parallelism", ""], flag: "parallelism", says: /expected a whole number/ },
       { argv: ["--parallelism", "Infinity"], flag: "parallelism", says: /expected a whole number/ },
