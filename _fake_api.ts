@@ -96,6 +96,10 @@ export interface FakeOptions {
   failing?: Set<string>;
   /** Watches are refused with 403. */
   watchForbidden?: boolean;
+  /** How long the Job of a node runs, overriding `runMs`. */
+  runMsOf?: (node: string) => number;
+  /** A Job's failure domain, for {@linkcode FakeJobApi.maxActivePerDomain}. */
+  domainOf?: (node: string) => string;
 }
 
 /** An in-memory Job API with watch semantics. */
@@ -106,6 +110,8 @@ export class FakeJobApi implements JobApi {
   calls: Record<string, number> = {};
   /** Most Jobs active at once (created, not finished, not deleted). */
   maxActive = 0;
+  /** Most Jobs active at once in any one domain. */
+  maxActivePerDomain = 0;
   /** Names in the order they were created. */
   created: string[] = [];
   /** Virtual time of each create. */
@@ -260,11 +266,21 @@ export class FakeJobApi implements JobApi {
     this.created.push(name);
     this.createdAt.push(this.#o.clock.now());
     this.maxActive = Math.max(this.maxActive, this.#active());
+    if (this.#o.domainOf) {
+      const counts = new Map<string, number>();
+      for (const j of this.jobs.values()) {
+        if (j.status?.conditions?.length) continue;
+        const d = this.#o.domainOf(j.spec?.template.spec?.nodeName ?? "");
+        counts.set(d, (counts.get(d) ?? 0) + 1);
+      }
+      this.maxActivePerDomain = Math.max(this.maxActivePerDomain, ...counts.values());
+    }
     this.#emit("ADDED", copy);
-    if (this.#o.runMs !== undefined) {
-      const node = copy.spec?.template.spec?.nodeName ?? "";
+    const node = copy.spec?.template.spec?.nodeName ?? "";
+    const runMs = this.#o.runMsOf?.(node) ?? this.#o.runMs;
+    if (runMs !== undefined) {
       const uid = copy.metadata!.uid;
-      this.#o.clock.sleep(this.#o.runMs).then(() => {
+      this.#o.clock.sleep(runMs).then(() => {
         if (this.jobs.get(name)?.metadata?.uid !== uid) return;
         this.finish(name, this.#o.failing?.has(node) ? "Failed" : "Complete");
       });

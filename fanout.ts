@@ -10,6 +10,7 @@
 import type { V1Job } from "@kubernetes/client-node";
 import { classifyJob, interpretStatus, type NodeFacts, type RunIdentity } from "./job.ts";
 import { ApiError, type ListResult, type WatchEvent } from "./kube.ts";
+import { budgetExceeded, canaryVerdict, nextStartable } from "./safety.ts";
 
 /** The Job operations the engine needs, scoped to the run's namespace and owner label. */
 export interface JobApi {
@@ -63,7 +64,8 @@ export type DispatchEvent =
   | { kind: "succeeded"; node: string; job: string; counted?: boolean }
   | { kind: "failed"; node: string; job: string; reason: string; counted?: boolean }
   | { kind: "deleting"; job: string; why: string }
-  | { kind: "watch"; state: "relisted" | "polling" | "reconnected"; detail: string };
+  | { kind: "watch"; state: "relisted" | "polling" | "reconnected"; detail: string }
+  | { kind: "stopped"; reason: string };
 
 /** Counts at one moment of the rollout. */
 export interface Progress {
@@ -123,6 +125,26 @@ export interface FanoutOptions {
   lostBudgetMs?: number;
   /** Checked just before a node's Job is created; a string fails the node with that reason. */
   recheck?: (target: Target) => Promise<string | undefined>;
+  /** Failed nodes tolerated; one more stops the rollout. Default: no budget. */
+  maxFailures?: number;
+  /** Run the first `canary` targets first (at most that many at once); go on only if all succeed. */
+  canary?: number;
+  /** The failure domain of a target, for `maxPerDomain`. */
+  domain?: (target: Target) => string;
+  /** Most Jobs in flight per domain, in addition to `parallelism`. */
+  maxPerDomain?: number;
+  /** A node whose Job has not finished this long after it started fails with reason timeout. */
+  nodeTimeoutMs?: number;
+  /** Delete a timed-out Job in the foreground instead of leaving it running. */
+  deleteTimedOut?: boolean;
+}
+
+/** What {@linkcode dispatch} returns. */
+export interface DispatchReport {
+  /** Each node's result, in target order. */
+  results: NodeResult[];
+  /** Why the rollout stopped early (failure budget, canary), if it did. */
+  stoppedBy?: string;
 }
 
 /** How many watch failures in a row make the engine give up watching and poll. */
@@ -142,12 +164,28 @@ function errorText(e: unknown): string {
  * has an owner, Jobs of earlier owners are deleted first and no slot opens
  * until they are gone, since their pods would exceed `parallelism`.
  */
-export async function dispatch(opts: FanoutOptions): Promise<NodeResult[]> {
+export async function dispatch(opts: FanoutOptions): Promise<DispatchReport> {
   return await new Fanout(opts).run();
 }
 
+type Optional =
+  | "recheck"
+  | "maxFailures"
+  | "canary"
+  | "domain"
+  | "maxPerDomain"
+  | "nodeTimeoutMs"
+  | "deleteTimedOut";
+
 class Fanout {
-  #o: Required<Omit<FanoutOptions, "recheck">> & Pick<FanoutOptions, "recheck">;
+  #o: Required<Omit<FanoutOptions, Optional>> & Pick<FanoutOptions, Optional>;
+  /** When each Job in flight started (clock time), for the node timeout. */
+  #startedAt = new Map<string, number>();
+  /** Names of the canary targets; empty once the canary passed. */
+  #canary = new Set<string>();
+  #canaryOutcomes = new Map<string, "succeeded" | "failed">();
+  #failed = 0;
+  #stoppedBy?: string;
   #byName = new Map<string, Target>();
   #pending: Target[] = [];
   /** Jobs in flight, by name, with the UID we created or adopted. */
@@ -177,6 +215,13 @@ class Fanout {
       ...opts,
     };
     for (const t of opts.targets) this.#byName.set(nameOf(t.job), t);
+    for (const t of opts.targets.slice(0, opts.canary ?? 0)) this.#canary.add(nameOf(t.job));
+  }
+
+  #stop(reason: string): void {
+    if (this.#stoppedBy) return;
+    this.#stoppedBy = reason;
+    this.#o.reporter.event({ kind: "stopped", reason });
   }
 
   #notify(): void {
@@ -187,8 +232,21 @@ class Fanout {
   #finish(name: string, outcome: NodeResult["outcome"], reason?: string, counted = false): void {
     const t = this.#byName.get(name)!;
     this.#active.delete(name);
+    this.#startedAt.delete(name);
     if (this.#results.has(t.node.name)) return;
     this.#results.set(t.node.name, { node: t.node.name, job: name, outcome, reason });
+    if (outcome === "failed") this.#failed++;
+    if (this.#canary.has(name) && (outcome === "succeeded" || outcome === "failed")) {
+      this.#canaryOutcomes.set(t.node.name, outcome);
+      const verdict = canaryVerdict(this.#canaryOutcomes);
+      if (verdict) this.#stop(verdict);
+      else if (this.#canaryOutcomes.size === this.#canary.size) this.#canary.clear();
+    }
+    if (budgetExceeded(this.#failed, this.#o.maxFailures)) {
+      this.#stop(
+        `the failure budget of ${this.#o.maxFailures} was exceeded (${this.#failed} failed)`,
+      );
+    }
     if (outcome === "succeeded") {
       this.#o.reporter.event({ kind: "succeeded", node: t.node.name, job: name, counted });
     } else if (outcome === "failed") {
@@ -209,6 +267,7 @@ class Fanout {
     const status = interpretStatus(job);
     if (status.phase === "active") {
       this.#active.set(name, job.metadata!.uid!);
+      this.#startedAt.set(name, this.#o.clock.now());
       const node = this.#byName.get(name)!.node.name;
       this.#o.reporter.event({ kind: "adopted", node, job: name });
     } else {
@@ -314,7 +373,7 @@ class Fanout {
     try {
       const why = await this.#o.recheck?.(t);
       if (why) return this.#finish(name, "failed", why);
-      if (this.#o.signal.aborted) {
+      if (this.#o.signal.aborted || this.#stoppedBy) {
         this.#pending.unshift(t);
         return;
       }
@@ -326,6 +385,7 @@ class Fanout {
         return this.#finish(name, "failed", `cannot create Job ${name}: ${errorText(e)}`);
       }
       this.#active.set(name, created.metadata!.uid!);
+      this.#startedAt.set(name, this.#o.clock.now());
       const kind = this.#replaced.has(name) ? "replaced" : "created";
       this.#o.reporter.event({ kind, node: t.node.name, job: name });
     } finally {
@@ -370,24 +430,67 @@ class Fanout {
   }
 
   #mayStart(t: Target): boolean {
-    return !this.#deleting.has(nameOf(t.job));
+    const name = nameOf(t.job);
+    // During the canary only canary nodes start.
+    return !this.#deleting.has(name) && (this.#canary.size === 0 || this.#canary.has(name));
+  }
+
+  /** Jobs in flight per failure domain. */
+  #inFlightByDomain(): Map<string, number> {
+    const counts = new Map<string, number>();
+    const domain = this.#o.domain;
+    if (!domain) return counts;
+    for (const name of [...this.#active.keys(), ...this.#starting]) {
+      const d = domain(this.#byName.get(name)!);
+      counts.set(d, (counts.get(d) ?? 0) + 1);
+    }
+    return counts;
   }
 
   #fill(): void {
-    if (this.#o.signal.aborted) return;
+    if (this.#o.signal.aborted || this.#stoppedBy) return;
     // A stale Job being deleted still has pods: with an owner set, no slot
     // opens until every one is gone, or the pods would exceed parallelism.
     if (this.#o.run.owner && this.#deleting.size > 0) return;
-    while (this.#active.size + this.#starting.size < this.#o.parallelism) {
-      const i = this.#pending.findIndex((t) => this.#mayStart(t));
-      if (i < 0) return;
+    const limit = this.#canary.size
+      ? Math.min(this.#canary.size, this.#o.parallelism)
+      : this.#o.parallelism;
+    const domain = this.#o.domain ?? (() => "");
+    while (this.#active.size + this.#starting.size < limit) {
+      const candidates = this.#pending.filter((t) => this.#mayStart(t));
+      const j = nextStartable(candidates, domain, this.#inFlightByDomain(), this.#o.maxPerDomain);
+      if (j < 0) return;
+      const i = this.#pending.indexOf(candidates[j]);
       const [t] = this.#pending.splice(i, 1);
       this.#start(t);
     }
   }
 
+  /** Fails the Jobs in flight past the node timeout; returns ms until the next deadline. */
+  #expire(now: number): number {
+    const timeout = this.#o.nodeTimeoutMs;
+    if (timeout === undefined) return Infinity;
+    let next = Infinity;
+    for (const [name, started] of [...this.#startedAt]) {
+      const left = started + timeout - now;
+      if (left > 0) {
+        next = Math.min(next, left);
+        continue;
+      }
+      const uid = this.#active.get(name)!;
+      this.#finish(name, "failed", `timeout: not finished within ${timeout / 1000} s`);
+      if (this.#o.deleteTimedOut) {
+        this.#o.api.deleteJob(name, uid).catch(() => {});
+        this.#o.reporter.event({ kind: "deleting", job: name, why: "it timed out" });
+      }
+    }
+    return next;
+  }
+
   #done(): boolean {
-    return this.#pending.length === 0 && this.#active.size === 0 && this.#starting.size === 0;
+    const idle = this.#active.size === 0 && this.#starting.size === 0;
+    // A stopped rollout lets what is in flight finish and starts nothing more.
+    return idle && (this.#pending.length === 0 || this.#stoppedBy !== undefined);
   }
 
   #progress(): Progress {
@@ -467,7 +570,7 @@ class Fanout {
     }
   }
 
-  async run(): Promise<NodeResult[]> {
+  async run(): Promise<DispatchReport> {
     await this.#initialList();
     const stopFollowing = new AbortController();
     const follow = this.#follow(stopFollowing.signal);
@@ -489,6 +592,7 @@ class Fanout {
           continue;
         }
         const now = this.#o.clock.now();
+        const nextDeadline = this.#expire(now);
         if (now - lastProgress >= this.#o.progressIntervalMs) {
           this.#o.reporter.progress(this.#progress());
           lastProgress = now;
@@ -497,7 +601,7 @@ class Fanout {
         this.#wake = () => wait.abort();
         if (!this.#woken) {
           await this.#o.clock.sleep(
-            Math.max(1, this.#o.progressIntervalMs - (now - lastProgress)),
+            Math.max(1, Math.min(nextDeadline, this.#o.progressIntervalMs - (now - lastProgress))),
             wait.signal,
           );
         }
@@ -510,7 +614,7 @@ class Fanout {
       await follow.catch(() => {});
     }
     this.#o.reporter.progress(this.#progress());
-    return this.#o.targets.map((t) => {
+    const results = this.#o.targets.map((t): NodeResult => {
       const name = nameOf(t.job);
       return this.#results.get(t.node.name) ??
         {
@@ -519,6 +623,7 @@ class Fanout {
           outcome: this.#active.has(name) ? "inFlight" : "notStarted",
         };
     });
+    return { results, stoppedBy: this.#stoppedBy };
   }
 }
 

@@ -56,7 +56,7 @@ function harness(extra: Partial<ConstructorParameters<typeof FakeJobApi>[0]> = {
   return { clock, api, events: [], stop: new AbortController() };
 }
 
-function run(h: Harness, ts: Target[], opts: Partial<FanoutOptions> = {}) {
+function report(h: Harness, ts: Target[], opts: Partial<FanoutOptions> = {}) {
   return runOn(
     h.clock,
     dispatch({
@@ -71,6 +71,10 @@ function run(h: Harness, ts: Target[], opts: Partial<FanoutOptions> = {}) {
       ...opts,
     }),
   );
+}
+
+async function run(h: Harness, ts: Target[], opts: Partial<FanoutOptions> = {}) {
+  return (await report(h, ts, opts)).results;
 }
 
 function kinds(h: Harness, kind: DispatchEvent["kind"]): DispatchEvent[] {

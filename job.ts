@@ -8,7 +8,8 @@
 
 import { createHash } from "node:crypto";
 import { parseAllDocuments } from "yaml";
-import type { V1Container, V1Job, V1OwnerReference } from "@kubernetes/client-node";
+import type { V1Container, V1Job, V1OwnerReference, V1PodSpec } from "@kubernetes/client-node";
+import { DAEMONSET_TOLERATIONS } from "./nodes.ts";
 
 /** The longest name a Job may have: its pods carry it in a label value. */
 export const MAX_JOB_NAME = 63;
@@ -303,6 +304,38 @@ export interface InstantiateOptions {
   keys: TrackingKeys;
   /** The owner Job, when the run has one. */
   owner?: OwnerRef;
+  /** How the pod is pinned to its node. @default "nodeName" */
+  pin?: "nodeName" | "affinity";
+}
+
+/**
+ * Pins a pod spec to `node` through the scheduler, as the DaemonSet controller
+ * does: a required node affinity on `metadata.name` added to every term the
+ * template already requires (terms are ORed, so each must carry it), and the
+ * DaemonSet tolerations the template lacks. The scheduler then checks
+ * resources and taints, so a full node leaves the pod Pending instead of the
+ * kubelet failing it OutOfcpu (Kubernetes #106419, #120160).
+ */
+export function pinByAffinity(pod: V1PodSpec, node: string): void {
+  const byName = { key: "metadata.name", operator: "In", values: [node] };
+  pod.affinity ??= {};
+  pod.affinity.nodeAffinity ??= {};
+  const required = pod.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution;
+  if (required?.nodeSelectorTerms?.length) {
+    required.nodeSelectorTerms = required.nodeSelectorTerms.map((t) => ({
+      ...t,
+      matchFields: [...(t.matchFields ?? []), byName],
+    }));
+  } else {
+    pod.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution = {
+      nodeSelectorTerms: [{ matchFields: [byName] }],
+    };
+  }
+  const have = pod.tolerations ?? [];
+  const missing = DAEMONSET_TOLERATIONS.filter((d) =>
+    !have.some((t) => t.key === d.key && t.effect === d.effect)
+  );
+  if (missing.length) pod.tolerations = [...have, ...missing.map((t) => ({ ...t }))];
 }
 
 function addEnv(container: V1Container, name: string, value: string | undefined): void {
@@ -357,7 +390,8 @@ export function instantiateJob(opts: InstantiateOptions): V1Job {
   const pod = template.spec!;
   // nodeName bypasses the scheduler: the pod lands on this node or nowhere,
   // which is what "exactly one per node" needs.
-  pod.nodeName = node.name;
+  if (opts.pin === "affinity") pinByAffinity(pod, node.name);
+  else pod.nodeName = node.name;
   for (const c of [...(pod.initContainers ?? []), ...pod.containers]) {
     addEnv(c, "NODE_MACHINE_ID", node.machineID);
     addEnv(c, "CONTAINER_RUNTIME_VERSION", node.containerRuntimeVersion);

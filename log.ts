@@ -49,6 +49,8 @@ export function describeEvent(e: DispatchEvent): string {
       return `deleting job ${e.job}: ${e.why}`;
     case "watch":
       return `watch ${e.state}: ${e.detail}`;
+    case "stopped":
+      return `stopping the rollout: ${e.reason}; Jobs in flight finish, no new Job starts`;
   }
 }
 
@@ -114,7 +116,7 @@ export class Logger implements Reporter {
 
   /** A fan-out event. */
   event(e: DispatchEvent): void {
-    const level = e.kind === "failed" ? "warn" : "info";
+    const level = e.kind === "failed" || e.kind === "stopped" ? "warn" : "info";
     this.#line(level, describeEvent(e), { event: e.kind, ...e });
   }
 

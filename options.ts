@@ -8,6 +8,7 @@
 import { parseArgs } from "node:util";
 import { UsageError } from "./job.ts";
 import type { LogFormat } from "./log.ts";
+import { failureBudget, type Order, parseTopologyLimit, type TopologyLimit } from "./safety.ts";
 
 /** Everything a run is told on its command line. */
 export interface Options {
@@ -51,6 +52,22 @@ export interface Options {
   context?: string;
   /** Print (client) or validate (server) the Jobs instead of running them. */
   dryRun?: "client" | "server";
+  /** Failure budget, `N` or `P%`; exceeding it stops the rollout. */
+  maxFailures?: string;
+  /** Nodes to run first; the rest only if all of them succeed. */
+  canary?: number;
+  /** At most M Jobs in flight per value of a node label. */
+  maxPerTopology?: TopologyLimit;
+  /** Seconds after which an unfinished node fails with reason timeout. */
+  nodeTimeoutSecs?: number;
+  /** Delete timed-out Jobs (foreground). */
+  deleteTimedOut: boolean;
+  /** How Jobs are pinned to their node. @default "nodeName" */
+  pin: "nodeName" | "affinity";
+  /** Dispatch order. @default "name" */
+  order: Order;
+  /** Seed of `--order random`. @default 0 */
+  seed: number;
   /** Log format. @default "text" */
   logFormat: LogFormat;
   /** Print the manual. */
@@ -118,6 +135,31 @@ PACING AND OWNERSHIP
                             owner Job that still exists and has not finished,
                             exit 0 without dispatching, naming that run.
 
+ROLLOUT SAFETY
+  --max-failures N|P%       Failure budget: once more than N nodes (or P% of the
+                            run's nodes) failed, create no new Job, let the ones in
+                            flight finish, exit 1 naming the nodes never started.
+                            0 stops at the first failure. Default: no budget.
+  --canary N                Run the first N nodes first (at most min(N,
+                            --parallelism) at once); go on only if all succeed.
+  --max-per-topology KEY=M  At most M Jobs in flight per value of node label KEY
+                            (e.g. topology.kubernetes.io/zone=1), on top of
+                            --parallelism. Nodes without the label form one
+                            domain. Nodes are interleaved over the domains.
+  --node-timeout-secs S     A node whose Job has not finished S seconds after it
+                            started fails with reason timeout and frees its slot.
+  --delete-timed-out        With --node-timeout-secs: delete the timed-out Job
+                            (foreground) instead of leaving it running.
+  --pin nodeName|affinity   nodeName (default) bypasses the scheduler. affinity
+                            pins with a required node affinity on metadata.name
+                            (and the DaemonSet tolerations), so the scheduler
+                            checks resources: a full node leaves the pod Pending
+                            instead of failing it OutOfcpu.
+  --order name|random|zone-interleaved
+                            Dispatch order (default name). zone-interleaved takes
+                            turns over topology.kubernetes.io/zone values.
+  --seed N                  Seed of --order random (default 0): same seed, same order.
+
 CLUSTER ACCESS
   --kubeconfig PATH         Kubeconfig file (default $KUBECONFIG, ~/.kube/config,
                             then the in-cluster service account).
@@ -163,6 +205,14 @@ const FLAGS = {
   context: { type: "string" },
   "dry-run": { type: "string" },
   "log-format": { type: "string" },
+  "max-failures": { type: "string" },
+  canary: { type: "string" },
+  "max-per-topology": { type: "string" },
+  "node-timeout-secs": { type: "string" },
+  "delete-timed-out": { type: "boolean" },
+  pin: { type: "string" },
+  order: { type: "string" },
+  seed: { type: "string" },
   help: { type: "boolean", short: "h" },
   version: { type: "boolean" },
 } as const;
@@ -255,6 +305,18 @@ export function parseOptions(argv: string[]): Options {
     context: v.context,
     dryRun: oneOf("dry-run", v["dry-run"], ["client", "server"]),
     logFormat: oneOf("log-format", v["log-format"], ["text", "json"]) ?? "text",
+    maxFailures: v["max-failures"],
+    canary: v.canary === undefined ? undefined : number("canary", v.canary, 1, 1),
+    maxPerTopology: v["max-per-topology"] === undefined
+      ? undefined
+      : parseTopologyLimit(v["max-per-topology"]),
+    nodeTimeoutSecs: v["node-timeout-secs"] === undefined
+      ? undefined
+      : number("node-timeout-secs", v["node-timeout-secs"], 0, 1, false),
+    deleteTimedOut: v["delete-timed-out"] ?? false,
+    pin: oneOf("pin", v.pin, ["nodeName", "affinity"]) ?? "nodeName",
+    order: oneOf("order", v.order, ["name", "random", "zone-interleaved"]) ?? "name",
+    seed: number("seed", v.seed, 0, 0),
     help,
     version,
   };
@@ -272,6 +334,10 @@ export function parseOptions(argv: string[]): Options {
   }
   if (opts.nodeSelectors.some((s) => !s.trim())) {
     throw new UsageError('Invalid --node-selector "": give a label selector such as role=worker');
+  }
+  if (opts.maxFailures !== undefined) failureBudget(opts.maxFailures, 0);
+  if (opts.deleteTimedOut && opts.nodeTimeoutSecs === undefined) {
+    throw new UsageError("Invalid --delete-timed-out: it needs --node-timeout-secs");
   }
   if (opts.ownerJobName && opts.ownerJobFromPod) {
     throw new UsageError("Invalid owner: give --owner-job-name or --owner-job-from-pod, not both");

@@ -38,6 +38,14 @@ const DEFAULTS: Options = {
   context: undefined,
   dryRun: undefined,
   logFormat: "text",
+  maxFailures: undefined,
+  canary: undefined,
+  maxPerTopology: undefined,
+  nodeTimeoutSecs: undefined,
+  deleteTimedOut: false,
+  pin: "nodeName",
+  order: "name",
+  seed: 0,
   help: false,
   version: false,
 };
@@ -90,6 +98,21 @@ Deno.test({
         "--dry-run=server",
         "--log-format",
         "json",
+        "--max-failures",
+        "10%",
+        "--canary",
+        "3",
+        "--max-per-topology",
+        "topology.kubernetes.io/zone=2",
+        "--node-timeout-secs",
+        "600",
+        "--delete-timed-out",
+        "--pin",
+        "affinity",
+        "--order",
+        "random",
+        "--seed",
+        "42",
       ]);
       assert.deepEqual(opts, {
         jobTemplate: "-",
@@ -113,6 +136,14 @@ Deno.test({
         context: "kind-kind",
         dryRun: "server",
         logFormat: "json",
+        maxFailures: "10%",
+        canary: 3,
+        maxPerTopology: { key: "topology.kubernetes.io/zone", max: 2 },
+        nodeTimeoutSecs: 600,
+        deleteTimedOut: true,
+        pin: "affinity",
+        order: "random",
+        seed: 42,
         help: false,
         version: false,
       });
@@ -325,6 +356,14 @@ const FLAGS: Record<string, string[]> = {
   "--context": ["ctx"],
   "--dry-run": ["client"],
   "--log-format": ["json"],
+  "--max-failures": ["2"],
+  "--canary": ["1"],
+  "--max-per-topology": ["topology.kubernetes.io/zone=1"],
+  "--node-timeout-secs": ["60"],
+  "--delete-timed-out": [],
+  "--pin": ["affinity"],
+  "--order": ["zone-interleaved"],
+  "--seed": ["7"],
   "--help": [],
   "--version": [],
 };
@@ -347,7 +386,11 @@ Deno.test({
     for (const [flag, value] of Object.entries(FLAGS)) {
       await t.step(flag, () => {
         const base = flag === "--job-template" ? [] : T;
-        const owner = flag === "--yield-to-live-run" ? ["--owner-job-name", "r"] : [];
+        const owner = flag === "--yield-to-live-run"
+          ? ["--owner-job-name", "r"]
+          : flag === "--delete-timed-out"
+          ? ["--node-timeout-secs", "60"]
+          : [];
         assert.doesNotThrow(() => parseOptions([...base, ...owner, flag, ...value]));
       });
     }

@@ -26,6 +26,7 @@ import { affinityMismatch, formatTaint, tolerationsYamlFor } from "./nodes.ts";
 import { describeSelection, recheckNode, type Selection, waitForSelection } from "./select.ts";
 import type { Logger } from "./log.ts";
 import type { Options } from "./options.ts";
+import { domainOf, failureBudget, orderItems } from "./safety.ts";
 
 /** Exit codes, as documented in `--help`. */
 export const EXIT = { ok: 0, failed: 1, usage: 2, cluster: 3, sigint: 130, sigterm: 143 } as const;
@@ -296,10 +297,22 @@ export async function runDispatcher(
     );
   }
 
-  const targets: Target[] = resolved.eligible.map((n) => {
-    const node = nodeFacts(n);
-    return { node, job: instantiateJob({ template, node, prefix, namespace, keys, owner }) };
-  });
+  const labels = new Map(resolved.eligible.map((n) => [n.metadata!.name!, n.metadata?.labels]));
+  const limit = opts.maxPerTopology;
+  const domain = limit ? (t: Target) => domainOf(labels.get(t.node.name), limit.key) : undefined;
+  const targets: Target[] = orderItems(
+    resolved.eligible.map((n) => {
+      const node = nodeFacts(n);
+      const job = instantiateJob({ template, node, prefix, namespace, keys, owner, pin: opts.pin });
+      return { node, job };
+    }),
+    {
+      order: opts.order,
+      seed: opts.seed,
+      zone: (t) => domainOf(labels.get(t.node.name), "topology.kubernetes.io/zone"),
+      limitDomain: domain,
+    },
+  );
   log.info(
     `selected ${targets.length} nodes (${describeSelection(selection)}` +
       `${resolved.skipped.length ? `; ${resolved.skipped.length} skipped for taints` : ""}), ` +
@@ -335,7 +348,7 @@ export async function runDispatcher(
   }
 
   const started = Date.now();
-  const results = await dispatch({
+  const { results, stoppedBy } = await dispatch({
     targets,
     parallelism: opts.parallelism,
     run,
@@ -348,9 +361,26 @@ export async function runDispatcher(
       ? Math.min(1000, opts.progressIntervalSecs * 1000)
       : opts.progressIntervalSecs * 1000,
     recheck: (t) => recheckNode(kube, selection, podSpec, t.node.name, t.node.uid),
+    maxFailures: opts.maxFailures === undefined
+      ? undefined
+      : failureBudget(opts.maxFailures, targets.length),
+    canary: opts.canary,
+    domain,
+    maxPerDomain: limit?.max,
+    nodeTimeoutMs: opts.nodeTimeoutSecs === undefined ? undefined : opts.nodeTimeoutSecs * 1000,
+    deleteTimedOut: opts.deleteTimedOut,
   });
   log.done();
   summarise(results, ctx, namespace, run, started);
+  if (stoppedBy) {
+    const never = results.filter((r) => r.outcome === "notStarted").length;
+    log.warn(`rollout stopped: ${stoppedBy}; ${never} nodes were never started`, {
+      event: "stopped",
+      reason: stoppedBy,
+      notStarted: never,
+    });
+    return EXIT.failed;
+  }
   return results.some((r) => r.outcome === "failed") ? EXIT.failed : EXIT.ok;
 }
 

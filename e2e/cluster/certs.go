@@ -50,8 +50,8 @@ func writeCerts(args []string) error {
 		return err
 	}
 	leaves := []struct {
-		name  string
-		tmpl  x509.Certificate
+		name string
+		tmpl x509.Certificate
 	}{
 		{"apiserver", x509.Certificate{
 			Subject:     pkix.Name{CommonName: "kube-apiserver"},
