@@ -7,7 +7,7 @@
  * @module
  */
 
-import type { V1Job } from "@kubernetes/client-node";
+import type { V1Job, V1Pod } from "@kubernetes/client-node";
 import { ApiError, type ListResult, type WatchEvent } from "./kube.ts";
 import type { Clock, JobApi } from "./fanout.ts";
 
@@ -116,6 +116,8 @@ export class FakeJobApi implements JobApi {
   created: string[] = [];
   /** Virtual time of each create. */
   createdAt: number[] = [];
+  /** The pods of a Job, for stall reports; unset: the fake has no pods API. */
+  listPods?: (jobName: string) => Promise<V1Pod[]>;
   /** A hook that may throw to fail a list. */
   failLists = false;
   #rv = 1;

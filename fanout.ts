@@ -7,8 +7,14 @@
  * @module
  */
 
-import type { V1Job } from "@kubernetes/client-node";
-import { classifyJob, interpretStatus, type NodeFacts, type RunIdentity } from "./job.ts";
+import type { V1Job, V1Pod } from "@kubernetes/client-node";
+import {
+  classifyJob,
+  interpretStatus,
+  type NodeFacts,
+  type RunIdentity,
+  stallReason,
+} from "./job.ts";
 import { ApiError, type ListResult, type WatchEvent } from "./kube.ts";
 import { budgetExceeded, canaryVerdict, nextStartable } from "./safety.ts";
 
@@ -24,6 +30,8 @@ export interface JobApi {
   createJob(job: V1Job): Promise<V1Job>;
   /** Deletes a Job in the foreground, only if it still has `uid`; a missing Job is fine. */
   deleteJob(name: string, uid: string): Promise<void>;
+  /** Lists the pods of a Job, to say why it stalls. */
+  listPods?(jobName: string): Promise<V1Pod[]>;
 }
 
 /** Time, injected so that tests run on a fake clock. */
@@ -65,7 +73,9 @@ export type DispatchEvent =
   | { kind: "failed"; node: string; job: string; reason: string; counted?: boolean }
   | { kind: "deleting"; job: string; why: string }
   | { kind: "watch"; state: "relisted" | "polling" | "reconnected"; detail: string }
-  | { kind: "stopped"; reason: string };
+  | { kind: "stopped"; reason: string }
+  | { kind: "stalled"; node: string; job: string; reason: string; seconds: number }
+  | { kind: "notice"; message: string };
 
 /** Counts at one moment of the rollout. */
 export interface Progress {
@@ -137,6 +147,10 @@ export interface FanoutOptions {
   nodeTimeoutMs?: number;
   /** Delete a timed-out Job in the foreground instead of leaving it running. */
   deleteTimedOut?: boolean;
+  /** How long a Job may run with a Pending pod before it is reported as stalled. @default 120000 */
+  stallAfterMs?: number;
+  /** How often a stall is reported again. @default 300000 */
+  stallRepeatMs?: number;
 }
 
 /** What {@linkcode dispatch} returns. */
@@ -175,7 +189,9 @@ type Optional =
   | "domain"
   | "maxPerDomain"
   | "nodeTimeoutMs"
-  | "deleteTimedOut";
+  | "deleteTimedOut"
+  | "stallAfterMs"
+  | "stallRepeatMs";
 
 class Fanout {
   #o: Required<Omit<FanoutOptions, Optional>> & Pick<FanoutOptions, Optional>;
@@ -186,6 +202,9 @@ class Fanout {
   #canaryOutcomes = new Map<string, "succeeded" | "failed">();
   #failed = 0;
   #stoppedBy?: string;
+  /** When each Job was last checked for a stall. */
+  #stallCheckedAt = new Map<string, number>();
+  #podsUnreadable = false;
   #byName = new Map<string, Target>();
   #pending: Target[] = [];
   /** Jobs in flight, by name, with the UID we created or adopted. */
@@ -466,6 +485,44 @@ class Fanout {
     }
   }
 
+  /**
+   * Reports Jobs whose pod is still Pending long after they started, with the
+   * pod's own reason, instead of letting them look busy until a deadline.
+   */
+  #checkStalls(now: number): number {
+    const listPods = this.#o.api.listPods;
+    if (!listPods || this.#podsUnreadable) return Infinity;
+    const after = this.#o.stallAfterMs ?? 120_000;
+    const repeat = this.#o.stallRepeatMs ?? 300_000;
+    let next = Infinity;
+    for (const [name, started] of this.#startedAt) {
+      const last = this.#stallCheckedAt.get(name);
+      const due = last === undefined ? started + after : last + repeat;
+      if (due > now) {
+        next = Math.min(next, due - now);
+        continue;
+      }
+      this.#stallCheckedAt.set(name, now);
+      listPods.call(this.#o.api, name).then((pods) => {
+        if (!this.#active.has(name)) return;
+        const reasons = pods.map(stallReason).filter((r): r is string => r !== undefined);
+        if (reasons.length === 0 || reasons.length < pods.length) return;
+        const node = this.#byName.get(name)!.node.name;
+        const seconds = Math.round((this.#o.clock.now() - started) / 1000);
+        this.#o.reporter.event({ kind: "stalled", node, job: name, reason: reasons[0], seconds });
+      }, (e) => {
+        if (e instanceof ApiError && e.status === 403) {
+          this.#podsUnreadable = true;
+          this.#o.reporter.event({
+            kind: "notice",
+            message: `cannot list pods (${errorText(e)}); stalled Jobs are not explained`,
+          });
+        }
+      });
+    }
+    return next;
+  }
+
   /** Fails the Jobs in flight past the node timeout; returns ms until the next deadline. */
   #expire(now: number): number {
     const timeout = this.#o.nodeTimeoutMs;
@@ -592,7 +649,7 @@ class Fanout {
           continue;
         }
         const now = this.#o.clock.now();
-        const nextDeadline = this.#expire(now);
+        const nextDeadline = Math.min(this.#expire(now), this.#checkStalls(now));
         if (now - lastProgress >= this.#o.progressIntervalMs) {
           this.#o.reporter.progress(this.#progress());
           lastProgress = now;

@@ -8,6 +8,7 @@ import {
   parseJobTemplate,
   trackingKeys,
 } from "./job.ts";
+import { ApiError } from "./kube.ts";
 import { FakeClock, FakeJobApi, runOn } from "./_fake_api.ts";
 
 const KEYS = trackingKeys("job-dispatcher");
@@ -242,4 +243,53 @@ Deno.test("dispatch() fails the Jobs it can no longer read once the budget is sp
   const results = await promise;
   assert.ok(results.every((r) => r.outcome === "failed"));
   assert.match(results[0].reason!, /lost track of its Job/);
+});
+
+Deno.test("dispatch() reports a Job whose pod stays Pending, with the pod's reason, and again later", async () => {
+  const h = harness();
+  const pending = {
+    status: {
+      phase: "Pending",
+      conditions: [{
+        type: "PodScheduled",
+        status: "False",
+        reason: "Unschedulable",
+        message: "0/1 nodes are available: 1 Insufficient cpu.",
+      }],
+    },
+  };
+  h.api.listPods = () => Promise.resolve([pending]);
+  const promise = run(h, targets(1), { stallAfterMs: 120_000, stallRepeatMs: 300_000 });
+  h.clock.sleep(700_000).then(() => h.api.finish("up-node-000", "Complete"));
+  await promise;
+  const stalls = h.events.filter((e) => e.kind === "stalled");
+  // Reported at 2 min, then every 5 min: 120 s, 420 s.
+  assert.equal(stalls.length, 2);
+  assert.match(
+    stalls[0].kind === "stalled" ? stalls[0].reason : "",
+    /^Unschedulable: 0\/1 nodes are available: 1 Insufficient cpu\.$/,
+  );
+});
+
+Deno.test("dispatch() says once that it cannot read pods and goes on", async () => {
+  const h = harness();
+  h.api.listPods = () =>
+    Promise.reject(
+      new ApiError({
+        status: 403,
+        reason: "Forbidden",
+        verb: "list",
+        resource: "pods",
+        message: "forbidden",
+      }),
+    );
+  const promise = run(h, targets(1), {
+    stallAfterMs: 1000,
+    stallRepeatMs: 1000,
+    progressIntervalMs: 1000,
+  });
+  h.clock.sleep(10_000).then(() => h.api.finish("up-node-000", "Complete"));
+  const results = await promise;
+  assert.equal(results[0].outcome, "succeeded");
+  assert.equal(h.events.filter((e) => e.kind === "notice").length, 1);
 });

@@ -8,7 +8,13 @@
 
 import { createHash } from "node:crypto";
 import { parseAllDocuments } from "yaml";
-import type { V1Container, V1Job, V1OwnerReference, V1PodSpec } from "@kubernetes/client-node";
+import type {
+  V1Container,
+  V1Job,
+  V1OwnerReference,
+  V1Pod,
+  V1PodSpec,
+} from "@kubernetes/client-node";
 import { DAEMONSET_TOLERATIONS } from "./nodes.ts";
 
 /** The longest name a Job may have: its pods carry it in a label value. */
@@ -425,6 +431,37 @@ export function interpretStatus(job: Pick<V1Job, "status">): JobOutcome {
     return { phase: "failed", reason: failed.reason || "Failed", message: failed.message };
   }
   return { phase: "active" };
+}
+
+/**
+ * Why a pod has not started, in the pod's own words, or undefined when it is
+ * not Pending: the scheduler's verdict (`Unschedulable: 0/3 nodes are
+ * available: …`), else the first waiting container's reason
+ * (`ImagePullBackOff: …`), else the pod's status reason.
+ *
+ * @example
+ * ```ts
+ * stallReason({ status: { phase: "Pending", conditions: [{ type: "PodScheduled",
+ *   status: "False", reason: "Unschedulable", message: "0/1 nodes are available" }] } });
+ * // "Unschedulable: 0/1 nodes are available"
+ * ```
+ */
+export function stallReason(pod: V1Pod): string | undefined {
+  const status = pod.status;
+  if (status?.phase !== "Pending") return undefined;
+  const join = (reason?: string, message?: string) =>
+    [reason, message].filter(Boolean).join(": ") || undefined;
+  const scheduled = status.conditions?.find((c) => c.type === "PodScheduled");
+  if (scheduled?.status === "False") {
+    return join(scheduled.reason, scheduled.message) ?? "not scheduled";
+  }
+  for (const c of [...(status.initContainerStatuses ?? []), ...(status.containerStatuses ?? [])]) {
+    const waiting = c.state?.waiting;
+    if (waiting?.reason && waiting.reason !== "PodInitializing") {
+      return `container ${c.name}: ${join(waiting.reason, waiting.message)}`;
+    }
+  }
+  return join(status.reason, status.message) ?? "Pending";
 }
 
 /**

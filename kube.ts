@@ -484,6 +484,7 @@ export const paths = {
   jobs: (ns: string) => `/apis/batch/v1/namespaces/${encodeURIComponent(ns)}/jobs`,
   job: (ns: string, name: string) =>
     `/apis/batch/v1/namespaces/${encodeURIComponent(ns)}/jobs/${encodeURIComponent(name)}`,
+  pods: (ns: string) => `/api/v1/namespaces/${encodeURIComponent(ns)}/pods`,
   pod: (ns: string, name: string) =>
     `/api/v1/namespaces/${encodeURIComponent(ns)}/pods/${encodeURIComponent(name)}`,
   namespace: (ns: string) => `/api/v1/namespaces/${encodeURIComponent(ns)}`,

@@ -49,6 +49,10 @@ export function describeEvent(e: DispatchEvent): string {
       return `deleting job ${e.job}: ${e.why}`;
     case "watch":
       return `watch ${e.state}: ${e.detail}`;
+    case "stalled":
+      return `node ${e.node}: job ${e.job} pending for ${e.seconds} s: ${e.reason}`;
+    case "notice":
+      return e.message;
     case "stopped":
       return `stopping the rollout: ${e.reason}; Jobs in flight finish, no new Job starts`;
   }
@@ -116,7 +120,7 @@ export class Logger implements Reporter {
 
   /** A fan-out event. */
   event(e: DispatchEvent): void {
-    const level = e.kind === "failed" || e.kind === "stopped" ? "warn" : "info";
+    const level = ["failed", "stopped", "stalled", "notice"].includes(e.kind) ? "warn" : "info";
     this.#line(level, describeEvent(e), { event: e.kind, ...e });
   }
 

@@ -68,6 +68,8 @@ export interface Options {
   order: Order;
   /** Seed of `--order random`. @default 0 */
   seed: number;
+  /** Seconds a Job's pod may stay Pending before it is reported as stalled. @default 120 */
+  stallWarnSecs: number;
   /** Log format. @default "text" */
   logFormat: LogFormat;
   /** Print the manual. */
@@ -123,6 +125,10 @@ PACING AND OWNERSHIP
   --poll-interval-secs S    LIST interval, used only when the Jobs cannot be
                             watched (default 5).
   --progress-interval-secs S  Progress line interval (default 10).
+  --stall-warn-secs S       Report a Job whose pod is still Pending S seconds after
+                            it started (unschedulable, image pull back-off, ...),
+                            with the pod's own reason, and every 5 minutes after
+                            (default 120). Needs "list pods"; without it, said once.
   --owner-job-name NAME     A Job in the namespace that owns the per-node Jobs
                             (ownerReference): deleting it garbage-collects them,
                             and Jobs of an earlier owner are replaced.
@@ -213,6 +219,7 @@ const FLAGS = {
   pin: { type: "string" },
   order: { type: "string" },
   seed: { type: "string" },
+  "stall-warn-secs": { type: "string" },
   help: { type: "boolean", short: "h" },
   version: { type: "boolean" },
 } as const;
@@ -317,6 +324,7 @@ export function parseOptions(argv: string[]): Options {
     pin: oneOf("pin", v.pin, ["nodeName", "affinity"]) ?? "nodeName",
     order: oneOf("order", v.order, ["name", "random", "zone-interleaved"]) ?? "name",
     seed: number("seed", v.seed, 0, 0),
+    stallWarnSecs: number("stall-warn-secs", v["stall-warn-secs"], 120, 1, false),
     help,
     version,
   };

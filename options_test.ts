@@ -46,6 +46,7 @@ const DEFAULTS: Options = {
   pin: "nodeName",
   order: "name",
   seed: 0,
+  stallWarnSecs: 120,
   help: false,
   version: false,
 };
@@ -144,6 +145,7 @@ Deno.test({
         pin: "affinity",
         order: "random",
         seed: 42,
+        stallWarnSecs: 120,
         help: false,
         version: false,
       });
@@ -364,6 +366,7 @@ const FLAGS: Record<string, string[]> = {
   "--pin": ["affinity"],
   "--order": ["zone-interleaved"],
   "--seed": ["7"],
+  "--stall-warn-secs": ["30"],
   "--help": [],
   "--version": [],
 };

@@ -69,6 +69,12 @@ export function jobApiFor(kube: Kube, namespace: string, labelSelector: string):
     watchJobs: (rv, signal) => kube.watch<V1Job>(paths.jobs(namespace), query, rv, signal),
     getJob: (name) => kube.get<V1Job>(paths.job(namespace, name)),
     createJob: (job) => kube.request<V1Job>("create", "POST", paths.jobs(namespace), job),
+    listPods: async (jobName) =>
+      (await kube.list<V1Pod>(
+        paths.pods(namespace),
+        { labelSelector: `batch.kubernetes.io/job-name=${jobName}` },
+        50,
+      )).items,
     deleteJob: async (name, uid) => {
       try {
         // Foreground: the Job object stays until its pods are gone, so its
@@ -369,6 +375,7 @@ export async function runDispatcher(
     maxPerDomain: limit?.max,
     nodeTimeoutMs: opts.nodeTimeoutSecs === undefined ? undefined : opts.nodeTimeoutSecs * 1000,
     deleteTimedOut: opts.deleteTimedOut,
+    stallAfterMs: opts.stallWarnSecs * 1000,
   });
   log.done();
   summarise(results, ctx, namespace, run, started);

@@ -102,6 +102,9 @@ export class JobWatcher {
   maxActive = 0;
   /** Most Jobs active at once for any one node. */
   maxActivePerNode = 0;
+  /** Most Jobs active at once in any one domain, by the `domainOf` given at start. */
+  maxActivePerDomain = 0;
+  #domainOf: (node: string) => string;
   /** Every Job UID seen, with its node. */
   seen = new Map<string, string>();
   #active = new Map<string, string>();
@@ -117,16 +120,23 @@ export class JobWatcher {
   static async start(
     cluster: Cluster,
     namespace: string,
+    domainOf: (node: string) => string = () => "",
     nodeAnnotation = "job-dispatcher/node-name",
   ) {
-    const w = new JobWatcher(cluster, namespace, nodeAnnotation);
+    const w = new JobWatcher(cluster, namespace, nodeAnnotation, domainOf);
     await w.#ready;
     return w;
   }
 
   #ready: Promise<void>;
 
-  private constructor(cluster: Cluster, namespace: string, nodeAnnotation: string) {
+  private constructor(
+    cluster: Cluster,
+    namespace: string,
+    nodeAnnotation: string,
+    domainOf: (node: string) => string,
+  ) {
+    this.#domainOf = domainOf;
     const pki = `${cluster.dir}/pki`;
     const client = Deno.createHttpClient({
       caCerts: [Deno.readTextFileSync(`${pki}/ca.crt`)],
@@ -183,6 +193,12 @@ export class JobWatcher {
     const perNode = new Map<string, number>();
     for (const n of this.#active.values()) perNode.set(n, (perNode.get(n) ?? 0) + 1);
     this.maxActivePerNode = Math.max(this.maxActivePerNode, ...perNode.values(), 0);
+    const perDomain = new Map<string, number>();
+    for (const n of this.#active.values()) {
+      const d = this.#domainOf(n);
+      perDomain.set(d, (perDomain.get(d) ?? 0) + 1);
+    }
+    this.maxActivePerDomain = Math.max(this.maxActivePerDomain, ...perDomain.values(), 0);
   }
 
   /** Stops watching. */

@@ -382,7 +382,7 @@ rules:
     verbs: [${jobVerbs}]
   - apiGroups: [""]
     resources: [pods]
-    verbs: [get]
+    verbs: [get, list]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
