@@ -12,6 +12,7 @@ import {
   classifyJob,
   interpretStatus,
   type NodeFacts,
+  podFailure,
   type RunIdentity,
   stallReason,
 } from "./job.ts";
@@ -89,6 +90,8 @@ export interface Progress {
   queued: number;
   /** All nodes of the run. */
   total: number;
+  /** Time since the dispatch began, in ms. */
+  elapsedMs: number;
 }
 
 /** Where the engine reports to; `log.ts` implements it. */
@@ -109,6 +112,12 @@ export interface NodeResult {
   outcome: "succeeded" | "failed" | "notStarted" | "inFlight";
   /** Why it failed. */
   reason?: string;
+  /** When its Job started (ms since the epoch on the real clock). */
+  startedAt?: number;
+  /** When it finished. */
+  finishedAt?: number;
+  /** Pods its Job ran (failed + succeeded), when known. */
+  attempts?: number;
 }
 
 /** Options of {@linkcode dispatch}. */
@@ -205,6 +214,9 @@ class Fanout {
   /** When each Job was last checked for a stall. */
   #stallCheckedAt = new Map<string, number>();
   #podsUnreadable = false;
+  /** Failed Jobs whose pods are being read for the reason. */
+  #explaining = new Set<string>();
+  #began = 0;
   #byName = new Map<string, Target>();
   #pending: Target[] = [];
   /** Jobs in flight, by name, with the UID we created or adopted. */
@@ -248,12 +260,30 @@ class Fanout {
     this.#wake();
   }
 
-  #finish(name: string, outcome: NodeResult["outcome"], reason?: string, counted = false): void {
+  #finish(
+    name: string,
+    outcome: NodeResult["outcome"],
+    reason?: string,
+    counted = false,
+    job?: V1Job,
+    pods?: number,
+  ): void {
     const t = this.#byName.get(name)!;
+    const started = this.#startedAt.get(name) ?? timestamp(job?.metadata?.creationTimestamp);
     this.#active.delete(name);
     this.#startedAt.delete(name);
     if (this.#results.has(t.node.name)) return;
-    this.#results.set(t.node.name, { node: t.node.name, job: name, outcome, reason });
+    const st = job?.status;
+    this.#results.set(t.node.name, {
+      node: t.node.name,
+      job: name,
+      outcome,
+      reason,
+      startedAt: started,
+      finishedAt: counted ? timestamp(st?.completionTime) ?? started : this.#o.clock.now(),
+      // The Job's counters can lag its terminal condition; its pods cannot.
+      attempts: Math.max(pods ?? 0, (st?.failed ?? 0) + (st?.succeeded ?? 0)) || undefined,
+    });
     if (outcome === "failed") this.#failed++;
     if (this.#canary.has(name) && (outcome === "succeeded" || outcome === "failed")) {
       this.#canaryOutcomes.set(t.node.name, outcome);
@@ -290,12 +320,45 @@ class Fanout {
       const node = this.#byName.get(name)!.node.name;
       this.#o.reporter.event({ kind: "adopted", node, job: name });
     } else {
-      this.#finish(
-        name,
-        status.phase,
-        status.phase === "failed" ? reasonOf(status) : undefined,
-        counted,
-      );
+      this.#conclude(job, counted);
+    }
+  }
+
+  /**
+   * Records a finished Job. A failure is explained from its pods while they
+   * exist (the failing container, exit code, termination message), since the
+   * Job's own condition only says BackoffLimitExceeded; the slot frees at once.
+   */
+  #conclude(job: V1Job, counted: boolean): void {
+    const name = nameOf(job);
+    const status = interpretStatus(job);
+    if (status.phase === "active") return;
+    if (status.phase === "succeeded") {
+      return this.#finish(name, "succeeded", undefined, counted, job);
+    }
+    const listPods = this.#o.api.listPods;
+    if (!listPods || this.#podsUnreadable) {
+      return this.#finish(name, "failed", reasonOf(status), counted, job);
+    }
+    this.#active.delete(name);
+    this.#explaining.add(name);
+    listPods.call(this.#o.api, name).then((pods) => ({ why: podFailure(pods), pods }), (e) => {
+      this.#podsForbidden(e);
+      return { why: undefined, pods: [] };
+    }).then(({ why, pods }) => {
+      this.#explaining.delete(name);
+      const reason = why ? `${why} [${status.reason}]` : reasonOf(status);
+      this.#finish(name, "failed", reason, counted, job, pods.length);
+    });
+  }
+
+  #podsForbidden(e: unknown): void {
+    if (e instanceof ApiError && e.status === 403 && !this.#podsUnreadable) {
+      this.#podsUnreadable = true;
+      this.#o.reporter.event({
+        kind: "notice",
+        message: `cannot list pods (${errorText(e)}); failures and stalls are not explained`,
+      });
     }
   }
 
@@ -365,10 +428,7 @@ class Fanout {
       this.#finish(name, "failed", "its Job was deleted before it finished");
       return;
     }
-    const status = interpretStatus(job);
-    if (status.phase !== "active") {
-      this.#finish(name, status.phase, status.phase === "failed" ? reasonOf(status) : undefined);
-    }
+    this.#conclude(job, false);
   }
 
   /** Brings the state in line with a fresh LIST, after a lost watch or in poll mode. */
@@ -496,6 +556,7 @@ class Fanout {
     const repeat = this.#o.stallRepeatMs ?? 300_000;
     let next = Infinity;
     for (const [name, started] of this.#startedAt) {
+      if (!this.#active.has(name)) continue;
       const last = this.#stallCheckedAt.get(name);
       const due = last === undefined ? started + after : last + repeat;
       if (due > now) {
@@ -510,15 +571,7 @@ class Fanout {
         const node = this.#byName.get(name)!.node.name;
         const seconds = Math.round((this.#o.clock.now() - started) / 1000);
         this.#o.reporter.event({ kind: "stalled", node, job: name, reason: reasons[0], seconds });
-      }, (e) => {
-        if (e instanceof ApiError && e.status === 403) {
-          this.#podsUnreadable = true;
-          this.#o.reporter.event({
-            kind: "notice",
-            message: `cannot list pods (${errorText(e)}); stalled Jobs are not explained`,
-          });
-        }
-      });
+      }, (e) => this.#podsForbidden(e));
     }
     return next;
   }
@@ -529,6 +582,7 @@ class Fanout {
     if (timeout === undefined) return Infinity;
     let next = Infinity;
     for (const [name, started] of [...this.#startedAt]) {
+      if (!this.#active.has(name)) continue;
       const left = started + timeout - now;
       if (left > 0) {
         next = Math.min(next, left);
@@ -545,7 +599,8 @@ class Fanout {
   }
 
   #done(): boolean {
-    const idle = this.#active.size === 0 && this.#starting.size === 0;
+    const idle = this.#active.size === 0 && this.#starting.size === 0 &&
+      this.#explaining.size === 0;
     // A stopped rollout lets what is in flight finish and starts nothing more.
     return idle && (this.#pending.length === 0 || this.#stoppedBy !== undefined);
   }
@@ -562,6 +617,7 @@ class Fanout {
       inFlight: this.#active.size + this.#starting.size,
       queued: this.#pending.length,
       total: this.#o.targets.length,
+      elapsedMs: this.#o.clock.now() - this.#began,
     };
   }
 
@@ -628,6 +684,7 @@ class Fanout {
   }
 
   async run(): Promise<DispatchReport> {
+    this.#began = this.#o.clock.now();
     await this.#initialList();
     const stopFollowing = new AbortController();
     const follow = this.#follow(stopFollowing.signal);
@@ -682,6 +739,10 @@ class Fanout {
     });
     return { results, stoppedBy: this.#stoppedBy };
   }
+}
+
+function timestamp(t: Date | string | undefined): number | undefined {
+  return t === undefined ? undefined : new Date(t).getTime();
 }
 
 function reasonOf(status: { reason: string; message?: string }): string {

@@ -129,6 +129,14 @@ export interface TrackingKeys {
   nodeName: string;
   /** Annotation: the UID of the node the Job was made for. */
   nodeUid: string;
+  /** Node label: the outcome of the node's last Job (`succeeded`/`failed`). */
+  result: string;
+  /** Node annotation: why the node's last Job failed. */
+  error: string;
+  /** Node annotation: when the node's last Job finished. */
+  finishedAt: string;
+  /** Owner Job annotation: the rollout's progress. */
+  progress: string;
 }
 
 /**
@@ -152,6 +160,10 @@ export function trackingKeys(prefix: string): TrackingKeys {
     node: `${prefix}/node`,
     nodeName: `${prefix}/node-name`,
     nodeUid: `${prefix}/node-uid`,
+    result: `${prefix}/result`,
+    error: `${prefix}/error`,
+    finishedAt: `${prefix}/finished-at`,
+    progress: `${prefix}/progress`,
   };
 }
 
@@ -462,6 +474,54 @@ export function stallReason(pod: V1Pod): string | undefined {
     }
   }
   return join(status.reason, status.message) ?? "Pending";
+}
+
+function firstLine(text: string | undefined, max = 200): string | undefined {
+  const line = text?.trim().split("\n").find((l) => l.trim())?.trim();
+  if (!line) return undefined;
+  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
+}
+
+/**
+ * Why a failed Job's pod failed, from the pods that exist: the failing
+ * container, its exit code and its termination message, e.g. `install exited
+ * 1: no virtualization backend`; or the pod's own reason (`Evicted`,
+ * `OutOfcpu`, …). The most recent failed pod counts; undefined when no pod
+ * says anything.
+ *
+ * @example
+ * ```ts
+ * podFailure([{ status: { phase: "Failed", containerStatuses: [{ name: "install",
+ *   state: { terminated: { exitCode: 1, message: "no backend" } } }] } }]);
+ * // "install exited 1: no backend"
+ * ```
+ */
+export function podFailure(pods: V1Pod[]): string | undefined {
+  const failed = pods
+    .filter((p) => p.status?.phase === "Failed" || hasFailedContainer(p))
+    .sort((a, b) => time(b) - time(a));
+  for (const pod of failed) {
+    const st = pod.status!;
+    for (const c of [...(st.initContainerStatuses ?? []), ...(st.containerStatuses ?? [])]) {
+      const t = c.state?.terminated ?? c.lastState?.terminated;
+      if (!t || t.exitCode === 0) continue;
+      const why = firstLine(t.message) ?? (t.reason && t.reason !== "Error" ? t.reason : undefined);
+      return `${c.name} exited ${t.exitCode}${why ? `: ${why}` : ""}`;
+    }
+    const why = [st.reason, firstLine(st.message)].filter(Boolean).join(": ");
+    if (why) return `pod ${why}`;
+  }
+  return undefined;
+}
+
+function hasFailedContainer(pod: V1Pod): boolean {
+  return [...(pod.status?.containerStatuses ?? []), ...(pod.status?.initContainerStatuses ?? [])]
+    .some((c) => (c.state?.terminated?.exitCode ?? 0) !== 0);
+}
+
+function time(pod: V1Pod): number {
+  const t = pod.status?.startTime ?? pod.metadata?.creationTimestamp;
+  return t ? new Date(t).getTime() : 0;
 }
 
 /**

@@ -384,6 +384,10 @@ Deno.test({
           node: `${p}/node`,
           nodeName: `${p}/node-name`,
           nodeUid: `${p}/node-uid`,
+          result: `${p}/result`,
+          error: `${p}/error`,
+          finishedAt: `${p}/finished-at`,
+          progress: `${p}/progress`,
         });
       });
     }

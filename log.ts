@@ -68,8 +68,22 @@ export function describeEvent(e: DispatchEvent): string {
  * ```
  */
 export function describeProgress(p: Progress): string {
-  return `${p.succeeded}/${p.total} succeeded, ${p.failed} failed, ${p.inFlight} in flight, ` +
+  const line =
+    `${p.succeeded}/${p.total} succeeded, ${p.failed} failed, ${p.inFlight} in flight, ` +
     `${p.queued} queued`;
+  const done = p.succeeded + p.failed;
+  if (done === 0 || p.elapsedMs <= 0 || done === p.total) return line;
+  const rate = done / (p.elapsedMs / 1000);
+  const left = (p.total - done) / rate;
+  return `${line}, ${rate.toFixed(rate < 10 ? 2 : 0)} nodes/s, ETA ${duration(left)}`;
+}
+
+/** Formats seconds as kubectl formats ages: `45s`, `12m`, `3h20m`. */
+export function duration(seconds: number): string {
+  const s = Math.round(seconds);
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.round(s / 60)}m`;
+  return `${Math.floor(s / 3600)}h${String(Math.round((s % 3600) / 60)).padStart(2, "0")}m`;
 }
 
 /** The logger every module reports through. */

@@ -60,11 +60,18 @@ Deno.test({
   permissions: "none",
   fn() {
     assert.equal(
-      describeProgress({ succeeded: 120, failed: 3, inFlight: 100, queued: 4777, total: 5000 }),
+      describeProgress({
+        succeeded: 120,
+        failed: 3,
+        inFlight: 100,
+        queued: 4777,
+        total: 5000,
+        elapsedMs: 0,
+      }),
       "120/5000 succeeded, 3 failed, 100 in flight, 4777 queued",
     );
     assert.equal(
-      describeProgress({ succeeded: 0, failed: 0, inFlight: 0, queued: 0, total: 0 }),
+      describeProgress({ succeeded: 0, failed: 0, inFlight: 0, queued: 0, total: 0, elapsedMs: 0 }),
       "0/0 succeeded, 0 failed, 0 in flight, 0 queued",
     );
   },
@@ -112,7 +119,7 @@ Deno.test({
 
     await t.step("progress is told by describeProgress()", () => {
       const { log, lines } = logger("text");
-      const p = { succeeded: 1, failed: 0, inFlight: 2, queued: 3, total: 6 };
+      const p = { succeeded: 1, failed: 0, inFlight: 2, queued: 3, total: 6, elapsedMs: 0 };
       log.progress(p);
       assert.equal(lines[0].slice(9), describeProgress(p));
     });
@@ -181,7 +188,7 @@ Deno.test({
 
     await t.step("progress carries event progress and the counts", () => {
       const { log, lines } = logger("json");
-      const p = { succeeded: 1, failed: 0, inFlight: 2, queued: 3, total: 6 };
+      const p = { succeeded: 1, failed: 0, inFlight: 2, queued: 3, total: 6, elapsedMs: 0 };
       log.progress(p);
       const { time: _, ...record } = JSON.parse(lines[0]);
       assert.deepEqual(record, {
@@ -198,5 +205,23 @@ Deno.test({
       assert.equal(lines.length, 1);
       assert.equal(JSON.parse(lines[0]).msg, 'a "quoted"\nmessage');
     });
+  },
+});
+
+Deno.test({
+  name: "describeProgress() adds the rate and the ETA once nodes have finished",
+  permissions: "none",
+  fn() {
+    assert.equal(
+      describeProgress({
+        succeeded: 90,
+        failed: 10,
+        inFlight: 20,
+        queued: 880,
+        total: 1000,
+        elapsedMs: 50_000,
+      }),
+      "90/1000 succeeded, 10 failed, 20 in flight, 880 queued, 2.00 nodes/s, ETA 8m",
+    );
   },
 });

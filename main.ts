@@ -31,6 +31,17 @@ async function readTemplate(path: string): Promise<string> {
   }
 }
 
+/** Refuses a --report path whose folder does not exist, before anything is created. */
+function checkWritableDir(path: string): void {
+  const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/")) || "/" : ".";
+  try {
+    if (Deno.statSync(dir).isDirectory) return;
+  } catch {
+    // reported below
+  }
+  throw new UsageError(`Invalid --report ${path}: folder ${dir} does not exist`);
+}
+
 /** Why the cluster refused us, with what to do about it. */
 function describeApiError(e: ApiError): string {
   if (e.status === 401) {
@@ -71,6 +82,7 @@ export async function main(args: string[]): Promise<number> {
       console.log(`job-dispatcher ${VERSION} (deno ${Deno.version.deno}, commit ${COMMIT})`);
       return EXIT.ok;
     }
+    if (opts.report) checkWritableDir(opts.report);
     const template = parseJobTemplate(
       await readTemplate(opts.jobTemplate),
       opts.jobTemplate === "-" ? "stdin" : opts.jobTemplate,
@@ -90,6 +102,7 @@ export async function main(args: string[]): Promise<number> {
       },
       stdout: (text) => console.log(text),
       terminal,
+      writeFile: (path, text) => Deno.writeTextFileSync(path, text),
     });
     if (kube.stats.throttled) {
       log.info(`the API server throttled ${kube.stats.throttled} requests (429)`);

@@ -72,6 +72,10 @@ export interface Options {
   stallWarnSecs: number;
   /** Log format. @default "text" */
   logFormat: LogFormat;
+  /** Where to write the report file. */
+  report?: string;
+  /** The report's format. @default "json" */
+  reportFormat: "json" | "junit";
   /** Print the manual. */
   help: boolean;
   /** Print the version. */
@@ -176,6 +180,17 @@ OUTPUT
                             nothing. server: send every Job with dryRun=All so the
                             API server validates it, create nothing.
   --log-format text|json    Lines on stderr as text (default) or JSON.
+  --report PATH             Write what happened to every node to PATH when the run
+                            ends: name, UID, Job, start, end, outcome, reason,
+                            attempts.
+  --report-format json|junit  json (default), or JUnit XML with one test case per
+                            node, for CI systems.
+
+  Besides the log and the report, the run is recorded in the cluster, best
+  effort (a refused write is said once): Events on each Node (in "default":
+  JobSucceeded, JobFailed, JobPending), the label <P>/result and annotations
+  <P>/error, <P>/finished-at on each Node, and with an owner, Events and the
+  annotation <P>/progress on the owner Job (kubectl describe job OWNER).
   -h, --help                This manual.
   --version                 Version, Deno version and commit.
 
@@ -211,6 +226,8 @@ const FLAGS = {
   context: { type: "string" },
   "dry-run": { type: "string" },
   "log-format": { type: "string" },
+  report: { type: "string" },
+  "report-format": { type: "string" },
   "max-failures": { type: "string" },
   canary: { type: "string" },
   "max-per-topology": { type: "string" },
@@ -312,6 +329,8 @@ export function parseOptions(argv: string[]): Options {
     context: v.context,
     dryRun: oneOf("dry-run", v["dry-run"], ["client", "server"]),
     logFormat: oneOf("log-format", v["log-format"], ["text", "json"]) ?? "text",
+    report: v.report,
+    reportFormat: oneOf("report-format", v["report-format"], ["json", "junit"]) ?? "json",
     maxFailures: v["max-failures"],
     canary: v.canary === undefined ? undefined : number("canary", v.canary, 1, 1),
     maxPerTopology: v["max-per-topology"] === undefined

@@ -27,6 +27,7 @@ import { describeSelection, recheckNode, type Selection, waitForSelection } from
 import type { Logger } from "./log.ts";
 import type { Options } from "./options.ts";
 import { domainOf, failureBudget, orderItems } from "./safety.ts";
+import { jsonReport, junitReport, Recorder, type ReportInput } from "./report.ts";
 
 /** Exit codes, as documented in `--help`. */
 export const EXIT = { ok: 0, failed: 1, usage: 2, cluster: 3, sigint: 130, sigterm: 143 } as const;
@@ -47,6 +48,8 @@ export interface RunContext {
   stdout: (text: string) => void;
   /** Whether the log goes to a terminal, which shows a live progress line. */
   terminal: boolean;
+  /** Writes a file (the report). */
+  writeFile: (path: string, text: string) => void;
 }
 
 const SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
@@ -184,13 +187,14 @@ function summarise(
   ns: string,
   run: RunIdentity,
   started: number,
-): void {
+): string {
   const count = (o: NodeResult["outcome"]) => results.filter((r) => r.outcome === o).length;
   const secs = ((Date.now() - started) / 1000).toFixed(1);
   const parts = [`${count("succeeded")} succeeded`, `${count("failed")} failed`];
   if (count("inFlight")) parts.push(`${count("inFlight")} still running`);
   if (count("notStarted")) parts.push(`${count("notStarted")} not started`);
-  ctx.log.info(`summary: ${parts.join(", ")} of ${results.length} nodes in ${secs} s`, {
+  const summary = `${parts.join(", ")} of ${results.length} nodes in ${secs} s`;
+  ctx.log.info(`summary: ${summary}`, {
     event: "summary",
     succeeded: count("succeeded"),
     failed: count("failed"),
@@ -209,6 +213,7 @@ function summarise(
       } --all-containers --prefix`,
     );
   }
+  return summary;
 }
 
 /**
@@ -353,13 +358,35 @@ export async function runDispatcher(
     }
   }
 
+  const recorder = new Recorder({
+    kube,
+    log,
+    keys,
+    namespace,
+    owner,
+    nodes: new Map(resolved.eligible.map((n) => [n.metadata!.name!, {
+      uid: n.metadata!.uid!,
+      hasLabels: n.metadata?.labels !== undefined,
+      hasAnnotations: n.metadata?.annotations !== undefined,
+    }])),
+  });
+  recorder.started(targets.length);
   const started = Date.now();
   const { results, stoppedBy } = await dispatch({
     targets,
     parallelism: opts.parallelism,
     run,
     api,
-    reporter: log,
+    reporter: {
+      event: (e) => {
+        log.event(e);
+        recorder.event(e);
+      },
+      progress: (p) => {
+        log.progress(p);
+        recorder.progress(p);
+      },
+    },
     signal: ctx.signal,
     pollIntervalMs: opts.pollIntervalSecs * 1000,
     // A terminal shows the live line every second; a log gets a line per interval.
@@ -378,7 +405,7 @@ export async function runDispatcher(
     stallAfterMs: opts.stallWarnSecs * 1000,
   });
   log.done();
-  summarise(results, ctx, namespace, run, started);
+  const summary = summarise(results, ctx, namespace, run, started);
   if (stoppedBy) {
     const never = results.filter((r) => r.outcome === "notStarted").length;
     log.warn(`rollout stopped: ${stoppedBy}; ${never} nodes were never started`, {
@@ -386,9 +413,40 @@ export async function runDispatcher(
       reason: stoppedBy,
       notStarted: never,
     });
-    return EXIT.failed;
   }
-  return results.some((r) => r.outcome === "failed") ? EXIT.failed : EXIT.ok;
+  let code = stoppedBy || results.some((r) => r.outcome === "failed") ? EXIT.failed : EXIT.ok;
+  await recorder.finished(
+    stoppedBy ? `stopped: ${stoppedBy}; ${summary}` : summary,
+    code !== EXIT.ok,
+  );
+  if (opts.report) {
+    const input: ReportInput = {
+      startedAt: new Date(started),
+      finishedAt: new Date(),
+      namespace,
+      prefix,
+      owner,
+      stoppedBy,
+      results,
+      uids: new Map(resolved.matched.map((n) => [n.metadata!.name!, n.metadata!.uid!])),
+      skipped: resolved.skipped.map(({ node, taint }) => ({
+        node: node.metadata!.name!,
+        uid: node.metadata!.uid!,
+        reason: `taint ${formatTaint(taint)} is not tolerated by the template`,
+      })),
+    };
+    try {
+      ctx.writeFile(
+        opts.report,
+        opts.reportFormat === "junit" ? junitReport(input) : jsonReport(input),
+      );
+      log.info(`report: ${opts.report} (${opts.reportFormat})`);
+    } catch (e) {
+      log.error(`Cannot write report ${opts.report}: ${(e as Error).message}`);
+      code = EXIT.failed;
+    }
+  }
+  return code;
 }
 
 /** Re-exported for tests of the wiring. */

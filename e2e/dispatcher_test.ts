@@ -365,7 +365,21 @@ metadata: {name: e2e-job-dispatcher-nodes}
 rules:
   - apiGroups: [""]
     resources: [nodes]
-    verbs: [get, list]
+    verbs: [get, list, patch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: e2e-job-dispatcher-node-events, namespace: default}
+rules:
+  - apiGroups: [""]
+    resources: [events]
+    verbs: [create]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: e2e-job-dispatcher-node-events, namespace: default}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: e2e-job-dispatcher-node-events}
+subjects: [{kind: ServiceAccount, name: dispatcher, namespace: ${ns}}]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
@@ -383,6 +397,9 @@ rules:
   - apiGroups: [""]
     resources: [pods]
     verbs: [get, list]
+  - apiGroups: [""]
+    resources: [events]
+    verbs: [create]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
@@ -391,7 +408,10 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: job-dispatcher}
 subjects: [{kind: ServiceAccount, name: dispatcher, namespace: ${ns}}]
 `;
           assert.equal(
-            (await cluster.kubectl(["apply", "-f", "-"], rbac("get, list, watch, create, delete")))
+            (await cluster.kubectl(
+              ["apply", "-f", "-"],
+              rbac("get, list, watch, create, delete, patch"),
+            ))
               .code,
             0,
           );
@@ -417,6 +437,7 @@ current-context: sa
           ];
           const r = await dispatcher(cluster, args);
           assert.equal(r.code, 0, r.stderr);
+          assert.doesNotMatch(r.stderr, /cannot record|forbidden/, "every feature had its rule");
           assert.equal(
             (await jobsIn(cluster, ns)).length,
             3,
@@ -424,7 +445,8 @@ current-context: sa
           );
 
           assert.equal(
-            (await cluster.kubectl(["apply", "-f", "-"], rbac("get, list, watch, delete"))).code,
+            (await cluster.kubectl(["apply", "-f", "-"], rbac("get, list, watch, delete, patch")))
+              .code,
             0,
           );
           await cluster.createNodes(nodes("rbac", 1, {}, 3));
