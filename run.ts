@@ -21,9 +21,15 @@ import {
   UsageError,
 } from "./job.ts";
 import { ApiError, type Kube, paths } from "./kube.ts";
-import { dispatch, type JobApi, type NodeResult, type Target } from "./fanout.ts";
+import {
+  dispatch,
+  type DispatchReport,
+  type JobApi,
+  type NodeResult,
+  type Target,
+} from "./fanout.ts";
 import { affinityMismatch, formatTaint, tolerationsYamlFor } from "./nodes.ts";
-import { describeSelection, recheckNode, type Selection, waitForSelection } from "./select.ts";
+import { describeSelection, NodeWatch, type Selection, waitForSelection } from "./select.ts";
 import type { Logger } from "./log.ts";
 import type { Options } from "./options.ts";
 import { domainOf, failureBudget, orderItems } from "./safety.ts";
@@ -371,39 +377,52 @@ export async function runDispatcher(
     }])),
   });
   recorder.started(targets.length);
+  const nodeWatch = new NodeWatch(
+    kube,
+    selection,
+    podSpec,
+    resolved.listings,
+    (msg) => log.warn(msg),
+  );
   const started = Date.now();
-  const { results, stoppedBy } = await dispatch({
-    targets,
-    parallelism: opts.parallelism,
-    run,
-    api,
-    reporter: {
-      event: (e) => {
-        log.event(e);
-        recorder.event(e);
+  let report: DispatchReport;
+  try {
+    report = await dispatch({
+      targets,
+      parallelism: opts.parallelism,
+      run,
+      api,
+      reporter: {
+        event: (e) => {
+          log.event(e);
+          recorder.event(e);
+        },
+        progress: (p) => {
+          log.progress(p);
+          recorder.progress(p);
+        },
       },
-      progress: (p) => {
-        log.progress(p);
-        recorder.progress(p);
-      },
-    },
-    signal: ctx.signal,
-    pollIntervalMs: opts.pollIntervalSecs * 1000,
-    // A terminal shows the live line every second; a log gets a line per interval.
-    progressIntervalMs: ctx.terminal
-      ? Math.min(1000, opts.progressIntervalSecs * 1000)
-      : opts.progressIntervalSecs * 1000,
-    recheck: (t) => recheckNode(kube, selection, podSpec, t.node.name, t.node.uid),
-    maxFailures: opts.maxFailures === undefined
-      ? undefined
-      : failureBudget(opts.maxFailures, targets.length),
-    canary: opts.canary,
-    domain,
-    maxPerDomain: limit?.max,
-    nodeTimeoutMs: opts.nodeTimeoutSecs === undefined ? undefined : opts.nodeTimeoutSecs * 1000,
-    deleteTimedOut: opts.deleteTimedOut,
-    stallAfterMs: opts.stallWarnSecs * 1000,
-  });
+      signal: ctx.signal,
+      pollIntervalMs: opts.pollIntervalSecs * 1000,
+      // A terminal shows the live line every second; a log gets a line per interval.
+      progressIntervalMs: ctx.terminal
+        ? Math.min(1000, opts.progressIntervalSecs * 1000)
+        : opts.progressIntervalSecs * 1000,
+      recheck: (t) => nodeWatch.recheck(t.node.name, t.node.uid),
+      maxFailures: opts.maxFailures === undefined
+        ? undefined
+        : failureBudget(opts.maxFailures, targets.length),
+      canary: opts.canary,
+      domain,
+      maxPerDomain: limit?.max,
+      nodeTimeoutMs: opts.nodeTimeoutSecs === undefined ? undefined : opts.nodeTimeoutSecs * 1000,
+      deleteTimedOut: opts.deleteTimedOut,
+      stallAfterMs: opts.stallWarnSecs * 1000,
+    });
+  } finally {
+    await nodeWatch.stop();
+  }
+  const { results, stoppedBy } = report;
   log.done();
   const summary = summarise(results, ctx, namespace, run, started);
   if (stoppedBy) {

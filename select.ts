@@ -33,10 +33,22 @@ export interface Selection {
   ignoreTaints: boolean;
 }
 
+/** One label selector's LIST: what it matched and the resourceVersion to watch from. */
+export interface Listing {
+  /** The label selector ("" for all nodes). */
+  labelSelector: string;
+  /** The nodes it matched. */
+  nodes: V1Node[];
+  /** The LIST's resourceVersion. */
+  resourceVersion: string;
+}
+
 /** The outcome of one resolution of the selection. */
 export interface Resolved {
   /** Every node the selection matched. */
   matched: V1Node[];
+  /** Each label selector's LIST; empty for explicit `--nodes`. */
+  listings: Listing[];
   /** The nodes taint admission let through, in dispatch order. */
   eligible: V1Node[];
   /** The nodes a taint kept out. */
@@ -64,7 +76,17 @@ function badSelector(e: unknown, what: string): never {
   throw e;
 }
 
-async function listMatching(kube: Kube, s: Selection): Promise<V1Node[]> {
+function selectorQuery(s: Selection, labelSelector: string): Record<string, string> {
+  const query: Record<string, string> = {};
+  if (labelSelector) query.labelSelector = labelSelector;
+  if (s.fieldSelector) query.fieldSelector = s.fieldSelector;
+  return query;
+}
+
+async function listMatching(
+  kube: Kube,
+  s: Selection,
+): Promise<{ matched: V1Node[]; listings: Listing[] }> {
   if (s.nodes) {
     const found = await Promise.all(s.nodes.map((n) => kube.get<V1Node>(paths.node(n))));
     const missing = s.nodes.filter((_, i) => !found[i]);
@@ -74,15 +96,18 @@ async function listMatching(kube: Kube, s: Selection): Promise<V1Node[]> {
       );
     }
     // Keep the user's order, without repeats.
-    return [...new Map(found.map((n) => [n!.metadata!.name!, n!])).values()];
+    const matched = [...new Map(found.map((n) => [n!.metadata!.name!, n!])).values()];
+    return { matched, listings: [] };
   }
   const selectors = s.labelSelectors.length ? s.labelSelectors : [""];
-  const lists = await Promise.all(selectors.map(async (labelSelector) => {
-    const query: Record<string, string> = {};
-    if (labelSelector) query.labelSelector = labelSelector;
-    if (s.fieldSelector) query.fieldSelector = s.fieldSelector;
+  const listings = await Promise.all(selectors.map(async (labelSelector): Promise<Listing> => {
     try {
-      return (await kube.list<V1Node>(paths.nodes(), query, s.pageSize)).items;
+      const list = await kube.list<V1Node>(
+        paths.nodes(),
+        selectorQuery(s, labelSelector),
+        s.pageSize,
+      );
+      return { labelSelector, nodes: list.items, resourceVersion: list.resourceVersion };
     } catch (e) {
       const what = labelSelector
         ? `--node-selector ${JSON.stringify(labelSelector)}${
@@ -92,7 +117,7 @@ async function listMatching(kube: Kube, s: Selection): Promise<V1Node[]> {
       return badSelector(e, what);
     }
   }));
-  return unionByName(lists);
+  return { matched: unionByName(listings.map((l) => l.nodes)), listings };
 }
 
 /** Lists the selection once and applies taint admission. */
@@ -101,10 +126,10 @@ export async function resolveSelection(
   s: Selection,
   podSpec: V1PodSpec,
 ): Promise<Resolved> {
-  const matched = await listMatching(kube, s);
-  if (s.nodes || s.ignoreTaints) return { matched, eligible: matched, skipped: [] };
+  const { matched, listings } = await listMatching(kube, s);
+  if (s.nodes || s.ignoreTaints) return { matched, listings, eligible: matched, skipped: [] };
   const { admitted, skipped } = partitionByTolerations(matched, podSpec);
-  return { matched, eligible: admitted, skipped };
+  return { matched, listings, eligible: admitted, skipped };
 }
 
 /** Options of {@linkcode waitForSelection}. */
@@ -150,34 +175,16 @@ export async function waitForSelection(
 }
 
 /**
- * Re-reads one node just before its Job is created and says why it may no
- * longer get one: gone, replaced under the same name (new UID), no longer
- * selected, or newly tainted. The node may have changed since selection, and
- * a Job pinned to a replaced node would run on a machine nobody chose.
+ * Why a node may no longer get its Job, judged on a fresh view of it: gone,
+ * replaced under the same name (new UID), or newly tainted. undefined: it
+ * may.
  */
-export async function recheckNode(
-  kube: Kube,
+export function nodeVerdict(
+  node: V1Node | undefined,
+  uid: string,
   s: Selection,
   podSpec: V1PodSpec,
-  name: string,
-  uid: string,
-): Promise<string | undefined> {
-  let node: V1Node | undefined;
-  if (s.nodes) {
-    node = await kube.get<V1Node>(paths.node(name));
-  } else {
-    const byName = `metadata.name=${name}`;
-    for (const labelSelector of s.labelSelectors.length ? s.labelSelectors : [""]) {
-      const query: Record<string, string> = {
-        fieldSelector: s.fieldSelector ? `${byName},${s.fieldSelector}` : byName,
-      };
-      if (labelSelector) query.labelSelector = labelSelector;
-      node = (await kube.list<V1Node>(paths.nodes(), query, 1)).items[0];
-      if (node) break;
-    }
-    if (!node && !(await kube.get<V1Node>(paths.node(name)))) return "the node was deleted";
-    if (!node) return "the node no longer matches the selection";
-  }
+): string | undefined {
   if (!node) return "the node was deleted";
   if (node.metadata?.uid !== uid) {
     return `the node was replaced under the same name (UID ${uid} is now ${node.metadata?.uid})`;
@@ -189,4 +196,126 @@ export async function recheckNode(
     }
   }
   return undefined;
+}
+
+/**
+ * Re-reads one node with the API server just before its Job is created, when
+ * no node watch is available: one LIST per selector (by name), so the server
+ * judges "still selected" exactly as it did at selection.
+ */
+export async function recheckNode(
+  kube: Kube,
+  s: Selection,
+  podSpec: V1PodSpec,
+  name: string,
+  uid: string,
+): Promise<string | undefined> {
+  if (s.nodes) return nodeVerdict(await kube.get<V1Node>(paths.node(name)), uid, s, podSpec);
+  const byName = `metadata.name=${name}`;
+  for (const labelSelector of s.labelSelectors.length ? s.labelSelectors : [""]) {
+    const query: Record<string, string> = {
+      fieldSelector: s.fieldSelector ? `${byName},${s.fieldSelector}` : byName,
+    };
+    if (labelSelector) query.labelSelector = labelSelector;
+    const node = (await kube.list<V1Node>(paths.nodes(), query, 1)).items[0];
+    if (node) return nodeVerdict(node, uid, s, podSpec);
+  }
+  if (!(await kube.get<V1Node>(paths.node(name)))) return "the node was deleted";
+  return "the node no longer matches the selection";
+}
+
+/**
+ * Keeps the selection's nodes in view with one watch per label selector,
+ * started from the selection's own LISTs, so that the re-read of a node
+ * before its Job is created costs no request: a fleet of thousands would
+ * otherwise pay one LIST per node. While a watch is down, the re-read falls
+ * back to {@linkcode recheckNode}.
+ */
+export class NodeWatch {
+  #caches: Map<string, V1Node>[];
+  #healthy: boolean[];
+  #stop = new AbortController();
+  #done: Promise<void>[];
+  #kube: Kube;
+  #s: Selection;
+  #podSpec: V1PodSpec;
+
+  /** Starts the watches; explicit `--nodes` are re-read one by one instead. */
+  constructor(
+    kube: Kube,
+    s: Selection,
+    podSpec: V1PodSpec,
+    listings: Listing[],
+    onNotice: (msg: string) => void,
+  ) {
+    this.#kube = kube;
+    this.#s = s;
+    this.#podSpec = podSpec;
+    this.#caches = listings.map((l) => new Map(l.nodes.map((n) => [n.metadata!.name!, n])));
+    this.#healthy = listings.map(() => true);
+    let noticed = false;
+    const notice = (msg: string) => {
+      if (!noticed) onNotice(msg);
+      noticed = true;
+    };
+    this.#done = listings.map((l, i) => this.#follow(l, i, notice));
+  }
+
+  async #follow(l: Listing, i: number, notice: (msg: string) => void): Promise<void> {
+    const query = selectorQuery(this.#s, l.labelSelector);
+    let rv = l.resourceVersion;
+    const signal = this.#stop.signal;
+    while (!signal.aborted) {
+      try {
+        let expired = false;
+        for await (const ev of this.#kube.watch<V1Node>(paths.nodes(), query, rv, signal)) {
+          this.#healthy[i] = true;
+          if (ev.type === "ERROR") {
+            expired = true;
+            break;
+          }
+          rv = ev.object.metadata?.resourceVersion ?? rv;
+          const name = ev.object.metadata?.name;
+          if (!name || ev.type === "BOOKMARK") continue;
+          // A watch with a selector sends DELETED when a node stops matching.
+          if (ev.type === "DELETED") this.#caches[i].delete(name);
+          else this.#caches[i].set(name, ev.object);
+        }
+        if (expired) {
+          // 410 Gone: the history is compacted; only a fresh LIST is exact.
+          this.#healthy[i] = false;
+          const list = await this.#kube.list<V1Node>(paths.nodes(), query, this.#s.pageSize);
+          this.#caches[i] = new Map(list.items.map((n) => [n.metadata!.name!, n]));
+          rv = list.resourceVersion;
+          this.#healthy[i] = true;
+        }
+      } catch (e) {
+        if (signal.aborted) return;
+        this.#healthy[i] = false;
+        if (e instanceof ApiError && (e.status === 403 || e.status === 405)) {
+          notice(`cannot watch nodes (${e.message}); each node is re-read with a LIST instead`);
+          return;
+        }
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    }
+  }
+
+  /** Why the node may no longer get its Job (see {@linkcode nodeVerdict}). */
+  async recheck(name: string, uid: string): Promise<string | undefined> {
+    if (this.#s.nodes || this.#healthy.some((h) => !h)) {
+      return await recheckNode(this.#kube, this.#s, this.#podSpec, name, uid);
+    }
+    const node = this.#caches.map((c) => c.get(name)).find((n) => n !== undefined);
+    if (node) return nodeVerdict(node, uid, this.#s, this.#podSpec);
+    // Gone from every selector: deleted, or no longer matching. Ask which.
+    if (!(await this.#kube.get<V1Node>(paths.node(name)))) return "the node was deleted";
+    return "the node no longer matches the selection";
+  }
+
+  /** Stops the watches. */
+  async stop(): Promise<void> {
+    this.#stop.abort();
+    await Promise.all(this.#done);
+  }
 }
