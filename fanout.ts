@@ -160,6 +160,8 @@ export interface FanoutOptions {
   stallAfterMs?: number;
   /** How often a stall is reported again. @default 300000 */
   stallRepeatMs?: number;
+  /** Never watch; LIST every poll interval (a polling tool's behaviour, for comparison). */
+  pollOnly?: boolean;
 }
 
 /** What {@linkcode dispatch} returns. */
@@ -200,7 +202,8 @@ type Optional =
   | "nodeTimeoutMs"
   | "deleteTimedOut"
   | "stallAfterMs"
-  | "stallRepeatMs";
+  | "stallRepeatMs"
+  | "pollOnly";
 
 class Fanout {
   #o: Required<Omit<FanoutOptions, Optional>> & Pick<FanoutOptions, Optional>;
@@ -232,7 +235,7 @@ class Fanout {
   #wake: () => void = () => {};
   #woken = false;
   #resourceVersion = "";
-  #polling = false;
+  #polling: boolean;
   #lostSince?: number;
   #lostError = "";
 
@@ -245,6 +248,7 @@ class Fanout {
       recheck: undefined,
       ...opts,
     };
+    this.#polling = opts.pollOnly ?? false;
     for (const t of opts.targets) this.#byName.set(nameOf(t.job), t);
     for (const t of opts.targets.slice(0, opts.canary ?? 0)) this.#canary.add(nameOf(t.job));
   }

@@ -293,3 +293,15 @@ Deno.test("dispatch() says once that it cannot read pods and goes on", async () 
   assert.equal(results[0].outcome, "succeeded");
   assert.equal(h.events.filter((e) => e.kind === "notice").length, 1);
 });
+
+Deno.test("dispatch() with pollOnly never watches and refills only at a poll", async () => {
+  const h = harness({ runMs: 1000 });
+  const results = await run(h, targets(4), {
+    parallelism: 2,
+    pollOnly: true,
+    pollIntervalMs: 5_000,
+  });
+  assert.ok(results.every((r) => r.outcome === "succeeded"));
+  assert.equal(h.api.calls.watch ?? 0, 0);
+  assert.deepEqual(h.api.createdAt, [0, 0, 5000, 5000]);
+});

@@ -36,6 +36,8 @@ export interface Options {
   parallelism: number;
   /** LIST interval when a watch is not possible. @default 5 */
   pollIntervalSecs: number;
+  /** Never watch the Jobs; LIST every poll interval. */
+  pollOnly: boolean;
   /** How often the progress line is printed. @default 10 */
   progressIntervalSecs: number;
   /** The owner Job, by name. */
@@ -128,6 +130,10 @@ PACING AND OWNERSHIP
   --parallelism N           Most Jobs in flight at once (default 100).
   --poll-interval-secs S    LIST interval, used only when the Jobs cannot be
                             watched (default 5).
+  --poll-only               Never watch the Jobs; LIST them every
+                            --poll-interval-secs, as polling tools do. For API
+                            servers or proxies that break watches, and for
+                            comparison: a slot then refills only at a poll.
   --progress-interval-secs S  Progress line interval (default 10).
   --stall-warn-secs S       Report a Job whose pod is still Pending S seconds after
                             it started (unschedulable, image pull back-off, ...),
@@ -217,6 +223,7 @@ const FLAGS = {
   "node-settle-secs": { type: "string" },
   parallelism: { type: "string" },
   "poll-interval-secs": { type: "string" },
+  "poll-only": { type: "boolean" },
   "progress-interval-secs": { type: "string" },
   "owner-job-name": { type: "string" },
   "owner-job-from-pod": { type: "string" },
@@ -314,6 +321,7 @@ export function parseOptions(argv: string[]): Options {
     nodeSettleSecs: number("node-settle-secs", v["node-settle-secs"], 15, 0, false),
     parallelism: number("parallelism", v.parallelism, 100, 1),
     pollIntervalSecs: number("poll-interval-secs", v["poll-interval-secs"], 5, 0.1, false),
+    pollOnly: v["poll-only"] ?? false,
     progressIntervalSecs: number(
       "progress-interval-secs",
       v["progress-interval-secs"],
