@@ -123,6 +123,8 @@ export interface ConnectOptions {
   context?: string;
   /** The retry policy. */
   retry?: RetryPolicy;
+  /** Once aborted (SIGINT/SIGTERM), a failed request is not retried. */
+  signal?: AbortSignal;
 }
 
 const RESOURCE_OF_PATH = /\/(?:namespaces\/[^/]+\/)?([a-z]+)(?:\/[^/?]*)?(?:\/[a-z]+)?$/;
@@ -212,11 +214,18 @@ export class Kube {
   #client: Deno.HttpClient;
   #retry: RetryPolicy;
   #auth?: { header?: string; at: number };
+  #stop?: AbortSignal;
 
-  private constructor(kc: KubeConfig, client: Deno.HttpClient, retry: RetryPolicy) {
+  private constructor(
+    kc: KubeConfig,
+    client: Deno.HttpClient,
+    retry: RetryPolicy,
+    stop?: AbortSignal,
+  ) {
     this.#kc = kc;
     this.#client = client;
     this.#retry = retry;
+    this.#stop = stop;
     this.server = kc.getCurrentCluster()!.server.replace(/\/+$/, "");
     this.contextNamespace = kc.getContextObject(kc.getCurrentContext())?.namespace;
   }
@@ -242,7 +251,7 @@ export class Kube {
       cert: text(tls.cert),
       key: text(tls.key),
     } as Deno.CreateHttpClientOptions);
-    return new Kube(kc, client, opts.retry ?? DEFAULT_RETRY);
+    return new Kube(kc, client, opts.retry ?? DEFAULT_RETRY, opts.signal);
   }
 
   /** Releases the HTTP client's connections. */
@@ -359,9 +368,21 @@ export class Kube {
       }
       if (err.status === 429) this.stats.throttled++;
       const delay = retryDelayMs(attempt, err, this.#retry, Math.random());
-      if (!isRetryable(err) || Date.now() - started + delay > this.#retry.budgetMs) throw err;
+      // A stopping run retries nothing: SIGTERM must not wait out a retry budget.
+      const stopping = this.#stop?.aborted ?? false;
+      if (stopping || !isRetryable(err) || Date.now() - started + delay > this.#retry.budgetMs) {
+        throw err;
+      }
       this.stats.retries++;
-      await new Promise((r) => setTimeout(r, delay));
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          this.#stop?.removeEventListener("abort", done);
+          resolve();
+        };
+        const timer = setTimeout(done, delay);
+        this.#stop?.addEventListener("abort", done, { once: true });
+      });
     }
   }
 

@@ -201,3 +201,35 @@ current-context: ctx
   );
   await Deno.remove(dir, { recursive: true });
 });
+
+Deno.test("Kube.request() stops retrying as soon as the run is stopped", async () => {
+  const dir = await Deno.makeTempDir();
+  await Deno.writeTextFile(
+    `${dir}/config`,
+    `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://127.0.0.1:9", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {}}]
+contexts: [{name: ctx, context: {cluster: c, user: u}}]
+current-context: ctx
+`,
+  );
+  const stop = new AbortController();
+  const kube = await Kube.connect({
+    kubeconfig: `${dir}/config`,
+    retry: { requestTimeoutMs: 500, budgetMs: 60_000, baseDelayMs: 1000, maxDelayMs: 8000 },
+    signal: stop.signal,
+  });
+  try {
+    const started = Date.now();
+    setTimeout(() => stop.abort(), 300);
+    await assert.rejects(
+      kube.request("list", "GET", "/api/v1/nodes"),
+      (e: ApiError) => e.status === 0,
+    );
+    assert.ok(Date.now() - started < 3000, `gave up ${Date.now() - started} ms after the start`);
+  } finally {
+    kube.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});

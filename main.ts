@@ -87,7 +87,11 @@ export async function main(args: string[]): Promise<number> {
       await readTemplate(opts.jobTemplate),
       opts.jobTemplate === "-" ? "stdin" : opts.jobTemplate,
     );
-    kube = await Kube.connect({ kubeconfig: opts.kubeconfig, context: opts.context });
+    kube = await Kube.connect({
+      kubeconfig: opts.kubeconfig,
+      context: opts.context,
+      signal: stop.signal,
+    });
     const code = await runDispatcher(opts, template, {
       kube,
       log,
@@ -109,6 +113,10 @@ export async function main(args: string[]): Promise<number> {
     }
     return stop.signal.aborted ? exitOnSignal : code;
   } catch (e) {
+    if (stop.signal.aborted && !(e instanceof UsageError)) {
+      log.error(`stopped before the rollout began: ${(e as Error).message}`);
+      return exitOnSignal;
+    }
     if (e instanceof UsageError) {
       log.error(e.message);
       if (/^(Missing|Invalid --|Unknown option|Option)/.test(e.message)) log.error("See --help");

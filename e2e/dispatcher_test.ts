@@ -365,7 +365,7 @@ metadata: {name: e2e-job-dispatcher-nodes}
 rules:
   - apiGroups: [""]
     resources: [nodes]
-    verbs: [get, list, patch]
+    verbs: [get, list, watch, patch]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
@@ -437,7 +437,11 @@ current-context: sa
           ];
           const r = await dispatcher(cluster, args);
           assert.equal(r.code, 0, r.stderr);
-          assert.doesNotMatch(r.stderr, /cannot record|forbidden/, "every feature had its rule");
+          assert.doesNotMatch(
+            r.stderr,
+            /cannot record|cannot watch|cannot list|forbidden/,
+            `every feature had its rule:\n${r.stderr}`,
+          );
           assert.equal(
             (await jobsIn(cluster, ns)).length,
             3,

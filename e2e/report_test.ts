@@ -50,7 +50,7 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: {name: ${ns}-nodes}
 rules:
-  - {apiGroups: [""], resources: [nodes], verbs: [get, list, patch]}
+  - {apiGroups: [""], resources: [nodes], verbs: [get, list, watch, patch]}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
