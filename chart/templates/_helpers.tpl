@@ -1,0 +1,96 @@
+{{/* The chart name, at most 63 characters. */}}
+{{- define "job-dispatcher.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The release's full name, also the hook Job's: Job names become pod labels
+(job-name), so they must fit the 63-character label-value limit.
+*/}}
+{{- define "job-dispatcher.fullname" -}}
+{{- if contains .Chart.Name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+
+{{- define "job-dispatcher.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 }}
+{{ include "job-dispatcher.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "job-dispatcher.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "job-dispatcher.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "job-dispatcher.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "job-dispatcher.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "job-dispatcher.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* The owner mode, checked once. */}}
+{{- define "job-dispatcher.ownerMode" -}}
+{{- $mode := .Values.owner.mode }}
+{{- if not (has $mode (list "jobName" "pod" "none")) }}
+{{- fail (printf "owner.mode %q: expected jobName, pod or none" $mode) }}
+{{- end }}
+{{- $mode }}
+{{- end }}
+
+{{/* The ConfigMap's template text: a string verbatim, an object as YAML. */}}
+{{- define "job-dispatcher.jobTemplate" -}}
+{{- if kindIs "string" .Values.jobTemplate }}
+{{- .Values.jobTemplate }}
+{{- else }}
+{{- required "jobTemplate is required: one batch/v1 Job" .Values.jobTemplate | toYaml }}
+{{- end }}
+{{- end }}
+
+{{/*
+The dispatcher's arguments, one flag per value, as a YAML list (toYaml quotes
+selectors such as "tier in (a,b)"). Nodes are never listed unless given.
+*/}}
+{{- define "job-dispatcher.args" -}}
+{{- $v := .Values }}
+{{- $sel := $v.selection }}
+{{- $mode := include "job-dispatcher.ownerMode" . }}
+{{- $a := list "--job-template=/etc/job-dispatcher/job.yaml" (printf "--namespace=%s" .Release.Namespace) }}
+{{- with $v.namePrefix }}{{ $a = append $a (printf "--name-prefix=%s" .) }}{{ end }}
+{{- with $sel.nodes }}{{ $a = append $a (printf "--nodes=%s" (join "," .)) }}{{ end }}
+{{- range $sel.nodeSelectors }}{{ $a = append $a (printf "--node-selector=%s" .) }}{{ end }}
+{{- with $sel.nodeFieldSelector }}{{ $a = append $a (printf "--node-field-selector=%s" .) }}{{ end }}
+{{- $a = append $a (printf "--node-page-size=%d" (int $sel.nodePageSize)) }}
+{{- if $sel.ignoreNodeTaints }}{{ $a = append $a "--ignore-node-taints" }}{{ end }}
+{{- $a = append $a (printf "--wait-for-nodes-secs=%v" $sel.waitForNodesSecs) }}
+{{- $a = append $a (printf "--node-settle-secs=%v" $sel.nodeSettleSecs) }}
+{{- $a = append $a (printf "--parallelism=%d" (int $v.parallelism)) }}
+{{- $a = append $a (printf "--poll-interval-secs=%v" $v.pollIntervalSecs) }}
+{{- $a = append $a (printf "--progress-interval-secs=%v" $v.progressIntervalSecs) }}
+{{- $a = append $a (printf "--tracking-label-prefix=%s" $v.trackingLabelPrefix) }}
+{{- if eq $mode "jobName" }}
+{{- $a = append $a (printf "--owner-job-name=%s" (include "job-dispatcher.fullname" .)) }}
+{{- else if eq $mode "pod" }}
+{{- /* The kubelet expands $(POD_NAME) from the container's env. */}}
+{{- $a = append $a "--owner-job-from-pod=$(POD_NAME)" }}
+{{- end }}
+{{- if $v.owner.yieldToLiveRun }}{{ $a = append $a "--yield-to-live-run" }}{{ end }}
+{{- with $v.dryRun }}{{ $a = append $a (printf "--dry-run=%s" .) }}{{ end }}
+{{- $a = append $a (printf "--log-format=%s" $v.logFormat) }}
+{{- range $v.extraArgs }}{{ $a = append $a (toString .) }}{{ end }}
+{{- toYaml $a }}
+{{- end }}

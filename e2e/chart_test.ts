@@ -1,0 +1,423 @@
+/**
+ * The Helm chart and the shipped bundle, end to end: helm (built from its Go
+ * module by tools/build.sh) lints and renders the chart, installs it into a
+ * namespace that enforces the "restricted" Pod Security Standard on the real
+ * control plane, and the dispatcher then runs with the chart's ServiceAccount
+ * token and the exact arguments of the rendered hook Job.
+ *
+ * The hook Job itself runs on a simulated node: kwok fakes its pod (it
+ * succeeds after 1 s without running anything), which is what makes
+ * `helm install` return, and what proves the API server admitted the hook pod
+ * under "restricted". The dispatcher's real run is the local one, with the
+ * same identity and arguments; the per-node Jobs it creates are owned by that
+ * hook Job, so deleting it must garbage-collect them.
+ */
+
+import assert from "node:assert/strict";
+import { parse, parseAllDocuments, stringify } from "yaml";
+import { type Cluster, startCluster } from "./cluster.ts";
+import { dispatcher, dispatchPermissions, eventually, jobsIn, jobTemplate } from "./_dispatcher.ts";
+
+const ROOT = new URL("../", import.meta.url).pathname;
+const HELM = `${ROOT}e2e/.bin/helm`;
+const CHART = `${ROOT}chart`;
+const SUITE = "e2e.job-dispatcher.io/suite";
+const NS = "e2e-chart";
+const RELEASE = "rollout";
+const HOOK_JOB = `${RELEASE}-job-dispatcher`;
+const SERVICE_ACCOUNT = HOOK_JOB;
+const FLEET = 5;
+
+// deno-lint-ignore no-explicit-any
+type Obj = Record<string, any>;
+
+async function run(
+  cmd: string,
+  args: string[],
+  opts: { env?: Record<string, string>; cwd?: string; clearEnv?: boolean } = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const out = await new Deno.Command(cmd, { args, stdin: "null", ...opts }).output();
+  const text = new TextDecoder();
+  return { code: out.code, stdout: text.decode(out.stdout), stderr: text.decode(out.stderr) };
+}
+
+/** Runs helm with its state in a temporary directory, never in $HOME. */
+function helmRunner(home: string, kubeconfig?: string) {
+  const env: Record<string, string> = {
+    HELM_CACHE_HOME: `${home}/cache`,
+    HELM_CONFIG_HOME: `${home}/config`,
+    HELM_DATA_HOME: `${home}/data`,
+    ...(kubeconfig ? { KUBECONFIG: kubeconfig } : {}),
+  };
+  return async (args: string[]): Promise<string> => {
+    const r = await run(HELM, args, { env });
+    assert.equal(r.code, 0, `helm ${args.join(" ")}: ${r.stderr}`);
+    return r.stdout;
+  };
+}
+
+/**
+ * The per-node Job template of the suites, made to pass "restricted" too:
+ * the per-node Jobs run in the release namespace.
+ */
+function restrictedJobTemplate(): Obj {
+  const job = parse(jobTemplate("node-task", "300ms"));
+  job.spec.template.spec.securityContext = {
+    runAsNonRoot: true,
+    runAsUser: 65532,
+    seccompProfile: { type: "RuntimeDefault" },
+  };
+  for (const c of job.spec.template.spec.containers) {
+    c.securityContext = { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } };
+  }
+  return job;
+}
+
+async function writeValues(values: Obj): Promise<string> {
+  const path = await Deno.makeTempFile({ suffix: ".yaml" });
+  await Deno.writeTextFile(path, stringify(values));
+  return path;
+}
+
+function objects(manifest: string): Obj[] {
+  return parseAllDocuments(manifest).map((d) => d.toJS()).filter(Boolean);
+}
+
+function find(objs: Obj[], kind: string): Obj {
+  const o = objs.find((x) => x.kind === kind);
+  assert.ok(o, `the manifest has a ${kind}`);
+  return o;
+}
+
+/** A kubeconfig that authenticates as the chart's ServiceAccount. */
+async function serviceAccountKubeconfig(cluster: Cluster): Promise<string> {
+  const r = await cluster.kubectl(["create", "token", SERVICE_ACCOUNT, "-n", NS]);
+  assert.equal(r.code, 0, r.stderr);
+  const ca = btoa(await Deno.readTextFile(`${cluster.dir}/pki/ca.crt`));
+  const path = await Deno.makeTempFile({ suffix: ".kubeconfig" });
+  await Deno.writeTextFile(
+    path,
+    `apiVersion: v1
+kind: Config
+clusters: [{name: e2e, cluster: {server: "${cluster.server}", certificate-authority-data: ${ca}}}]
+users: [{name: sa, user: {token: "${r.stdout.trim()}"}}]
+contexts: [{name: sa, context: {cluster: e2e, user: sa}}]
+current-context: sa
+`,
+  );
+  // Readable by the unprivileged user the read-only step runs as.
+  await Deno.chmod(path, 0o644);
+  return path;
+}
+
+/**
+ * Creates `count` bare Node objects (no kubelet, no kwok: only their number
+ * matters), a few requests at a time: kubectl creates them one by one, which
+ * takes half a minute for 5,000 on two cores.
+ */
+async function createBareNodes(cluster: Cluster, count: number): Promise<void> {
+  const pki = `${cluster.dir}/pki`;
+  const client = Deno.createHttpClient({
+    caCerts: [await Deno.readTextFile(`${pki}/ca.crt`)],
+    cert: await Deno.readTextFile(`${pki}/admin.crt`),
+    key: await Deno.readTextFile(`${pki}/admin.key`),
+  });
+  try {
+    let next = 0;
+    const worker = async () => {
+      while (next < count) {
+        const name = `bare-${next++}`;
+        const res = await fetch(`${cluster.server}/api/v1/nodes`, {
+          client,
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ apiVersion: "v1", kind: "Node", metadata: { name } }),
+        });
+        const body = await res.text();
+        assert.equal(res.status, 201, `create node ${name}: ${body}`);
+      }
+    };
+    await Promise.all(Array.from({ length: 8 }, worker));
+  } finally {
+    client.close();
+  }
+}
+
+Deno.test({
+  name: "Helm chart: lint, O(1) release, restricted install, hook args, GC; read-only bundle",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn(t) {
+    const build = await run("bash", [`${ROOT}tools/build.sh`]);
+    assert.equal(build.code, 0, `tools/build.sh: ${build.stderr}`);
+    const home = await Deno.makeTempDir({ prefix: "helm-" });
+    const offline = helmRunner(home);
+    const values = await writeValues({
+      image: { repository: "registry.invalid/job-dispatcher", tag: "e2e" },
+      jobTemplate: restrictedJobTemplate(),
+      selection: { nodeSelectors: [`${SUITE}=chart`] },
+      parallelism: 2,
+      logFormat: "text",
+      progressIntervalSecs: 1,
+    });
+
+    await t.step("helm lint and helm template are clean; RBAC follows the owner mode", async () => {
+      const lint = await offline(["lint", "--strict", CHART, "-f", values]);
+      assert.match(lint, /0 chart\(s\) failed/);
+      const byName = objects(await offline(["template", RELEASE, CHART, "-n", NS, "-f", values]));
+      const roles = byName.filter((o) => o.kind === "Role");
+      const role = roles.find((r) => r.metadata.namespace === NS)!;
+      assert.deepEqual(role.rules, [
+        {
+          apiGroups: ["batch"],
+          resources: ["jobs"],
+          verbs: ["get", "list", "watch", "create", "delete", "patch"],
+        },
+        { apiGroups: [""], resources: ["pods"], verbs: ["get", "list"] },
+        { apiGroups: [""], resources: ["events"], verbs: ["create"] },
+      ]);
+      const nodeEvents = roles.find((r) => r.metadata.namespace === "default")!;
+      assert.deepEqual(nodeEvents.rules, [
+        { apiGroups: [""], resources: ["events"], verbs: ["create"] },
+      ]);
+      assert.deepEqual(find(byName, "ClusterRole").rules, [
+        { apiGroups: [""], resources: ["nodes"], verbs: ["get", "list", "watch", "patch"] },
+      ]);
+      const hook = find(byName, "Job");
+      assert.equal(
+        hook.metadata.annotations["helm.sh/hook"],
+        "post-install,post-upgrade",
+      );
+      assert.ok(
+        hook.spec.template.spec.containers[0].args.includes(`--owner-job-name=${HOOK_JOB}`),
+      );
+
+      const pod = objects(
+        await offline([
+          "template",
+          RELEASE,
+          CHART,
+          "-n",
+          NS,
+          "-f",
+          values,
+          "--set",
+          "owner.mode=pod",
+        ]),
+      );
+      assert.deepEqual(find(pod, "Role").rules[1], {
+        apiGroups: [""],
+        resources: ["pods"],
+        verbs: ["get", "list"],
+      });
+      const c = find(pod, "Job").spec.template.spec.containers[0];
+      assert.ok(c.args.includes("--owner-job-from-pod=$(POD_NAME)"));
+      assert.equal(c.env[0].valueFrom.fieldRef.fieldPath, "metadata.name");
+    });
+
+    const cluster = await startCluster();
+    let ok = false;
+    try {
+      const kubectl = async (args: string[], stdin?: string) => {
+        const r = await cluster.kubectl(args, stdin);
+        assert.equal(r.code, 0, `kubectl ${args.join(" ")}: ${r.stderr}`);
+        return r.stdout;
+      };
+      const helm = helmRunner(home, cluster.kubeconfig);
+      /** The stored release (Secret data: base64 of base64 of gzipped JSON) and its size. */
+      const storedRelease = async (revision: number) => {
+        const secret = JSON.parse(
+          await kubectl([
+            "get",
+            "secret",
+            `sh.helm.release.v1.${RELEASE}.v${revision}`,
+            "-n",
+            NS,
+            "-o",
+            "json",
+          ]),
+        );
+        const gz = Uint8Array.from(atob(atob(secret.data.release)), (c) => c.charCodeAt(0));
+        const json = await new Response(
+          new Blob([gz]).stream().pipeThrough(new DecompressionStream("gzip")),
+        ).text();
+        return { bytes: secret.data.release.length as number, release: JSON.parse(json) as Obj };
+      };
+      const nodes = Array.from({ length: FLEET }, (_, i) => ({
+        name: `chart-${i}`,
+        labels: { [SUITE]: "chart" },
+      }));
+      await cluster.createNodes(nodes);
+      await kubectl(["create", "namespace", NS]);
+      await kubectl([
+        "label",
+        "namespace",
+        NS,
+        "pod-security.kubernetes.io/enforce=restricted",
+        "pod-security.kubernetes.io/enforce-version=latest",
+      ]);
+      let hookUid = "";
+      let kubeconfig = "";
+      let hookArgs: string[] = [];
+      let template = "";
+
+      await t.step(
+        "helm install into a restricted namespace: the hook pod is admitted",
+        async () => {
+          // The namespace really enforces "restricted": a bare pod is refused.
+          const bare = await cluster.kubectl([
+            "run",
+            "bare",
+            "-n",
+            NS,
+            "--image=registry.invalid/bare:1",
+            "--dry-run=server",
+          ]);
+          assert.notEqual(bare.code, 0);
+          assert.match(bare.stderr, /violates PodSecurity "restricted/);
+
+          await helm(["install", RELEASE, CHART, "-n", NS, "-f", values, "--timeout", "2m"]);
+          const hook = JSON.parse(await kubectl(["get", "job", HOOK_JOB, "-n", NS, "-o", "json"]));
+          hookUid = hook.metadata.uid;
+          assert.equal(hook.status.succeeded, 1, "the (simulated) hook pod ran to completion");
+          const pods = JSON.parse(
+            await kubectl(["get", "pods", "-n", NS, "-l", `job-name=${HOOK_JOB}`, "-o", "json"]),
+          );
+          assert.equal(pods.items.length, 1, "the API server admitted the hook pod");
+        },
+      );
+
+      await t.step(
+        "the dispatcher with the chart's token and the hook's args rolls out",
+        async () => {
+          // The exact arguments Helm rendered and stored in the release.
+          const hook = find(objects(await helm(["get", "hooks", RELEASE, "-n", NS])), "Job");
+          hookArgs = hook.spec.template.spec.containers[0].args;
+          const cm = JSON.parse(
+            await kubectl([
+              "get",
+              "configmap",
+              `${HOOK_JOB}-job-template`,
+              "-n",
+              NS,
+              "-o",
+              "json",
+            ]),
+          );
+          // The one difference from the pod: the ConfigMap is a file here, not a mount.
+          template = await Deno.makeTempFile({ suffix: ".yaml" });
+          await Deno.writeTextFile(template, cm.data["job.yaml"]);
+          await Deno.chmod(template, 0o644);
+          const mount = "--job-template=/etc/job-dispatcher/job.yaml";
+          assert.ok(hookArgs.includes(mount), hookArgs.join(" "));
+          const args = hookArgs.map((a) => a === mount ? `--job-template=${template}` : a);
+          kubeconfig = await serviceAccountKubeconfig(cluster);
+
+          const r = await dispatcher(cluster, args, { env: { KUBECONFIG: kubeconfig } });
+          assert.equal(r.code, 0, r.stderr);
+          assert.match(r.stderr, new RegExp(`summary: ${FLEET} succeeded, 0 failed of ${FLEET}`));
+          const jobs = (await jobsIn(cluster, NS)).filter((j) => j.name !== HOOK_JOB);
+          assert.equal(jobs.length, FLEET);
+          assert.ok(jobs.every((j) => j.owners.length === 1 && j.owners[0] === hookUid));
+        },
+      );
+
+      await t.step(
+        "the bundle runs with HOME unset in a read-only directory, as UID 65532",
+        async () => {
+          const bundle = await run("deno", ["task", "bundle"], { cwd: ROOT });
+          assert.equal(bundle.code, 0, bundle.stderr);
+          const cwd = await Deno.makeTempDir({ prefix: "ro-" });
+          await Deno.chmod(cwd, 0o555);
+          // Root ignores file modes; run as the image's user so the mode binds.
+          const asUser = Deno.uid() === 0
+            ? ["setpriv", "--reuid=65532", "--regid=65532", "--clear-groups"]
+            : [];
+          const args = hookArgs.map((a) =>
+            a.startsWith("--job-template=") ? `--job-template=${template}` : a
+          );
+          const r = await run(
+            asUser[0] ?? Deno.execPath(),
+            [
+              ...asUser.slice(1),
+              ...(asUser.length ? [Deno.execPath()] : []),
+              "run",
+              "--quiet",
+              ...dispatchPermissions(),
+              `${ROOT}dist/job-dispatcher.js`,
+              ...args,
+              "--name-prefix=ro",
+              `--nodes=${nodes[0].name},${nodes[1].name}`,
+            ].filter((a) => !a.startsWith("--node-selector=")),
+            {
+              cwd,
+              // No HOME; the deno CLI (not the compiled binary) insists on a
+              // cache directory, so it gets one it cannot create.
+              env: {
+                PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",
+                KUBECONFIG: kubeconfig,
+                DENO_DIR: `${cwd}/deno-dir`,
+                NO_COLOR: "1",
+              },
+              clearEnv: true,
+            },
+          );
+          assert.equal(r.code, 0, r.stderr);
+          assert.match(r.stderr, /summary: 2 succeeded, 0 failed of 2/);
+          assert.deepEqual([...Deno.readDirSync(cwd)], [], "nothing was written");
+        },
+      );
+
+      await t.step("deleting the hook Job garbage-collects every per-node Job", async () => {
+        await kubectl(["delete", "job", HOOK_JOB, "-n", NS, "--cascade=background"]);
+        await eventually(
+          async () => (await jobsIn(cluster, NS)).length === 0,
+          60_000,
+          "the per-node Jobs to be garbage-collected",
+        );
+      });
+
+      await t.step(`the release is the same size for ${FLEET} and 5,000 nodes`, async () => {
+        const manifest = async () =>
+          (await helm(["get", "manifest", RELEASE, "-n", NS])) +
+          (await helm(["get", "hooks", RELEASE, "-n", NS]));
+        const small = await manifest();
+        const v1 = await storedRelease(1);
+        const started = performance.now();
+        await createBareNodes(cluster, 5000 - FLEET);
+        const count = (await kubectl(["get", "nodes", "-o", "name"])).trim().split("\n").length;
+        assert.equal(count, 5000);
+        const createdMs = performance.now() - started;
+        // With its hook, as a real upgrade: kwok fakes the new hook pod again.
+        await helm(["upgrade", RELEASE, CHART, "-n", NS, "--reuse-values", "--timeout", "2m"]);
+        const large = await manifest();
+        const v2 = await storedRelease(2);
+        console.log(
+          `chart: rendered manifest ${small.length} bytes at ${FLEET} nodes, ${large.length} at ` +
+            `${count}; release Secret ${v1.bytes} / ${v2.bytes} bytes ` +
+            `(5,000 nodes created in ${(createdMs / 1000).toFixed(1)} s)`,
+        );
+        assert.equal(large, small, "the chart renders nothing per node");
+        // What the release stores beside the manifest is the same too, but for
+        // timestamps, the status text and chart.values (--reuse-values folds
+        // the user's values into it), none of which depends on the fleet.
+        const timeless = (v: unknown) =>
+          JSON.stringify(v, (k, x) => /time$/i.test(k) ? undefined : x).length;
+        for (const key of ["config", "manifest", "hooks"]) {
+          assert.equal(timeless(v2.release[key]), timeless(v1.release[key]), `release.${key}`);
+        }
+        assert.equal(
+          timeless(v2.release.chart.templates),
+          timeless(v1.release.chart.templates),
+          "release.chart.templates",
+        );
+        assert.ok(Math.abs(v2.bytes - v1.bytes) / v1.bytes < 0.05, `${v1.bytes} vs ${v2.bytes}`);
+      });
+      ok = true;
+    } finally {
+      await cluster.stop({ removeDir: ok });
+      if (!ok) console.error(`cluster logs kept in ${cluster.dir}/logs`);
+      await Deno.remove(home, { recursive: true }).catch(() => {});
+    }
+  },
+});

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Builds the release tools into e2e/.bin/ from their Go modules:
+#   helm        helm.sh/helm/v3/cmd/helm, pinned in tools/helm/go.mod (chart tests)
+#   actionlint  github.com/rhysd/actionlint/cmd/actionlint, pinned in
+#               tools/actionlint/go.mod (checks .github/workflows in .ci/run)
+# Each tool is its own module, so helm's Kubernetes libraries never meet the
+# ones e2e/cluster pins. As in e2e/build.sh, a build is skipped when its stamp
+# (a hash of the Go version, the module's go.mod and go.sum, and this script)
+# matches the one recorded beside the binary; the Go module and build caches
+# are the usual ones, so a rebuild after a version bump only compiles what
+# changed.
+set -euo pipefail
+
+start=$(date +%s%N)
+elapsed() { awk -v ns=$(($(date +%s%N) - start)) 'BEGIN { printf "%.1fs", ns / 1e9 }'; }
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+bin="$(cd "$here/.." && pwd)/e2e/.bin"
+
+if ! command -v go >/dev/null 2>&1; then
+  echo "Cannot build the tools: 'go' is not on PATH; install Go >= 1.26 (https://go.dev/dl/) and retry" >&2
+  exit 1
+fi
+go_version="$(go env GOVERSION)"
+if [[ ! "$go_version" =~ ^go1\.([0-9]+) ]] || ((BASH_REMATCH[1] < 26)); then
+  echo "Cannot build the tools: found $go_version; install Go >= 1.26 (https://go.dev/dl/) and retry" >&2
+  exit 1
+fi
+
+stamp() { # MODULE_DIR
+  {
+    echo "$go_version"
+    sha256sum "$1/go.mod" "$1/go.sum" "$here/build.sh" | sed "s| $here/| |"
+  } | sha256sum | cut -d' ' -f1
+}
+current() { # NAME STAMP
+  [[ -x "$bin/$1" && -f "$bin/.stamp-$1" && "$(cat "$bin/.stamp-$1")" == "$2" ]]
+}
+# The version of a module as go.mod pins it, for the binaries' version strings.
+pinned() { # MODULE_DIR MODULE_PATH
+  (cd "$1" && go list -m -f '{{.Version}}' "$2")
+}
+
+mkdir -p "$bin"
+built=()
+build() { # NAME MODULE_DIR PACKAGE LDFLAGS
+  local s
+  s="$(stamp "$2")"
+  current "$1" "$s" && return
+  rm -f "$bin/.stamp-$1"
+  # Build beside the target and rename, so an interrupted build never leaves
+  # a truncated binary behind.
+  (cd "$2" && go build -trimpath -ldflags "$4" -o "$bin/$1.tmp" "$3")
+  mv -f "$bin/$1.tmp" "$bin/$1"
+  echo "$s" >"$bin/.stamp-$1"
+  built+=("$1")
+}
+
+# As helm's own Makefile: stamp the version, and the Kubernetes version that
+# `helm template` and `helm lint` assume, derived from the client-go it links
+# (v0.N.x is Kubernetes 1.N); unstamped, helm assumes 1.20 and refuses charts
+# that need newer.
+helm_version="$(pinned "$here/helm" helm.sh/helm/v3)"
+client_go="$(pinned "$here/helm" k8s.io/client-go)"
+k8s_minor="$(echo "$client_go" | cut -d. -f2)"
+helm_ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$helm_version"
+helm_ldflags+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+  helm_ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$k8s_minor"
+done
+build helm "$here/helm" helm.sh/helm/v3/cmd/helm "$helm_ldflags"
+actionlint_version="$(pinned "$here/actionlint" github.com/rhysd/actionlint)"
+build actionlint "$here/actionlint" github.com/rhysd/actionlint/cmd/actionlint \
+  "-s -w -X github.com/rhysd/actionlint.version=$actionlint_version"
+
+if ((${#built[@]})); then
+  echo "built ${built[*]} in $bin in $(elapsed)"
+else
+  echo "tools are up to date in $bin (checked in $(elapsed))"
+fi
