@@ -299,23 +299,23 @@ export class Recorder implements Reporter {
     );
   }
 
-  /** Records the start of the rollout on the owner Job. */
-  started(total: number): void {
+  #ownerEvent(type: "Normal" | "Warning", reason: string, message: string): void {
     const owner = this.#o.owner;
     if (!owner) return;
+    const { name, uid } = owner;
+    const ns = this.#o.namespace;
     this.#event(
-      {
-        apiVersion: "batch/v1",
-        kind: "Job",
-        name: owner.name,
-        uid: owner.uid,
-        namespace: this.#o.namespace,
-      },
-      this.#o.namespace,
-      "Normal",
-      "RolloutStarted",
-      `dispatching one Job to each of ${total} nodes`,
+      { apiVersion: "batch/v1", kind: "Job", name, uid, namespace: ns },
+      ns,
+      type,
+      reason,
+      message,
     );
+  }
+
+  /** Records the start of the rollout on the owner Job. */
+  started(total: number): void {
+    this.#ownerEvent("Normal", "RolloutStarted", `dispatching one Job to each of ${total} nodes`);
   }
 
   /** One rollout event. */
@@ -376,18 +376,9 @@ export class Recorder implements Reporter {
 
   /** Records the end of the rollout on the owner Job and waits for every write. */
   async finished(summary: string, failed: boolean, timeoutMs = 15_000): Promise<void> {
-    const owner = this.#o.owner;
-    if (owner) {
+    if (this.#o.owner) {
       this.#ownerProgress(summary);
-      this.#event(
-        {
-          apiVersion: "batch/v1",
-          kind: "Job",
-          name: owner.name,
-          uid: owner.uid,
-          namespace: this.#o.namespace,
-        },
-        this.#o.namespace,
+      this.#ownerEvent(
         failed ? "Warning" : "Normal",
         failed ? "RolloutFailed" : "RolloutSucceeded",
         summary,

@@ -230,6 +230,57 @@ Deno.test({
       );
 
       await t.step(
+        "the owner Job shows the rollout: an Event and a progress annotation",
+        async () => {
+          const owner = await cluster.kubectl(
+            ["apply", "-f", "-"],
+            `apiVersion: batch/v1
+kind: Job
+metadata: {name: hook, namespace: ${ns}}
+spec:
+  suspend: true
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: hook, image: registry.invalid/hook:1}]
+`,
+          );
+          assert.equal(owner.code, 0, owner.stderr);
+          const r = await dispatcher(cluster, [
+            ...args,
+            "--node-selector",
+            `${SUITE}=rep`,
+            "--owner-job-name",
+            "hook",
+            "--parallelism",
+            "2",
+          ]);
+          assert.equal(r.code, 1, r.stderr);
+          await eventually(
+            async () =>
+              /RolloutFailed/.test(
+                (await cluster.kubectl(["describe", "job", "hook", "-n", ns])).stdout,
+              ),
+            15_000,
+            "RolloutFailed in kubectl describe job",
+          );
+          const described = (await cluster.kubectl(["describe", "job", "hook", "-n", ns])).stdout;
+          assert.match(
+            described,
+            /Normal\s+RolloutStarted\s+.*dispatching one Job to each of 3 nodes/,
+          );
+          assert.match(described, /Warning\s+RolloutFailed\s+.*2 succeeded, 1 failed of 3 nodes/);
+          const hook = JSON.parse(
+            (await cluster.kubectl(["get", "job", "hook", "-n", ns, "-o", "json"])).stdout,
+          );
+          assert.match(
+            hook.metadata.annotations["job-dispatcher/progress"],
+            /2 succeeded, 1 failed of 3 nodes/,
+          );
+        },
+      );
+
+      await t.step(
         "without permission to record Events the rollout succeeds and says so once",
         async () => {
           const quiet = await namespace(cluster, "report-quiet");
