@@ -162,6 +162,8 @@ export interface FanoutOptions {
   stallRepeatMs?: number;
   /** Never watch; LIST every poll interval (a polling tool's behaviour, for comparison). */
   pollOnly?: boolean;
+  /** Also report progress whenever the counts change (a live terminal line). */
+  progressOnChange?: boolean;
 }
 
 /** What {@linkcode dispatch} returns. */
@@ -203,7 +205,8 @@ type Optional =
   | "deleteTimedOut"
   | "stallAfterMs"
   | "stallRepeatMs"
-  | "pollOnly";
+  | "pollOnly"
+  | "progressOnChange";
 
 class Fanout {
   #o: Required<Omit<FanoutOptions, Optional>> & Pick<FanoutOptions, Optional>;
@@ -695,6 +698,7 @@ class Fanout {
     const onAbort = () => this.#notify();
     this.#o.signal.addEventListener("abort", onAbort);
     let lastProgress = this.#o.clock.now();
+    let lastCounts = "";
     try {
       while (true) {
         this.#fill();
@@ -710,6 +714,14 @@ class Fanout {
           continue;
         }
         const now = this.#o.clock.now();
+        if (this.#o.progressOnChange) {
+          const p = this.#progress();
+          const key = `${p.succeeded}/${p.failed}/${p.inFlight}/${p.queued}`;
+          if (key !== lastCounts) {
+            this.#o.reporter.progress(p);
+            lastCounts = key;
+          }
+        }
         const nextDeadline = Math.min(this.#expire(now), this.#checkStalls(now));
         if (now - lastProgress >= this.#o.progressIntervalMs) {
           this.#o.reporter.progress(this.#progress());

@@ -405,6 +405,7 @@ export async function runDispatcher(
       signal: ctx.signal,
       pollIntervalMs: opts.pollIntervalSecs * 1000,
       pollOnly: opts.pollOnly,
+      progressOnChange: ctx.terminal,
       // A terminal shows the live line every second; a log gets a line per interval.
       progressIntervalMs: ctx.terminal
         ? Math.min(1000, opts.progressIntervalSecs * 1000)

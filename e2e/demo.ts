@@ -51,7 +51,7 @@ if (import.meta.main) {
       stderr: "inherit",
     }).output();
     say(`job-dispatcher exited ${status.code} (1: a node failed, as planned)`);
-    const jobs = await cluster.kubectl(["get", "jobs", "-o", "wide"]);
+    const jobs = await cluster.kubectl(["get", "jobs"]);
     say("kubectl get jobs");
     console.log(jobs.stdout);
     code = status.code === 1 ? 0 : 1;
