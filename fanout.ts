@@ -457,7 +457,14 @@ class Fanout {
     const name = nameOf(t.job);
     this.#starting.add(name);
     try {
-      const why = await this.#o.recheck?.(t);
+      let why: string | undefined;
+      try {
+        why = await this.#o.recheck?.(t);
+      } catch (e) {
+        // The API layer already retried within its budget; the node fails with
+        // the reason and no Job, so a re-run picks it up.
+        why = `cannot re-read node ${t.node.name}: ${errorText(e)}`;
+      }
       if (why) return this.#finish(name, "failed", why);
       if (this.#o.signal.aborted || this.#stoppedBy) {
         this.#pending.unshift(t);
@@ -548,7 +555,11 @@ class Fanout {
       if (j < 0) return;
       const i = this.#pending.indexOf(candidates[j]);
       const [t] = this.#pending.splice(i, 1);
-      this.#start(t);
+      this.#start(t).catch((e) => {
+        // #start handles every API error itself; this is a last guard so that
+        // no node is silently left out.
+        this.#finish(nameOf(t.job), "failed", `unexpected error: ${errorText(e)}`);
+      });
     }
   }
 

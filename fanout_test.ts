@@ -305,3 +305,24 @@ Deno.test("dispatch() with pollOnly never watches and refills only at a poll", a
   assert.equal(h.api.calls.watch ?? 0, 0);
   assert.deepEqual(h.api.createdAt, [0, 0, 5000, 5000]);
 });
+
+Deno.test("dispatch() fails a node whose re-read throws, with the reason, and goes on", async () => {
+  const h = harness({ runMs: 100 });
+  const results = await run(h, targets(3), {
+    recheck: (t) =>
+      t.node.name === "node-001"
+        ? Promise.reject(
+          new ApiError({
+            status: 403,
+            reason: "Forbidden",
+            verb: "list",
+            resource: "nodes",
+            message: "forbidden",
+          }),
+        )
+        : Promise.resolve(undefined),
+  });
+  assert.equal(results[1].outcome, "failed");
+  assert.match(results[1].reason!, /^cannot re-read node node-001: Cannot list nodes: forbidden$/);
+  assert.deepEqual(h.api.created, ["up-node-000", "up-node-002"]);
+});

@@ -127,11 +127,26 @@ export interface ConnectOptions {
   signal?: AbortSignal;
 }
 
-const RESOURCE_OF_PATH = /\/(?:namespaces\/[^/]+\/)?([a-z]+)(?:\/[^/?]*)?(?:\/[a-z]+)?$/;
-
-function resourceOf(path: string): string {
-  const m = path.split("?")[0].match(RESOURCE_OF_PATH);
-  return m ? m[1] : path;
+/**
+ * The resource a request path names, as RBAC names it: `nodes` for
+ * `/api/v1/nodes/n1`, `jobs` for `/apis/batch/v1/namespaces/ns/jobs`,
+ * `pods/log` for a subresource.
+ *
+ * @example
+ * ```ts
+ * resourceOf("/apis/batch/v1/namespaces/ops/jobs/up-n1?dryRun=All"); // "jobs"
+ * ```
+ */
+export function resourceOf(path: string): string {
+  const parts = path.split("?")[0].split("/").filter(Boolean);
+  // Drop the group and version: /api/v1/... or /apis/<group>/<version>/...
+  const rest = parts[0] === "api" ? parts.slice(2) : parts[0] === "apis" ? parts.slice(3) : parts;
+  // A namespaced collection: namespaces/<ns>/<resource>/...; a bare
+  // /namespaces/<ns> is the namespace itself.
+  const scoped = rest[0] === "namespaces" && rest.length > 2 ? rest.slice(2) : rest;
+  const [resource, , sub] = scoped;
+  if (!resource) return path;
+  return sub ? `${resource}/${sub}` : resource;
 }
 
 /** Error for a kubeconfig that cannot be used; `main.ts` turns it into exit 3. */
@@ -250,6 +265,12 @@ export class Kube {
       caCerts: tls.ca ? [text(tls.ca)!] : undefined,
       cert: text(tls.cert),
       key: text(tls.key),
+      // HTTP/1.1 on purpose: over HTTP/2 every request shares one connection,
+      // so a stalled connection stalls every retry too. With HTTP/1.1 a
+      // timed-out request takes its connection with it and the retry gets a
+      // fresh one.
+      http1: true,
+      http2: false,
     } as Deno.CreateHttpClientOptions);
     return new Kube(kc, client, opts.retry ?? DEFAULT_RETRY, opts.signal);
   }
@@ -435,7 +456,7 @@ export class Kube {
     query: Record<string, string>,
     resourceVersion: string,
     signal: AbortSignal,
-    timeoutSeconds = 60,
+    timeoutSeconds = 30,
   ): AsyncGenerator<WatchEvent<T>> {
     const q = new URLSearchParams({
       ...query,
@@ -446,14 +467,17 @@ export class Kube {
     });
     const idle = new AbortController();
     const both = AbortSignal.any([signal, idle.signal]);
-    // The server closes the watch after timeoutSeconds and sends bookmarks in
-    // between; silence well past that means a dead connection.
-    const idleMs = (timeoutSeconds + 30) * 1000;
+    // The server closes the watch after timeoutSeconds; silence well past that
+    // means a dead connection, which a stalled proxy or NAT never reports.
+    const idleMs = (timeoutSeconds + 15) * 1000;
     let timer = setTimeout(() => idle.abort(), idleMs);
     const res = await this.#send("watch", "GET", `${path}?${q}`, undefined, both).finally(() =>
       clearTimeout(timer)
     );
-    if (!res.ok) throw await Kube.#errorOf(res, "watch", path);
+    if (!res.ok) {
+      if (res.status === 429) this.stats.throttled++;
+      throw await Kube.#errorOf(res, "watch", path);
+    }
     timer = setTimeout(() => idle.abort(), idleMs);
     const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
     let buffered = "";

@@ -3,7 +3,14 @@
 // command line; the tests themselves run with no permissions.
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { ApiError, DEFAULT_RETRY, isRetryable, retryDelayMs, type RetryPolicy } from "./kube.ts";
+import {
+  ApiError,
+  DEFAULT_RETRY,
+  isRetryable,
+  resourceOf,
+  retryDelayMs,
+  type RetryPolicy,
+} from "./kube.ts";
 
 function apiError(status: number, retryAfterMs?: number): ApiError {
   return new ApiError(
@@ -113,5 +120,26 @@ Deno.test({
       ),
       { numRuns: 5000 },
     );
+  },
+});
+
+Deno.test({
+  name: "resourceOf() names the resource of a request path as RBAC does",
+  permissions: "none",
+  async fn(t) {
+    const cases: [string, string][] = [
+      ["/api/v1/nodes", "nodes"],
+      ["/api/v1/nodes/node-1", "nodes"],
+      ["/api/v1/nodes?labelSelector=a%3Db&limit=500", "nodes"],
+      ["/apis/batch/v1/namespaces/ops/jobs", "jobs"],
+      ["/apis/batch/v1/namespaces/ops/jobs/up-n1?dryRun=All", "jobs"],
+      ["/api/v1/namespaces/default/events", "events"],
+      ["/api/v1/namespaces/ops/pods/p1/log", "pods/log"],
+      ["/api/v1/namespaces/ops", "namespaces"],
+      ["/apis/batch/v1/namespaces/ops/jobs/up-n1/status", "jobs/status"],
+    ];
+    for (const [path, want] of cases) {
+      await t.step(`${path} → ${want}`, () => assert.equal(resourceOf(path), want));
+    }
   },
 });

@@ -300,7 +300,11 @@ export function parseOptions(argv: string[]): Options {
     const ambiguous = msg.match(/^Option '--([a-z-]+)' argument is ambiguous/);
     if (ambiguous) {
       const value = argv[argv.indexOf(`--${ambiguous[1]}`) + 1];
-      throw new UsageError(`Invalid --${ambiguous[1]} ${value}: it must not start with "-"`);
+      throw new UsageError(
+        /^-\d/.test(value ?? "")
+          ? `Invalid --${ambiguous[1]} ${value}: it must not be negative`
+          : `Invalid --${ambiguous[1]} ${value}: it must not start with "-"`,
+      );
     }
     throw new UsageError(msg.replace(/\. To specify a positional argument.*$/s, "").split("\n")[0]);
   }

@@ -185,7 +185,9 @@ export class JobWatcher {
   }
 
   #apply(type: string, job: JobView, nodeAnnotation: string): void {
-    const node = job.metadata.annotations?.[nodeAnnotation] ?? "?";
+    const node = job.metadata.annotations?.[nodeAnnotation];
+    // Jobs without the annotation (an owner Job, say) are not per-node Jobs.
+    if (node === undefined) return;
     this.seen.set(job.metadata.uid, node);
     if (type === "DELETED" || finished(job)) this.#active.delete(job.metadata.uid);
     else this.#active.set(job.metadata.uid, node);

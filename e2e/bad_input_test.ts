@@ -1,0 +1,454 @@
+/**
+ * Bad input on a real control plane: every case exits 2 (usage or input) or
+ * 3 (cluster access), says in one line which input is wrong and how to fix
+ * it, and creates no Job (checked on the API server).
+ */
+
+import assert from "node:assert/strict";
+import { type Cluster, startCluster } from "./cluster.ts";
+import { jobTemplate } from "./_dispatcher.ts";
+import {
+  type Ended,
+  errorLines,
+  kubeconfigFor,
+  namespace,
+  ownerJob,
+  runDispatcher,
+  serviceAccount,
+  SUITE,
+  suiteNodes,
+  tempFile,
+} from "./_faults.ts";
+
+const NS = "b-in";
+const GOOD = jobTemplate("bad", "200ms");
+const SELECT = ["-n", NS, "--node-selector", `${SUITE}=bad`];
+
+/** One bad input. */
+interface Case {
+  name: string;
+  /** The arguments; `tpl` writes a template file and returns its path. */
+  args: (tpl: (text: string) => Promise<string>) => Promise<string[]>;
+  /** A kubeconfig other than the admin's. */
+  kubeconfig?: () => string;
+  code: 2 | 3;
+  /** What the first error line must say: the input and the fix. */
+  message: RegExp;
+}
+
+function freePort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
+}
+
+/** Per-node Jobs anywhere in the cluster: Jobs with the tracking label. */
+async function dispatchedJobs(cluster: Cluster): Promise<string[]> {
+  const r = await cluster.kubectl([
+    "get",
+    "jobs",
+    "-A",
+    "-l",
+    "job-dispatcher/owner",
+    "-o",
+    "name",
+  ]);
+  assert.equal(r.code, 0, r.stderr);
+  return r.stdout.split("\n").filter(Boolean);
+}
+
+Deno.test({
+  name: "bad input: exit 2 or 3, one line naming the input and the fix, nothing created",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn(t) {
+    const cluster = await startCluster({ nodes: 0 });
+    let ok = false;
+    const started = Date.now();
+    let unreachable: Promise<Ended> | undefined;
+    try {
+      await cluster.createNodes(suiteNodes("bad", 2));
+      await namespace(cluster, NS);
+      await namespace(cluster, "b-other");
+      await ownerJob(cluster, "b-other", "other-hook");
+      const pod = await cluster.kubectl(
+        ["apply", "-f", "-"],
+        `apiVersion: v1
+kind: Pod
+metadata: {name: lonely, namespace: ${NS}}
+spec:
+  nodeName: bad-000
+  containers: [{name: c, image: registry.invalid/c:1}]
+`,
+      );
+      assert.equal(pod.code, 0, pod.stderr);
+      const noRbac = await serviceAccount(cluster, NS, "nobody", { rbac: false });
+      const badToken = await kubeconfigFor(cluster, { token: "not-a-valid-token" });
+      const nowhere = await kubeconfigFor(cluster, { server: `https://127.0.0.1:${freePort()}` });
+      const notYaml = await tempFile("clusters: [unterminated\n  : :\n");
+      const aDirectory = await Deno.makeTempDir({ prefix: "e2e-faults-kubeconfig-" });
+      const good = await tempFile(GOOD);
+      // Unreachable costs the retry budget of the first call; it runs while
+      // the other cases do.
+      unreachable = runDispatcher(cluster, ["--job-template", good, ...SELECT], {
+        kubeconfig: nowhere,
+        timeoutMs: 150_000,
+      });
+
+      const excluding = (extra: string) => jobTemplate("bad", "200ms", extra);
+      const cases: Case[] = [
+        {
+          name: "template missing",
+          args: () => Promise.resolve(["--job-template", "/nonexistent/job.yaml", ...SELECT]),
+          code: 2,
+          message: /Cannot read job template \/nonexistent\/job\.yaml: no such file/,
+        },
+        {
+          name: "no --job-template at all",
+          args: () => Promise.resolve([...SELECT]),
+          code: 2,
+          message: /Missing --job-template: name a file, or - for stdin/,
+        },
+        {
+          name: "template empty",
+          args: async (tpl) => ["--job-template", await tpl(""), ...SELECT],
+          code: 2,
+          message: /Invalid job template \S+: it is empty; it must hold one batch\/v1 Job/,
+        },
+        {
+          name: "template not YAML",
+          args: async (tpl) => ["--job-template", await tpl("kind: [Job\nspec: {"), ...SELECT],
+          code: 2,
+          message: /Invalid job template \S+: not valid YAML/,
+        },
+        {
+          name: "template with several documents",
+          args: async (tpl) => ["--job-template", await tpl(`${GOOD}---\n${GOOD}`), ...SELECT],
+          code: 2,
+          message: /Invalid job template \S+: it holds 2 documents; it must hold exactly one/,
+        },
+        {
+          name: "template of the wrong kind",
+          args: async (tpl) => [
+            "--job-template",
+            await tpl(GOOD.replace("kind: Job", "kind: Deployment")),
+            ...SELECT,
+          ],
+          code: 2,
+          message: /Invalid job template \S+: kind is "Deployment"; it must be Job/,
+        },
+        {
+          name: "template of the wrong apiVersion",
+          args: async (tpl) => [
+            "--job-template",
+            await tpl(GOOD.replace("apiVersion: batch/v1", "apiVersion: batch/v1beta1")),
+            ...SELECT,
+          ],
+          code: 2,
+          message: /Invalid job template \S+: apiVersion is "batch\/v1beta1"; it must be batch\/v1/,
+        },
+        {
+          name: "template without containers",
+          args: async (tpl) => [
+            "--job-template",
+            await tpl(GOOD.replace(/ {6}containers:[^]*$/, "      containers: []\n")),
+            ...SELECT,
+          ],
+          code: 2,
+          message: /Invalid job template \S+: spec\.template\.spec\.containers is empty/,
+        },
+        {
+          name: "template with restartPolicy: Always",
+          args: async (tpl) => [
+            "--job-template",
+            await tpl(GOOD.replace("restartPolicy: Never", "restartPolicy: Always")),
+            ...SELECT,
+          ],
+          code: 2,
+          message: /restartPolicy is "Always"; a Job needs Never or OnFailure/,
+        },
+        {
+          name: "template with only generateName",
+          args: async (tpl) => [
+            "--job-template",
+            await tpl(
+              GOOD.replace("metadata:\n  name: bad\n", "metadata:\n  generateName: bad-\n"),
+            ),
+            ...SELECT,
+          ],
+          code: 2,
+          message:
+            /it has no metadata\.name \(only generateName.*\); set metadata\.name or --name-prefix/,
+        },
+        {
+          name: "template that sets nodeName",
+          args: async (tpl) => [
+            "--job-template",
+            await tpl(excluding("      nodeName: bad-000\n")),
+            ...SELECT,
+          ],
+          code: 2,
+          message: /spec\.template\.spec\.nodeName is set; remove it/,
+        },
+        {
+          name: "template nodeSelector excluding the target nodes",
+          args: async (tpl) => [
+            "--job-template",
+            await tpl(excluding("      nodeSelector: {disktype: ssd}\n")),
+            ...SELECT,
+          ],
+          code: 2,
+          message:
+            /Invalid job template \S+: it excludes 2 selected node\(s\), e\.g\. bad-000 .*relax the template's nodeSelector\/affinity/,
+        },
+        {
+          name: "template affinity excluding the target node",
+          args: async (tpl) => [
+            "--job-template",
+            await tpl(excluding(`      affinity:
+        nodeAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms:
+              - matchExpressions: [{key: kubernetes.io/hostname, operator: NotIn, values: [bad-001]}]
+`)),
+            ...SELECT,
+          ],
+          code: 2,
+          message:
+            /Invalid job template \S+: it excludes 1 selected node\(s\), e\.g\. bad-001 .*relax the template's nodeSelector\/affinity/,
+        },
+        {
+          name: "name prefix that sanitises to nothing",
+          args: async (
+            tpl,
+          ) => ["--job-template", await tpl(GOOD), "--name-prefix", "___", ...SELECT],
+          code: 2,
+          message:
+            /Invalid name prefix "___": nothing of it is usable in a Job name; use lowercase/,
+        },
+        {
+          name: "--parallelism 0",
+          args: async (tpl) => ["--job-template", await tpl(GOOD), "--parallelism", "0", ...SELECT],
+          code: 2,
+          message: /Invalid --parallelism 0: it must be at least 1/,
+        },
+        {
+          name: "--parallelism -1",
+          args: async (
+            tpl,
+          ) => ["--job-template", await tpl(GOOD), "--parallelism", "-1", ...SELECT],
+          code: 2,
+          message: /Invalid --parallelism -1: (it must be at least 1|it must not start with "-")/,
+        },
+        {
+          name: "--parallelism abc",
+          args: async (
+            tpl,
+          ) => ["--job-template", await tpl(GOOD), "--parallelism", "abc", ...SELECT],
+          code: 2,
+          message: /Invalid --parallelism "abc": expected a whole number/,
+        },
+        {
+          name: "unknown flag",
+          args: async (tpl) => ["--job-template", await tpl(GOOD), "--paralelism", "3", ...SELECT],
+          code: 2,
+          message: /Unknown option '--paralelism'/,
+        },
+        {
+          name: "label selector the API server rejects",
+          args: async (tpl) => [
+            "--job-template",
+            await tpl(GOOD),
+            "-n",
+            NS,
+            "--node-selector",
+            "tier in (a,",
+          ],
+          code: 2,
+          message: /Invalid --node-selector "tier in \(a,"/,
+        },
+        {
+          name: "field selector the API server rejects",
+          args: async (tpl) => [
+            "--job-template",
+            await tpl(GOOD),
+            "-n",
+            NS,
+            "--node-field-selector",
+            "spec.bogus=1",
+          ],
+          code: 2,
+          message: /Invalid --node-field-selector "spec\.bogus=1": the API server rejected it/,
+        },
+        {
+          name: "--nodes naming a missing node",
+          args: async (tpl) => [
+            "--job-template",
+            await tpl(GOOD),
+            "-n",
+            NS,
+            "--nodes",
+            "bad-000,nope-1",
+          ],
+          code: 2,
+          message: /Invalid --nodes: no node named nope-1 \(kubectl get nodes lists them\)/,
+        },
+        {
+          name: "kubeconfig missing",
+          args: async (tpl) => [
+            "--job-template",
+            await tpl(GOOD),
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+            ...SELECT,
+          ],
+          code: 3,
+          message: /Cannot load kubeconfig \/nonexistent\/kubeconfig: no such file/,
+        },
+        {
+          name: "kubeconfig unreadable (a directory)",
+          args: async (tpl) => [
+            "--job-template",
+            await tpl(GOOD),
+            "--kubeconfig",
+            aDirectory,
+            ...SELECT,
+          ],
+          code: 3,
+          message: new RegExp(`Cannot load kubeconfig ${aDirectory}: \\S`),
+        },
+        {
+          name: "kubeconfig not YAML",
+          args: async (
+            tpl,
+          ) => ["--job-template", await tpl(GOOD), "--kubeconfig", notYaml, ...SELECT],
+          code: 3,
+          message: new RegExp(`Cannot load kubeconfig ${notYaml}: \\S`),
+        },
+        {
+          name: "kubeconfig with an unknown context",
+          args: async (tpl) => ["--job-template", await tpl(GOOD), "--context", "nope", ...SELECT],
+          code: 3,
+          message: /Cannot use context "nope": not in .* \(contexts: /,
+        },
+        {
+          name: "bad token (401)",
+          args: async (tpl) => ["--job-template", await tpl(GOOD), ...SELECT],
+          kubeconfig: () => badToken,
+          code: 3,
+          message: /unauthorised: the kubeconfig's credentials were refused; refresh them/,
+        },
+        {
+          name: "forbidden (403)",
+          args: async (tpl) => ["--job-template", await tpl(GOOD), ...SELECT],
+          kubeconfig: () => noRbac.kubeconfig,
+          code: 3,
+          message: /Cannot list nodes: .*forbidden.*grant the verb "list" on "nodes"/,
+        },
+        {
+          name: "namespace missing",
+          args: async (tpl) => [
+            "--job-template",
+            await tpl(GOOD),
+            "-n",
+            "b-nope",
+            "--node-selector",
+            `${SUITE}=bad`,
+          ],
+          code: 2,
+          message:
+            /Invalid namespace b-nope: it does not exist \(kubectl create namespace b-nope\)/,
+        },
+        {
+          name: "owner Job missing",
+          args: async (tpl) => [
+            "--job-template",
+            await tpl(GOOD),
+            "--owner-job-name",
+            "nope",
+            ...SELECT,
+          ],
+          code: 2,
+          message: /Invalid --owner-job-name nope: no such Job in namespace b-in/,
+        },
+        {
+          name: "owner Job in another namespace",
+          args: async (tpl) => [
+            "--job-template",
+            await tpl(GOOD),
+            "--owner-job-name",
+            "other-hook",
+            ...SELECT,
+          ],
+          code: 2,
+          message:
+            /Invalid --owner-job-name other-hook: no such Job in namespace b-in \(the owner must be in the namespace of the per-node Jobs\)/,
+        },
+        {
+          name: "--owner-job-from-pod of a pod without a Job owner",
+          args: async (tpl) => [
+            "--job-template",
+            await tpl(GOOD),
+            "--owner-job-from-pod",
+            "lonely",
+            ...SELECT,
+          ],
+          code: 2,
+          message:
+            /Invalid --owner-job-from-pod lonely: the pod is not owned by a Job; use --owner-job-name/,
+        },
+        {
+          name: "--owner-job-from-pod of a missing pod",
+          args: async (tpl) => [
+            "--job-template",
+            await tpl(GOOD),
+            "--owner-job-from-pod",
+            "ghost",
+            ...SELECT,
+          ],
+          code: 2,
+          message: /Invalid --owner-job-from-pod ghost: no such pod in namespace b-in/,
+        },
+      ];
+
+      for (const c of cases) {
+        await t.step(`${c.name}: exit ${c.code}`, async () => {
+          const r = await runDispatcher(cluster, await c.args(tempFile), {
+            kubeconfig: c.kubeconfig?.(),
+            timeoutMs: 60_000,
+          });
+          assertRefused(r, c.code, c.message);
+          assert.deepEqual(await dispatchedJobs(cluster), [], "no Job created");
+        });
+      }
+
+      await t.step("server unreachable: exit 3", async () => {
+        const r = await unreachable!;
+        assertRefused(r, 3, /unreachable.*\(is the API server up and --context right\?\)/);
+        console.log(`    unreachable: gave up after ${(r.ms / 1000).toFixed(1)} s`);
+      });
+      assert.deepEqual(await dispatchedJobs(cluster), [], "no Job created by any case");
+      ok = true;
+    } finally {
+      await unreachable?.catch(() => {});
+      if (!ok) console.error(await cluster.logs(30));
+      await cluster.stop({ removeDir: ok });
+      console.log(`bad input suite: ${((Date.now() - started) / 1000).toFixed(0)} s`);
+    }
+  },
+});
+
+/** Exit `code`, and the first error line says `message`; nothing more than a pointer to --help. */
+function assertRefused(r: Ended, code: number, message: RegExp): void {
+  assert.ok(!r.timedOut, `hung:\n${r.stderr}`);
+  assert.equal(r.code, code, r.stderr);
+  const errors = errorLines(r.stderr);
+  assert.ok(errors.length >= 1, `an error line:\n${r.stderr}`);
+  assert.match(errors[0], message);
+  assert.ok(
+    errors.slice(1).every((l) => / error: See --help$/.test(l)),
+    `one line, at most followed by "See --help":\n${r.stderr}`,
+  );
+  assert.doesNotMatch(r.stderr, /Uncaught|^\s+at /m, "no stack trace");
+}
