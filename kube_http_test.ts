@@ -1,6 +1,22 @@
 import assert from "node:assert/strict";
 import { type ApiError, ConfigError, Kube } from "./kube.ts";
 
+/** Writes a kubeconfig for a port nobody listens on; returns its folder (file "config"). */
+async function unreachableKubeconfig(): Promise<string> {
+  const dir = await Deno.makeTempDir();
+  await Deno.writeTextFile(
+    `${dir}/config`,
+    `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://127.0.0.1:9", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {}}]
+contexts: [{name: ctx, context: {cluster: c, user: u}}]
+current-context: ctx
+`,
+  );
+  return dir;
+}
+
 /** What the server saw of one request. */
 interface Hit {
   url: string;
@@ -152,17 +168,7 @@ Deno.test("Kube.watch() yields events line by line and ends when the server ends
 });
 
 Deno.test("Kube.request() reports an unreachable server as status 0 after its retry budget", async () => {
-  const dir = await Deno.makeTempDir();
-  await Deno.writeTextFile(
-    `${dir}/config`,
-    `apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "http://127.0.0.1:9", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {}}]
-contexts: [{name: ctx, context: {cluster: c, user: u}}]
-current-context: ctx
-`,
-  );
+  const dir = await unreachableKubeconfig();
   const kube = await Kube.connect({
     kubeconfig: `${dir}/config`,
     retry: { requestTimeoutMs: 500, budgetMs: 300, baseDelayMs: 10, maxDelayMs: 20 },
@@ -184,17 +190,7 @@ Deno.test("Kube.connect() names a missing kubeconfig and an unknown context", as
     Kube.connect({ kubeconfig: "/nonexistent/kubeconfig" }),
     (e: Error) => e instanceof ConfigError && /\/nonexistent\/kubeconfig/.test(e.message),
   );
-  const dir = await Deno.makeTempDir();
-  await Deno.writeTextFile(
-    `${dir}/config`,
-    `apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "http://127.0.0.1:9", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {}}]
-contexts: [{name: ctx, context: {cluster: c, user: u}}]
-current-context: ctx
-`,
-  );
+  const dir = await unreachableKubeconfig();
   await assert.rejects(
     Kube.connect({ kubeconfig: `${dir}/config`, context: "nope" }),
     (e: Error) => e instanceof ConfigError && /"nope"/.test(e.message) && /ctx/.test(e.message),
@@ -203,17 +199,7 @@ current-context: ctx
 });
 
 Deno.test("Kube.request() stops retrying as soon as the run is stopped", async () => {
-  const dir = await Deno.makeTempDir();
-  await Deno.writeTextFile(
-    `${dir}/config`,
-    `apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "http://127.0.0.1:9", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {}}]
-contexts: [{name: ctx, context: {cluster: c, user: u}}]
-current-context: ctx
-`,
-  );
+  const dir = await unreachableKubeconfig();
   const stop = new AbortController();
   const kube = await Kube.connect({
     kubeconfig: `${dir}/config`,

@@ -211,8 +211,12 @@ export class JobWatcher {
   }
 }
 
-/** The per-node Job template the suites use; pods run for `duration` on the simulated node. */
-export function jobTemplate(name = "e2e", duration = "1s", extra = ""): string {
+/**
+ * The per-node Job template the suites use; pods run for `duration` on the
+ * simulated node. `extra` is added to the pod spec; `cpu` requests that much
+ * CPU (more than a simulated node has leaves the pod unschedulable).
+ */
+export function jobTemplate(name = "e2e", duration = "1s", extra = "", cpu?: string): string {
   return `apiVersion: batch/v1
 kind: Job
 metadata:
@@ -229,7 +233,7 @@ ${extra}      containers:
         - name: work
           image: registry.invalid/work:1
           command: ["/bin/true"]
-`;
+${cpu ? `          resources: {requests: {cpu: "${cpu}"}}\n` : ""}`;
 }
 
 /** Lists Jobs of a namespace with kubectl, as name → {node, conditions, owners}. */

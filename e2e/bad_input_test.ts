@@ -7,18 +7,16 @@
 import assert from "node:assert/strict";
 import { type Cluster, startCluster } from "./cluster.ts";
 import { jobTemplate } from "./_dispatcher.ts";
+import { type Ended, errorLines, runDispatcher } from "./_faults.ts";
 import {
-  type Ended,
-  errorLines,
   kubeconfigFor,
   namespace,
   ownerJob,
-  runDispatcher,
   serviceAccount,
   SUITE,
   suiteNodes,
   tempFile,
-} from "./_faults.ts";
+} from "./_fixtures.ts";
 
 const NS = "b-in";
 const GOOD = jobTemplate("bad", "200ms");

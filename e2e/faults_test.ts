@@ -16,17 +16,19 @@ import {
   atLeast,
   DispatcherProcess,
   failedNodes,
+  runDispatcher,
+  throttledCount,
+} from "./_faults.ts";
+import {
   kubeconfigFor,
   namespace,
   ownerJob,
-  runDispatcher,
-  seeded,
   serviceAccount,
   SUITE,
   suiteNodes,
   tempFile,
-  throttledCount,
-} from "./_faults.ts";
+} from "./_fixtures.ts";
+import { seededRandom as seeded } from "../safety.ts";
 import { FaultProxy } from "./_proxy.ts";
 
 const LONG = Deno.env.get("FAULTS_PROFILE") === "long";

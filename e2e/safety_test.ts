@@ -5,228 +5,192 @@
  */
 
 import assert from "node:assert/strict";
-import { type Cluster, type NodeSpec, OUTCOME_LABEL, startCluster } from "./cluster.ts";
+import { OUTCOME_LABEL } from "./cluster.ts";
 import { dispatcher, eventually, jobsIn, jobTemplate, JobWatcher } from "./_dispatcher.ts";
+import {
+  clusterTest,
+  namespace,
+  SUITE,
+  suiteNodes as nodes,
+  tempFile as file,
+} from "./_fixtures.ts";
 
-const SUITE = "e2e.job-dispatcher.io/suite";
 const ZONE = "topology.kubernetes.io/zone";
 
-function nodes(suite: string, count: number, extra: Partial<NodeSpec> = {}, first = 0): NodeSpec[] {
-  return Array.from({ length: count }, (_, i) => ({
-    name: `${suite}-${String(first + i).padStart(3, "0")}`,
-    ...extra,
-    labels: { [SUITE]: suite, ...extra.labels },
-  }));
-}
-
-async function namespace(cluster: Cluster, name: string): Promise<string> {
-  assert.equal((await cluster.kubectl(["create", "namespace", name])).code, 0);
-  await eventually(
-    async () =>
-      (await cluster.kubectl(["get", "serviceaccount", "default", "-n", name])).code === 0,
-    30_000,
-    `serviceaccount default in ${name}`,
+clusterTest("rollout safety on a real control plane", async (t, cluster) => {
+  await t.step(
+    "a failure budget of 2 with 5 failing nodes stops once exceeded, after the Jobs in flight",
+    async () => {
+      const ns = await namespace(cluster, "safe-budget");
+      await cluster.createNodes([
+        ...nodes("budget", 5, { labels: { [OUTCOME_LABEL]: "fail" } }),
+        ...nodes("budget", 5, {}, 5),
+      ]);
+      const r = await dispatcher(cluster, [
+        "--job-template",
+        await file(jobTemplate("budget", "300ms")),
+        "-n",
+        ns,
+        "--node-selector",
+        `${SUITE}=budget`,
+        "--parallelism",
+        "2",
+        "--max-failures",
+        "2",
+      ]);
+      assert.equal(r.code, 1, r.stderr);
+      assert.match(r.stderr, /rollout stopped: the failure budget of 2 was exceeded/);
+      const jobs = await jobsIn(cluster, ns);
+      // The third failure exceeds the budget; at most one more was in flight.
+      assert.ok(jobs.length >= 3 && jobs.length <= 4, `created ${jobs.length}`);
+      const never = Number(r.stderr.match(/(\d+) nodes were never started/)?.[1]);
+      assert.equal(never, 10 - jobs.length);
+    },
   );
-  return name;
-}
 
-async function file(text: string): Promise<string> {
-  const path = await Deno.makeTempFile({ suffix: ".yaml" });
-  await Deno.writeTextFile(path, text);
-  return path;
-}
+  await t.step("a failing canary starts nothing else", async () => {
+    const ns = await namespace(cluster, "safe-canary");
+    await cluster.createNodes([
+      ...nodes("canary", 1, { labels: { [OUTCOME_LABEL]: "fail" } }),
+      ...nodes("canary", 5, {}, 1),
+    ]);
+    const r = await dispatcher(cluster, [
+      "--job-template",
+      await file(jobTemplate("canary", "300ms")),
+      "-n",
+      ns,
+      "--node-selector",
+      `${SUITE}=canary`,
+      "--canary",
+      "2",
+      "--parallelism",
+      "4",
+    ]);
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, /the canary failed on canary-000/);
+    assert.deepEqual((await jobsIn(cluster, ns)).map((j) => j.node).sort(), [
+      "canary-000",
+      "canary-001",
+    ]);
+  });
 
-Deno.test({
-  name: "rollout safety on a real control plane",
-  sanitizeOps: false,
-  sanitizeResources: false,
-  async fn(t) {
-    const cluster = await startCluster();
-    let ok = false;
-    try {
-      await t.step(
-        "a failure budget of 2 with 5 failing nodes stops once exceeded, after the Jobs in flight",
-        async () => {
-          const ns = await namespace(cluster, "safe-budget");
-          await cluster.createNodes([
-            ...nodes("budget", 5, { labels: { [OUTCOME_LABEL]: "fail" } }),
-            ...nodes("budget", 5, {}, 5),
-          ]);
-          const r = await dispatcher(cluster, [
-            "--job-template",
-            await file(jobTemplate("budget", "300ms")),
-            "-n",
-            ns,
-            "--node-selector",
-            `${SUITE}=budget`,
-            "--parallelism",
-            "2",
-            "--max-failures",
-            "2",
-          ]);
-          assert.equal(r.code, 1, r.stderr);
-          assert.match(r.stderr, /rollout stopped: the failure budget of 2 was exceeded/);
-          const jobs = await jobsIn(cluster, ns);
-          // The third failure exceeds the budget; at most one more was in flight.
-          assert.ok(jobs.length >= 3 && jobs.length <= 4, `created ${jobs.length}`);
-          const never = Number(r.stderr.match(/(\d+) nodes were never started/)?.[1]);
-          assert.equal(never, 10 - jobs.length);
-        },
+  await t.step(
+    "3 zones with at most 1 Job per zone never show two active Jobs in one zone",
+    async () => {
+      const ns = await namespace(cluster, "safe-zones");
+      const zoneOf = (i: number) => ["a", "b", "c"][i % 3];
+      await cluster.createNodes(
+        Array.from({ length: 9 }, (_, i) => ({
+          name: `zone-${String(i).padStart(3, "0")}`,
+          labels: { [SUITE]: "zones", [ZONE]: `zone-${zoneOf(i)}` },
+        })),
       );
+      const watcher = await JobWatcher.start(
+        cluster,
+        ns,
+        (node) => zoneOf(Number(node.slice(-3))),
+      );
+      const r = await dispatcher(cluster, [
+        "--job-template",
+        await file(jobTemplate("zones", "1s")),
+        "-n",
+        ns,
+        "--node-selector",
+        `${SUITE}=zones`,
+        "--parallelism",
+        "10",
+        "--max-per-topology",
+        `${ZONE}=1`,
+      ]);
+      await watcher.stop();
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal((await jobsIn(cluster, ns)).length, 9);
+      assert.equal(watcher.maxActivePerDomain, 1, "never two active Jobs in one zone");
+      assert.equal(watcher.maxActive, 3, "one per zone at once, all three zones busy");
+    },
+  );
 
-      await t.step("a failing canary starts nothing else", async () => {
-        const ns = await namespace(cluster, "safe-canary");
-        await cluster.createNodes([
-          ...nodes("canary", 1, { labels: { [OUTCOME_LABEL]: "fail" } }),
-          ...nodes("canary", 5, {}, 1),
-        ]);
-        const r = await dispatcher(cluster, [
-          "--job-template",
-          await file(jobTemplate("canary", "300ms")),
+  await t.step(
+    "a timed-out node fails with reason timeout, its Job is deleted and the slot freed",
+    async () => {
+      const ns = await namespace(cluster, "safe-timeout");
+      await cluster.createNodes([
+        ...nodes("timeout", 1, { labels: { [OUTCOME_LABEL]: "stall" } }),
+        ...nodes("timeout", 2, {}, 1),
+      ]);
+      const r = await dispatcher(cluster, [
+        "--job-template",
+        await file(jobTemplate("timeout", "300ms")),
+        "-n",
+        ns,
+        "--node-selector",
+        `${SUITE}=timeout`,
+        "--parallelism",
+        "1",
+        "--node-timeout-secs",
+        "5",
+        "--delete-timed-out",
+      ]);
+      assert.equal(r.code, 1, r.stderr);
+      assert.match(
+        r.stderr,
+        /failed node timeout-000: job timeout-timeout-000: timeout: not finished within 5 s/,
+      );
+      assert.match(r.stderr, /summary: 2 succeeded, 1 failed of 3 nodes/);
+      await eventually(
+        async () => !(await jobsIn(cluster, ns)).some((j) => j.node === "timeout-000"),
+        30_000,
+        "the timed-out Job to be deleted",
+      );
+    },
+  );
+
+  await t.step(
+    "--pin affinity leaves a pod Pending on a node without room and reports it as a stall",
+    async () => {
+      const ns = await namespace(cluster, "safe-pin");
+      await cluster.createNodes(nodes("pin", 1));
+      const big = jobTemplate("pin", "300ms", "", "16");
+      const r = await dispatcher(cluster, [
+        "--job-template",
+        await file(big),
+        "-n",
+        ns,
+        "--node-selector",
+        `${SUITE}=pin`,
+        "--pin",
+        "affinity",
+        "--stall-warn-secs",
+        "3",
+        "--node-timeout-secs",
+        "8",
+      ]);
+      assert.equal(r.code, 1, r.stderr);
+      assert.match(
+        r.stderr,
+        /node pin-000: job pin-pin-000 pending for \d+ s: Unschedulable: 0\/\d+ nodes are available: .*Insufficient cpu/,
+      );
+      const pod = JSON.parse(
+        (await cluster.kubectl([
+          "get",
+          "pods",
           "-n",
           ns,
-          "--node-selector",
-          `${SUITE}=canary`,
-          "--canary",
-          "2",
-          "--parallelism",
-          "4",
-        ]);
-        assert.equal(r.code, 1, r.stderr);
-        assert.match(r.stderr, /the canary failed on canary-000/);
-        assert.deepEqual((await jobsIn(cluster, ns)).map((j) => j.node).sort(), [
-          "canary-000",
-          "canary-001",
-        ]);
-      });
-
-      await t.step(
-        "3 zones with at most 1 Job per zone never show two active Jobs in one zone",
-        async () => {
-          const ns = await namespace(cluster, "safe-zones");
-          const zoneOf = (i: number) => ["a", "b", "c"][i % 3];
-          await cluster.createNodes(
-            Array.from({ length: 9 }, (_, i) => ({
-              name: `zone-${String(i).padStart(3, "0")}`,
-              labels: { [SUITE]: "zones", [ZONE]: `zone-${zoneOf(i)}` },
-            })),
-          );
-          const watcher = await JobWatcher.start(
-            cluster,
-            ns,
-            (node) => zoneOf(Number(node.slice(-3))),
-          );
-          const r = await dispatcher(cluster, [
-            "--job-template",
-            await file(jobTemplate("zones", "1s")),
-            "-n",
-            ns,
-            "--node-selector",
-            `${SUITE}=zones`,
-            "--parallelism",
-            "10",
-            "--max-per-topology",
-            `${ZONE}=1`,
-          ]);
-          await watcher.stop();
-          assert.equal(r.code, 0, r.stderr);
-          assert.equal((await jobsIn(cluster, ns)).length, 9);
-          assert.equal(watcher.maxActivePerDomain, 1, "never two active Jobs in one zone");
-          assert.equal(watcher.maxActive, 3, "one per zone at once, all three zones busy");
-        },
-      );
-
-      await t.step(
-        "a timed-out node fails with reason timeout, its Job is deleted and the slot freed",
-        async () => {
-          const ns = await namespace(cluster, "safe-timeout");
-          await cluster.createNodes([
-            ...nodes("timeout", 1, { labels: { [OUTCOME_LABEL]: "stall" } }),
-            ...nodes("timeout", 2, {}, 1),
-          ]);
-          const r = await dispatcher(cluster, [
-            "--job-template",
-            await file(jobTemplate("timeout", "300ms")),
-            "-n",
-            ns,
-            "--node-selector",
-            `${SUITE}=timeout`,
-            "--parallelism",
-            "1",
-            "--node-timeout-secs",
-            "5",
-            "--delete-timed-out",
-          ]);
-          assert.equal(r.code, 1, r.stderr);
-          assert.match(
-            r.stderr,
-            /failed node timeout-000: job timeout-timeout-000: timeout: not finished within 5 s/,
-          );
-          assert.match(r.stderr, /summary: 2 succeeded, 1 failed of 3 nodes/);
-          await eventually(
-            async () => !(await jobsIn(cluster, ns)).some((j) => j.node === "timeout-000"),
-            30_000,
-            "the timed-out Job to be deleted",
-          );
-        },
-      );
-
-      await t.step(
-        "--pin affinity leaves a pod Pending on a node without room and reports it as a stall",
-        async () => {
-          const ns = await namespace(cluster, "safe-pin");
-          await cluster.createNodes(nodes("pin", 1));
-          const big = jobTemplate("pin", "300ms").replace(
-            '          command: ["/bin/true"]\n',
-            '          command: ["/bin/true"]\n          resources: {requests: {cpu: "16"}}\n',
-          );
-          const r = await dispatcher(cluster, [
-            "--job-template",
-            await file(big),
-            "-n",
-            ns,
-            "--node-selector",
-            `${SUITE}=pin`,
-            "--pin",
-            "affinity",
-            "--stall-warn-secs",
-            "3",
-            "--node-timeout-secs",
-            "8",
-          ]);
-          assert.equal(r.code, 1, r.stderr);
-          assert.match(
-            r.stderr,
-            /node pin-000: job pin-pin-000 pending for \d+ s: Unschedulable: 0\/\d+ nodes are available: .*Insufficient cpu/,
-          );
-          const pod = JSON.parse(
-            (await cluster.kubectl([
-              "get",
-              "pods",
-              "-n",
-              ns,
-              "-l",
-              "batch.kubernetes.io/job-name=pin-pin-000",
-              "-o",
-              "json",
-            ])).stdout,
-          ).items[0];
-          assert.equal(pod.status.phase, "Pending", "the scheduler kept it off the full node");
-          assert.equal(pod.spec.nodeName, undefined, "not bound: the scheduler decides");
-          const terms =
-            pod.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
-              .nodeSelectorTerms;
-          assert.deepEqual(terms[0].matchFields, [{
-            key: "metadata.name",
-            operator: "In",
-            values: ["pin-000"],
-          }]);
-        },
-      );
-      ok = true;
-    } finally {
-      if (!ok) console.error(await cluster.logs(30));
-      await cluster.stop({ removeDir: ok });
-    }
-  },
+          "-l",
+          "batch.kubernetes.io/job-name=pin-pin-000",
+          "-o",
+          "json",
+        ])).stdout,
+      ).items[0];
+      assert.equal(pod.status.phase, "Pending", "the scheduler kept it off the full node");
+      assert.equal(pod.spec.nodeName, undefined, "not bound: the scheduler decides");
+      const terms = pod.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
+        .nodeSelectorTerms;
+      assert.deepEqual(terms[0].matchFields, [{
+        key: "metadata.name",
+        operator: "In",
+        values: ["pin-000"],
+      }]);
+    },
+  );
 });
