@@ -296,15 +296,15 @@ export function parseOptions(argv: string[]): Options {
   } catch (e) {
     const msg = (e as Error).message;
     // parseArgs refuses "--parallelism -1" as ambiguous (the value looks like
-    // a flag); the user meant a value, so judge the value instead.
+    // a flag); the user meant a value, so judge it as the value it is.
     const ambiguous = msg.match(/^Option '--([a-z-]+)' argument is ambiguous/);
-    if (ambiguous) {
-      const value = argv[argv.indexOf(`--${ambiguous[1]}`) + 1];
-      throw new UsageError(
-        /^-\d/.test(value ?? "")
-          ? `Invalid --${ambiguous[1]} ${value}: it must not be negative`
-          : `Invalid --${ambiguous[1]} ${value}: it must not start with "-"`,
-      );
+    const at = ambiguous ? argv.indexOf(`--${ambiguous[1]}`) : -1;
+    if (at >= 0 && at + 1 < argv.length) {
+      return parseOptions([
+        ...argv.slice(0, at),
+        `--${ambiguous![1]}=${argv[at + 1]}`,
+        ...argv.slice(at + 2),
+      ]);
     }
     throw new UsageError(msg.replace(/\. To specify a positional argument.*$/s, "").split("\n")[0]);
   }

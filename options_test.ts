@@ -222,7 +222,7 @@ Deno.test({
     const cases: { argv: string[]; flag: string; says?: RegExp }[] = [
       { argv: ["--parallelism", "0"], flag: "parallelism", says: /at least 1/ },
       { argv: ["--parallelism=-1"], flag: "parallelism", says: /at least 1/ },
-      { argv: ["--parallelism", "-1"], flag: "parallelism" },
+      { argv: ["--parallelism", "-1"], flag: "parallelism", says: /-1: it must be at least 1/ },
       {
         argv: ["--parallelism", "abc"],
         flag: "parallelism",
