@@ -8,14 +8,8 @@
  */
 
 import type { V1Job, V1Pod } from "@kubernetes/client-node";
-import {
-  classifyJob,
-  interpretStatus,
-  type NodeFacts,
-  podFailure,
-  type RunIdentity,
-  stallReason,
-} from "./job.ts";
+import { classifyJob, interpretStatus, type NodeFacts, type RunIdentity } from "./job.ts";
+import { podFailure, stallReason } from "./pods.ts";
 import { ApiError, type ListResult, type WatchEvent } from "./kube.ts";
 import { budgetExceeded, canaryVerdict, nextStartable } from "./safety.ts";
 

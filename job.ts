@@ -8,13 +8,7 @@
 
 import { createHash } from "node:crypto";
 import { parseAllDocuments } from "yaml";
-import type {
-  V1Container,
-  V1Job,
-  V1OwnerReference,
-  V1Pod,
-  V1PodSpec,
-} from "@kubernetes/client-node";
+import type { V1Container, V1Job, V1OwnerReference, V1PodSpec } from "@kubernetes/client-node";
 import { DAEMONSET_TOLERATIONS } from "./nodes.ts";
 
 /** The longest name a Job may have: its pods carry it in a label value. */
@@ -443,85 +437,6 @@ export function interpretStatus(job: Pick<V1Job, "status">): JobOutcome {
     return { phase: "failed", reason: failed.reason || "Failed", message: failed.message };
   }
   return { phase: "active" };
-}
-
-/**
- * Why a pod has not started, in the pod's own words, or undefined when it is
- * not Pending: the scheduler's verdict (`Unschedulable: 0/3 nodes are
- * available: …`), else the first waiting container's reason
- * (`ImagePullBackOff: …`), else the pod's status reason.
- *
- * @example
- * ```ts
- * stallReason({ status: { phase: "Pending", conditions: [{ type: "PodScheduled",
- *   status: "False", reason: "Unschedulable", message: "0/1 nodes are available" }] } });
- * // "Unschedulable: 0/1 nodes are available"
- * ```
- */
-export function stallReason(pod: V1Pod): string | undefined {
-  const status = pod.status;
-  if (status?.phase !== "Pending") return undefined;
-  const join = (reason?: string, message?: string) =>
-    [reason, message].filter(Boolean).join(": ") || undefined;
-  const scheduled = status.conditions?.find((c) => c.type === "PodScheduled");
-  if (scheduled?.status === "False") {
-    return join(scheduled.reason, scheduled.message) ?? "not scheduled";
-  }
-  for (const c of [...(status.initContainerStatuses ?? []), ...(status.containerStatuses ?? [])]) {
-    const waiting = c.state?.waiting;
-    if (waiting?.reason && waiting.reason !== "PodInitializing") {
-      return `container ${c.name}: ${join(waiting.reason, waiting.message)}`;
-    }
-  }
-  return join(status.reason, status.message) ?? "Pending";
-}
-
-function firstLine(text: string | undefined, max = 200): string | undefined {
-  const line = text?.trim().split("\n").find((l) => l.trim())?.trim();
-  if (!line) return undefined;
-  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
-}
-
-/**
- * Why a failed Job's pod failed, from the pods that exist: the failing
- * container, its exit code and its termination message, e.g. `install exited
- * 1: no virtualization backend`; or the pod's own reason (`Evicted`,
- * `OutOfcpu`, …). The most recent failed pod counts; undefined when no pod
- * says anything.
- *
- * @example
- * ```ts
- * podFailure([{ status: { phase: "Failed", containerStatuses: [{ name: "install",
- *   state: { terminated: { exitCode: 1, message: "no backend" } } }] } }]);
- * // "install exited 1: no backend"
- * ```
- */
-export function podFailure(pods: V1Pod[]): string | undefined {
-  const failed = pods
-    .filter((p) => p.status?.phase === "Failed" || hasFailedContainer(p))
-    .sort((a, b) => time(b) - time(a));
-  for (const pod of failed) {
-    const st = pod.status!;
-    for (const c of [...(st.initContainerStatuses ?? []), ...(st.containerStatuses ?? [])]) {
-      const t = c.state?.terminated ?? c.lastState?.terminated;
-      if (!t || t.exitCode === 0) continue;
-      const why = firstLine(t.message) ?? (t.reason && t.reason !== "Error" ? t.reason : undefined);
-      return `${c.name} exited ${t.exitCode}${why ? `: ${why}` : ""}`;
-    }
-    const why = [st.reason, firstLine(st.message)].filter(Boolean).join(": ");
-    if (why) return `pod ${why}`;
-  }
-  return undefined;
-}
-
-function hasFailedContainer(pod: V1Pod): boolean {
-  return [...(pod.status?.containerStatuses ?? []), ...(pod.status?.initContainerStatuses ?? [])]
-    .some((c) => (c.state?.terminated?.exitCode ?? 0) !== 0);
-}
-
-function time(pod: V1Pod): number {
-  const t = pod.status?.startTime ?? pod.metadata?.creationTimestamp;
-  return t ? new Date(t).getTime() : 0;
 }
 
 /**

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import fc from "fast-check";
-import type { V1Job, V1Pod } from "@kubernetes/client-node";
+import type { V1Job } from "@kubernetes/client-node";
 import {
   classifyJob,
   identityHash,
@@ -14,7 +14,6 @@ import {
   parseJobTemplate,
   type RunIdentity,
   sanitize,
-  stallReason,
   trackingKeys,
   UsageError,
 } from "./job.ts";
@@ -1221,54 +1220,6 @@ Deno.test({
       await t.step(c.name, () => {
         assert.equal(classifyJob(c.job, c.run ?? RUN, c.nodeUid), c.want);
       });
-    }
-  },
-});
-
-Deno.test({
-  name: "stallReason() says why a pod has not started, in the pod's own words",
-  permissions: "none",
-  async fn(t) {
-    const cases: { name: string; pod: V1Pod; want: string | undefined }[] = [
-      {
-        name: "the scheduler's verdict",
-        pod: {
-          status: {
-            phase: "Pending",
-            conditions: [{
-              type: "PodScheduled",
-              status: "False",
-              reason: "Unschedulable",
-              message: "0/3 nodes are available: 1 Insufficient cpu.",
-            }],
-          },
-        },
-        want: "Unschedulable: 0/3 nodes are available: 1 Insufficient cpu.",
-      },
-      {
-        name: "an image pull back-off",
-        pod: {
-          status: {
-            phase: "Pending",
-            conditions: [{ type: "PodScheduled", status: "True" }],
-            containerStatuses: [{
-              name: "work",
-              image: "x",
-              imageID: "",
-              ready: false,
-              restartCount: 0,
-              state: { waiting: { reason: "ImagePullBackOff", message: "Back-off pulling image" } },
-            }],
-          },
-        },
-        want: "container work: ImagePullBackOff: Back-off pulling image",
-      },
-      { name: "a bare Pending pod", pod: { status: { phase: "Pending" } }, want: "Pending" },
-      { name: "a running pod", pod: { status: { phase: "Running" } }, want: undefined },
-      { name: "no status", pod: {}, want: undefined },
-    ];
-    for (const c of cases) {
-      await t.step(c.name, () => assert.equal(stallReason(c.pod), c.want));
     }
   },
 });
