@@ -480,6 +480,10 @@ export class Kube {
     }
     timer = setTimeout(() => idle.abort(), idleMs);
     const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+    // Aborting the fetch does not always end a read through a transform
+    // stream: cancel the reader itself, so that a stop never hangs here.
+    const cancel = () => reader.cancel().catch(() => {});
+    both.addEventListener("abort", cancel, { once: true });
     let buffered = "";
     try {
       while (true) {
@@ -507,6 +511,7 @@ export class Kube {
       });
     } finally {
       clearTimeout(timer);
+      both.removeEventListener("abort", cancel);
       reader.cancel().catch(() => {});
     }
   }

@@ -65,6 +65,20 @@ export function describeSelection(s: Selection): string {
     : "all nodes";
 }
 
+/**
+ * Keeps of a Node what the dispatcher reads: its metadata without
+ * managedFields (name, UID, labels, annotations), its spec (taints) and
+ * status.nodeInfo (the Job's environment). The selection is held for the
+ * whole run, and after the node marks the watch cache holds a second copy;
+ * the rest of a Node (managedFields, conditions, and on a real node
+ * status.images, often tens of KB) is most of its size.
+ */
+export function slimNode(node: V1Node): V1Node {
+  const { managedFields: _, ...metadata } = node.metadata ?? {};
+  const nodeInfo = node.status?.nodeInfo;
+  return { ...node, metadata, status: nodeInfo ? { nodeInfo } : undefined };
+}
+
 function badSelector(e: unknown, what: string): never {
   if (e instanceof ApiError && e.status === 400) {
     throw new UsageError(
@@ -96,7 +110,7 @@ async function listMatching(
       );
     }
     // Keep the user's order, without repeats.
-    const matched = [...new Map(found.map((n) => [n!.metadata!.name!, n!])).values()];
+    const matched = [...new Map(found.map((n) => [n!.metadata!.name!, slimNode(n!)])).values()];
     return { matched, listings: [] };
   }
   const selectors = s.labelSelectors.length ? s.labelSelectors : [""];
@@ -107,7 +121,11 @@ async function listMatching(
         selectorQuery(s, labelSelector),
         s.pageSize,
       );
-      return { labelSelector, nodes: list.items, resourceVersion: list.resourceVersion };
+      return {
+        labelSelector,
+        nodes: list.items.map(slimNode),
+        resourceVersion: list.resourceVersion,
+      };
     } catch (e) {
       const what = labelSelector
         ? `--node-selector ${JSON.stringify(labelSelector)}${
@@ -279,13 +297,13 @@ export class NodeWatch {
           if (!name || ev.type === "BOOKMARK") continue;
           // A watch with a selector sends DELETED when a node stops matching.
           if (ev.type === "DELETED") this.#caches[i].delete(name);
-          else this.#caches[i].set(name, ev.object);
+          else this.#caches[i].set(name, slimNode(ev.object));
         }
         if (expired) {
           // 410 Gone: the history is compacted; only a fresh LIST is exact.
           this.#healthy[i] = false;
           const list = await this.#kube.list<V1Node>(paths.nodes(), query, this.#s.pageSize);
-          this.#caches[i] = new Map(list.items.map((n) => [n.metadata!.name!, n]));
+          this.#caches[i] = new Map(list.items.map((n) => [n.metadata!.name!, slimNode(n)]));
           rv = list.resourceVersion;
           this.#healthy[i] = true;
         }

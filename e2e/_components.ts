@@ -50,11 +50,52 @@ export interface Layout {
   etcdPort: number;
   etcdPeerPort: number;
   apiPort: number;
+  /** Settings a benchmark changes; tests leave it out. */
+  tuning?: Tuning;
+}
+
+/** Component settings for benchmarks at fleet scale; each is off (the default) unless set. */
+export interface Tuning {
+  /** kube-apiserver's audit policy file and the log it writes (--audit-policy-file, --audit-log-path). */
+  audit?: { policyFile: string; logFile: string };
+  /**
+   * kwok's node Lease duration; kwok renews every Lease each quarter of it, as
+   * kubelets do, so 10,000 nodes at the default cost 1,000 writes a second. @default 40
+   */
+  nodeLeaseDurationSeconds?: number;
+  /** Client QPS of kube-controller-manager and kube-scheduler (burst: twice). @default theirs, 20 */
+  controllerQps?: number;
+}
+
+/**
+ * An audit policy that records, at Metadata level (who, verb, resource, URI,
+ * status, timestamps; no bodies) and only once each request completed, the
+ * requests of the given users and groups, or of everyone when both are empty.
+ */
+export function auditPolicy(who: { users?: string[]; userGroups?: string[] } = {}): string {
+  const users = who.users ?? [];
+  const groups = who.userGroups ?? [];
+  const rule = ["  - level: Metadata"];
+  if (users.length) rule.push(`    users: ${JSON.stringify(users)}`);
+  if (groups.length) rule.push(`    userGroups: ${JSON.stringify(groups)}`);
+  return [
+    "apiVersion: audit.k8s.io/v1",
+    "kind: Policy",
+    // One line per request: watches would otherwise log when they start, too.
+    'omitStages: ["RequestReceived", "ResponseStarted"]',
+    "rules:",
+    ...rule,
+    ...(users.length || groups.length ? ["  - level: None"] : []),
+    "",
+  ].join("\n");
 }
 
 /** Returns how to start each component of the cluster described by `layout`. */
 export function componentSpecs(layout: Layout): Record<Component, ProcSpec> {
-  const { dir, e2eDir } = layout;
+  const { dir, e2eDir, tuning = {} } = layout;
+  const qps = tuning.controllerQps === undefined
+    ? []
+    : [`--kube-api-qps=${tuning.controllerQps}`, `--kube-api-burst=${2 * tuning.controllerQps}`];
   const k8s = `${e2eDir}.bin/k8s`;
   const pki = `${dir}/pki`;
   const etcd = `http://127.0.0.1:${layout.etcdPort}`;
@@ -102,6 +143,15 @@ export function componentSpecs(layout: Layout): Record<Component, ProcSpec> {
       "--profiling=false",
       // Without this, SIGTERM waits 60 s for open watches before exiting.
       "--shutdown-watch-termination-grace-period=2s",
+      ...(tuning.audit
+        ? [
+          `--audit-policy-file=${tuning.audit.policyFile}`,
+          `--audit-log-path=${tuning.audit.logFile}`,
+          "--audit-log-format=json",
+          // No rotation: a benchmark reads the whole log of its run.
+          "--audit-log-maxsize=0",
+        ]
+        : []),
     ]),
     "kube-controller-manager": spec("kube-controller-manager", k8s, [
       "kube-controller-manager",
@@ -113,12 +163,14 @@ export function componentSpecs(layout: Layout): Record<Component, ProcSpec> {
       "--use-service-account-credentials",
       "--leader-elect=false",
       "--secure-port=0",
+      ...qps,
     ]),
     "kube-scheduler": spec("kube-scheduler", k8s, [
       "kube-scheduler",
       kubeconfig,
       "--leader-elect=false",
       "--secure-port=0",
+      ...qps,
     ]),
     outcomes: spec("outcomes", k8s, ["outcomes", kubeconfig]),
     kwok: spec("kwok", `${e2eDir}.bin/kwok`, [
@@ -131,7 +183,7 @@ export function componentSpecs(layout: Layout): Record<Component, ProcSpec> {
       // Pod IPs; kwok's default pool overlaps the service range 10.0.0.0/24.
       "--cidr=10.244.0.1/16",
       // Heartbeats through Leases, as kubelets do.
-      "--node-lease-duration-seconds=40",
+      `--node-lease-duration-seconds=${tuning.nodeLeaseDurationSeconds ?? 40}`,
     ]),
   };
 }

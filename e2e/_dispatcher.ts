@@ -11,13 +11,14 @@ import type { Cluster, CommandResult } from "./cluster.ts";
 const ROOT = new URL("../", import.meta.url).pathname;
 
 /**
- * The `deno run` permission flags of the `dispatch` task in deno.json, read
- * from there so that the suite runs with exactly what the binary gets.
+ * The `deno run` permission and V8 flags of the `dispatch` task in deno.json,
+ * read from there so that the suite runs with exactly what the binary gets.
  */
 export function dispatchPermissions(): string[] {
   const config = JSON.parse(Deno.readTextFileSync(`${ROOT}deno.json`));
   const task: string = config.tasks.dispatch;
-  return task.split(/\s+/).filter((w) => w.startsWith("--allow-"));
+  // The V8 flags too: the binary is compiled with them.
+  return task.split(/\s+/).filter((w) => /^--(allow-|v8-flags=)/.test(w));
 }
 
 /**

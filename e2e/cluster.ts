@@ -37,7 +37,14 @@ import {
   OUTCOME_LABEL,
   type Taint,
 } from "./_nodes.ts";
-import { type Component, COMPONENTS, componentSpecs, kubeconfigObject } from "./_components.ts";
+import {
+  auditPolicy,
+  type Component,
+  COMPONENTS,
+  componentSpecs,
+  kubeconfigObject,
+  type Tuning,
+} from "./_components.ts";
 import { type CliOptions, parseArgs, USAGE } from "./_cli.ts";
 
 export { DURATION_ANNOTATION, FAKE_NODE_ANNOTATION, OUTCOME_LABEL };
@@ -62,6 +69,16 @@ export interface ClusterOptions {
   taints?: Taint[];
   /** Run e2e/build.sh first (a no-op when the binaries are current). @default true */
   build?: boolean;
+  /**
+   * Write kube-apiserver's audit log (Metadata level, one JSON line per
+   * completed request) to {@linkcode Cluster.auditLog}, for these users and
+   * groups, or for everyone when both are empty. @default off
+   */
+  audit?: { users?: string[]; userGroups?: string[] };
+  /** kwok's node Lease duration, renewed every quarter of it; 0: no Leases. @default 40 */
+  nodeLeaseDurationSeconds?: number;
+  /** Client QPS of kube-controller-manager and kube-scheduler. @default theirs (20) */
+  controllerQps?: number;
 }
 
 /** Output of a finished command. */
@@ -88,6 +105,8 @@ export interface Cluster {
   readonly kubeconfig: string;
   /** API server URL, `https://127.0.0.1:PORT`. */
   readonly server: string;
+  /** kube-apiserver's audit log (JSON lines), when started with `audit`. */
+  readonly auditLog?: string;
   /** Runs kubectl with the admin kubeconfig; never throws on a non-zero exit. */
   kubectl(args: string[], stdin?: string): Promise<CommandResult>;
   /** Creates fake nodes and waits until kwok reports them Ready. */
@@ -162,7 +181,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
   await Deno.mkdir(`${dir}/logs`, { recursive: true });
   const cluster = new LocalCluster(dir, { server: "", etcd: "", procs: {} });
   try {
-    await cluster.boot();
+    await cluster.boot(options);
     const names = nodeNames(options.nodes ?? 0);
     await cluster.createNodes(
       names.map((name) => ({ name, labels: options.labels, taints: options.taints })),
@@ -281,8 +300,15 @@ class LocalCluster implements Cluster {
     return this.state.server;
   }
 
+  get auditLog(): string | undefined {
+    const audit = this.state.procs["kube-apiserver"]?.spec.args.find((a) =>
+      a.startsWith("--audit-log-path=")
+    );
+    return audit?.slice("--audit-log-path=".length);
+  }
+
   /** Starts the components and waits until the control plane serves. */
-  async boot(): Promise<void> {
+  async boot(options: ClusterOptions = {}): Promise<void> {
     const pki = `${this.dir}/pki`;
     const certs = await new Deno.Command(K8S, { args: ["certs", pki] }).output();
     if (certs.code !== 0) {
@@ -298,12 +324,24 @@ class LocalCluster implements Cluster {
       key: await read("admin.key"),
     });
     await Deno.writeTextFile(this.kubeconfig, stringify(kubeconfig), { mode: 0o600 });
+    const tuning: Tuning = {
+      nodeLeaseDurationSeconds: options.nodeLeaseDurationSeconds,
+      controllerQps: options.controllerQps,
+    };
+    if (options.audit) {
+      tuning.audit = {
+        policyFile: `${this.dir}/audit-policy.yaml`,
+        logFile: `${this.dir}/logs/audit.log`,
+      };
+      await Deno.writeTextFile(tuning.audit.policyFile, auditPolicy(options.audit));
+    }
     const specs = componentSpecs({
       dir: this.dir,
       e2eDir: E2E_DIR,
       etcdPort,
       etcdPeerPort,
       apiPort,
+      tuning,
     });
 
     await this.#start(specs.etcd);

@@ -18,7 +18,7 @@ if (($#)); then TARGETS=("$@"); fi
 bash scripts/bundle.sh
 read -r -a perms <<<"$(deno eval --quiet '
   const task = JSON.parse(Deno.readTextFileSync("deno.json")).tasks.dispatch;
-  console.log(task.split(/\s+/).filter((w) => w.startsWith("--allow-")).join(" "));')"
+  console.log(task.split(/\s+/).filter((w) => /^--(allow-|v8-flags=)/.test(w)).join(" "));')"
 if ((${#perms[@]} == 0)); then
   echo "Cannot compile: the dispatch task in deno.json has no --allow-* flags to give the binary" >&2
   exit 1
