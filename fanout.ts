@@ -214,6 +214,8 @@ class Fanout {
   /** When each Job was last checked for a stall. */
   #stallCheckedAt = new Map<string, number>();
   #podsUnreadable = false;
+  /** Start calls under way: a create sent before a stop still makes a Job. */
+  #inProgress = new Set<Promise<void>>();
   /** Failed Jobs whose pods are being read for the reason. */
   #explaining = new Set<string>();
   #began = 0;
@@ -549,11 +551,12 @@ class Fanout {
       if (j < 0) return;
       const i = this.#pending.indexOf(candidates[j]);
       const [t] = this.#pending.splice(i, 1);
-      this.#start(t).catch((e) => {
+      const started = this.#start(t).catch((e) => {
         // #start handles every API error itself; this is a last guard so that
         // no node is silently left out.
         this.#finish(nameOf(t.job), "failed", `unexpected error: ${errorText(e)}`);
-      });
+      }).finally(() => this.#inProgress.delete(started));
+      this.#inProgress.add(started);
     }
   }
 
@@ -745,6 +748,9 @@ class Fanout {
       }
     } finally {
       this.#o.signal.removeEventListener("abort", onAbort);
+      // A create already sent when the run was stopped may still make its
+      // Job; wait for the answer so that the Job is reported, not lost.
+      await Promise.allSettled([...this.#inProgress]);
       stopFollowing.abort();
       await follow.catch(() => {});
     }

@@ -326,3 +326,18 @@ Deno.test("dispatch() fails a node whose re-read throws, with the reason, and go
   assert.match(results[1].reason!, /^cannot re-read node node-001: Cannot list nodes: forbidden$/);
   assert.deepEqual(h.api.created, ["up-node-000", "up-node-002"]);
 });
+
+Deno.test("dispatch() reports a Job whose create was already sent when the run was stopped", async () => {
+  const h = harness();
+  const create = h.api.createJob.bind(h.api);
+  // The API server takes 50 ms to answer a create; the stop comes at 10 ms.
+  h.api.createJob = async (job) => {
+    await h.clock.sleep(50);
+    return await create(job);
+  };
+  h.clock.sleep(10).then(() => h.stop.abort());
+  const results = await run(h, targets(3), { parallelism: 1 });
+  assert.deepEqual(h.api.created, ["up-node-000"]);
+  assert.deepEqual(kinds(h, "created").map((e) => "job" in e && e.job), ["up-node-000"]);
+  assert.deepEqual(results.map((r) => r.outcome), ["inFlight", "notStarted", "notStarted"]);
+});
