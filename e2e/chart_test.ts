@@ -329,6 +329,12 @@ Deno.test({
           assert.equal(bundle.code, 0, bundle.stderr);
           const cwd = await Deno.makeTempDir({ prefix: "ro-" });
           await Deno.chmod(cwd, 0o555);
+          // The checkout may sit in a folder only root can enter (a CI clone
+          // under mktemp -d): give the image's user a readable copy.
+          const bin = await Deno.makeTempDir({ prefix: "bundle-" });
+          await Deno.copyFile(`${ROOT}dist/job-dispatcher.js`, `${bin}/job-dispatcher.js`);
+          await Deno.chmod(`${bin}/job-dispatcher.js`, 0o644);
+          await Deno.chmod(bin, 0o755);
           // Root ignores file modes; run as the image's user so the mode binds.
           const asUser = Deno.uid() === 0
             ? ["setpriv", "--reuid=65532", "--regid=65532", "--clear-groups"]
@@ -344,7 +350,7 @@ Deno.test({
               "run",
               "--quiet",
               ...dispatchPermissions(),
-              `${ROOT}dist/job-dispatcher.js`,
+              `${bin}/job-dispatcher.js`,
               ...args,
               "--name-prefix=ro",
               `--nodes=${nodes[0].name},${nodes[1].name}`,
