@@ -240,6 +240,7 @@ export class Recorder implements Reporter {
   #pending = new Set<Promise<unknown>>();
   #refused = new Set<Kind>();
   #lastOwnerPatch = 0;
+  #ownerChain: Promise<unknown> = Promise.resolve();
 
   /** @param opts what to record and where */
   constructor(opts: RecorderOptions) {
@@ -352,26 +353,32 @@ export class Recorder implements Reporter {
   }
 
   #ownerProgress(text: string): void {
+    // One write at a time, in order: the final summary must land last, not
+    // race an earlier progress patch still in flight.
+    this.#try("owner progress", () => {
+      const next = this.#ownerChain.catch(() => {}).then(() => this.#patchOwner(text));
+      this.#ownerChain = next;
+      return next;
+    });
+  }
+
+  async #patchOwner(text: string): Promise<void> {
     const owner = this.#o.owner!;
-    this.#try(
-      "owner progress",
-      () =>
-        this.#o.kube.request("patch", "PATCH", paths.job(this.#o.namespace, owner.name), [
-          { op: "test", path: "/metadata/uid", value: owner.uid },
-          {
-            op: "add",
-            path: `/metadata/annotations/${pointer(this.#o.keys.progress)}`,
-            value: text,
-          },
-        ]).catch((e) => {
-          // No annotations map yet: create it with ours.
-          if (!(e instanceof ApiError && e.status === 422)) throw e;
-          return this.#o.kube.request("patch", "PATCH", paths.job(this.#o.namespace, owner.name), [
-            { op: "test", path: "/metadata/uid", value: owner.uid },
-            { op: "add", path: "/metadata/annotations", value: { [this.#o.keys.progress]: text } },
-          ]);
-        }),
-    );
+    const path = paths.job(this.#o.namespace, owner.name);
+    const test = { op: "test", path: "/metadata/uid", value: owner.uid };
+    try {
+      await this.#o.kube.request("patch", "PATCH", path, [
+        test,
+        { op: "add", path: `/metadata/annotations/${pointer(this.#o.keys.progress)}`, value: text },
+      ]);
+    } catch (e) {
+      // No annotations map yet: create it with ours.
+      if (!(e instanceof ApiError && e.status === 422)) throw e;
+      await this.#o.kube.request("patch", "PATCH", path, [
+        test,
+        { op: "add", path: "/metadata/annotations", value: { [this.#o.keys.progress]: text } },
+      ]);
+    }
   }
 
   /** Records the end of the rollout on the owner Job and waits for every write. */

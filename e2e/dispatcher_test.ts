@@ -471,10 +471,10 @@ kind: Job
 metadata: {name: runner, namespace: ${ns}}
 spec:
   template:
-metadata: {annotations: {e2e.job-dispatcher.io/duration: "600s"}}
-spec:
-  restartPolicy: Never
-  containers: [{name: runner, image: registry.invalid/runner:1}]
+    metadata: {annotations: {e2e.job-dispatcher.io/duration: "600s"}}
+    spec:
+      restartPolicy: Never
+      containers: [{name: runner, image: registry.invalid/runner:1}]
 `,
       );
       assert.equal(applied.code, 0, applied.stderr);
