@@ -9,7 +9,6 @@
 import { stringify } from "yaml";
 import type { V1Job, V1Node, V1Pod } from "@kubernetes/client-node";
 import {
-  classifyJob,
   instantiateJob,
   interpretStatus,
   type JobTemplate,
@@ -470,5 +469,3 @@ export async function runDispatcher(
   return code;
 }
 
-/** Re-exported for tests of the wiring. */
-export { classifyJob };
