@@ -468,4 +468,3 @@ export async function runDispatcher(
   }
   return code;
 }
-
