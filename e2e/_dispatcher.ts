@@ -246,6 +246,8 @@ export async function jobsIn(cluster: Cluster, namespace: string): Promise<
     failed: boolean;
     owners: string[];
     uid: string;
+    /** `metadata.creationTimestamp`: whole seconds, stamped by the API server. */
+    created: string;
   }[]
 > {
   const { stdout, code, stderr } = await cluster.kubectl([
@@ -261,6 +263,7 @@ export async function jobsIn(cluster: Cluster, namespace: string): Promise<
     .items as (JobView & { metadata: { ownerReferences?: { uid: string }[] } })[]).map((j) => ({
       name: j.metadata.name,
       uid: j.metadata.uid,
+      created: (j.metadata as { creationTimestamp?: string }).creationTimestamp ?? "",
       node: j.metadata.annotations?.["job-dispatcher/node-name"] ?? "",
       complete: (j.status?.conditions ?? []).some((c) =>
         c.type === "Complete" && c.status === "True"
