@@ -8,17 +8,19 @@
 
 import assert from "node:assert/strict";
 import { parse, stringify } from "yaml";
-import { type Cluster, type NodeSpec, startCluster } from "./cluster.ts";
+import { type Cluster, type ClusterOptions, type NodeSpec, startCluster } from "./cluster.ts";
 import { eventually } from "./_dispatcher.ts";
 
 /**
  * A test that runs `fn` on a control plane of its own: started first,
  * stopped afterwards whatever happens, its component logs printed and its
- * folder kept when a step failed.
+ * folder kept when a step failed. `options` start that control plane (an
+ * audit log, say).
  */
 export function clusterTest(
   name: string,
   fn: (t: Deno.TestContext, cluster: Cluster) => Promise<void>,
+  options: ClusterOptions = {},
 ): void {
   Deno.test({
     name,
@@ -27,7 +29,7 @@ export function clusterTest(
     sanitizeResources: false,
     async fn(t) {
       const started = Date.now();
-      const cluster = await startCluster();
+      const cluster = await startCluster(options);
       let ok = false;
       try {
         await fn(t, cluster);

@@ -10,6 +10,19 @@ export const OUTCOME_LABEL = "e2e.job-dispatcher.io/outcome";
 export const DURATION_ANNOTATION = "e2e.job-dispatcher.io/duration";
 /** The annotation that hands a node to kwok (`--manage-nodes-with-annotation-selector`). */
 export const FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node";
+/**
+ * The annotation that keeps kwok's node-initialize stage off a node (see
+ * e2e/stages/node.yaml), so that a Ready=False condition written by a test
+ * holds until the annotation is removed.
+ */
+export const NOT_READY_ANNOTATION = "e2e.job-dispatcher.io/not-ready";
+/**
+ * The annotation that makes node-initialize report an empty
+ * `status.nodeInfo.containerRuntimeVersion` instead of kwok's own version.
+ */
+export const NO_RUNTIME_VERSION_ANNOTATION = "e2e.job-dispatcher.io/no-runtime-version";
+/** The containerRuntimeVersion fake nodes report unless told otherwise. */
+export const RUNTIME_VERSION = "containerd://2.1.0";
 
 /** How pods on a fake node end. */
 export type Outcome = "succeed" | "fail" | "stall";
@@ -34,8 +47,16 @@ export interface NodeSpec {
   annotations?: Record<string, string>;
   /** Taints. */
   taints?: Taint[];
-  /** status.nodeInfo.machineID. @default a random 32-hex-digit id */
+  /** status.nodeInfo.machineID; `""` reports none. @default a random 32-hex-digit id */
   machineID?: string;
+  /**
+   * status.nodeInfo.containerRuntimeVersion; `""` reports none (kwok would
+   * fill in its own version, so the node also gets
+   * {@linkcode NO_RUNTIME_VERSION_ANNOTATION}). @default {@linkcode RUNTIME_VERSION}
+   */
+  containerRuntimeVersion?: string;
+  /** status.runtimeHandlers, by name; kwok leaves them as written. @default none */
+  runtimeHandlers?: string[];
 }
 
 const EFFECTS = new Set(["NoSchedule", "PreferNoSchedule", "NoExecute"]);
@@ -105,6 +126,7 @@ export function nodeObject(spec: NodeSpec): Record<string, unknown> {
       annotations: {
         "node.alpha.kubernetes.io/ttl": "0",
         ...spec.annotations,
+        ...(spec.containerRuntimeVersion === "" ? { [NO_RUNTIME_VERSION_ANNOTATION]: "true" } : {}),
         [FAKE_NODE_ANNOTATION]: "fake",
       },
     },
@@ -115,7 +137,7 @@ export function nodeObject(spec: NodeSpec): Record<string, unknown> {
       nodeInfo: {
         architecture: "amd64",
         bootID: crypto.randomUUID(),
-        containerRuntimeVersion: "containerd://2.1.0",
+        containerRuntimeVersion: spec.containerRuntimeVersion ?? RUNTIME_VERSION,
         kernelVersion: "6.8.0-kwok",
         kubeletVersion: "v1.36.3",
         kubeProxyVersion: "",
@@ -124,6 +146,22 @@ export function nodeObject(spec: NodeSpec): Record<string, unknown> {
         osImage: "kwok fake node",
         systemUUID: crypto.randomUUID(),
       },
+      ...(spec.runtimeHandlers ? { runtimeHandlers: runtimeHandlers(spec.runtimeHandlers) } : {}),
     },
   };
+}
+
+/**
+ * Returns `status.runtimeHandlers` naming `names`, as a kubelet reports them.
+ *
+ * @example
+ * ```ts
+ * runtimeHandlers(["kata"]); // [{ name: "kata", features: {…} }]
+ * ```
+ */
+export function runtimeHandlers(names: string[]): Record<string, unknown>[] {
+  return names.map((name) => ({
+    name,
+    features: { recursiveReadOnlyMounts: true, userNamespaces: false },
+  }));
 }

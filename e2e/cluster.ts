@@ -30,11 +30,15 @@ import {
 import {
   DURATION_ANNOTATION,
   FAKE_NODE_ANNOTATION,
+  NO_RUNTIME_VERSION_ANNOTATION,
   nodeNames,
   nodeObject,
   type NodeSpec,
+  NOT_READY_ANNOTATION,
   type Outcome,
   OUTCOME_LABEL,
+  RUNTIME_VERSION,
+  runtimeHandlers,
   type Taint,
 } from "./_nodes.ts";
 import {
@@ -47,7 +51,14 @@ import {
 } from "./_components.ts";
 import { type CliOptions, parseArgs, USAGE } from "./_cli.ts";
 
-export { DURATION_ANNOTATION, FAKE_NODE_ANNOTATION, OUTCOME_LABEL };
+export {
+  DURATION_ANNOTATION,
+  FAKE_NODE_ANNOTATION,
+  NO_RUNTIME_VERSION_ANNOTATION,
+  NOT_READY_ANNOTATION,
+  OUTCOME_LABEL,
+  RUNTIME_VERSION,
+};
 export type { Component, NodeSpec, Outcome, Taint };
 
 const E2E_DIR = new URL(".", import.meta.url).pathname;
@@ -113,6 +124,19 @@ export interface Cluster {
   createNodes(specs: NodeSpec[]): Promise<void>;
   /** Deletes a node and waits until it is gone. */
   deleteNode(name: string): Promise<void>;
+  /**
+   * Makes a fake node NotReady (`ready: false`: annotates it with
+   * {@linkcode NOT_READY_ANNOTATION}, which keeps kwok's node-initialize stage
+   * off it, and writes a Ready=False condition through the status
+   * subresource) or Ready again (`ready: true`: removes the annotation, so
+   * kwok re-initialises it). Resolves once the API server shows the new state.
+   */
+  setNodeReady(name: string, ready: boolean): Promise<void>;
+  /**
+   * Replaces a node's `status.runtimeHandlers` with handlers of these names,
+   * through the status subresource; kwok's stages leave them alone.
+   */
+  setRuntimeHandlers(name: string, handlers: string[]): Promise<void>;
   /** Kills kube-apiserver and starts it again on the same port; resolves once ready. */
   restartApiServer(): Promise<void>;
   /**
@@ -402,7 +426,12 @@ class LocalCluster implements Cluster {
     });
   }
 
-  #fetch(method: string, path: string, body?: unknown): Promise<Response> {
+  #fetch(
+    method: string,
+    path: string,
+    body?: unknown,
+    contentType = "application/json",
+  ): Promise<Response> {
     if (this.#client === undefined) {
       const pki = `${this.dir}/pki`;
       this.#client = Deno.createHttpClient({
@@ -414,15 +443,15 @@ class LocalCluster implements Cluster {
     return fetch(`${this.server}${path}`, {
       method,
       client: this.#client,
-      headers: body === undefined ? {} : { "content-type": "application/json" },
+      headers: body === undefined ? {} : { "content-type": contentType },
       body: body === undefined ? undefined : JSON.stringify(body),
       signal: AbortSignal.timeout(30_000),
     });
   }
 
   /** Sends a JSON request as admin; returns the decoded body. */
-  async api(method: string, path: string, body?: unknown) {
-    const res = await this.#fetch(method, path, body);
+  async api(method: string, path: string, body?: unknown, contentType?: string) {
+    const res = await this.#fetch(method, path, body, contentType);
     const text = await res.text();
     if (!res.ok) throw new Error(`Cannot ${method} ${path}: ${res.status} ${text}`);
     return JSON.parse(text);
@@ -471,6 +500,61 @@ class LocalCluster implements Cluster {
       await res.body?.cancel();
       return res.status === 404;
     });
+  }
+
+  async setNodeReady(name: string, ready: boolean): Promise<void> {
+    const path = `/api/v1/nodes/${name}`;
+    const merge = "application/merge-patch+json";
+    const isReady = async () => {
+      const node: NodeObject = await this.api("GET", path);
+      return node.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ??
+        false;
+    };
+    if (ready) {
+      // node-initialize matches again and writes every condition afresh.
+      await this.api(
+        "PATCH",
+        path,
+        { metadata: { annotations: { [NOT_READY_ANNOTATION]: null } } },
+        merge,
+      );
+      await this.#waitFor(`node ${name} to be Ready`, isReady);
+      return;
+    }
+    // The annotation first: once Ready is False, node-initialize would
+    // otherwise match the node and make it Ready again at once.
+    await this.api(
+      "PATCH",
+      path,
+      { metadata: { annotations: { [NOT_READY_ANNOTATION]: "true" } } },
+      merge,
+    );
+    const now = new Date().toISOString().replace(/\.\d+Z$/, "Z");
+    // Conditions are merged by type under a strategic merge patch, so the
+    // others stay as kwok wrote them.
+    await this.api("PATCH", `${path}/status`, {
+      status: {
+        conditions: [{
+          type: "Ready",
+          status: "False",
+          reason: "KubeletNotReady",
+          message: "e2e: made NotReady by the test",
+          lastHeartbeatTime: now,
+          lastTransitionTime: now,
+        }],
+      },
+    }, "application/strategic-merge-patch+json");
+    await this.#waitFor(`node ${name} to be NotReady`, async () => !(await isReady()));
+  }
+
+  async setRuntimeHandlers(name: string, handlers: string[]): Promise<void> {
+    // A merge patch replaces the whole list.
+    await this.api(
+      "PATCH",
+      `/api/v1/nodes/${name}/status`,
+      { status: { runtimeHandlers: runtimeHandlers(handlers) } },
+      "application/merge-patch+json",
+    );
   }
 
   async restartApiServer(): Promise<void> {
