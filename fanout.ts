@@ -138,6 +138,13 @@ export interface FanoutOptions {
   lostBudgetMs?: number;
   /** Checked just before a node's Job is created; a string fails the node with that reason. */
   recheck?: (target: Target) => Promise<string | undefined>;
+  /**
+   * Work after a node's Job succeeded (labels, taints), holding the node's
+   * slot until it ends; a string fails the node with that reason. It also
+   * runs for successes counted from an earlier run, whose work a crash may
+   * have cut short. When the run is stopped meanwhile, the node is in flight.
+   */
+  afterSuccess?: (target: Target) => Promise<string | undefined>;
   /** Failed nodes tolerated; one more stops the rollout. Default: no budget. */
   maxFailures?: number;
   /** Run the first `canary` targets first (at most that many at once); go on only if all succeed. */
@@ -191,6 +198,7 @@ export async function dispatch(opts: FanoutOptions): Promise<DispatchReport> {
 
 type Optional =
   | "recheck"
+  | "afterSuccess"
   | "maxFailures"
   | "canary"
   | "domain"
@@ -225,6 +233,8 @@ class Fanout {
   #active = new Map<string, string>();
   /** Targets whose create call has not returned yet. */
   #starting = new Set<string>();
+  /** Succeeded Jobs whose post-success work is under way; each holds its slot. */
+  #finishing = new Set<string>();
   /** Jobs seen by the watch while their create call was under way. */
   #early = new Map<string, V1Job>();
   /** Stale Jobs being deleted, by name; the node waits for the name to free. */
@@ -337,6 +347,7 @@ class Fanout {
     const status = interpretStatus(job);
     if (status.phase === "active") return;
     if (status.phase === "succeeded") {
+      if (this.#o.afterSuccess) return this.#afterSuccess(job, counted);
       return this.#finish(name, "succeeded", undefined, counted, job);
     }
     const listPods = this.#o.api.listPods;
@@ -353,6 +364,26 @@ class Fanout {
       const reason = why ? `${why} [${status.reason}]` : reasonOf(status);
       this.#finish(name, "failed", reason, counted, job, pods.length);
     });
+  }
+
+  /**
+   * Runs the post-success work off to the side: the slot stays taken until it
+   * ends, so one slow node holds one slot and never stalls the others.
+   */
+  #afterSuccess(job: V1Job, counted: boolean): void {
+    const name = nameOf(job);
+    this.#active.delete(name);
+    this.#finishing.add(name);
+    const work = this.#o.afterSuccess!(this.#byName.get(name)!)
+      .catch((e) => `post-success work failed: ${errorText(e)}`)
+      .then((why) => {
+        // Stopped midway: the node is neither done nor failed, still in flight.
+        if (why && this.#o.signal.aborted) return;
+        this.#finishing.delete(name);
+        this.#finish(name, why ? "failed" : "succeeded", why, counted, job);
+      })
+      .finally(() => this.#inProgress.delete(work));
+    this.#inProgress.add(work);
   }
 
   #podsForbidden(e: unknown): void {
@@ -529,7 +560,7 @@ class Fanout {
     const counts = new Map<string, number>();
     const domain = this.#o.domain;
     if (!domain) return counts;
-    for (const name of [...this.#active.keys(), ...this.#starting]) {
+    for (const name of [...this.#active.keys(), ...this.#starting, ...this.#finishing]) {
       const d = domain(this.#byName.get(name)!);
       counts.set(d, (counts.get(d) ?? 0) + 1);
     }
@@ -545,7 +576,7 @@ class Fanout {
       ? Math.min(this.#canary.size, this.#o.parallelism)
       : this.#o.parallelism;
     const domain = this.#o.domain ?? (() => "");
-    while (this.#active.size + this.#starting.size < limit) {
+    while (this.#inFlight() < limit) {
       const candidates = this.#pending.filter((t) => this.#mayStart(t));
       const j = nextStartable(candidates, domain, this.#inFlightByDomain(), this.#o.maxPerDomain);
       if (j < 0) return;
@@ -613,9 +644,13 @@ class Fanout {
     return next;
   }
 
+  /** Slots taken: Jobs running, being created, or in their post-success work. */
+  #inFlight(): number {
+    return this.#active.size + this.#starting.size + this.#finishing.size;
+  }
+
   #done(): boolean {
-    const idle = this.#active.size === 0 && this.#starting.size === 0 &&
-      this.#explaining.size === 0;
+    const idle = this.#inFlight() === 0 && this.#explaining.size === 0;
     // A stopped rollout lets what is in flight finish and starts nothing more.
     return idle && (this.#pending.length === 0 || this.#stoppedBy !== undefined);
   }
@@ -629,7 +664,7 @@ class Fanout {
     return {
       succeeded,
       failed,
-      inFlight: this.#active.size + this.#starting.size,
+      inFlight: this.#inFlight(),
       queued: this.#pending.length,
       total: this.#o.targets.length,
       elapsedMs: this.#o.clock.now() - this.#began,
@@ -761,7 +796,7 @@ class Fanout {
         {
           node: t.node.name,
           job: name,
-          outcome: this.#active.has(name) ? "inFlight" : "notStarted",
+          outcome: this.#active.has(name) || this.#finishing.has(name) ? "inFlight" : "notStarted",
         };
     });
     return { results, stoppedBy: this.#stoppedBy };

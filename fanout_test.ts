@@ -341,3 +341,66 @@ Deno.test("dispatch() reports a Job whose create was already sent when the run w
   assert.deepEqual(kinds(h, "created").map((e) => "job" in e && e.job), ["up-node-000"]);
   assert.deepEqual(results.map((r) => r.outcome), ["inFlight", "notStarted", "notStarted"]);
 });
+
+Deno.test("dispatch() holds a node's slot through its post-success work, then counts its verdict", async () => {
+  const h = harness({ runMs: 1000 });
+  const ts = targets(4);
+  const afterAt: Record<string, number> = {};
+  const results = await run(h, ts, {
+    parallelism: 2,
+    afterSuccess: async (t) => {
+      afterAt[t.node.name] = h.clock.now();
+      // node-000 is slow to become Ready; node-001 is refused its label.
+      await h.clock.sleep(t.node.name === "node-000" ? 3000 : 500);
+      return t.node.name === "node-001" ? "the write was refused" : undefined;
+    },
+  });
+  // node-000's slot stays taken until its work ends at 4000; node-001's frees
+  // at 1500, so node-002 starts then, and node-003 when node-002's slot frees.
+  assert.deepEqual(h.api.createdAt, [0, 0, 1500, 3000]);
+  assert.deepEqual(afterAt, {
+    "node-000": 1000,
+    "node-001": 1000,
+    "node-002": 2500,
+    "node-003": 4000,
+  });
+  const byNode = Object.fromEntries(results.map((r) => [r.node, r]));
+  assert.equal(byNode["node-000"].outcome, "succeeded");
+  assert.equal(byNode["node-001"].outcome, "failed");
+  assert.equal(byNode["node-001"].reason, "the write was refused");
+  assert.equal(byNode["node-003"].finishedAt, 4500);
+  // The "succeeded" event comes after the work, so the summary and the records agree.
+  assert.deepEqual(kinds(h, "succeeded").map((e) => "node" in e && e.node), [
+    "node-002",
+    "node-000",
+    "node-003",
+  ]);
+});
+
+Deno.test("dispatch() runs the post-success work for successes an earlier run counted", async () => {
+  const h = harness({ runMs: 1000 });
+  const ts = targets(2);
+  h.api.seed(ts[0].job, "Complete");
+  const seen: string[] = [];
+  const results = await run(h, ts, {
+    afterSuccess: (t) => {
+      seen.push(t.node.name);
+      return Promise.resolve(undefined);
+    },
+  });
+  assert.deepEqual(seen.sort(), ["node-000", "node-001"]);
+  assert.ok(results.every((r) => r.outcome === "succeeded"));
+});
+
+Deno.test("dispatch() leaves a node in flight when the run stops during its post-success work", async () => {
+  const h = harness({ runMs: 1000 });
+  const stop = h.stop;
+  const results = await run(h, targets(1), {
+    afterSuccess: async () => {
+      stop.abort();
+      await h.clock.sleep(10);
+      return "stopped";
+    },
+  });
+  assert.equal(results[0].outcome, "inFlight");
+});

@@ -31,6 +31,40 @@ export class UsageError extends Error {
 }
 
 /**
+ * Whether `text` may be a label value: at most 63 characters of letters,
+ * digits, `-`, `_` and `.`, beginning and ending with a letter or digit (or
+ * empty).
+ *
+ * @example
+ * ```ts
+ * isLabelValue("true"); // true
+ * isLabelValue("-x"); // false
+ * ```
+ */
+export function isLabelValue(text: string): boolean {
+  return text.length <= 63 && LABEL_VALUE.test(text);
+}
+
+/**
+ * Whether `key` may be a label key: an optional DNS-subdomain prefix and `/`,
+ * then a name of at most 63 characters as {@linkcode isLabelValue} allows,
+ * not empty.
+ *
+ * @example
+ * ```ts
+ * isLabelKey("kata.example.com/installed"); // true
+ * isLabelKey("a/b/c"); // false
+ * ```
+ */
+export function isLabelKey(key: string): boolean {
+  const slash = key.indexOf("/");
+  const prefix = slash < 0 ? undefined : key.slice(0, slash);
+  const name = slash < 0 ? key : key.slice(slash + 1);
+  if (prefix !== undefined && (prefix.length > 253 || !QUALIFIED_PREFIX.test(prefix))) return false;
+  return name !== "" && isLabelValue(name);
+}
+
+/**
  * Whether `name` is a valid DNS-1123 label of at most 63 characters.
  *
  * @example

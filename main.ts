@@ -17,7 +17,7 @@ export const VERSION = "0.1.0";
 /** Stamped by the bundle task; "dev" when run from source. */
 const COMMIT = "dev";
 
-async function readTemplate(path: string): Promise<string> {
+async function readTemplate(path: string, flag = "job template"): Promise<string> {
   try {
     if (path === "-") return await new Response(Deno.stdin.readable).text();
     return await Deno.readTextFile(path);
@@ -27,7 +27,7 @@ async function readTemplate(path: string): Promise<string> {
       : e instanceof Deno.errors.PermissionDenied
       ? "permission denied"
       : (e as Error).message;
-    throw new UsageError(`Cannot read job template ${path}: ${why}`);
+    throw new UsageError(`Cannot read ${flag} ${path}: ${why}`);
   }
 }
 
@@ -87,6 +87,10 @@ export async function main(args: string[]): Promise<number> {
       await readTemplate(opts.jobTemplate),
       opts.jobTemplate === "-" ? "stdin" : opts.jobTemplate,
     );
+    const cleanup = opts.cleanupJobTemplate === undefined ? undefined : parseJobTemplate(
+      await readTemplate(opts.cleanupJobTemplate, "cleanup job template"),
+      opts.cleanupJobTemplate === "-" ? "stdin" : opts.cleanupJobTemplate,
+    );
     kube = await Kube.connect({
       kubeconfig: opts.kubeconfig,
       context: opts.context,
@@ -107,7 +111,7 @@ export async function main(args: string[]): Promise<number> {
       stdout: (text) => console.log(text),
       terminal,
       writeFile: (path, text) => Deno.writeTextFileSync(path, text),
-    });
+    }, cleanup);
     if (kube.stats.throttled) {
       log.info(`the API server throttled ${kube.stats.throttled} requests (429)`);
     }

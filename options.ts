@@ -6,7 +6,13 @@
  */
 
 import { parseArgs } from "node:util";
-import { UsageError } from "./job.ts";
+import { isLabelKey, isLabelValue, UsageError } from "./job.ts";
+import {
+  type LabelConfig,
+  parseExtraLabels,
+  parseTaintSelectors,
+  type TaintSelector,
+} from "./lifecycle.ts";
 import type { LogFormat } from "./log.ts";
 import { failureBudget, type Order, parseTopologyLimit, type TopologyLimit } from "./safety.ts";
 
@@ -78,6 +84,24 @@ export interface Options {
   report?: string;
   /** The report's format. @default "json" */
   reportFormat: "json" | "junit";
+  /** The node labels this run owns and writes (`--node-label-key` and friends). */
+  nodeLabels?: LabelConfig;
+  /** Seconds to wait for Ready after a node's Job succeeded; 0: no wait. @default 300 */
+  waitNodeReadySecs: number;
+  /** Runtime handlers of which a node must serve one before it is labelled. */
+  requireNodeHandlers: string[];
+  /** Taints lifted once the node is labelled. */
+  removeNodeTaints: TaintSelector[];
+  /** Warn when a kubelet's runtimeRequestTimeout is below this many seconds. */
+  kubeletTimeoutWarnSecs?: number;
+  /** Leave out nodes whose owned label already holds the finished value. */
+  skipSatisfiedNodes: boolean;
+  /** Template run first on owned nodes the selection no longer matches. */
+  cleanupJobTemplate?: string;
+  /** Fail a node that reports no container runtime version. */
+  requireNodeRuntimeVersion: boolean;
+  /** Fail a node that reports no machine ID. */
+  requireNodeMachineId: boolean;
   /** Print the manual. */
   help: boolean;
   /** Print the version. */
@@ -176,6 +200,48 @@ ROLLOUT SAFETY
                             turns over topology.kubernetes.io/zone values.
   --seed N                  Seed of --order random (default 0): same seed, same order.
 
+NODE LIFECYCLE (the dispatcher writes the nodes, so the per-node Jobs need no token)
+  --node-label-key KEY      The node label this run owns. Needed by the flags below
+                            that write or read it.
+  --node-label VALUE        Set KEY=VALUE on a node once its Job succeeded, the node
+                            is Ready again and serves a required handler. Written
+                            until it sticks (read back, written again if dropped).
+  --wait-node-ready-secs S  How long to wait for Ready after the Job succeeded
+                            (default 300; 0: do not wait). Not Ready in time: the
+                            node fails, unlabelled.
+  --require-node-handlers a,b  Label only a node whose .status.runtimeHandlers
+                            names one of these (a node reporting none passes:
+                            older kubelets do not report them).
+  --extra-node-label k=v    Also written with VALUE and removed with KEY;
+                            repeatable. Keys must differ from each other and KEY.
+  --claim-node-pending      Set KEY to the pending value before the node's Job, so a
+                            cleanup finds nodes a crashed run touched. A claim that
+                            cannot be written fails the node; no Job is made.
+  --node-label-pending-value V  The pending value (default "false").
+  --remove-node-label       A cleanup run: demote KEY to the pending value before each
+                            Job, remove it (with the extra labels and the outcome
+                            marks) only after the Job succeeded.
+  --instance-label-prefix P --multi-install-suffix S
+                            Several instances share KEY; each also marks P/S. A
+                            cleanup removes KEY only when no other P/* mark is
+                            left, demotes it when the others only claimed.
+  --remove-node-taints key[:effect],...  With --node-label: lift these taints
+                            after the label is on the node, never before.
+  --skip-satisfied-nodes    Leave out nodes whose KEY (and P/S mark) already holds
+                            VALUE and serve a required handler; a node at the
+                            pending value is never left out.
+  --cleanup-job-template PATH  Before dispatching, run this template (with the
+                            --remove-node-label steps) on the nodes that carry
+                            this instance's label but no longer match the
+                            selection. Its metadata.name must differ.
+  --require-node-runtime-version  Fail a node that reports no
+                            status.nodeInfo.containerRuntimeVersion, with no Job.
+  --require-node-machine-id Fail a node that reports no status.nodeInfo.machineID.
+  --kubelet-timeout-warn-secs S  Warn when a node's kubelet runtimeRequestTimeout
+                            (read through nodes/proxy configz) is below S.
+  Every node write tests the node UID that was selected: a node replaced under
+  the same name is a refused write, and its entry fails.
+
 CLUSTER ACCESS
   --kubeconfig PATH         Kubeconfig file (default $KUBECONFIG, ~/.kube/config,
                             then the in-cluster service account).
@@ -246,6 +312,22 @@ const FLAGS = {
   "stall-warn-secs": { type: "string" },
   help: { type: "boolean", short: "h" },
   version: { type: "boolean" },
+  "node-label-key": { type: "string" },
+  "node-label": { type: "string" },
+  "wait-node-ready-secs": { type: "string" },
+  "require-node-handlers": { type: "string" },
+  "extra-node-label": { type: "string", multiple: true },
+  "claim-node-pending": { type: "boolean" },
+  "node-label-pending-value": { type: "string" },
+  "remove-node-label": { type: "boolean" },
+  "instance-label-prefix": { type: "string" },
+  "multi-install-suffix": { type: "string" },
+  "remove-node-taints": { type: "string" },
+  "kubelet-timeout-warn-secs": { type: "string" },
+  "skip-satisfied-nodes": { type: "boolean" },
+  "cleanup-job-template": { type: "string" },
+  "require-node-runtime-version": { type: "boolean" },
+  "require-node-machine-id": { type: "boolean" },
 } as const;
 
 function number(
@@ -356,6 +438,20 @@ export function parseOptions(argv: string[]): Options {
     order: oneOf("order", v.order, ["name", "random", "zone-interleaved"]) ?? "name",
     seed: number("seed", v.seed, 0, 0),
     stallWarnSecs: number("stall-warn-secs", v["stall-warn-secs"], 120, 1, false),
+    nodeLabels: nodeLabels(v),
+    waitNodeReadySecs: number("wait-node-ready-secs", v["wait-node-ready-secs"], 300, 0, false),
+    requireNodeHandlers: v["require-node-handlers"]?.split(",").map((h) => h.trim())
+      .filter(Boolean) ?? [],
+    removeNodeTaints: v["remove-node-taints"] === undefined
+      ? []
+      : parseTaintSelectors(v["remove-node-taints"]),
+    kubeletTimeoutWarnSecs: v["kubelet-timeout-warn-secs"] === undefined
+      ? undefined
+      : number("kubelet-timeout-warn-secs", v["kubelet-timeout-warn-secs"], 0, 1, false),
+    skipSatisfiedNodes: v["skip-satisfied-nodes"] ?? false,
+    cleanupJobTemplate: v["cleanup-job-template"],
+    requireNodeRuntimeVersion: v["require-node-runtime-version"] ?? false,
+    requireNodeMachineId: v["require-node-machine-id"] ?? false,
     help,
     version,
   };
@@ -386,5 +482,112 @@ export function parseOptions(argv: string[]): Options {
       "Invalid --yield-to-live-run: it needs an owner (--owner-job-name or --owner-job-from-pod)",
     );
   }
+  if (opts.jobTemplate === "-" && opts.cleanupJobTemplate === "-") {
+    throw new UsageError(
+      "Invalid --cleanup-job-template -: stdin is already the --job-template; name a file",
+    );
+  }
+  if (v["require-node-handlers"] !== undefined && !opts.requireNodeHandlers.length) {
+    throw new UsageError(
+      "Invalid --require-node-handlers: it names no handler, e.g. kata,kata-qemu",
+    );
+  }
+  const finished = opts.nodeLabels?.value !== undefined;
+  if (opts.removeNodeTaints.length && !finished) {
+    throw new UsageError(
+      "Invalid --remove-node-taints: it needs --node-label (taints are lifted after the label)",
+    );
+  }
+  if (opts.skipSatisfiedNodes && !finished) {
+    throw new UsageError(
+      "Invalid --skip-satisfied-nodes: it needs --node-label (the value of a done node)",
+    );
+  }
   return opts;
+}
+
+type Values = ReturnType<typeof parseArgs<{ options: typeof FLAGS }>>["values"];
+
+/** The node label flags, checked together; undefined without `--node-label-key`. */
+function nodeLabels(v: Values): LabelConfig | undefined {
+  const key = v["node-label-key"];
+  if (key === undefined) {
+    const needsKey = [
+      "node-label",
+      "extra-node-label",
+      "claim-node-pending",
+      "node-label-pending-value",
+      "remove-node-label",
+      "instance-label-prefix",
+      "multi-install-suffix",
+      "skip-satisfied-nodes",
+      "cleanup-job-template",
+    ] as const;
+    const given = needsKey.find((f) => v[f] !== undefined);
+    if (given) {
+      throw new UsageError(
+        `Invalid --${given}: it needs --node-label-key KEY, the node label this run owns`,
+      );
+    }
+    return undefined;
+  }
+  if (!isLabelKey(key)) {
+    throw new UsageError(
+      `Invalid --node-label-key ${JSON.stringify(key)}: expected a label key such as ` +
+        "kata.example.com/installed",
+    );
+  }
+  const value = v["node-label"];
+  const pendingValue = v["node-label-pending-value"] ?? "false";
+  for (const [flag, text] of [["node-label", value], ["node-label-pending-value", pendingValue]]) {
+    if (text !== undefined && !isLabelValue(text)) {
+      throw new UsageError(
+        `Invalid --${flag} ${JSON.stringify(text)}: a label value has at most 63 letters, ` +
+          "digits, '-', '_' or '.', and starts and ends with a letter or digit",
+      );
+    }
+  }
+  const remove = v["remove-node-label"] ?? false;
+  const claim = v["claim-node-pending"] ?? false;
+  if (remove && value !== undefined) {
+    throw new UsageError(
+      "Invalid --remove-node-label: a cleanup run removes the label; drop --node-label",
+    );
+  }
+  if (!remove && value === undefined) {
+    const orphan = claim ? "claim-node-pending" : v["extra-node-label"] ? "extra-node-label" : "";
+    if (orphan) {
+      throw new UsageError(
+        `Invalid --${orphan}: it needs --node-label VALUE (or --remove-node-label for a cleanup)`,
+      );
+    }
+  }
+  if (value !== undefined && value === pendingValue) {
+    throw new UsageError(
+      `Invalid --node-label-pending-value ${pendingValue}: it equals --node-label, ` +
+        "so a claimed node would look done",
+    );
+  }
+  const prefix = v["instance-label-prefix"];
+  const suffix = v["multi-install-suffix"];
+  if ((prefix === undefined) !== (suffix === undefined)) {
+    throw new UsageError(
+      "Invalid instance: --instance-label-prefix and --multi-install-suffix go together",
+    );
+  }
+  const mark = prefix === undefined ? undefined : `${prefix}/${suffix}`;
+  if (mark !== undefined && (!isLabelKey(mark) || prefix!.includes("/"))) {
+    throw new UsageError(
+      `Invalid instance mark ${JSON.stringify(mark)}: --instance-label-prefix must be a DNS ` +
+        "subdomain and --multi-install-suffix a label name, e.g. kata.example.com and blue",
+    );
+  }
+  if (mark === key) {
+    throw new UsageError(`Invalid instance mark ${mark}: it is the --node-label-key itself`);
+  }
+  const extra = parseExtraLabels(v["extra-node-label"] ?? [], key);
+  if (mark && extra.some(([k]) => k === mark)) {
+    throw new UsageError(`Invalid --extra-node-label ${mark}: it is this instance's mark`);
+  }
+  return { key, value, pendingValue, extra, claim, remove, mark, instancePrefix: prefix };
 }

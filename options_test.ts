@@ -50,6 +50,15 @@ const DEFAULTS: Options = {
   order: "name",
   seed: 0,
   stallWarnSecs: 120,
+  nodeLabels: undefined,
+  waitNodeReadySecs: 300,
+  requireNodeHandlers: [],
+  removeNodeTaints: [],
+  kubeletTimeoutWarnSecs: undefined,
+  skipSatisfiedNodes: false,
+  cleanupJobTemplate: undefined,
+  requireNodeRuntimeVersion: false,
+  requireNodeMachineId: false,
   help: false,
   version: false,
 };
@@ -142,6 +151,15 @@ Deno.test({
         ownerJobFromPod: undefined,
         trackingLabelPrefix: "example.com",
         yieldToLiveRun: true,
+        nodeLabels: undefined,
+        waitNodeReadySecs: 300,
+        requireNodeHandlers: [],
+        removeNodeTaints: [],
+        kubeletTimeoutWarnSecs: undefined,
+        skipSatisfiedNodes: false,
+        cleanupJobTemplate: undefined,
+        requireNodeRuntimeVersion: false,
+        requireNodeMachineId: false,
         kubeconfig: "/tmp/kubeconfig",
         context: "kind-kind",
         dryRun: "server",
@@ -381,6 +399,39 @@ const FLAGS: Record<string, string[]> = {
   "--order": ["zone-interleaved"],
   "--seed": ["7"],
   "--stall-warn-secs": ["30"],
+  // The lifecycle flags, each with the flags it needs after its own value.
+  "--node-label-key": ["k"],
+  "--node-label": ["true", "--node-label-key", "k"],
+  "--wait-node-ready-secs": ["0"],
+  "--require-node-handlers": ["kata"],
+  "--extra-node-label": ["a=b", "--node-label-key", "k", "--node-label", "true"],
+  "--claim-node-pending": ["--node-label-key", "k", "--node-label", "true"],
+  "--node-label-pending-value": ["no", "--node-label-key", "k", "--node-label", "true"],
+  "--remove-node-label": ["--node-label-key", "k"],
+  "--instance-label-prefix": [
+    "p.example.com",
+    "--multi-install-suffix",
+    "a",
+    "--node-label-key",
+    "k",
+    "--node-label",
+    "true",
+  ],
+  "--multi-install-suffix": [
+    "a",
+    "--instance-label-prefix",
+    "p",
+    "--node-label-key",
+    "k",
+    "--node-label",
+    "true",
+  ],
+  "--remove-node-taints": ["startup:NoSchedule", "--node-label-key", "k", "--node-label", "true"],
+  "--kubelet-timeout-warn-secs": ["600"],
+  "--skip-satisfied-nodes": ["--node-label-key", "k", "--node-label", "true"],
+  "--cleanup-job-template": ["cleanup.yaml", "--node-label-key", "k"],
+  "--require-node-runtime-version": [],
+  "--require-node-machine-id": [],
   "--help": [],
   "--version": [],
 };
@@ -422,6 +473,124 @@ Deno.test({
     assert.ok(section.length > "EXIT CODES".length, "HELP has an EXIT CODES section");
     for (const code of [0, 1, 2, 3, 130, 143]) {
       assert.match(section, new RegExp(`(^|\\s)${code}\\b`), `exit code ${code}`);
+    }
+  },
+});
+
+Deno.test({
+  name: "parseOptions() reads the node lifecycle flags together",
+  permissions: "none",
+  async fn(t) {
+    await t.step("an install with every flag", () => {
+      const opts = parseOptions([
+        ...T,
+        "--node-label-key=kata.example.com/installed",
+        "--node-label=true",
+        "--wait-node-ready-secs=0",
+        "--require-node-handlers=kata, kata-qemu",
+        "--extra-node-label=tier=kata",
+        "--extra-node-label=kata.example.com/version=3.1",
+        "--claim-node-pending",
+        "--node-label-pending-value=installing",
+        "--instance-label-prefix=kata.example.com",
+        "--multi-install-suffix=blue",
+        "--remove-node-taints=kata.example.com/not-ready:NoSchedule,startup",
+        "--kubelet-timeout-warn-secs=600",
+        "--skip-satisfied-nodes",
+        "--cleanup-job-template=cleanup.yaml",
+        "--require-node-runtime-version",
+        "--require-node-machine-id",
+      ]);
+      assert.deepEqual(opts.nodeLabels, {
+        key: "kata.example.com/installed",
+        value: "true",
+        pendingValue: "installing",
+        extra: [["tier", "kata"], ["kata.example.com/version", "3.1"]],
+        claim: true,
+        remove: false,
+        mark: "kata.example.com/blue",
+        instancePrefix: "kata.example.com",
+      });
+      assert.equal(opts.waitNodeReadySecs, 0);
+      assert.deepEqual(opts.requireNodeHandlers, ["kata", "kata-qemu"]);
+      assert.deepEqual(opts.removeNodeTaints, [
+        { key: "kata.example.com/not-ready", effect: "NoSchedule" },
+        { key: "startup" },
+      ]);
+      assert.equal(opts.kubeletTimeoutWarnSecs, 600);
+      assert.equal(opts.skipSatisfiedNodes, true);
+      assert.equal(opts.cleanupJobTemplate, "cleanup.yaml");
+      assert.equal(opts.requireNodeRuntimeVersion, true);
+      assert.equal(opts.requireNodeMachineId, true);
+    });
+    await t.step("a cleanup run", () => {
+      const opts = parseOptions([...T, "--node-label-key=k", "--remove-node-label"]);
+      assert.equal(opts.nodeLabels?.remove, true);
+      assert.equal(opts.nodeLabels?.value, undefined);
+      assert.equal(opts.nodeLabels?.pendingValue, "false");
+    });
+    const cases: { argv: string[]; says: RegExp }[] = [
+      { argv: ["--node-label=true"], says: /--node-label: it needs --node-label-key/ },
+      { argv: ["--remove-node-label"], says: /--remove-node-label: it needs --node-label-key/ },
+      { argv: ["--claim-node-pending"], says: /--claim-node-pending: it needs --node-label-key/ },
+      { argv: ["--node-label-key=a/b/c"], says: /Invalid --node-label-key "a\/b\/c"/ },
+      { argv: ["--node-label-key=k", "--node-label=-x"], says: /Invalid --node-label "-x"/ },
+      {
+        argv: ["--node-label-key=k", "--claim-node-pending"],
+        says: /--claim-node-pending: it needs --node-label VALUE/,
+      },
+      {
+        argv: ["--node-label-key=k", "--node-label=true", "--remove-node-label"],
+        says: /drop --node-label/,
+      },
+      {
+        argv: ["--node-label-key=k", "--node-label=false"],
+        says: /pending-value false: it equals --node-label/,
+      },
+      {
+        argv: ["--node-label-key=k", "--node-label=true", "--extra-node-label=k=v"],
+        says: /--extra-node-label k=v: k is the --node-label-key itself/,
+      },
+      {
+        argv: [
+          "--node-label-key=k",
+          "--node-label=true",
+          "--extra-node-label=a=1",
+          "--extra-node-label=a=2",
+        ],
+        says: /a is given twice/,
+      },
+      {
+        argv: ["--node-label-key=k", "--node-label=true", "--extra-node-label=a"],
+        says: /--extra-node-label a: expected key=value/,
+      },
+      {
+        argv: ["--node-label-key=k", "--node-label=true", "--instance-label-prefix=p"],
+        says: /go together/,
+      },
+      {
+        argv: [
+          "--node-label-key=k",
+          "--node-label=true",
+          "--instance-label-prefix=Bad_Prefix",
+          "--multi-install-suffix=a",
+        ],
+        says: /Invalid instance mark/,
+      },
+      { argv: ["--remove-node-taints=a:Sometimes"], says: /effect must be one of/ },
+      { argv: ["--remove-node-taints=a"], says: /--remove-node-taints: it needs --node-label/ },
+      {
+        argv: ["--node-label-key=k", "--remove-node-label", "--skip-satisfied-nodes"],
+        says: /--skip-satisfied-nodes: it needs --node-label/,
+      },
+      { argv: ["--require-node-handlers=,"], says: /names no handler/ },
+      { argv: ["--wait-node-ready-secs=-1"], says: /at least 0/ },
+      { argv: ["--kubelet-timeout-warn-secs=0"], says: /at least 1/ },
+    ];
+    for (const c of cases) {
+      await t.step(`it rejects ${c.argv.join(" ")}`, () => {
+        assert.match(rejection([...T, ...c.argv]), c.says);
+      });
     }
   },
 });

@@ -13,6 +13,7 @@ import type { DispatchEvent, NodeResult, Progress, Reporter } from "./fanout.ts"
 import type { OwnerRef, TrackingKeys } from "./job.ts";
 import { ApiError, type Kube, paths } from "./kube.ts";
 import { describeProgress, type Logger } from "./log.ts";
+import { pointer } from "./lifecycle.ts";
 
 /** A node left out before dispatch, with why. */
 export interface SkippedEntry {
@@ -164,11 +165,6 @@ ${cases.join("\n")}
   </testsuite>
 </testsuites>
 `;
-}
-
-/** Escapes a map key for a JSON Patch path (RFC 6901). */
-export function pointer(key: string): string {
-  return key.replaceAll("~", "~0").replaceAll("/", "~1");
 }
 
 /** What the recorder needs to know of a node. */

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { XMLParser, XMLValidator } from "fast-xml-parser";
-import { jsonReport, junitReport, nodeMarkPatch, pointer, type ReportInput } from "./report.ts";
+import { jsonReport, junitReport, nodeMarkPatch, type ReportInput } from "./report.ts";
+import { pointer } from "./lifecycle.ts";
 import { trackingKeys } from "./job.ts";
 
 const INPUT: ReportInput = {

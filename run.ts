@@ -23,12 +23,27 @@ import { ApiError, type Kube, paths } from "./kube.ts";
 import {
   dispatch,
   type DispatchReport,
+  type FanoutOptions,
   type JobApi,
   type NodeResult,
   type Target,
 } from "./fanout.ts";
-import { affinityMismatch, formatTaint, tolerationsYamlFor } from "./nodes.ts";
-import { describeSelection, NodeWatch, type Selection, waitForSelection } from "./select.ts";
+import {
+  affinityMismatch,
+  formatTaint,
+  partitionByTolerations,
+  tolerationsYamlFor,
+} from "./nodes.ts";
+import {
+  describeSelection,
+  NodeWatch,
+  type Resolved,
+  type Selection,
+  slimNode,
+  waitForSelection,
+} from "./select.ts";
+import { isSatisfied, ownedButUnselected } from "./lifecycle.ts";
+import { NodeWriter } from "./node_writer.ts";
 import type { Logger } from "./log.ts";
 import type { Options } from "./options.ts";
 import { domainOf, failureBudget, orderItems } from "./safety.ts";
@@ -192,6 +207,7 @@ function summarise(
   ns: string,
   run: RunIdentity,
   started: number,
+  what = "summary",
 ): string {
   const count = (o: NodeResult["outcome"]) => results.filter((r) => r.outcome === o).length;
   const secs = ((Date.now() - started) / 1000).toFixed(1);
@@ -199,8 +215,8 @@ function summarise(
   if (count("inFlight")) parts.push(`${count("inFlight")} still running`);
   if (count("notStarted")) parts.push(`${count("notStarted")} not started`);
   const summary = `${parts.join(", ")} of ${results.length} nodes in ${secs} s`;
-  ctx.log.info(`summary: ${summary}`, {
-    event: "summary",
+  ctx.log.info(`${what}: ${summary}`, {
+    event: what,
     succeeded: count("succeeded"),
     failed: count("failed"),
     inFlight: count("inFlight"),
@@ -221,6 +237,71 @@ function summarise(
   return summary;
 }
 
+/** The nodes a `--cleanup-job-template` run owes, and how to make their Jobs. */
+interface CleanupPlan {
+  /** The cleanup template's name prefix. */
+  prefix: string;
+  /** Owned nodes the selection no longer matches, taint-admitted. */
+  nodes: V1Node[];
+}
+
+/**
+ * Finds the nodes that carry this instance's label but no longer match the
+ * selection. Ownership is judged on the matched set, not the taint-admitted
+ * one: a matched node skipped for a taint is still selected.
+ */
+async function planCleanup(
+  opts: Options,
+  cleanup: JobTemplate,
+  mainPrefix: string,
+  resolved: Resolved,
+  ctx: RunContext,
+): Promise<CleanupPlan> {
+  const cfg = opts.nodeLabels!;
+  const prefix = cleanup.metadata?.name;
+  if (!prefix || !sanitize(prefix) || prefix === mainPrefix) {
+    throw new UsageError(
+      `Invalid cleanup job template ${opts.cleanupJobTemplate}: its metadata.name must be set ` +
+        `and differ from the main template's prefix ${mainPrefix}, so their Jobs never share a name`,
+    );
+  }
+  const owned = await ctx.kube.list<V1Node>(
+    paths.nodes(),
+    { labelSelector: cfg.mark ?? cfg.key },
+    opts.nodePageSize,
+  );
+  const matched = new Set(resolved.matched.map((n) => n.metadata!.name!));
+  const nodes = ownedButUnselected(owned.items.map(slimNode), matched);
+  const { admitted, skipped } = opts.ignoreNodeTaints
+    ? { admitted: nodes, skipped: [] }
+    : partitionByTolerations(nodes, cleanup.spec.template.spec!);
+  for (const { node, taint } of skipped) {
+    ctx.log.warn(
+      `cleanup skipped node ${node.metadata!.name}: taint ${formatTaint(taint)} is not ` +
+        "tolerated by the cleanup template; it keeps its label",
+      { event: "skipped", node: node.metadata!.name, taint: formatTaint(taint) },
+    );
+  }
+  if (admitted.length) {
+    ctx.log.info(
+      `cleanup: ${admitted.length} nodes carry ${cfg.mark ?? cfg.key} but no longer match ` +
+        `the selection: ${admitted.slice(0, 10).map((n) => n.metadata!.name).join(", ")}` +
+        (admitted.length > 10 ? ", ..." : ""),
+    );
+  }
+  return { prefix, nodes: admitted };
+}
+
+/** What one fan-out of a run shares with the other (cleanup, then main). */
+interface Phase {
+  targets: Target[];
+  run: RunIdentity;
+  writer: NodeWriter;
+  recorder: Recorder;
+  selected: Map<string, V1Node>;
+  recheck?: (t: Target) => Promise<string | undefined>;
+}
+
 /**
  * Carries out one run and returns its exit code.
  *
@@ -231,6 +312,7 @@ export async function runDispatcher(
   opts: Options,
   template: JobTemplate,
   ctx: RunContext,
+  cleanupTemplate?: JobTemplate,
 ): Promise<number> {
   const { kube, log } = ctx;
   const keys = trackingKeys(opts.trackingLabelPrefix);
@@ -282,26 +364,46 @@ export async function runDispatcher(
       },
     );
   }
-  if (resolved.eligible.length === 0) {
-    if (resolved.skipped.length) {
-      throw new UsageError(
-        `Every matched node (${resolved.skipped.length}) has a taint the template does not tolerate; ` +
-          "add to spec.template.spec of the template:\n" +
-          tolerationsYamlFor(resolved.skipped.map((s) => s.taint)).trimEnd() +
-          "\nor pass --ignore-node-taints",
-      );
+  if (resolved.eligible.length === 0 && resolved.skipped.length) {
+    throw new UsageError(
+      `Every matched node (${resolved.skipped.length}) has a taint the template does not tolerate; ` +
+        "add to spec.template.spec of the template:\n" +
+        tolerationsYamlFor(resolved.skipped.map((s) => s.taint)).trimEnd() +
+        "\nor pass --ignore-node-taints",
+    );
+  }
+  if (resolved.eligible.length === 0 && opts.waitForNodesSecs > 0) {
+    throw new UsageError(
+      `No node matched ${
+        describeSelection(selection)
+      } within --wait-for-nodes-secs ${opts.waitForNodesSecs}`,
+    );
+  }
+  const cleanup = cleanupTemplate
+    ? await planCleanup(opts, cleanupTemplate, prefix, resolved, ctx)
+    : undefined;
+
+  let eligible = resolved.eligible;
+  if (opts.skipSatisfiedNodes) {
+    const cfg = opts.nodeLabels!;
+    const done = eligible.filter((n) => isSatisfied(cfg, n, opts.requireNodeHandlers));
+    for (const n of done) {
+      log.info(`skipped node ${n.metadata!.name}: already done (${cfg.key}=${cfg.value})`, {
+        event: "satisfied",
+        node: n.metadata!.name,
+      });
     }
-    if (opts.waitForNodesSecs > 0) {
-      throw new UsageError(
-        `No node matched ${
-          describeSelection(selection)
-        } within --wait-for-nodes-secs ${opts.waitForNodesSecs}`,
-      );
-    }
-    log.info(`nothing to do: no node matches ${describeSelection(selection)}`);
+    if (done.length) eligible = eligible.filter((n) => !done.includes(n));
+  }
+  if (eligible.length === 0 && !cleanup?.nodes.length) {
+    log.info(
+      resolved.eligible.length
+        ? `nothing to do: all ${resolved.eligible.length} selected nodes are already done`
+        : `nothing to do: no node matches ${describeSelection(selection)}`,
+    );
     return EXIT.ok;
   }
-  const mismatched = resolved.eligible
+  const mismatched = eligible
     .map((n) => [n.metadata!.name!, affinityMismatch(podSpec, n)] as const)
     .filter(([, why]) => why);
   if (mismatched.length) {
@@ -313,11 +415,12 @@ export async function runDispatcher(
     );
   }
 
-  const labels = new Map(resolved.eligible.map((n) => [n.metadata!.name!, n.metadata?.labels]));
+  const selected = new Map(eligible.map((n) => [n.metadata!.name!, n]));
   const limit = opts.maxPerTopology;
-  const domain = limit ? (t: Target) => domainOf(labels.get(t.node.name), limit.key) : undefined;
+  const labelsOf = (t: Target) => selected.get(t.node.name)?.metadata?.labels;
+  const domain = limit ? (t: Target) => domainOf(labelsOf(t), limit.key) : undefined;
   const targets: Target[] = orderItems(
-    resolved.eligible.map((n) => {
+    eligible.map((n) => {
       const node = nodeFacts(n);
       const job = instantiateJob({ template, node, prefix, namespace, keys, owner, pin: opts.pin });
       return { node, job };
@@ -325,33 +428,53 @@ export async function runDispatcher(
     {
       order: opts.order,
       seed: opts.seed,
-      zone: (t) => domainOf(labels.get(t.node.name), "topology.kubernetes.io/zone"),
+      zone: (t) => domainOf(labelsOf(t), "topology.kubernetes.io/zone"),
       limitDomain: domain,
     },
   );
+  const cleanupRun: RunIdentity | undefined = cleanup && { keys, prefix: cleanup.prefix, owner };
+  const cleanupTargets: Target[] = (cleanup?.nodes ?? []).map((n) => {
+    const node = nodeFacts(n);
+    const job = instantiateJob({
+      template: cleanupTemplate!,
+      node,
+      prefix: cleanup!.prefix,
+      namespace,
+      keys,
+      owner,
+      pin: opts.pin,
+    });
+    return { node, job };
+  });
   log.info(
     `selected ${targets.length} nodes (${describeSelection(selection)}` +
-      `${resolved.skipped.length ? `; ${resolved.skipped.length} skipped for taints` : ""}), ` +
-      `namespace ${namespace}, parallelism ${opts.parallelism}` +
+      `${resolved.skipped.length ? `; ${resolved.skipped.length} skipped for taints` : ""}` +
+      `${
+        resolved.eligible.length > eligible.length
+          ? `; ${resolved.eligible.length - eligible.length} already done`
+          : ""
+      }), namespace ${namespace}, parallelism ${opts.parallelism}` +
       (owner ? `, owner job ${owner.name}` : ""),
   );
 
+  const all = [...cleanupTargets, ...targets];
   if (opts.dryRun === "client") {
-    ctx.stdout(targets.map((t) => stringify(t.job)).join("---\n"));
+    ctx.stdout(all.map((t) => stringify(t.job)).join("---\n"));
     return EXIT.ok;
   }
   if (opts.dryRun === "server") {
-    for (const t of targets) {
+    for (const t of all) {
       await validateOnServer(kube, namespace, t.job);
       log.info(`validated job ${t.job.metadata!.name} for node ${t.node.name} (server dry run)`);
     }
     return EXIT.ok;
   }
 
-  // One dry-run create before the first real one: the API server's own
-  // validation, RBAC and the namespace's existence are checked while nothing
-  // has been created yet, so bad input costs nothing.
-  await validateOnServer(kube, namespace, targets[0].job);
+  // One dry-run create per template before the first real one: the API
+  // server's own validation, RBAC and the namespace's existence are checked
+  // while nothing has been created yet, so bad input costs nothing.
+  if (cleanupTargets.length) await validateOnServer(kube, namespace, cleanupTargets[0].job);
+  if (targets.length) await validateOnServer(kube, namespace, targets[0].job);
   const api = jobApiFor(kube, namespace, `${keys.owner}=${labelValue(prefix)}`);
   if (opts.yieldToLiveRun && owner) {
     const live = await liveRun(kube, namespace, api, owner);
@@ -363,34 +486,48 @@ export async function runDispatcher(
     }
   }
 
-  const recorder = new Recorder({
-    kube,
-    log,
-    keys,
-    namespace,
-    owner,
-    nodes: new Map(resolved.eligible.map((n) => [n.metadata!.name!, {
-      uid: n.metadata!.uid!,
-      hasLabels: n.metadata?.labels !== undefined,
-      hasAnnotations: n.metadata?.annotations !== undefined,
-    }])),
-  });
-  recorder.started(targets.length);
-  const nodeWatch = new NodeWatch(
-    kube,
-    selection,
-    podSpec,
-    resolved.listings,
-    (msg) => log.warn(msg),
-  );
+  const writerFor = (labels = opts.nodeLabels) =>
+    new NodeWriter({
+      kube,
+      log,
+      keys,
+      labels,
+      waitReadyMs: opts.waitNodeReadySecs * 1000,
+      handlers: opts.requireNodeHandlers,
+      removeTaints: opts.removeNodeTaints,
+      require: {
+        runtimeVersion: opts.requireNodeRuntimeVersion,
+        machineId: opts.requireNodeMachineId,
+      },
+      kubeletTimeoutWarnMs: opts.kubeletTimeoutWarnSecs === undefined
+        ? undefined
+        : opts.kubeletTimeoutWarnSecs * 1000,
+      signal: ctx.signal,
+    });
+  const recorderFor = (nodes: V1Node[], withOwner: boolean, marks: boolean) =>
+    new Recorder({
+      kube,
+      log,
+      keys,
+      namespace,
+      owner: withOwner ? owner : undefined,
+      marks,
+      nodes: new Map(nodes.map((n) => [n.metadata!.name!, {
+        uid: n.metadata!.uid!,
+        hasLabels: n.metadata?.labels !== undefined,
+        hasAnnotations: n.metadata?.annotations !== undefined,
+      }])),
+    });
+
   const started = Date.now();
-  let report: DispatchReport;
-  try {
-    report = await dispatch({
-      targets,
+  const fanout = async (phase: Phase, extra: Partial<FanoutOptions>): Promise<DispatchReport> => {
+    const { writer, recorder, selected: nodes } = phase;
+    const node = (t: Target) => nodes.get(t.node.name)!;
+    return await dispatch({
+      targets: phase.targets,
       parallelism: opts.parallelism,
-      run,
-      api,
+      run: phase.run,
+      api: jobApiFor(kube, namespace, `${keys.owner}=${labelValue(phase.run.prefix)}`),
       reporter: {
         event: (e) => {
           log.event(e);
@@ -409,36 +546,93 @@ export async function runDispatcher(
       progressIntervalMs: ctx.terminal
         ? Math.min(1000, opts.progressIntervalSecs * 1000)
         : opts.progressIntervalSecs * 1000,
-      recheck: (t) => nodeWatch.recheck(t.node.name, t.node.uid),
-      maxFailures: opts.maxFailures === undefined
-        ? undefined
-        : failureBudget(opts.maxFailures, targets.length),
-      canary: opts.canary,
-      domain,
-      maxPerDomain: limit?.max,
+      // The claim comes after the re-read: a node that left the selection
+      // fails its own entry and is left untouched.
+      recheck: async (t) =>
+        (await phase.recheck?.(t)) ?? (writer.hasBefore ? await writer.before(node(t)) : undefined),
+      afterSuccess: writer.hasAfter ? (t) => writer.after(node(t)) : undefined,
       nodeTimeoutMs: opts.nodeTimeoutSecs === undefined ? undefined : opts.nodeTimeoutSecs * 1000,
       deleteTimedOut: opts.deleteTimedOut,
       stallAfterMs: opts.stallWarnSecs * 1000,
+      ...extra,
     });
-  } finally {
-    await nodeWatch.stop();
+  };
+
+  let cleanupResults: NodeResult[] = [];
+  if (cleanupTargets.length) {
+    const writer = writerFor({ ...opts.nodeLabels!, value: undefined, claim: false, remove: true });
+    const recorder = recorderFor(cleanup!.nodes, false, false);
+    try {
+      const report = await fanout({
+        targets: cleanupTargets,
+        run: cleanupRun!,
+        writer,
+        recorder,
+        selected: new Map(cleanup!.nodes.map((n) => [n.metadata!.name!, n])),
+      }, {});
+      cleanupResults = report.results;
+    } finally {
+      await writer.settle();
+      log.done();
+    }
+    const summary = summarise(cleanupResults, ctx, namespace, cleanupRun!, started, "cleanup");
+    await recorder.finished(summary, cleanupResults.some((r) => r.outcome === "failed"));
   }
-  const { results, stoppedBy } = report;
-  log.done();
-  const summary = summarise(results, ctx, namespace, run, started);
-  if (stoppedBy) {
-    const never = results.filter((r) => r.outcome === "notStarted").length;
-    log.warn(`rollout stopped: ${stoppedBy}; ${never} nodes were never started`, {
-      event: "stopped",
-      reason: stoppedBy,
-      notStarted: never,
-    });
+
+  let results: NodeResult[] = [];
+  let stoppedBy: string | undefined;
+  let code: number = cleanupResults.some((r) => r.outcome === "failed") ? EXIT.failed : EXIT.ok;
+  if (targets.length) {
+    // A cleanup run clears the outcome marks instead of writing them.
+    const recorder = recorderFor(eligible, true, !opts.nodeLabels?.remove);
+    recorder.started(targets.length);
+    const nodeWatch = new NodeWatch(
+      kube,
+      selection,
+      podSpec,
+      resolved.listings,
+      (msg) => log.warn(msg),
+    );
+    const writer = writerFor();
+    const mainStarted = Date.now();
+    let report: DispatchReport;
+    try {
+      report = await fanout({
+        targets,
+        run,
+        writer,
+        recorder,
+        selected,
+        recheck: (t) => nodeWatch.recheck(t.node.name, t.node.uid),
+      }, {
+        maxFailures: opts.maxFailures === undefined
+          ? undefined
+          : failureBudget(opts.maxFailures, targets.length),
+        canary: opts.canary,
+        domain,
+        maxPerDomain: limit?.max,
+      });
+    } finally {
+      await nodeWatch.stop();
+      await writer.settle();
+    }
+    ({ results, stoppedBy } = report);
+    log.done();
+    const summary = summarise(results, ctx, namespace, run, mainStarted);
+    if (stoppedBy) {
+      const never = results.filter((r) => r.outcome === "notStarted").length;
+      log.warn(`rollout stopped: ${stoppedBy}; ${never} nodes were never started`, {
+        event: "stopped",
+        reason: stoppedBy,
+        notStarted: never,
+      });
+    }
+    if (stoppedBy || results.some((r) => r.outcome === "failed")) code = EXIT.failed;
+    await recorder.finished(
+      stoppedBy ? `stopped: ${stoppedBy}; ${summary}` : summary,
+      code !== EXIT.ok,
+    );
   }
-  let code = stoppedBy || results.some((r) => r.outcome === "failed") ? EXIT.failed : EXIT.ok;
-  await recorder.finished(
-    stoppedBy ? `stopped: ${stoppedBy}; ${summary}` : summary,
-    code !== EXIT.ok,
-  );
   if (opts.report) {
     const input: ReportInput = {
       startedAt: new Date(started),
@@ -447,8 +641,13 @@ export async function runDispatcher(
       prefix,
       owner,
       stoppedBy,
-      results,
-      uids: new Map(resolved.matched.map((n) => [n.metadata!.name!, n.metadata!.uid!])),
+      results: [...cleanupResults, ...results],
+      uids: new Map(
+        [...resolved.matched, ...cleanup?.nodes ?? []].map((n) => [
+          n.metadata!.name!,
+          n.metadata!.uid!,
+        ]),
+      ),
       skipped: resolved.skipped.map(({ node, taint }) => ({
         node: node.metadata!.name!,
         uid: node.metadata!.uid!,

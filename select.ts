@@ -67,16 +67,20 @@ export function describeSelection(s: Selection): string {
 
 /**
  * Keeps of a Node what the dispatcher reads: its metadata without
- * managedFields (name, UID, labels, annotations), its spec (taints) and
- * status.nodeInfo (the Job's environment). The selection is held for the
+ * managedFields (name, UID, labels, annotations), its spec (taints),
+ * status.nodeInfo (the Job's environment) and status.runtimeHandlers
+ * (`--skip-satisfied-nodes`). The selection is held for the
  * whole run, and after the node marks the watch cache holds a second copy;
  * the rest of a Node (managedFields, conditions, and on a real node
  * status.images, often tens of KB) is most of its size.
  */
 export function slimNode(node: V1Node): V1Node {
   const { managedFields: _, ...metadata } = node.metadata ?? {};
-  const nodeInfo = node.status?.nodeInfo;
-  return { ...node, metadata, status: nodeInfo ? { nodeInfo } : undefined };
+  const { nodeInfo, runtimeHandlers } = node.status ?? {};
+  const status: V1Node["status"] = {};
+  if (nodeInfo) status.nodeInfo = nodeInfo;
+  if (runtimeHandlers) status.runtimeHandlers = runtimeHandlers;
+  return { ...node, metadata, status: nodeInfo || runtimeHandlers ? status : undefined };
 }
 
 function badSelector(e: unknown, what: string): never {

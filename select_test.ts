@@ -32,6 +32,7 @@ Deno.test({
         },
         images: [{ names: ["registry/app:1"], sizeBytes: 1 }],
         conditions: [{ type: "Ready", status: "True" }],
+        runtimeHandlers: [{ name: "kata" }],
       },
     };
     const slim = slimNode(node);
@@ -40,7 +41,7 @@ Deno.test({
       kind: "Node",
       metadata: { name: "worker-1", uid: "u-1", labels: { zone: "a" }, annotations: { note: "x" } },
       spec: { taints: [{ key: "k", effect: "NoSchedule" }] },
-      status: { nodeInfo: node.status!.nodeInfo },
+      status: { nodeInfo: node.status!.nodeInfo, runtimeHandlers: [{ name: "kata" }] },
     });
     assert.ok(node.metadata!.managedFields, "the input is left as it was");
     assert.equal(slimNode({ metadata: { name: "bare" } }).status, undefined);

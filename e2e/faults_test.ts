@@ -206,7 +206,9 @@ Deno.test({
             const allowance = lateNames.has(j.name) ? 2000 : 0;
             assert.ok(
               created <= Math.floor(signalledAt / 1000) * 1000 + allowance,
-              `${j.name} created at ${j.created}, signal at ${new Date(signalledAt).toISOString()}` +
+              `${j.name} created at ${j.created}, signal at ${
+                new Date(signalledAt).toISOString()
+              }` +
                 `${lateNames.has(j.name) ? " (in flight at the signal)" : ""}:\n${r.stderr}`,
             );
           }
