@@ -53,12 +53,18 @@ export const SYSTEM_CLOCK: Clock = {
     }),
 };
 
-/** One node to dispatch: its facts and its ready-made Job. */
+/** One node to dispatch: its facts, its Job's name, and how to make the Job. */
 export interface Target {
   /** The node. */
   node: NodeFacts;
-  /** The node's Job, from `instantiateJob`. */
-  job: V1Job;
+  /** The name of the node's Job. */
+  name: string;
+  /**
+   * Makes the node's Job (`instantiateJob`). Called when the Job is created,
+   * not before: a fleet of 10,000 would otherwise hold 10,000 Jobs in memory
+   * for the whole run.
+   */
+  job(): V1Job;
 }
 
 /** What the engine did, one line each. */
@@ -258,8 +264,8 @@ class Fanout {
       ...opts,
     };
     this.#polling = opts.pollOnly ?? false;
-    for (const t of opts.targets) this.#byName.set(nameOf(t.job), t);
-    for (const t of opts.targets.slice(0, opts.canary ?? 0)) this.#canary.add(nameOf(t.job));
+    for (const t of opts.targets) this.#byName.set(t.name, t);
+    for (const t of opts.targets.slice(0, opts.canary ?? 0)) this.#canary.add(t.name);
   }
 
   #stop(reason: string): void {
@@ -439,7 +445,7 @@ class Fanout {
     }
     await Promise.all(deletions);
     for (const t of this.#o.targets) {
-      if (!seen.has(nameOf(t.job))) this.#pending.push(t);
+      if (!seen.has(t.name)) this.#pending.push(t);
     }
   }
 
@@ -481,7 +487,7 @@ class Fanout {
   }
 
   async #start(t: Target): Promise<void> {
-    const name = nameOf(t.job);
+    const name = t.name;
     this.#starting.add(name);
     try {
       let why: string | undefined;
@@ -499,7 +505,7 @@ class Fanout {
       }
       let created: V1Job;
       try {
-        created = await this.#o.api.createJob(t.job);
+        created = await this.#o.api.createJob(t.job());
       } catch (e) {
         if (e instanceof ApiError && e.status === 409) return await this.#resolveConflict(t);
         return this.#finish(name, "failed", `cannot create Job ${name}: ${errorText(e)}`);
@@ -522,7 +528,7 @@ class Fanout {
 
   /** A Job of the node's name already exists: ours, stale, or someone else's. */
   async #resolveConflict(t: Target): Promise<void> {
-    const name = nameOf(t.job);
+    const name = t.name;
     const existing = await this.#o.api.getJob(name).catch((e) => e as Error);
     if (existing instanceof Error) {
       return this.#finish(name, "failed", `cannot read existing Job ${name}: ${existing.message}`);
@@ -550,7 +556,7 @@ class Fanout {
   }
 
   #mayStart(t: Target): boolean {
-    const name = nameOf(t.job);
+    const name = t.name;
     // During the canary only canary nodes start.
     return !this.#deleting.has(name) && (this.#canary.size === 0 || this.#canary.has(name));
   }
@@ -585,7 +591,7 @@ class Fanout {
       const started = this.#start(t).catch((e) => {
         // #start handles every API error itself; this is a last guard so that
         // no node is silently left out.
-        this.#finish(nameOf(t.job), "failed", `unexpected error: ${errorText(e)}`);
+        this.#finish(t.name, "failed", `unexpected error: ${errorText(e)}`);
       }).finally(() => this.#inProgress.delete(started));
       this.#inProgress.add(started);
     }
@@ -791,7 +797,7 @@ class Fanout {
     }
     this.#o.reporter.progress(this.#progress());
     const results = this.#o.targets.map((t): NodeResult => {
-      const name = nameOf(t.job);
+      const name = t.name;
       return this.#results.get(t.node.name) ??
         {
           node: t.node.name,

@@ -30,17 +30,15 @@ spec:
 function targets(n: number, owner = OWNER): Target[] {
   return Array.from({ length: n }, (_, i) => {
     const node = { name: `node-${String(i).padStart(3, "0")}`, uid: `node-uid-${i}` };
-    return {
+    const job = instantiateJob({
+      template: TEMPLATE,
       node,
-      job: instantiateJob({
-        template: TEMPLATE,
-        node,
-        prefix: PREFIX,
-        namespace: "ns",
-        keys: KEYS,
-        owner,
-      }),
-    };
+      prefix: PREFIX,
+      namespace: "ns",
+      keys: KEYS,
+      owner,
+    });
+    return { node, name: job.metadata!.name!, job: () => structuredClone(job) };
   });
 }
 
@@ -111,12 +109,15 @@ Deno.test("dispatch() reports failed Jobs with their reason and goes on with the
 Deno.test("dispatch() counts finished Jobs of this owner, adopts running ones, replaces stale ones", async () => {
   const h = harness({ runMs: 1000 });
   const ts = targets(5);
-  h.api.seed(ts[0].job, "Complete"); // done earlier for this owner: counted
-  h.api.seed(ts[1].job, "Failed"); // failed earlier for this owner: counted, not rerun
-  const adopted = h.api.seed(ts[2].job); // running for this owner: adopted
+  h.api.seed(ts[0].job(), "Complete"); // done earlier for this owner: counted
+  h.api.seed(ts[1].job(), "Failed"); // failed earlier for this owner: counted, not rerun
+  const adopted = h.api.seed(ts[2].job()); // running for this owner: adopted
   const [stale] = targets(1, { name: "old-owner", uid: "old-uid" });
-  h.api.seed({ ...stale.job, metadata: { ...stale.job.metadata, name: ts[3].job.metadata!.name } });
-  const notOurs: V1Job = structuredClone(ts[4].job);
+  h.api.seed({
+    ...stale.job(),
+    metadata: { ...stale.job().metadata, name: ts[3].job().metadata!.name },
+  });
+  const notOurs: V1Job = structuredClone(ts[4].job());
   delete notOurs.metadata!.labels![KEYS.owner];
   h.api.seed(notOurs);
 
@@ -142,8 +143,9 @@ Deno.test("dispatch() counts finished Jobs of this owner, adopts running ones, r
 Deno.test("dispatch() opens no slot while leftovers of an earlier owner are being deleted", async () => {
   const h = harness({ runMs: 1000 });
   const [leftover] = targets(1, { name: "old", uid: "old-uid" });
-  leftover.job.metadata!.name = "up-gone-node";
-  h.api.seed(leftover.job);
+  const left = leftover.job();
+  left.metadata!.name = "up-gone-node";
+  h.api.seed(left);
   await run(h, targets(2));
   assert.equal(h.api.jobs.has("up-gone-node"), false, "the leftover was deleted");
   // The fake finishes a foreground deletion 100 ms after it is asked.
@@ -156,7 +158,7 @@ Deno.test("dispatch() re-lists after 410 Gone and misses no completion", async (
   const promise = run(h, ts, { parallelism: 3 });
   h.clock.sleep(10).then(() => {
     // Completions whose events were compacted away, then the watch expires.
-    for (const t of ts) h.api.finish(t.job.metadata!.name!, "Complete", true);
+    for (const t of ts) h.api.finish(t.name, "Complete", true);
     h.api.expireWatches();
   });
   const results = await promise;
@@ -380,7 +382,7 @@ Deno.test("dispatch() holds a node's slot through its post-success work, then co
 Deno.test("dispatch() runs the post-success work for successes an earlier run counted", async () => {
   const h = harness({ runMs: 1000 });
   const ts = targets(2);
-  h.api.seed(ts[0].job, "Complete");
+  h.api.seed(ts[0].job(), "Complete");
   const seen: string[] = [];
   const results = await run(h, ts, {
     afterSuccess: (t) => {

@@ -11,6 +11,7 @@ import type { V1Job, V1Node, V1Pod } from "@kubernetes/client-node";
 import {
   instantiateJob,
   interpretStatus,
+  jobName,
   type JobTemplate,
   labelValue,
   type OwnerRef,
@@ -422,8 +423,12 @@ export async function runDispatcher(
   const targets: Target[] = orderItems(
     eligible.map((n) => {
       const node = nodeFacts(n);
-      const job = instantiateJob({ template, node, prefix, namespace, keys, owner, pin: opts.pin });
-      return { node, job };
+      return {
+        node,
+        name: jobName(prefix, node.name),
+        job: () =>
+          instantiateJob({ template, node, prefix, namespace, keys, owner, pin: opts.pin }),
+      };
     }),
     {
       order: opts.order,
@@ -435,16 +440,20 @@ export async function runDispatcher(
   const cleanupRun: RunIdentity | undefined = cleanup && { keys, prefix: cleanup.prefix, owner };
   const cleanupTargets: Target[] = (cleanup?.nodes ?? []).map((n) => {
     const node = nodeFacts(n);
-    const job = instantiateJob({
-      template: cleanupTemplate!,
+    return {
       node,
-      prefix: cleanup!.prefix,
-      namespace,
-      keys,
-      owner,
-      pin: opts.pin,
-    });
-    return { node, job };
+      name: jobName(cleanup!.prefix, node.name),
+      job: () =>
+        instantiateJob({
+          template: cleanupTemplate!,
+          node,
+          prefix: cleanup!.prefix,
+          namespace,
+          keys,
+          owner,
+          pin: opts.pin,
+        }),
+    };
   });
   log.info(
     `selected ${targets.length} nodes (${describeSelection(selection)}` +
@@ -459,13 +468,13 @@ export async function runDispatcher(
 
   const all = [...cleanupTargets, ...targets];
   if (opts.dryRun === "client") {
-    ctx.stdout(all.map((t) => stringify(t.job)).join("---\n"));
+    ctx.stdout(all.map((t) => stringify(t.job())).join("---\n"));
     return EXIT.ok;
   }
   if (opts.dryRun === "server") {
     for (const t of all) {
-      await validateOnServer(kube, namespace, t.job);
-      log.info(`validated job ${t.job.metadata!.name} for node ${t.node.name} (server dry run)`);
+      await validateOnServer(kube, namespace, t.job());
+      log.info(`validated job ${t.name} for node ${t.node.name} (server dry run)`);
     }
     return EXIT.ok;
   }
@@ -473,8 +482,8 @@ export async function runDispatcher(
   // One dry-run create per template before the first real one: the API
   // server's own validation, RBAC and the namespace's existence are checked
   // while nothing has been created yet, so bad input costs nothing.
-  if (cleanupTargets.length) await validateOnServer(kube, namespace, cleanupTargets[0].job);
-  if (targets.length) await validateOnServer(kube, namespace, targets[0].job);
+  if (cleanupTargets.length) await validateOnServer(kube, namespace, cleanupTargets[0].job());
+  if (targets.length) await validateOnServer(kube, namespace, targets[0].job());
   const api = jobApiFor(kube, namespace, `${keys.owner}=${labelValue(prefix)}`);
   if (opts.yieldToLiveRun && owner) {
     const live = await liveRun(kube, namespace, api, owner);

@@ -157,10 +157,9 @@ const TEMPLATE = parseJobTemplate(
 function targets(names: string[]): Target[] {
   return names.map((name, i) => {
     const node = { name, uid: `uid-${i}` };
-    return {
-      node,
-      job: instantiateJob({ template: TEMPLATE, node, prefix: "up", namespace: "ns", keys: KEYS }),
-    };
+    const job = () =>
+      instantiateJob({ template: TEMPLATE, node, prefix: "up", namespace: "ns", keys: KEYS });
+    return { node, name: job().metadata!.name!, job };
   });
 }
 
