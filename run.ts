@@ -73,6 +73,9 @@ export interface RunContext {
   writeFile: (path: string, text: string) => void;
 }
 
+/** How many already-done nodes are named one by one before the rest are counted. */
+const SATISFIED_LINES = 20;
+
 const SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 /**
@@ -388,10 +391,18 @@ export async function runDispatcher(
   if (opts.skipSatisfiedNodes) {
     const cfg = opts.nodeLabels!;
     const done = eligible.filter((n) => isSatisfied(cfg, n, opts.requireNodeHandlers));
-    for (const n of done) {
+    // One line per node up to a point: a satisfied fleet of thousands would
+    // otherwise bury the few nodes that still have work.
+    for (const n of done.slice(0, SATISFIED_LINES)) {
       log.info(`skipped node ${n.metadata!.name}: already done (${cfg.key}=${cfg.value})`, {
         event: "satisfied",
         node: n.metadata!.name,
+      });
+    }
+    if (done.length > SATISFIED_LINES) {
+      log.info(`skipped ${done.length - SATISFIED_LINES} more nodes that are already done`, {
+        event: "satisfied",
+        more: done.length - SATISFIED_LINES,
       });
     }
     if (done.length) eligible = eligible.filter((n) => !done.includes(n));
