@@ -80,6 +80,8 @@ export interface Options {
   stallWarnSecs: number;
   /** Log format. @default "text" */
   logFormat: LogFormat;
+  /** Which node outcomes are recorded on the nodes (Events, marks). @default "all" */
+  nodeRecords: "all" | "failures" | "none";
   /** Where to write the report file. */
   report?: string;
   /** The report's format. @default "json" */
@@ -263,6 +265,11 @@ OUTPUT
   JobSucceeded, JobFailed, JobPending), the label <P>/result and annotations
   <P>/error, <P>/finished-at on each Node, and with an owner, Events and the
   annotation <P>/progress on the owner Job (kubectl describe job OWNER).
+  --node-records all|failures|none  Which outcomes go on the nodes: all (default),
+                            failures (JobFailed/JobPending Events and failed marks
+                            only: one request per healthy node, for large fleets;
+                            an earlier failure mark stays until a run that records
+                            all), or none.
   -h, --help                This manual.
   --version                 Version, Deno version and commit.
 
@@ -301,6 +308,7 @@ const FLAGS = {
   "log-format": { type: "string" },
   report: { type: "string" },
   "report-format": { type: "string" },
+  "node-records": { type: "string" },
   "max-failures": { type: "string" },
   canary: { type: "string" },
   "max-per-topology": { type: "string" },
@@ -425,6 +433,7 @@ export function parseOptions(argv: string[]): Options {
     logFormat: oneOf("log-format", v["log-format"], ["text", "json"]) ?? "text",
     report: v.report,
     reportFormat: oneOf("report-format", v["report-format"], ["json", "junit"]) ?? "json",
+    nodeRecords: oneOf("node-records", v["node-records"], ["all", "failures", "none"]) ?? "all",
     maxFailures: v["max-failures"],
     canary: v.canary === undefined ? undefined : number("canary", v.canary, 1, 1),
     maxPerTopology: v["max-per-topology"] === undefined

@@ -221,6 +221,12 @@ export interface RecorderOptions {
   events?: boolean;
   /** Mark the nodes. @default true */
   marks?: boolean;
+  /**
+   * Which node outcomes get an Event and a mark: every one, failures and
+   * stalls only (one request per healthy node instead of three), or none.
+   * @default "all"
+   */
+  nodeRecords?: "all" | "failures" | "none";
 }
 
 type Kind = "events" | "node marks" | "owner progress";
@@ -317,6 +323,8 @@ export class Recorder implements Reporter {
 
   /** One rollout event. */
   event(e: DispatchEvent): void {
+    const records = this.#o.nodeRecords ?? "all";
+    if (records === "none" || (records === "failures" && e.kind === "succeeded")) return;
     if (e.kind === "succeeded" && !e.counted) {
       this.#nodeEvent(e.node, "Normal", "JobSucceeded", `job ${e.job} succeeded`);
       this.#mark(e.node, "succeeded");

@@ -1,6 +1,15 @@
 import assert from "node:assert/strict";
 import { XMLParser, XMLValidator } from "fast-xml-parser";
-import { jsonReport, junitReport, nodeMarkPatch, type ReportInput } from "./report.ts";
+import {
+  jsonReport,
+  junitReport,
+  nodeMarkPatch,
+  Recorder,
+  type RecorderOptions,
+  type ReportInput,
+} from "./report.ts";
+import type { Kube } from "./kube.ts";
+import { Logger } from "./log.ts";
 import { pointer } from "./lifecycle.ts";
 import { trackingKeys } from "./job.ts";
 
@@ -127,5 +136,59 @@ Deno.test({
   permissions: "none",
   fn() {
     assert.equal(pointer("a/b~c"), "a~1b~0c");
+  },
+});
+
+Deno.test({
+  name: "Recorder writes an Event and a mark per outcome, as --node-records asks",
+  permissions: "none",
+  async fn(t) {
+    const cases: { records: RecorderOptions["nodeRecords"]; want: string[] }[] = [
+      {
+        records: "all",
+        want: [
+          "POST events JobSucceeded",
+          "PATCH node n1",
+          "POST events JobFailed",
+          "PATCH node n2",
+          "POST events JobPending",
+        ],
+      },
+      {
+        records: "failures",
+        want: ["POST events JobFailed", "PATCH node n2", "POST events JobPending"],
+      },
+      { records: "none", want: [] },
+    ];
+    for (const c of cases) {
+      await t.step(String(c.records), async () => {
+        const writes: string[] = [];
+        const kube = {
+          request(_verb: string, method: string, path: string, body?: { reason?: string }) {
+            writes.push(
+              method === "POST"
+                ? `POST events ${body?.reason}`
+                : `PATCH node ${path.split("/").pop()}`,
+            );
+            return Promise.resolve({});
+          },
+        } as unknown as Kube;
+        const node = { uid: "u", hasLabels: true, hasAnnotations: true };
+        const recorder = new Recorder({
+          kube,
+          log: new Logger("text", () => {}),
+          keys: trackingKeys("job-dispatcher"),
+          namespace: "ops",
+          nodes: new Map([["n1", node], ["n2", node], ["n3", node]]),
+          nodeRecords: c.records,
+        });
+        recorder.event({ kind: "succeeded", node: "n1", job: "up-n1" });
+        recorder.event({ kind: "succeeded", node: "n3", job: "up-n3", counted: true });
+        recorder.event({ kind: "failed", node: "n2", job: "up-n2", reason: "exit 1" });
+        recorder.event({ kind: "stalled", node: "n3", job: "up-n3", reason: "x", seconds: 120 });
+        await recorder.finished("done", false);
+        assert.deepEqual(writes, c.want);
+      });
+    }
   },
 });

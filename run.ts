@@ -532,6 +532,7 @@ export async function runDispatcher(
       namespace,
       owner: withOwner ? owner : undefined,
       marks,
+      nodeRecords: opts.nodeRecords,
       nodes: new Map(nodes.map((n) => [n.metadata!.name!, {
         uid: n.metadata!.uid!,
         hasLabels: n.metadata?.labels !== undefined,
