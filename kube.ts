@@ -1,7 +1,8 @@
 /**
- * The one API layer: kubeconfig and credentials from `@kubernetes/client-node`,
- * requests over Deno's own `fetch`, one retry policy, paginated lists and
- * watches that survive idle periods.
+ * The one API layer: credentials from the kubeconfig (`kubeconfig.ts`, with
+ * `@kubernetes/client-node`'s KubeConfig loaded on demand for exec plugins and
+ * auth providers), requests over Deno's own `fetch`, one retry policy,
+ * paginated lists and watches that survive idle periods.
  *
  * client-node's own `Watch` (undici) stalls silently under Deno once a watch
  * has been idle for 30 s (client-node #3020), so the watch here reads the
@@ -10,8 +11,18 @@
  * @module
  */
 
-import { KubeConfig } from "@kubernetes/client-node/dist/config.js";
 import type { V1Job, V1Node, V1Pod } from "@kubernetes/client-node";
+import {
+  authorizationOf,
+  ConfigError,
+  type KubeconfigIo,
+  loadKubeconfig,
+  type Target,
+  type TlsMaterial,
+  tlsOf,
+} from "./kubeconfig.ts";
+
+export { ConfigError };
 
 /** An API request that failed, with what a user needs to act on it. */
 export class ApiError extends Error {
@@ -149,70 +160,92 @@ export function resourceOf(path: string): string {
   return sub ? `${resource}/${sub}` : resource;
 }
 
-/** Error for a kubeconfig that cannot be used; `main.ts` turns it into exit 3. */
-export class ConfigError extends Error {
-  /** @param message what is wrong and how to fix it */
-  constructor(message: string) {
-    super(message);
-    this.name = "ConfigError";
-  }
+/** The kubeconfig reads, from the file system and the environment. */
+const DENO_IO: KubeconfigIo = {
+  env: (name) => Deno.env.get(name),
+  readTextFile: (path) => Deno.readTextFileSync(path),
+  exists: (path) => {
+    try {
+      Deno.statSync(path);
+      return true;
+    } catch (e) {
+      // A file we may not read exists: reading it reports that.
+      return !(e instanceof Deno.errors.NotFound);
+    }
+  },
+  listSeparator: Deno.build.os === "windows" ? ";" : ":",
+};
+
+/** The TLS material and a way to derive the Authorization header. */
+interface Credentials {
+  tls: TlsMaterial;
+  authorize: () => Promise<string | undefined>;
 }
 
-function loadKubeConfig(opts: ConnectOptions): KubeConfig {
-  const kc = new KubeConfig();
-  const fromEnv = Deno.env.get("KUBECONFIG");
-  const source = opts.kubeconfig ?? (fromEnv ? `$KUBECONFIG (${fromEnv})` : "~/.kube/config");
-  try {
-    if (opts.kubeconfig) kc.loadFromFile(opts.kubeconfig);
-    else kc.loadFromDefault();
-  } catch (e) {
-    const err = e as Error & { code?: string };
-    const why = err.code === "ENOENT"
-      ? "no such file"
-      : err.code === "EACCES"
-      ? "permission denied"
-      : err.message.split("\n")[0];
-    throw new ConfigError(`Cannot load kubeconfig ${source}: ${why}`);
-  }
-  // With no kubeconfig and no in-cluster service account, client-node falls
-  // back to an unauthenticated http://localhost:8080, which is never what a
-  // user meant.
-  if (
-    kc.getCurrentContext() === "loaded-context" &&
-    kc.getCurrentCluster()?.server === "http://localhost:8080"
-  ) {
-    throw new ConfigError(
-      "Cannot find a kubeconfig: pass --kubeconfig, set $KUBECONFIG, create ~/.kube/config, " +
-        "or run in a pod with a service account",
-    );
-  }
-  if (opts.context) {
-    if (!kc.getContextObject(opts.context)) {
-      const known = kc.getContexts().map((c) => c.name).join(", ") || "none";
-      throw new ConfigError(
-        `Cannot use context ${JSON.stringify(opts.context)}: not in ${source} (contexts: ${known})`,
-      );
-    }
-    kc.setCurrentContext(opts.context);
-  }
-  const cluster = kc.getCurrentCluster();
-  if (!cluster?.server) {
-    throw new ConfigError(
-      `Cannot find a cluster in ${source}: set --kubeconfig, $KUBECONFIG or run in a pod`,
-    );
-  }
-  // Deno's HTTP client has no per-client switch to skip verification, and a
-  // dispatcher that gates fleet upgrades should not talk to an unverified server.
-  if (cluster.skipTLSVerify && cluster.server.startsWith("https:")) {
-    throw new ConfigError(
-      `Cannot use cluster ${cluster.name}: insecure-skip-tls-verify is not supported; ` +
-        "set certificate-authority(-data) in the kubeconfig",
-    );
-  }
-  return kc;
+function fastCredentials(target: Target): Credentials {
+  const tls = tlsOf(target, DENO_IO);
+  // Read once now, so that an unreadable token file is a configuration error.
+  authorizationOf(target.user, DENO_IO);
+  return { tls, authorize: () => Promise.resolve(authorizationOf(target.user, DENO_IO)) };
 }
 
 type Bytes = string | Uint8Array | { toString(): string };
+
+/**
+ * Credentials through client-node's KubeConfig, for what the fast path leaves
+ * to it (exec plugins, auth providers, impersonation, a proxy). Its module
+ * graph is most of the bundle and costs a start about 0.1 s of CPU, so it is
+ * imported only here; in the bundle it is a string compiled on this import
+ * (scripts/bundle.sh).
+ */
+async function clientNodeCredentials(target: Target): Promise<Credentials> {
+  const { KubeConfig } = await import("@kubernetes/client-node/dist/config.js");
+  const kc = new KubeConfig();
+  const str = (x: unknown) => (typeof x === "string" && x ? x : undefined);
+  const tokenOf = (raw: Record<string, unknown>) => {
+    const file = str(raw.tokenFile) ?? str(raw["token-file"]);
+    return str(raw.token) ?? (file ? DENO_IO.readTextFile(file).trim() : undefined);
+  };
+  // The shapes client-node's own kubeconfig parser (config_types.js) produces.
+  kc.loadFromOptions({
+    clusters: target.config.clusters.map((c) => ({
+      name: c.name,
+      server: c.server,
+      caData: c.caData,
+      caFile: c.caFile,
+      skipTLSVerify: c.skipTLSVerify,
+      tlsServerName: str(c.raw["tls-server-name"]),
+      proxyUrl: str(c.raw["proxy-url"]),
+    })),
+    users: target.config.users.map((u) => ({
+      name: u.name,
+      authProvider: u.raw["auth-provider"],
+      exec: u.raw.exec,
+      certData: str(u.raw["client-certificate-data"]),
+      certFile: str(u.raw["client-certificate"]),
+      keyData: str(u.raw["client-key-data"]),
+      keyFile: str(u.raw["client-key"]),
+      // Only the user in use: another user's missing token file is no error.
+      token: u === target.user ? tokenOf(u.raw) : str(u.raw.token),
+      username: str(u.raw.username),
+      password: str(u.raw.password),
+      impersonateUser: str(u.raw.as),
+    })) as never,
+    contexts: target.config.contexts.map((c) => ({ ...c })),
+    currentContext: target.context.name,
+  });
+  const tls: { ca?: Bytes; cert?: Bytes; key?: Bytes } = {};
+  await kc.applyToHTTPSOptions(tls as never);
+  const text = (b?: Bytes) => (b === undefined ? undefined : b.toString());
+  return {
+    tls: { ca: text(tls.ca), cert: text(tls.cert), key: text(tls.key) },
+    authorize: async () => {
+      const opts: { headers?: Record<string, string>; auth?: string } = {};
+      await kc.applyToHTTPSOptions(opts as never);
+      return opts.headers?.Authorization ?? (opts.auth ? `Basic ${btoa(opts.auth)}` : undefined);
+    },
+  };
+}
 
 /**
  * A client of one API server. Every request goes through {@linkcode Kube.request},
@@ -225,24 +258,24 @@ export class Kube {
   readonly contextNamespace?: string;
   /** What this client has sent. */
   readonly stats: ApiStats = { requests: {}, throttled: 0, retries: 0 };
-  #kc: KubeConfig;
+  #authorize: () => Promise<string | undefined>;
   #client: Deno.HttpClient;
   #retry: RetryPolicy;
   #auth?: { header?: string; at: number };
   #stop?: AbortSignal;
 
   private constructor(
-    kc: KubeConfig,
+    target: Target,
+    authorize: () => Promise<string | undefined>,
     client: Deno.HttpClient,
-    retry: RetryPolicy,
-    stop?: AbortSignal,
+    opts: { retry: RetryPolicy; stop?: AbortSignal },
   ) {
-    this.#kc = kc;
+    this.#authorize = authorize;
     this.#client = client;
-    this.#retry = retry;
-    this.#stop = stop;
-    this.server = kc.getCurrentCluster()!.server.replace(/\/+$/, "");
-    this.contextNamespace = kc.getContextObject(kc.getCurrentContext())?.namespace;
+    this.#retry = opts.retry;
+    this.#stop = opts.stop;
+    this.server = target.cluster.server.replace(/\/+$/, "");
+    this.contextNamespace = target.context.namespace;
   }
 
   /**
@@ -251,20 +284,20 @@ export class Kube {
    * @throws {ConfigError} when the kubeconfig is missing, unreadable or names no usable cluster
    */
   static async connect(opts: ConnectOptions = {}): Promise<Kube> {
-    const kc = loadKubeConfig(opts);
-    const tls: { ca?: Bytes; cert?: Bytes; key?: Bytes } = {};
+    const target = loadKubeconfig(opts, DENO_IO);
+    let creds: Credentials;
     try {
-      await kc.applyToHTTPSOptions(tls as never);
+      creds = target.fallback ? await clientNodeCredentials(target) : fastCredentials(target);
     } catch (e) {
       throw new ConfigError(
-        `Cannot load credentials of context ${kc.getCurrentContext()}: ${(e as Error).message}`,
+        `Cannot load credentials of context ${target.context.name}: ${(e as Error).message}`,
       );
     }
-    const text = (b?: Bytes) => (b === undefined ? undefined : b.toString());
+    const { tls } = creds;
     const client = Deno.createHttpClient({
-      caCerts: tls.ca ? [text(tls.ca)!] : undefined,
-      cert: text(tls.cert),
-      key: text(tls.key),
+      caCerts: tls.ca ? [tls.ca] : undefined,
+      cert: tls.cert,
+      key: tls.key,
       // HTTP/1.1 on purpose: over HTTP/2 every request shares one connection,
       // so a stalled connection stalls every retry too. With HTTP/1.1 a
       // timed-out request takes its connection with it and the retry gets a
@@ -272,7 +305,10 @@ export class Kube {
       http1: true,
       http2: false,
     } as Deno.CreateHttpClientOptions);
-    return new Kube(kc, client, opts.retry ?? DEFAULT_RETRY, opts.signal);
+    return new Kube(target, creds.authorize, client, {
+      retry: opts.retry ?? DEFAULT_RETRY,
+      stop: opts.signal,
+    });
   }
 
   /** Releases the HTTP client's connections. */
@@ -285,10 +321,7 @@ export class Kube {
   // tokens until they expire.
   async #authorization(): Promise<string | undefined> {
     if (this.#auth && Date.now() - this.#auth.at < 10_000) return this.#auth.header;
-    const opts: { headers?: Record<string, string>; auth?: string } = {};
-    await this.#kc.applyToHTTPSOptions(opts as never);
-    const header = opts.headers?.Authorization ??
-      (opts.auth ? `Basic ${btoa(opts.auth)}` : undefined);
+    const header = await this.#authorize();
     this.#auth = { header, at: Date.now() };
     return header;
   }

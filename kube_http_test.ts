@@ -27,6 +27,7 @@ interface Hit {
 async function withServer(
   handler: (req: Request, n: number) => Response | Promise<Response>,
   fn: (kube: Kube, hits: Hit[]) => Promise<void>,
+  user = "{token: secret-token}",
 ) {
   const hits: Hit[] = [];
   const server = Deno.serve(
@@ -43,7 +44,7 @@ async function withServer(
     `apiVersion: v1
 kind: Config
 clusters: [{name: c, cluster: {server: "http://127.0.0.1:${server.addr.port}", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: secret-token}}]
+users: [{name: u, user: ${user}}]
 contexts: [{name: ctx, context: {cluster: c, user: u, namespace: team}}]
 current-context: ctx
 `,
@@ -82,6 +83,30 @@ Deno.test("Kube.request() honours Retry-After on 429 and counts the throttling",
       assert.equal(kube.stats.retries, 1);
       assert.equal(hits[0].headers.get("authorization"), "Bearer secret-token");
     },
+  );
+});
+
+Deno.test("Kube.connect() leaves a user the fast path does not handle to client-node's KubeConfig", async () => {
+  // Impersonation (`as`) is one of those; client-node sends the token as before.
+  await withServer(
+    () => Response.json({ ok: true }),
+    async (kube, hits) => {
+      assert.equal(kube.contextNamespace, "team");
+      await kube.request("get", "GET", "/api/v1/nodes/a");
+      assert.equal(hits[0].headers.get("authorization"), "Bearer other-token");
+    },
+    "{token: other-token, as: someone}",
+  );
+});
+
+Deno.test("Kube.connect() sends basic auth of a username and password", async () => {
+  await withServer(
+    () => Response.json({ ok: true }),
+    async (kube, hits) => {
+      await kube.request("get", "GET", "/api/v1/nodes/a");
+      assert.equal(hits[0].headers.get("authorization"), `Basic ${btoa("ann:pw")}`);
+    },
+    "{username: ann, password: pw}",
   );
 });
 

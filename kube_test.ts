@@ -1,6 +1,3 @@
-// kube.ts imports @kubernetes/client-node, whose dependencies (undici, debug)
-// read the environment when loaded, so this file needs `--allow-env` on the
-// command line; the tests themselves run with no permissions.
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import {

@@ -1,0 +1,480 @@
+/**
+ * Kubeconfig loading without `@kubernetes/client-node`: the files kubectl
+ * would read, merged as kubectl merges them, the context in use, and for the
+ * common credentials (bearer token, token file, client certificate, basic
+ * auth, the in-cluster service account) the TLS material and the
+ * Authorization header. Whatever else a user needs (exec plugins, auth
+ * providers, impersonation, a proxy) is marked for client-node's
+ * `KubeConfig`, which `kube.ts` then loads on demand: its module graph is
+ * most of the bundle and costs a fifth of a second to evaluate at start.
+ *
+ * Every file and environment read goes through a {@linkcode KubeconfigIo},
+ * so the rules are tested without a file system.
+ *
+ * @module
+ */
+
+import { parse } from "yaml";
+
+/** Error for a kubeconfig that cannot be used; `main.ts` turns it into exit 3. */
+export class ConfigError extends Error {
+  /** @param message what is wrong and how to fix it */
+  constructor(message: string) {
+    super(message);
+    this.name = "ConfigError";
+  }
+}
+
+/** The reads kubeconfig loading needs, passed in. */
+export interface KubeconfigIo {
+  /** An environment variable, or undefined. */
+  env(name: string): string | undefined;
+  /** A file's text; throws `Deno.errors.NotFound`, `PermissionDenied`, … as Deno does. */
+  readTextFile(path: string): string;
+  /** Whether a file exists. */
+  exists(path: string): boolean;
+  /** The separator of `$KUBECONFIG`'s list: ":" (";" on Windows). */
+  listSeparator: string;
+}
+
+/** A cluster entry of a kubeconfig. */
+export interface ClusterEntry {
+  /** Its name. */
+  name: string;
+  /** The API server's URL, without a trailing slash. */
+  server: string;
+  /** `certificate-authority-data`, base64 PEM. */
+  caData?: string;
+  /** `certificate-authority`, made absolute against its kubeconfig's folder. */
+  caFile?: string;
+  /** `insecure-skip-tls-verify: true`. */
+  skipTLSVerify: boolean;
+  /** The entry as written, for client-node. */
+  raw: Record<string, unknown>;
+}
+
+/** A user entry of a kubeconfig. */
+export interface UserEntry {
+  /** Its name. */
+  name: string;
+  /** The entry as written (`user:`), with its file paths made absolute. */
+  raw: Record<string, unknown>;
+}
+
+/** A context entry of a kubeconfig. */
+export interface ContextEntry {
+  /** Its name. */
+  name: string;
+  /** The cluster it names. */
+  cluster: string;
+  /** The user it names, if any. */
+  user?: string;
+  /** Its namespace, if any. */
+  namespace?: string;
+}
+
+/** A kubeconfig, or several merged. */
+export interface Kubeconfig {
+  /** Cluster entries, in order. */
+  clusters: ClusterEntry[];
+  /** User entries, in order. */
+  users: UserEntry[];
+  /** Context entries, in order. */
+  contexts: ContextEntry[];
+  /** `current-context`. */
+  currentContext?: string;
+}
+
+/** User fields the fast path turns into credentials itself. */
+const FAST_USER_FIELDS = new Set([
+  "token",
+  "tokenFile",
+  "token-file",
+  "client-certificate",
+  "client-certificate-data",
+  "client-key",
+  "client-key-data",
+  "username",
+  "password",
+  "extensions",
+]);
+
+/** Cluster fields the fast path handles (`disable-compression` and `extensions` change nothing here). */
+const FAST_CLUSTER_FIELDS = new Set([
+  "server",
+  "certificate-authority",
+  "certificate-authority-data",
+  "insecure-skip-tls-verify",
+  "disable-compression",
+  "extensions",
+]);
+
+/** Where a pod's service account is mounted. */
+export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+function isAbsolute(path: string): boolean {
+  return path.startsWith("/") || /^[A-Za-z]:[\\/]/.test(path) || path.startsWith("\\\\");
+}
+
+function resolveIn(dir: string, path: string): string {
+  return isAbsolute(path) || dir === "" ? path : `${dir}/${path}`;
+}
+
+function isMap(x: unknown): x is Record<string, unknown> {
+  return typeof x === "object" && x !== null && !Array.isArray(x);
+}
+
+function entries(list: unknown): Record<string, unknown>[] {
+  // client-node ignores a section that is not a list; so do we.
+  return Array.isArray(list) ? list.map((e) => (isMap(e) ? e : {})) : [];
+}
+
+function str(x: unknown): string | undefined {
+  return typeof x === "string" && x !== "" ? x : undefined;
+}
+
+/**
+ * Parses one kubeconfig file. Relative file references (`certificate-authority`,
+ * `client-certificate`, `client-key`, `tokenFile`) are made absolute against the
+ * file's folder, as kubectl does.
+ *
+ * @param path the file's path, for relative references
+ * @throws {SyntaxError} when the text is not YAML or an entry lacks a required field
+ *
+ * @example
+ * ```ts
+ * const kc = parseKubeconfig("current-context: a\ncontexts: [{name: a, context: {cluster: c}}]", "/k/config");
+ * kc.contexts[0].cluster; // "c"
+ * ```
+ */
+export function parseKubeconfig(text: string, path: string): Kubeconfig {
+  let doc: unknown;
+  try {
+    doc = parse(text, { merge: true });
+  } catch (e) {
+    throw new SyntaxError((e as Error).message.split("\n")[0].replace(/:$/, ""));
+  }
+  // An empty file is an empty kubeconfig, as kubectl reads it.
+  if (doc === null || doc === undefined) doc = {};
+  if (!isMap(doc)) throw new SyntaxError(`expected a YAML mapping, found ${typeof doc}`);
+  const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/")) || "/" : "";
+  // The messages are client-node's, which loaded every kubeconfig until now.
+  const clusters = entries(doc.clusters).map((e, i): ClusterEntry => {
+    const c = e.cluster;
+    if (!str(e.name)) throw new SyntaxError(`clusters[${i}].name is missing`);
+    if (!isMap(c)) throw new SyntaxError(`clusters[${i}].cluster is missing`);
+    if (!str(c.server)) throw new SyntaxError(`clusters[${i}].cluster.server is missing`);
+    const caFile = str(c["certificate-authority"]);
+    return {
+      name: e.name as string,
+      server: (c.server as string).replace(/\/+$/, ""),
+      caData: str(c["certificate-authority-data"]),
+      caFile: caFile && resolveIn(dir, caFile),
+      skipTLSVerify: c["insecure-skip-tls-verify"] === true,
+      raw: c,
+    };
+  });
+  const users = entries(doc.users).map((e, i): UserEntry => {
+    if (!str(e.name)) throw new SyntaxError(`users[${i}].name is missing`);
+    const raw = { ...(isMap(e.user) ? e.user : {}) };
+    for (const key of ["client-certificate", "client-key", "tokenFile", "token-file"]) {
+      const file = str(raw[key]);
+      if (file) raw[key] = resolveIn(dir, file);
+    }
+    return { name: e.name as string, raw };
+  });
+  const contexts = entries(doc.contexts).map((e, i): ContextEntry => {
+    const c = e.context;
+    if (!str(e.name)) throw new SyntaxError(`contexts[${i}].name is missing`);
+    if (!isMap(c)) throw new SyntaxError(`contexts[${i}].context is missing`);
+    if (!str(c.cluster)) throw new SyntaxError(`contexts[${i}].context.cluster is missing`);
+    return {
+      name: e.name as string,
+      cluster: c.cluster as string,
+      user: str(c.user),
+      namespace: str(c.namespace),
+    };
+  });
+  return { clusters, users, contexts, currentContext: str(doc["current-context"]) };
+}
+
+/**
+ * Merges kubeconfigs as kubectl merges `$KUBECONFIG`'s files: the first file
+ * to name a cluster, user or context wins it, and the first file that sets
+ * `current-context` sets it.
+ *
+ * @example
+ * ```ts
+ * const a = parseKubeconfig("current-context: a", "/a");
+ * const b = parseKubeconfig("current-context: b", "/b");
+ * mergeKubeconfigs([a, b]).currentContext; // "a"
+ * ```
+ */
+export function mergeKubeconfigs(configs: Kubeconfig[]): Kubeconfig {
+  const firstByName = <T extends { name: string }>(lists: T[][]): T[] => {
+    const seen = new Map<string, T>();
+    for (const list of lists) for (const e of list) if (!seen.has(e.name)) seen.set(e.name, e);
+    return [...seen.values()];
+  };
+  return {
+    clusters: firstByName(configs.map((c) => c.clusters)),
+    users: firstByName(configs.map((c) => c.users)),
+    contexts: firstByName(configs.map((c) => c.contexts)),
+    currentContext: configs.find((c) => c.currentContext)?.currentContext,
+  };
+}
+
+/** The in-cluster configuration of a pod's service account, as client-node builds it. */
+function inCluster(io: KubeconfigIo): Kubeconfig {
+  const host = io.env("KUBERNETES_SERVICE_HOST");
+  const port = io.env("KUBERNETES_SERVICE_PORT");
+  if (!host || !port) {
+    throw new ConfigError(
+      "Cannot use the in-cluster service account: KUBERNETES_SERVICE_HOST and " +
+        "KUBERNETES_SERVICE_PORT are not set; pass --kubeconfig",
+    );
+  }
+  const scheme = ["80", "8080", "8001"].includes(port) ? "http" : "https";
+  const server = `${scheme}://${host.includes(":") ? `[${host}]` : host}:${port}`;
+  let namespace: string | undefined;
+  try {
+    namespace = io.readTextFile(`${SERVICE_ACCOUNT_DIR}/namespace`).trim() || undefined;
+  } catch {
+    // no namespace file: no context namespace
+  }
+  const caFile = `${SERVICE_ACCOUNT_DIR}/ca.crt`;
+  return {
+    clusters: [{
+      name: "inCluster",
+      server,
+      caFile,
+      skipTLSVerify: false,
+      raw: { server, "certificate-authority": caFile },
+    }],
+    users: [{ name: "inClusterUser", raw: { tokenFile: `${SERVICE_ACCOUNT_DIR}/token` } }],
+    contexts: [{
+      name: "inClusterContext",
+      cluster: "inCluster",
+      user: "inClusterUser",
+      namespace,
+    }],
+    currentContext: "inClusterContext",
+  };
+}
+
+function readError(e: unknown): string {
+  if (e instanceof Deno.errors.NotFound) return "no such file";
+  if (e instanceof Deno.errors.PermissionDenied) return "permission denied";
+  if (e instanceof Deno.errors.IsADirectory) return "is a directory";
+  return (e as Error).message.split("\n")[0];
+}
+
+/** What {@linkcode loadKubeconfig} found, ready to connect with. */
+export interface Target {
+  /** The kubeconfig's name in messages: a path, `$KUBECONFIG (…)`, `~/.kube/config` or in-cluster. */
+  source: string;
+  /** Every entry, merged. */
+  config: Kubeconfig;
+  /** The context in use. */
+  context: ContextEntry;
+  /** Its cluster. */
+  cluster: ClusterEntry;
+  /** Its user; undefined when the context names none, or one that is not defined. */
+  user?: UserEntry;
+  /**
+   * Why client-node's KubeConfig must build the credentials (`user u has exec`);
+   * undefined when {@linkcode tlsOf} and {@linkcode authorizationOf} can.
+   */
+  fallback?: string;
+}
+
+/** Where credentials come from, as `Kube.connect` takes them. */
+export interface LoadOptions {
+  /** A kubeconfig file; default: $KUBECONFIG, ~/.kube/config, then in-cluster. */
+  kubeconfig?: string;
+  /** A context of the kubeconfig; default: its current context. */
+  context?: string;
+}
+
+function readConfigs(opts: LoadOptions, io: KubeconfigIo): { source: string; config: Kubeconfig } {
+  const fromEnv = io.env("KUBECONFIG");
+  const source = opts.kubeconfig ?? (fromEnv ? `$KUBECONFIG (${fromEnv})` : "~/.kube/config");
+  const load = (path: string, what = "") => {
+    let text: string;
+    try {
+      text = io.readTextFile(path);
+    } catch (e) {
+      throw new ConfigError(`Cannot load kubeconfig ${source}: ${what}${readError(e)}`);
+    }
+    try {
+      return parseKubeconfig(text, path);
+    } catch (e) {
+      throw new ConfigError(`Cannot load kubeconfig ${source}: ${what}${(e as Error).message}`);
+    }
+  };
+  if (opts.kubeconfig) return { source, config: load(opts.kubeconfig) };
+  if (fromEnv) {
+    const files = fromEnv.split(io.listSeparator).filter(Boolean);
+    // kubectl skips the files of the list that do not exist.
+    const present = files.length > 1 ? files.filter((f) => io.exists(f)) : files;
+    if (present.length === 0) {
+      throw new ConfigError(`Cannot load kubeconfig ${source}: no such file`);
+    }
+    const what = (f: string) => (files.length > 1 ? `${f}: ` : "");
+    return { source, config: mergeKubeconfigs(present.map((f) => load(f, what(f)))) };
+  }
+  const home = io.env("HOME") ?? io.env("USERPROFILE");
+  if (home && io.exists(`${home}/.kube/config`)) {
+    return { source, config: load(`${home}/.kube/config`) };
+  }
+  if (io.exists(`${SERVICE_ACCOUNT_DIR}/token`)) {
+    return { source: "the in-cluster service account", config: inCluster(io) };
+  }
+  throw new ConfigError(
+    "Cannot find a kubeconfig: pass --kubeconfig, set $KUBECONFIG, create ~/.kube/config, " +
+      "or run in a pod with a service account",
+  );
+}
+
+/**
+ * Why a user or cluster needs client-node's KubeConfig, or undefined when the
+ * fast path builds its credentials.
+ */
+export function fallbackReason(cluster: ClusterEntry, user?: UserEntry): string | undefined {
+  const other = (raw: Record<string, unknown>, known: Set<string>) =>
+    Object.keys(raw).filter((k) => !known.has(k) && raw[k] !== undefined && raw[k] !== null);
+  const userFields = user ? other(user.raw, FAST_USER_FIELDS) : [];
+  if (userFields.length) return `user ${user!.name} has ${userFields.join(", ")}`;
+  const clusterFields = other(cluster.raw, FAST_CLUSTER_FIELDS);
+  if (clusterFields.length) return `cluster ${cluster.name} has ${clusterFields.join(", ")}`;
+  return undefined;
+}
+
+/**
+ * Finds the kubeconfig as kubectl does (`--kubeconfig`, else `$KUBECONFIG`'s
+ * files merged, else `~/.kube/config`, else the pod's service account) and
+ * the context, cluster and user to use.
+ *
+ * @throws {ConfigError} when no kubeconfig is found, one cannot be read or parsed,
+ *   the context is unknown, or it names no cluster
+ */
+export function loadKubeconfig(opts: LoadOptions, io: KubeconfigIo): Target {
+  const { source, config } = readConfigs(opts, io);
+  const contextName = opts.context ?? config.currentContext;
+  const context = config.contexts.find((c) => c.name === contextName);
+  if (opts.context && !context) {
+    const known = config.contexts.map((c) => c.name).join(", ") || "none";
+    throw new ConfigError(
+      `Cannot use context ${JSON.stringify(opts.context)}: not in ${source} (contexts: ${known})`,
+    );
+  }
+  const cluster = config.clusters.find((c) => c.name === context?.cluster);
+  if (!context || !cluster) {
+    throw new ConfigError(
+      `Cannot find a cluster in ${source}: set --kubeconfig, $KUBECONFIG or run in a pod`,
+    );
+  }
+  // Deno's HTTP client has no per-client switch to skip verification, and a
+  // dispatcher that gates fleet upgrades should not talk to an unverified server.
+  if (cluster.skipTLSVerify && cluster.server.startsWith("https:")) {
+    throw new ConfigError(
+      `Cannot use cluster ${cluster.name}: insecure-skip-tls-verify is not supported; ` +
+        "set certificate-authority(-data) in the kubeconfig",
+    );
+  }
+  const user = config.users.find((u) => u.name === context.user);
+  return { source, config, context, cluster, user, fallback: fallbackReason(cluster, user) };
+}
+
+/** PEM text of the TLS material to connect with. */
+export interface TlsMaterial {
+  /** The CA bundle to verify the server with. */
+  ca?: string;
+  /** The client certificate. */
+  cert?: string;
+  /** The client key. */
+  key?: string;
+}
+
+function decodeBase64(data: string): string {
+  const bin = atob(data.replace(/\s+/g, ""));
+  return new TextDecoder().decode(Uint8Array.from(bin, (c) => c.charCodeAt(0)));
+}
+
+function fileOrData(io: KubeconfigIo, what: string, file: unknown, data: unknown) {
+  if (typeof file === "string" && file) {
+    try {
+      return io.readTextFile(file);
+    } catch (e) {
+      throw new ConfigError(`cannot read ${what} ${file}: ${readError(e)}`);
+    }
+  }
+  if (typeof data === "string" && data) {
+    try {
+      return decodeBase64(data);
+    } catch {
+      throw new ConfigError(`${what}-data is not base64`);
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The TLS material of a fast-path target: files read, `*-data` decoded.
+ *
+ * @throws {ConfigError} when a file cannot be read, a `*-data` is not base64,
+ *   or the server is plain HTTP without `insecure-skip-tls-verify` (client-node's rule)
+ */
+export function tlsOf(target: Target, io: KubeconfigIo): TlsMaterial {
+  const { cluster, user } = target;
+  if (cluster.server.startsWith("http:") && !cluster.skipTLSVerify) {
+    throw new ConfigError("HTTP protocol is not allowed when skipTLSVerify is not set or false");
+  }
+  const u = user?.raw ?? {};
+  return {
+    ca: fileOrData(io, "certificate-authority", cluster.caFile, cluster.caData),
+    cert: fileOrData(
+      io,
+      "client-certificate",
+      u["client-certificate"],
+      u["client-certificate-data"],
+    ),
+    key: fileOrData(io, "client-key", u["client-key"], u["client-key-data"]),
+  };
+}
+
+function base64Utf8(text: string): string {
+  return btoa(String.fromCharCode(...new TextEncoder().encode(text)));
+}
+
+/**
+ * The Authorization header of a fast-path user, read now: `token`, else the
+ * token in `tokenFile` or `token-file` (re-read on each call: a projected service account
+ * token rotates), else basic auth.
+ *
+ * @throws {ConfigError} when the token file cannot be read
+ *
+ * @example
+ * ```ts
+ * authorizationOf({ name: "u", raw: { token: "t" } }, io); // "Bearer t"
+ * ```
+ */
+export function authorizationOf(user: UserEntry | undefined, io: KubeconfigIo): string | undefined {
+  const u = user?.raw ?? {};
+  if (typeof u.token === "string" && u.token) return `Bearer ${u.token}`;
+  // kubectl spells it tokenFile; client-node, which read kubeconfigs here before, token-file.
+  const tokenFile = str(u.tokenFile) ?? str(u["token-file"]);
+  if (tokenFile) {
+    let token: string;
+    try {
+      token = io.readTextFile(tokenFile).trim();
+    } catch (e) {
+      throw new ConfigError(`cannot read token file ${tokenFile}: ${readError(e)}`);
+    }
+    if (token) return `Bearer ${token}`;
+  }
+  if (typeof u.username === "string" && u.username) {
+    return `Basic ${base64Utf8(`${u.username}:${u.password ?? ""}`)}`;
+  }
+  return undefined;
+}

@@ -1,0 +1,536 @@
+import assert from "node:assert/strict";
+import {
+  authorizationOf,
+  ConfigError,
+  fallbackReason,
+  type KubeconfigIo,
+  loadKubeconfig,
+  mergeKubeconfigs,
+  parseKubeconfig,
+  SERVICE_ACCOUNT_DIR,
+  type Target,
+  tlsOf,
+} from "./kubeconfig.ts";
+
+/** An in-memory file system and environment; a value that is an Error is thrown on read. */
+function fakeIo(files: Record<string, string | Error>, env: Record<string, string> = {}) {
+  const reads: string[] = [];
+  const io: KubeconfigIo = {
+    env: (name) => env[name],
+    readTextFile: (path) => {
+      reads.push(path);
+      const f = files[path];
+      if (f === undefined) throw new Deno.errors.NotFound(`No such file: ${path}`);
+      if (f instanceof Error) throw f;
+      return f;
+    },
+    exists: (path) => path in files,
+    listSeparator: ":",
+  };
+  return { io, reads };
+}
+
+const b64 = (text: string) => btoa(text);
+
+// The yaml parser reads $LOG_TOKENS and $LOG_STREAM (its debug switches) on
+// every parse, so a test that parses YAML needs read access to those two.
+const YAML_ENV: Deno.PermissionOptions = { env: ["LOG_TOKENS", "LOG_STREAM"] };
+
+/** A kubeconfig with one context `name` → cluster `name` → user `name`. */
+function kubeconfig(
+  name: string,
+  opts: { user?: string; cluster?: string; current?: boolean; namespace?: string } = {},
+): string {
+  return `apiVersion: v1
+kind: Config
+clusters: [{name: ${name}, cluster: ${
+    opts.cluster ??
+      `{server: "https://${name}.example:6443/", certificate-authority-data: ${
+        b64(`CA of ${name}`)
+      }}`
+  }}]
+users: [{name: ${name}, user: ${opts.user ?? `{token: token-of-${name}}`}}]
+contexts: [{name: ${name}, context: {cluster: ${name}, user: ${name}${
+    opts.namespace ? `, namespace: ${opts.namespace}` : ""
+  }}}]
+${opts.current === false ? "" : `current-context: ${name}`}
+`;
+}
+
+Deno.test({
+  name: "parseKubeconfig() rejects what client-node rejected, with its messages",
+  permissions: YAML_ENV,
+  async fn(t) {
+    const cases: [string, string, RegExp][] = [
+      ["not YAML", "clusters: [unterminated\n  : :\n", /\S/],
+      ["a list, not a mapping", "- a\n- b\n", /expected a YAML mapping, found object/],
+      [
+        "a cluster without a name",
+        "clusters: [{cluster: {server: s}}]",
+        /clusters\[0\]\.name is missing/,
+      ],
+      ["a cluster without cluster", "clusters: [{name: c}]", /clusters\[0\]\.cluster is missing/],
+      [
+        "a cluster without a server",
+        "clusters: [{name: c, cluster: {}}]",
+        /clusters\[0\]\.cluster\.server is missing/,
+      ],
+      ["a user without a name", "users: [{user: {token: t}}]", /users\[0\]\.name is missing/],
+      ["a context without context", "contexts: [{name: x}]", /contexts\[0\]\.context is missing/],
+      [
+        "a context without a cluster",
+        "contexts: [{name: x, context: {user: u}}]",
+        /contexts\[0\]\.context\.cluster is missing/,
+      ],
+    ];
+    for (const [what, text, message] of cases) {
+      await t.step(`it rejects ${what}`, () => {
+        assert.throws(() => parseKubeconfig(text, "/k/config"), (e: Error) => {
+          assert.ok(e instanceof SyntaxError, `${e.name}: ${e.message}`);
+          assert.match(e.message, message);
+          return true;
+        });
+      });
+    }
+  },
+});
+
+Deno.test({
+  name: "parseKubeconfig() reads entries as kubectl does",
+  permissions: YAML_ENV,
+  async fn(t) {
+    await t.step("an empty file is an empty kubeconfig", () => {
+      assert.deepEqual(parseKubeconfig("", "/k/config"), {
+        clusters: [],
+        users: [],
+        contexts: [],
+        currentContext: undefined,
+      });
+    });
+    await t.step("relative file references are made absolute against the file's folder", () => {
+      const kc = parseKubeconfig(
+        `clusters: [{name: c, cluster: {server: s, certificate-authority: pki/ca.crt}}]
+users: [{name: u, user: {client-certificate: u.crt, client-key: /abs/u.key, tokenFile: ../t}}]`,
+        "/home/me/.kube/config",
+      );
+      assert.equal(kc.clusters[0].caFile, "/home/me/.kube/pki/ca.crt");
+      assert.equal(kc.users[0].raw["client-certificate"], "/home/me/.kube/u.crt");
+      assert.equal(kc.users[0].raw["client-key"], "/abs/u.key");
+      assert.equal(kc.users[0].raw.tokenFile, "/home/me/.kube/../t");
+    });
+    await t.step("a file named without a folder keeps relative references as they are", () => {
+      const kc = parseKubeconfig(
+        "clusters: [{name: c, cluster: {server: s, certificate-authority: ca.crt}}]",
+        "config",
+      );
+      assert.equal(kc.clusters[0].caFile, "ca.crt");
+    });
+    await t.step("the server loses its trailing slashes", () => {
+      const kc = parseKubeconfig("clusters: [{name: c, cluster: {server: 'https://h/'}}]", "/k");
+      assert.equal(kc.clusters[0].server, "https://h");
+    });
+    await t.step("insecure-skip-tls-verify counts only when it is the boolean true", () => {
+      for (const [value, want] of [["true", true], ['"true"', false], ["false", false]] as const) {
+        const kc = parseKubeconfig(
+          `clusters: [{name: c, cluster: {server: s, insecure-skip-tls-verify: ${value}}}]`,
+          "/k",
+        );
+        assert.equal(kc.clusters[0].skipTLSVerify, want, value);
+      }
+    });
+    await t.step("a context keeps its namespace; a section that is not a list is ignored", () => {
+      const kc = parseKubeconfig(
+        "contexts: [{name: x, context: {cluster: c, namespace: ops}}]\nusers: {}\n",
+        "/k",
+      );
+      assert.deepEqual(kc.contexts, [{
+        name: "x",
+        cluster: "c",
+        user: undefined,
+        namespace: "ops",
+      }]);
+      assert.deepEqual(kc.users, []);
+    });
+  },
+});
+
+Deno.test({
+  name: "mergeKubeconfigs() lets the first file win, as kubectl merges $KUBECONFIG",
+  permissions: YAML_ENV,
+  async fn(t) {
+    const a = parseKubeconfig(kubeconfig("a", { current: false }), "/a");
+    const b = parseKubeconfig(kubeconfig("b"), "/b");
+    const a2 = parseKubeconfig(
+      kubeconfig("a", { cluster: `{server: "https://other:1"}` }),
+      "/a2",
+    );
+    await t.step("the first file that sets current-context sets it", () => {
+      assert.equal(mergeKubeconfigs([a, b, a2]).currentContext, "b");
+      assert.equal(mergeKubeconfigs([a2, b]).currentContext, "a");
+    });
+    await t.step("the first file to name an entry wins it", () => {
+      const merged = mergeKubeconfigs([a, b, a2]);
+      assert.deepEqual(merged.clusters.map((c) => [c.name, c.server]), [
+        ["a", "https://a.example:6443"],
+        ["b", "https://b.example:6443"],
+      ]);
+      assert.deepEqual(merged.contexts.map((c) => c.name), ["a", "b"]);
+    });
+  },
+});
+
+Deno.test({
+  name: "loadKubeconfig() finds the kubeconfig and context kubectl would use",
+  permissions: YAML_ENV,
+  async fn(t) {
+    const files = {
+      "/k/a": kubeconfig("a", { namespace: "team" }),
+      "/k/b": kubeconfig("b"),
+      "/home/me/.kube/config": kubeconfig("home"),
+    };
+    const cases: {
+      name: string;
+      opts?: { kubeconfig?: string; context?: string };
+      env?: Record<string, string>;
+      files?: Record<string, string | Error>;
+      want: { source: string; context: string; server: string; namespace?: string };
+    }[] = [
+      {
+        name: "--kubeconfig wins over $KUBECONFIG and ~/.kube/config",
+        opts: { kubeconfig: "/k/b" },
+        env: { KUBECONFIG: "/k/a", HOME: "/home/me" },
+        want: { source: "/k/b", context: "b", server: "https://b.example:6443" },
+      },
+      {
+        name: "$KUBECONFIG's files are merged, the first current-context wins",
+        env: { KUBECONFIG: "/k/a:/k/b", HOME: "/home/me" },
+        want: {
+          source: "$KUBECONFIG (/k/a:/k/b)",
+          context: "a",
+          server: "https://a.example:6443",
+          namespace: "team",
+        },
+      },
+      {
+        name: "--context picks a context of a later file",
+        opts: { context: "b" },
+        env: { KUBECONFIG: "/k/a:/k/b" },
+        want: { source: "$KUBECONFIG (/k/a:/k/b)", context: "b", server: "https://b.example:6443" },
+      },
+      {
+        name: "files of $KUBECONFIG that do not exist are skipped, as kubectl skips them",
+        env: { KUBECONFIG: "/k/missing::/k/b" },
+        want: {
+          source: "$KUBECONFIG (/k/missing::/k/b)",
+          context: "b",
+          server: "https://b.example:6443",
+        },
+      },
+      {
+        name: "without $KUBECONFIG, ~/.kube/config",
+        env: { HOME: "/home/me" },
+        want: { source: "~/.kube/config", context: "home", server: "https://home.example:6443" },
+      },
+      {
+        name: "without any file, the pod's service account",
+        env: {
+          HOME: "/nowhere",
+          KUBERNETES_SERVICE_HOST: "10.96.0.1",
+          KUBERNETES_SERVICE_PORT: "443",
+        },
+        files: {
+          [`${SERVICE_ACCOUNT_DIR}/token`]: "sa-token\n",
+          [`${SERVICE_ACCOUNT_DIR}/namespace`]: "ops\n",
+        },
+        want: {
+          source: "the in-cluster service account",
+          context: "inClusterContext",
+          server: "https://10.96.0.1:443",
+          namespace: "ops",
+        },
+      },
+      {
+        name: "an IPv6 service host is bracketed",
+        env: { KUBERNETES_SERVICE_HOST: "fd00::1", KUBERNETES_SERVICE_PORT: "443" },
+        files: { [`${SERVICE_ACCOUNT_DIR}/token`]: "t" },
+        want: {
+          source: "the in-cluster service account",
+          context: "inClusterContext",
+          server: "https://[fd00::1]:443",
+        },
+      },
+    ];
+    for (const c of cases) {
+      await t.step(c.name, () => {
+        const { io } = fakeIo({ ...files, ...c.files }, c.env);
+        const target = loadKubeconfig(c.opts ?? {}, io);
+        assert.deepEqual(
+          {
+            source: target.source,
+            context: target.context.name,
+            server: target.cluster.server,
+            namespace: target.context.namespace,
+          },
+          { namespace: undefined, ...c.want },
+        );
+      });
+    }
+  },
+});
+
+Deno.test({
+  name: "loadKubeconfig() says which kubeconfig cannot be used and why",
+  permissions: YAML_ENV,
+  async fn(t) {
+    const cases: {
+      name: string;
+      opts?: { kubeconfig?: string; context?: string };
+      env?: Record<string, string>;
+      files?: Record<string, string | Error>;
+      message: RegExp;
+    }[] = [
+      {
+        name: "a missing --kubeconfig",
+        opts: { kubeconfig: "/nonexistent/kubeconfig" },
+        message: /^Cannot load kubeconfig \/nonexistent\/kubeconfig: no such file$/,
+      },
+      {
+        name: "an unreadable --kubeconfig",
+        opts: { kubeconfig: "/k/x" },
+        files: { "/k/x": new Deno.errors.PermissionDenied("EACCES") },
+        message: /^Cannot load kubeconfig \/k\/x: permission denied$/,
+      },
+      {
+        name: "a --kubeconfig that is a folder",
+        opts: { kubeconfig: "/k" },
+        files: { "/k": new Deno.errors.IsADirectory("EISDIR") },
+        message: /^Cannot load kubeconfig \/k: is a directory$/,
+      },
+      {
+        name: "a --kubeconfig that is not YAML",
+        opts: { kubeconfig: "/k/x" },
+        files: { "/k/x": "clusters: [unterminated\n  : :\n" },
+        message: /^Cannot load kubeconfig \/k\/x: \S.*[^:]$/,
+      },
+      {
+        name: "a single $KUBECONFIG file that does not exist",
+        env: { KUBECONFIG: "/k/gone" },
+        message: /^Cannot load kubeconfig \$KUBECONFIG \(\/k\/gone\): no such file$/,
+      },
+      {
+        name: "$KUBECONFIG files none of which exists",
+        env: { KUBECONFIG: "/k/gone:/k/gone2" },
+        message: /^Cannot load kubeconfig \$KUBECONFIG \(\/k\/gone:\/k\/gone2\): no such file$/,
+      },
+      {
+        name: "a bad file among $KUBECONFIG's, by name",
+        env: { KUBECONFIG: "/k/a:/k/bad" },
+        files: { "/k/a": kubeconfig("a"), "/k/bad": "clusters: [{name: c}]" },
+        message:
+          /^Cannot load kubeconfig \$KUBECONFIG \(\/k\/a:\/k\/bad\): \/k\/bad: clusters\[0\]\.cluster is missing$/,
+      },
+      {
+        name: "no kubeconfig and no service account",
+        env: { HOME: "/home/me" },
+        message:
+          /^Cannot find a kubeconfig: pass --kubeconfig, set \$KUBECONFIG, create ~\/\.kube\/config, or run in a pod with a service account$/,
+      },
+      {
+        name: "a service account without the service's environment",
+        files: { [`${SERVICE_ACCOUNT_DIR}/token`]: "t" },
+        message: /^Cannot use the in-cluster service account: KUBERNETES_SERVICE_HOST/,
+      },
+      {
+        name: "an unknown --context, with the known ones",
+        opts: { kubeconfig: "/k/a", context: "nope" },
+        files: { "/k/a": kubeconfig("a") },
+        message: /^Cannot use context "nope": not in \/k\/a \(contexts: a\)$/,
+      },
+      {
+        name: "no current context",
+        opts: { kubeconfig: "/k/a" },
+        files: { "/k/a": kubeconfig("a", { current: false }) },
+        message:
+          /^Cannot find a cluster in \/k\/a: set --kubeconfig, \$KUBECONFIG or run in a pod$/,
+      },
+      {
+        name: "a context whose cluster is not defined",
+        opts: { kubeconfig: "/k/a" },
+        files: { "/k/a": "contexts: [{name: x, context: {cluster: gone}}]\ncurrent-context: x\n" },
+        message: /^Cannot find a cluster in \/k\/a/,
+      },
+      {
+        name: "insecure-skip-tls-verify on an https server",
+        opts: { kubeconfig: "/k/a" },
+        files: {
+          "/k/a": kubeconfig("a", {
+            cluster: "{server: 'https://h', insecure-skip-tls-verify: true}",
+          }),
+        },
+        message:
+          /^Cannot use cluster a: insecure-skip-tls-verify is not supported; set certificate-authority\(-data\) in the kubeconfig$/,
+      },
+    ];
+    for (const c of cases) {
+      await t.step(`it refuses ${c.name}`, () => {
+        const { io } = fakeIo(c.files ?? {}, c.env);
+        assert.throws(() => loadKubeconfig(c.opts ?? {}, io), (e: Error) => {
+          assert.ok(e instanceof ConfigError, `${e.name}: ${e.message}`);
+          assert.match(e.message, c.message);
+          return true;
+        });
+      });
+    }
+  },
+});
+
+Deno.test({
+  name: "fallbackReason() leaves to client-node only what the fast path does not handle",
+  permissions: YAML_ENV,
+  async fn(t) {
+    const cases: [string, string, string | undefined, RegExp | undefined][] = [
+      ["a token", "{token: t}", undefined, undefined],
+      ["a token file (kubectl's tokenFile)", "{tokenFile: /t}", undefined, undefined],
+      ["a token file (client-node's token-file)", "{token-file: /t}", undefined, undefined],
+      [
+        "a client certificate",
+        "{client-certificate-data: x, client-key: /k}",
+        undefined,
+        undefined,
+      ],
+      ["basic auth", "{username: u, password: p}", undefined, undefined],
+      ["no credentials", "{}", undefined, undefined],
+      ["an exec plugin", "{exec: {command: aws}}", undefined, /^user a has exec$/],
+      [
+        "an auth provider",
+        "{auth-provider: {name: oidc}}",
+        undefined,
+        /^user a has auth-provider$/,
+      ],
+      ["impersonation", "{token: t, as: admin}", undefined, /^user a has as$/],
+      [
+        "a proxy",
+        "{token: t}",
+        "{server: s, proxy-url: 'http://p:3128'}",
+        /^cluster a has proxy-url$/,
+      ],
+      [
+        "a TLS server name",
+        "{token: t}",
+        "{server: s, tls-server-name: h}",
+        /^cluster a has tls-server-name$/,
+      ],
+    ];
+    for (const [what, user, cluster, want] of cases) {
+      await t.step(`${what}: ${want ? "client-node" : "fast path"}`, () => {
+        const kc = parseKubeconfig(kubeconfig("a", { user, cluster }), "/k/a");
+        const reason = fallbackReason(kc.clusters[0], kc.users[0]);
+        if (want) assert.match(reason ?? "", want);
+        else assert.equal(reason, undefined);
+      });
+    }
+  },
+});
+
+function target(user: string, cluster?: string, files: Record<string, string | Error> = {}) {
+  const { io, reads } = fakeIo({ "/k/a": kubeconfig("a", { user, cluster }), ...files });
+  return { target: loadKubeconfig({ kubeconfig: "/k/a" }, io) as Target, io, reads };
+}
+
+Deno.test({
+  name: "tlsOf() reads files and decodes data of the cluster and user",
+  permissions: YAML_ENV,
+  async fn(t) {
+    await t.step("certificate-authority-data and client-certificate/key data are decoded", () => {
+      const { target: tg, io } = target(
+        `{client-certificate-data: ${b64("CERT")}, client-key-data: ${b64("KEY")}}`,
+      );
+      assert.deepEqual(tlsOf(tg, io), { ca: "CA of a", cert: "CERT", key: "KEY" });
+    });
+    await t.step("files are read, relative to the kubeconfig's folder", () => {
+      const { target: tg, io } = target(
+        "{client-certificate: u.crt, client-key: u.key}",
+        "{server: 'https://h', certificate-authority: ca.crt}",
+        { "/k/ca.crt": "CA FILE", "/k/u.crt": "CERT FILE", "/k/u.key": "KEY FILE" },
+      );
+      assert.deepEqual(tlsOf(tg, io), { ca: "CA FILE", cert: "CERT FILE", key: "KEY FILE" });
+    });
+    await t.step("a file wins over data, as in client-node", () => {
+      const { target: tg, io } = target(
+        "{token: t}",
+        `{server: 'https://h', certificate-authority: /ca, certificate-authority-data: ${
+          b64("D")
+        }}`,
+        { "/ca": "FILE" },
+      );
+      assert.equal(tlsOf(tg, io).ca, "FILE");
+    });
+    await t.step("a missing file is named", () => {
+      const { target: tg, io } = target("{client-certificate: /gone.crt, client-key: /gone.key}");
+      assert.throws(
+        () => tlsOf(tg, io),
+        /^ConfigError: cannot read client-certificate \/gone\.crt: no such file$/,
+      );
+    });
+    await t.step("plain HTTP needs insecure-skip-tls-verify, as client-node required", () => {
+      const { target: tg, io } = target("{token: t}", "{server: 'http://h:8080'}");
+      assert.throws(() => tlsOf(tg, io), /HTTP protocol is not allowed when skipTLSVerify/);
+      const skip = target(
+        "{token: t}",
+        "{server: 'http://h:8080', insecure-skip-tls-verify: true}",
+      );
+      assert.deepEqual(tlsOf(skip.target, skip.io), {
+        ca: undefined,
+        cert: undefined,
+        key: undefined,
+      });
+    });
+  },
+});
+
+Deno.test({
+  name: "authorizationOf() derives the header the way kubectl does",
+  permissions: YAML_ENV,
+  async fn(t) {
+    await t.step("a token is a bearer token", () => {
+      const { target: tg, io } = target("{token: abc}");
+      assert.equal(authorizationOf(tg.user, io), "Bearer abc");
+    });
+    await t.step("a token wins over basic auth", () => {
+      const { target: tg, io } = target("{token: abc, username: u, password: p}");
+      assert.equal(authorizationOf(tg.user, io), "Bearer abc");
+    });
+    await t.step("a token file is read on every call, trimmed, so a rotated token is used", () => {
+      const files: Record<string, string> = { "/k/token": "first\n" };
+      const { target: tg, io } = target("{tokenFile: token}", undefined, files);
+      const read = (path: string) => files[path] ?? io.readTextFile(path);
+      const live = { ...io, readTextFile: read };
+      assert.equal(authorizationOf(tg.user, live), "Bearer first");
+      files["/k/token"] = "second\n";
+      assert.equal(authorizationOf(tg.user, live), "Bearer second");
+    });
+    await t.step("client-node's token-file spelling works too", () => {
+      const { target: tg, io } = target("{token-file: /t}", undefined, { "/t": "tf" });
+      assert.equal(authorizationOf(tg.user, io), "Bearer tf");
+    });
+    await t.step("an unreadable token file is named", () => {
+      const { target: tg, io } = target("{tokenFile: /gone}");
+      assert.throws(
+        () => authorizationOf(tg.user, io),
+        /cannot read token file \/gone: no such file/,
+      );
+    });
+    await t.step("basic auth is base64 of UTF-8 user:password", () => {
+      const { target: tg, io } = target("{username: jürgen, password: 'p:w'}");
+      const header = authorizationOf(tg.user, io)!;
+      assert.match(header, /^Basic /);
+      const bytes = Uint8Array.from(atob(header.slice(6)), (c) => c.charCodeAt(0));
+      assert.equal(new TextDecoder().decode(bytes), "jürgen:p:w");
+    });
+    await t.step("no credentials, no header", () => {
+      const { target: tg, io } = target("{}");
+      assert.equal(authorizationOf(tg.user, io), undefined);
+      assert.equal(authorizationOf(undefined, io), undefined);
+    });
+  },
+});
