@@ -72,7 +72,7 @@ export const STOPPED = "stopped before the node's post-success work ended";
 export class NodeWriter {
   #o: NodeWriterOptions;
   #warned = new Set<string>();
-  #side = new Set<Promise<void>>();
+  #kubelet: Promise<void> = Promise.resolve();
 
   /** @param opts what to write */
   constructor(opts: NodeWriterOptions) {
@@ -167,9 +167,11 @@ export class NodeWriter {
     }
   }
 
-  /** Waits for the kubelet checks of `--kubelet-timeout-warn-secs` still under way. */
-  async settle(): Promise<void> {
-    await Promise.allSettled([...this.#side]);
+  /** Waits a moment for the kubelet checks still under way: they only warn. */
+  async settle(timeoutMs = 5000): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([this.#kubelet, new Promise((r) => (timer = setTimeout(r, timeoutMs)))]);
+    clearTimeout(timer);
   }
 
   /** Reads the node; a string says it is gone or replaced. */
@@ -288,13 +290,22 @@ export class NodeWriter {
     return `cannot lift taints from node ${name}: they kept changing`;
   }
 
+  /**
+   * Reads the kubelet's configuration through the API server's node proxy, one
+   * node at a time, off to the side of the rollout: it only warns. The first
+   * refusal (no `nodes/proxy` permission, a kubelet the API server cannot
+   * reach) is said once and ends the checks, so a fleet never pays a retry
+   * budget per node for a warning.
+   */
   #checkKubelet(name: string): void {
     const limitMs = this.#o.kubeletTimeoutWarnMs!;
-    const check = (async () => {
+    this.#kubelet = this.#kubelet.then(async () => {
+      if (this.#warned.has("kubelet") || this.#o.signal.aborted) return;
       try {
         const config = await this.#o.kube.request<
           { kubeletconfig?: { runtimeRequestTimeout?: string } }
         >("get", "GET", `${paths.node(name)}/proxy/configz`);
+        // The kubelet's default when its configuration does not set it.
         const text = config.kubeletconfig?.runtimeRequestTimeout ?? "2m0s";
         const ms = goDurationMs(text);
         if (ms !== undefined && ms < limitMs) {
@@ -312,9 +323,7 @@ export class NodeWriter {
           }); runtimeRequestTimeout is not checked`,
         );
       }
-    })();
-    this.#side.add(check);
-    check.finally(() => this.#side.delete(check));
+    });
   }
 
   /** Sleeps `ms`; false when the run was stopped meanwhile. */
