@@ -26,8 +26,10 @@
  * @module
  */
 
+import { parse, stringify } from "yaml";
 import { type Cluster, startCluster } from "../e2e/cluster.ts";
 import { dispatcherCommand } from "../e2e/_dispatcher.ts";
+import { namespace as createNamespace, serviceAccount } from "../e2e/_fixtures.ts";
 import {
   auditSummary,
   delta,
@@ -63,9 +65,12 @@ const RESULTS_DIR = OUT ?? `${BENCH_DIR}results/`;
 /** Where results.md and the SVG go: bench/, or with $BENCH_OUT (experiments) that folder. */
 const REPORT_DIR = OUT ?? BENCH_DIR;
 const SVG_NAME = "inflight-n1000.svg";
-/** The namespace of the dispatcher's ServiceAccounts; the audit policy records this group only. */
-const SA_NAMESPACE = "bench-dispatcher";
-const SA_GROUP = `system:serviceaccounts:${SA_NAMESPACE}`;
+/** The dispatcher's ServiceAccount in each run's namespace; the audit policy records these only. */
+const SA = "dispatcher";
+/** The namespace of the warm-start probes. */
+const PROBE_NAMESPACE = "bench-probe";
+/** Long enough for the slowest scenario; `kubectl create token` gives one hour by default. */
+const TOKEN_DURATION = "6h";
 const NODE_BATCH = 500;
 
 let interrupted = false;
@@ -164,104 +169,34 @@ async function createNodes(cluster: Cluster, n: number): Promise<void> {
   log(`${n} nodes Ready in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 }
 
-/** The README's RBAC, bound to every ServiceAccount of the bench namespace. */
-async function setupRbac(cluster: Cluster): Promise<void> {
-  const subject =
-    `subjects: [{kind: Group, name: "${SA_GROUP}", apiGroup: rbac.authorization.k8s.io}]`;
-  await kubectl(
-    cluster,
-    ["apply", "-f", "-"],
-    `apiVersion: v1
-kind: Namespace
-metadata: {name: ${SA_NAMESPACE}}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: job-dispatcher-nodes}
-rules:
-  - apiGroups: [""]
-    resources: [nodes]
-    verbs: [get, list, watch, patch]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: job-dispatcher-nodes}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: job-dispatcher-nodes}
-${subject}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: job-dispatcher-node-events, namespace: default}
-rules:
-  - apiGroups: [""]
-    resources: [events]
-    verbs: [create]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: job-dispatcher-node-events, namespace: default}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: job-dispatcher-node-events}
-${subject}
-`,
-  );
+/** The user the dispatcher runs as in `namespace`, as the audit log names it. */
+function userOf(namespace: string): string {
+  return `system:serviceaccount:${namespace}:${SA}`;
 }
 
-/** A namespace with the README's Role, and a ServiceAccount of its own; returns a kubeconfig. */
-async function account(
-  cluster: Cluster,
-  namespace: string,
-  sa: string,
-  server: string,
-): Promise<string> {
-  const subject =
-    `subjects: [{kind: Group, name: "${SA_GROUP}", apiGroup: rbac.authorization.k8s.io}]`;
-  await kubectl(
-    cluster,
-    ["apply", "-f", "-"],
-    `apiVersion: v1
-kind: Namespace
-metadata: {name: ${namespace}}
----
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: ${sa}, namespace: ${SA_NAMESPACE}}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: job-dispatcher, namespace: ${namespace}}
-rules:
-  - apiGroups: [batch]
-    resources: [jobs]
-    verbs: [get, list, watch, create, delete, patch]
-  - apiGroups: [""]
-    resources: [pods]
-    verbs: [get, list]
-  - apiGroups: [""]
-    resources: [events]
-    verbs: [create]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: job-dispatcher, namespace: ${namespace}}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: job-dispatcher}
-${subject}
-`,
-  );
-  const token =
-    (await kubectl(cluster, ["create", "token", sa, "-n", SA_NAMESPACE, "--duration=6h"])).trim();
-  const ca = btoa(await Deno.readTextFile(`${cluster.dir}/pki/ca.crt`));
-  const path = `${cluster.dir}/${sa}.kubeconfig`;
-  await Deno.writeTextFile(
-    path,
-    `apiVersion: v1
-kind: Config
-clusters: [{name: bench, cluster: {server: "${server}", certificate-authority-data: ${ca}}}]
-users: [{name: ${sa}, user: {token: "${token}"}}]
-contexts: [{name: bench, context: {cluster: bench, user: ${sa}, namespace: ${namespace}}}]
-current-context: bench
-`,
-    { mode: 0o600 },
-  );
+/** The namespace of one run. */
+function runNamespace(s: Scenario, mode: Mode): string {
+  return `bench-${mode}-n${s.n}-p${s.p}-d${s.d}`;
+}
+
+/**
+ * A namespace with the dispatcher's ServiceAccount bound to exactly the
+ * README's RBAC (the e2e suites' fixture); returns its token kubeconfig.
+ */
+async function account(cluster: Cluster, namespace: string): Promise<string> {
+  await createNamespace(cluster, namespace);
+  const { kubeconfig } = await serviceAccount(cluster, namespace, SA, {
+    tokenDuration: TOKEN_DURATION,
+  });
+  return kubeconfig;
+}
+
+/** A copy of `kubeconfig` in the cluster's folder whose clusters point at `server` (a proxy). */
+async function viaServer(cluster: Cluster, kubeconfig: string, server: string): Promise<string> {
+  const kc = parse(await Deno.readTextFile(kubeconfig));
+  for (const c of kc.clusters) c.cluster.server = server;
+  const path = `${cluster.dir}/${SA}.kubeconfig`;
+  await Deno.writeTextFile(path, stringify(kc), { mode: 0o600 });
   return path;
 }
 
@@ -364,12 +299,11 @@ async function measureRun(
   cluster: Cluster,
   s: Scenario,
   mode: Mode,
-  sa: string,
 ): Promise<RunResult> {
-  const namespace = `bench-${mode}-n${s.n}-p${s.p}-d${s.d}`;
+  const namespace = runNamespace(s, mode);
   const proxy = new FirstConnectProxy(cluster.server);
   try {
-    const kubeconfig = await account(cluster, namespace, sa, proxy.url);
+    const kubeconfig = await viaServer(cluster, await account(cluster, namespace), proxy.url);
     const args = [
       "--job-template",
       await templateFile(cluster, s.d),
@@ -396,7 +330,7 @@ async function measureRun(
     await timeline.stop();
     const audit = auditSummary(
       await readAudit(cluster.auditLog!, auditOffset),
-      `system:serviceaccount:${SA_NAMESPACE}:${sa}`,
+      userOf(namespace),
     );
     const jobs = [...timeline.jobs.values()];
     const finished = jobs.filter((j) => j.finishedAt !== undefined);
@@ -465,10 +399,11 @@ async function cleanUp(cluster: Cluster, namespace: string): Promise<void> {
 async function startupProbe(cluster: Cluster, runs: number): Promise<StartupResult> {
   const out: StartupResult["runs"] = [];
   let args: string[] = [];
+  const probeKubeconfig = await account(cluster, PROBE_NAMESPACE);
   for (let i = 0; i <= runs; i++) {
     const proxy = new FirstConnectProxy(cluster.server);
     try {
-      const kubeconfig = await account(cluster, "bench-probe", "probe", proxy.url);
+      const kubeconfig = await viaServer(cluster, probeKubeconfig, proxy.url);
       args = [
         "--job-template",
         await templateFile(cluster, 1),
@@ -483,7 +418,7 @@ async function startupProbe(cluster: Cluster, runs: number): Promise<StartupResu
       await delay(300);
       const audit = auditSummary(
         await readAudit(cluster.auditLog!, offset),
-        `system:serviceaccount:${SA_NAMESPACE}:probe`,
+        userOf(PROBE_NAMESPACE),
       );
       // The first run warms the caches and is not counted.
       if (i > 0) {
@@ -554,23 +489,26 @@ async function benchCluster(
   };
   log(`starting a cluster for N=${n} (${JSON.stringify(settings)})`);
   const cluster = await startCluster({
-    audit: { userGroups: [SA_GROUP] },
+    audit: {
+      users: [
+        userOf(PROBE_NAMESPACE),
+        ...list.flatMap((s) => runModes.map((mode) => userOf(runNamespace(s, mode)))),
+      ],
+    },
     nodeLeaseDurationSeconds: settings.nodeLeaseDurationSeconds,
     controllerQps: settings.controllerQps,
   });
   try {
     await createNodes(cluster, n);
-    await setupRbac(cluster);
     checkInterrupted();
     const startup = await startupProbe(cluster, Number(Deno.env.get("BENCH_STARTUP_RUNS") ?? 5));
-    let accounts = 0;
     for (const [i, s] of list.entries()) {
       const date = new Date().toISOString();
       const info = await machine(cluster, prepared.entry, prepared.bundleBytes);
       const runs: RunResult[] = [];
       for (const [k, mode] of runModes.entries()) {
         checkInterrupted();
-        const r = await measureRun(cluster, s, mode, `run-${accounts++}`);
+        const r = await measureRun(cluster, s, mode);
         runs.push(r);
         checkInterrupted();
         // The last run's Jobs go with the cluster.

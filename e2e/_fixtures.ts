@@ -190,13 +190,14 @@ ${binding("RoleBinding", "Role", "default")}`;
 /**
  * Creates ServiceAccount `name` in `ns` bound to the README's RBAC rules, less
  * whatever `rbac` takes away (or none at all with `rbac: false`), waits until
- * the authorizer agrees, and returns a token kubeconfig for it.
+ * the authorizer agrees, and returns a token kubeconfig for it (a token of
+ * `kubectl create token`'s default lifetime, one hour, unless `tokenDuration`).
  */
 export async function serviceAccount(
   cluster: Cluster,
   ns: string,
   name: string,
-  opts: { rbac?: Partial<Rbac> | false; server?: string } = {},
+  opts: { rbac?: Partial<Rbac> | false; server?: string; tokenDuration?: string } = {},
 ): Promise<{ kubeconfig: string; user: string }> {
   const rbac = opts.rbac === false ? undefined : { ...README_RBAC, ...opts.rbac };
   const manifest = rbac
@@ -214,7 +215,8 @@ export async function serviceAccount(
     30_000,
     `RBAC for ${user}`,
   );
-  const token = await cluster.kubectl(["create", "token", name, "-n", ns]);
+  const duration = opts.tokenDuration ? [`--duration=${opts.tokenDuration}`] : [];
+  const token = await cluster.kubectl(["create", "token", name, "-n", ns, ...duration]);
   assert.equal(token.code, 0, token.stderr);
   const kubeconfig = await kubeconfigFor(cluster, {
     token: token.stdout.trim(),
