@@ -391,6 +391,7 @@ export class Kube {
    * Sends one request under the retry policy and returns the decoded body.
    *
    * @param verb the Kubernetes verb, for errors and counts
+   * @param once one attempt, no retry: for best-effort reads whose failure only costs a warning
    * @throws {ApiError} when the answer is an error that retrying cannot heal, or the budget is spent
    */
   async request<T>(
@@ -398,6 +399,7 @@ export class Kube {
     method: string,
     path: string,
     body?: unknown,
+    once = false,
   ): Promise<T> {
     const started = Date.now();
     for (let attempt = 1;; attempt++) {
@@ -424,7 +426,9 @@ export class Kube {
       const delay = retryDelayMs(attempt, err, this.#retry, Math.random());
       // A stopping run retries nothing: SIGTERM must not wait out a retry budget.
       const stopping = this.#stop?.aborted ?? false;
-      if (stopping || !isRetryable(err) || Date.now() - started + delay > this.#retry.budgetMs) {
+      if (
+        once || stopping || !isRetryable(err) || Date.now() - started + delay > this.#retry.budgetMs
+      ) {
         throw err;
       }
       this.stats.retries++;

@@ -304,7 +304,7 @@ export class NodeWriter {
       try {
         const config = await this.#o.kube.request<
           { kubeletconfig?: { runtimeRequestTimeout?: string } }
-        >("get", "GET", `${paths.node(name)}/proxy/configz`);
+        >("get", "GET", `${paths.node(name)}/proxy/configz`, undefined, true);
         // The kubelet's default when its configuration does not set it.
         const text = config.kubeletconfig?.runtimeRequestTimeout ?? "2m0s";
         const ms = goDurationMs(text);
