@@ -669,6 +669,31 @@ clusterTest("node lifecycle on a real control plane", async (t, cluster) => {
         });
       },
     );
+
+    await t.step("with instances, a node is satisfied only by its own mark", async () => {
+      const A = `${INSTANCES}/a`;
+      await cluster.createNodes([
+        ...nodes("isat", 1, { labels: { [KEY]: "true", [A]: "true" } }),
+        // Another instance's work, or a run before instances: not this instance's.
+        ...nodes("isat", 1, { labels: { [KEY]: "true" } }, 1),
+      ]);
+      const r = await run(cluster, kubeconfig, [
+        ...args("isat"),
+        "--instance-label-prefix",
+        INSTANCES,
+        "--multi-install-suffix",
+        "a",
+      ]);
+      assert.equal(r.code, 0, r.stderr);
+      assert.deepEqual(
+        (await jobsIn(cluster, ns)).map((j) => j.node).filter((n) => n.startsWith("isat-")),
+        ["isat-001"],
+      );
+      assert.deepEqual(await labelsOf(cluster, "isat", [KEY, A]), {
+        "isat-000": { [KEY]: "true", [A]: "true" },
+        "isat-001": { [KEY]: "true", [A]: "true" },
+      });
+    });
   });
 
   await t.step(
