@@ -274,15 +274,19 @@ export function servesHandler(node: V1Node, handlers: string[]): boolean {
 
 /**
  * Whether a node is done already, for `--skip-satisfied-nodes`: its mark (or,
- * without instances, the owned key) holds the finished value and it serves a
- * required handler. A node at the pending value is never satisfied: a run
- * touched it and did not finish.
+ * without instances, the owned key) holds the finished value, the shared key
+ * is there and finished, and it serves a required handler. A node at the
+ * pending value is never satisfied: a run touched it and did not finish.
  */
 export function isSatisfied(cfg: LabelConfig, node: V1Node, handlers: string[]): boolean {
   if (cfg.remove || cfg.value === undefined || cfg.value === cfg.pendingValue) return false;
   const labels = node.metadata?.labels ?? {};
-  const owned = labels[cfg.mark ?? cfg.key];
-  return owned === cfg.value && labels[cfg.key] === cfg.value && servesHandler(node, handlers);
+  // With instances, the instance's own mark says it is done there; the shared
+  // key may hold another instance's value, which must not make the two undo
+  // each other on every run. It must still be there, and not pending.
+  const key = labels[cfg.key];
+  const keyDone = cfg.mark ? key !== undefined && key !== cfg.pendingValue : key === cfg.value;
+  return labels[cfg.mark ?? cfg.key] === cfg.value && keyDone && servesHandler(node, handlers);
 }
 
 /** The node facts a run may require before it creates a Job. */

@@ -274,6 +274,18 @@ Deno.test({
         want: false,
       },
       {
+        name: "instance: our mark is done, the key holds another instance's value",
+        cfg: instance(INSTALL, "a"),
+        n: node({ [KEY]: "v2", [`${P}/a`]: "true" }),
+        want: true,
+      },
+      {
+        name: "instance: our mark is done but the shared key is gone",
+        cfg: instance(INSTALL, "a"),
+        n: node({ [`${P}/a`]: "true" }),
+        want: false,
+      },
+      {
         name: "instance: our mark and the key are done",
         cfg: instance(INSTALL, "a"),
         n: node({ [KEY]: "true", [`${P}/a`]: "true" }),

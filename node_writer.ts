@@ -118,7 +118,7 @@ export class NodeWriter {
       }
     } catch (e) {
       return `cannot ${cfg.remove ? "demote" : "claim"} node ${name} before its Job: ${
-        replacedOr(e, uid)
+        errorText(e)
       }`;
     }
     return undefined;
@@ -163,7 +163,7 @@ export class NodeWriter {
       return undefined;
     } catch (e) {
       if (this.#o.signal.aborted) return STOPPED;
-      return `cannot ${cfg.remove ? "unlabel" : "label"} node ${name}: ${replacedOr(e, uid)}`;
+      return `cannot ${cfg.remove ? "unlabel" : "label"} node ${name}: ${errorText(e)}`;
     }
   }
 
@@ -259,7 +259,23 @@ export class NodeWriter {
         }
       }
     }
-    await this.#o.kube.request("patch", "PATCH", paths.node(name), ops);
+    await this.#patch(name, uid, ops);
+  }
+
+  /**
+   * Sends a patch whose first operation tests the node's UID. The API server
+   * answers a failed test with a bare 422 ("the server rejected our
+   * request"), so a 422 is followed by a read that tells a replaced node.
+   */
+  async #patch(name: string, uid: string, ops: unknown[]): Promise<void> {
+    try {
+      await this.#o.kube.request("patch", "PATCH", paths.node(name), ops);
+    } catch (e) {
+      if (!(e instanceof ApiError && e.status === 422)) throw e;
+      const fresh = await this.#read(name, uid);
+      if (typeof fresh === "string") throw new Error(`${fresh}: the write was refused`);
+      throw e;
+    }
   }
 
   async #liftTaints(name: string, uid: string, node: SelectedNode): Promise<string | undefined> {
@@ -338,11 +354,6 @@ function describe(plan: LabelPlan): string {
   return [...plan].map(([k, v]) => v === null ? `${k} removed` : `${k}=${v}`).join(", ");
 }
 
-/** The error's text, or what a failed UID test means. */
-function replacedOr(e: unknown, uid: string): string {
-  const msg = e instanceof Error ? e.message : String(e);
-  if (e instanceof ApiError && e.status === 422 && msg.includes("/metadata/uid")) {
-    return `the node was replaced under the same name (UID ${uid} is gone): the write was refused`;
-  }
-  return msg;
+function errorText(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
 }

@@ -221,8 +221,9 @@ NODE LIFECYCLE (the dispatcher writes the nodes, so the per-node Jobs need no to
                             cannot be written fails the node; no Job is made.
   --node-label-pending-value V  The pending value (default "false").
   --remove-node-label       A cleanup run: demote KEY to the pending value before each
-                            Job, remove it (with the extra labels and the outcome
-                            marks) only after the Job succeeded.
+                            Job (not while another instance is finished there),
+                            remove it (with the extra labels and the outcome marks)
+                            only after the Job succeeded.
   --instance-label-prefix P --multi-install-suffix S
                             Several instances share KEY; each also marks P/S. A
                             cleanup removes KEY only when no other P/* mark is
