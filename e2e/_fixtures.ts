@@ -139,6 +139,8 @@ export interface Rbac {
   pods: string[];
   /** `create` on events in the Jobs' namespace and in "default". @default true */
   events: boolean;
+  /** `get` on nodes/proxy, the README's optional rule for --kubelet-timeout-warn-secs. */
+  nodesProxy?: boolean;
 }
 
 /** The README's RBAC section. */
@@ -169,7 +171,7 @@ kind: ClusterRole
 metadata: {name: ${id}}
 rules:
   - {apiGroups: [""], resources: [nodes], verbs: [${rbac.nodes.join(", ")}]}
----
+${rbac.nodesProxy ? `  - {apiGroups: [""], resources: [nodes/proxy], verbs: [get]}\n` : ""}---
 ${binding("ClusterRoleBinding", "ClusterRole", "")}---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role

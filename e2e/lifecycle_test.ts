@@ -777,6 +777,77 @@ clusterTest("node lifecycle on a real control plane", async (t, cluster) => {
     });
   });
 
+  await t.step("a kubelet whose runtimeRequestTimeout is below the limit is named", async () => {
+    // Two fake kubelets behind the API server's node proxy: the nodes' status
+    // points at them, as a real kubelet's does at itself.
+    const ns = "lc-kubelet";
+    await namespace(cluster, ns);
+    const { kubeconfig } = await serviceAccount(cluster, ns, "dispatcher", {
+      rbac: { nodesProxy: true },
+    });
+    const dir = new URL("./testdata/", import.meta.url);
+    const tls = {
+      cert: await Deno.readTextFile(new URL("kubelet.crt", dir)),
+      key: await Deno.readTextFile(new URL("kubelet.key", dir)),
+    };
+    // The API server proxies to no loopback or link-local address, as it
+    // would not to a real kubelet: the fakes listen on this machine's own.
+    const address = Deno.networkInterfaces().find((i) =>
+      i.family === "IPv4" && !i.address.startsWith("127.") && !i.address.startsWith("169.254.")
+    )?.address;
+    assert.ok(address, "this machine has no non-loopback IPv4 address for the fake kubelets");
+    const timeouts: Record<string, string> = { "kubelet-000": "2m0s", "kubelet-001": "15m0s" };
+    const servers = Object.entries(timeouts).map(([, timeout]) =>
+      Deno.serve(
+        { port: 0, hostname: address, ...tls, onListen: () => {} },
+        (req) =>
+          new URL(req.url).pathname === "/configz"
+            ? Response.json({ kubeletconfig: { runtimeRequestTimeout: timeout } })
+            : new Response("not found", { status: 404 }),
+      )
+    );
+    try {
+      await cluster.createNodes(nodes("kubelet", 2));
+      for (const [i, name] of Object.keys(timeouts).entries()) {
+        const status = {
+          status: {
+            addresses: [{ type: "InternalIP", address }],
+            daemonEndpoints: { kubeletEndpoint: { Port: servers[i].addr.port } },
+          },
+        };
+        const patched = await cluster.kubectl([
+          "patch",
+          "node",
+          name,
+          "--subresource=status",
+          "--type=merge",
+          "-p",
+          JSON.stringify(status),
+        ]);
+        assert.equal(patched.code, 0, patched.stderr);
+      }
+      const r = await run(cluster, kubeconfig, [
+        "--job-template",
+        await tempFile(jobTemplate("kubelet", "300ms")),
+        "-n",
+        ns,
+        "--node-selector",
+        `${SUITE}=kubelet`,
+        "--kubelet-timeout-warn-secs",
+        "600",
+      ]);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(
+        r.stderr,
+        /node kubelet-000: the kubelet's runtimeRequestTimeout is 2m0s, below --kubelet-timeout-warn-secs 600/,
+      );
+      assert.doesNotMatch(r.stderr, /node kubelet-001: the kubelet's/);
+      assert.doesNotMatch(r.stderr, /cannot read the kubelet configuration/);
+    } finally {
+      await Promise.all(servers.map((s) => s.shutdown()));
+    }
+  });
+
   await t.step("misused label flags exit 2 and touch nothing", async (t) => {
     const KEY = `${DOMAIN}/usage`;
     const ns = "lc-usage";
