@@ -80,6 +80,7 @@ interface JobView {
   metadata: {
     name: string;
     uid: string;
+    resourceVersion?: string;
     labels?: Record<string, string>;
     annotations?: Record<string, string>;
   };
@@ -91,6 +92,31 @@ function finished(job: JobView): boolean {
     c.status === "True" &&
     ["Complete", "Failed", "SuccessCriteriaMet", "FailureTarget"].includes(c.type)
   );
+}
+
+/** An HTTP client with the cluster's admin credentials, for the tests' own watches. */
+export function adminClient(cluster: Cluster): Deno.HttpClient {
+  const pki = `${cluster.dir}/pki`;
+  return Deno.createHttpClient({
+    caCerts: [Deno.readTextFileSync(`${pki}/ca.crt`)],
+    cert: Deno.readTextFileSync(`${pki}/admin.crt`),
+    key: Deno.readTextFileSync(`${pki}/admin.key`),
+  });
+}
+
+/** The events of a watch response, one JSON object per line. */
+export async function* watchEvents<T>(
+  res: Response,
+): AsyncGenerator<{ type: string; object: T }> {
+  let buf = "";
+  for await (const chunk of res.body!.pipeThrough(new TextDecoderStream())) {
+    buf += chunk;
+    let nl;
+    while ((nl = buf.indexOf("\n")) >= 0) {
+      yield JSON.parse(buf.slice(0, nl));
+      buf = buf.slice(nl + 1);
+    }
+  }
 }
 
 /**
@@ -138,12 +164,7 @@ export class JobWatcher {
     domainOf: (node: string) => string,
   ) {
     this.#domainOf = domainOf;
-    const pki = `${cluster.dir}/pki`;
-    const client = Deno.createHttpClient({
-      caCerts: [Deno.readTextFileSync(`${pki}/ca.crt`)],
-      cert: Deno.readTextFileSync(`${pki}/admin.crt`),
-      key: Deno.readTextFileSync(`${pki}/admin.key`),
-    });
+    const client = adminClient(cluster);
     this.#client = client;
     let ready = () => {};
     this.#ready = new Promise((r) => (ready = r));
@@ -162,20 +183,13 @@ export class JobWatcher {
             client,
             signal: this.#stop.signal,
           });
-          let buf = "";
-          for await (const chunk of res.body!.pipeThrough(new TextDecoderStream())) {
-            buf += chunk;
-            let nl;
-            while ((nl = buf.indexOf("\n")) >= 0) {
-              const ev = JSON.parse(buf.slice(0, nl));
-              buf = buf.slice(nl + 1);
-              if (ev.type === "ERROR") {
-                rv = "";
-                break;
-              }
-              rv = ev.object.metadata.resourceVersion;
-              if (ev.type !== "BOOKMARK") this.#apply(ev.type, ev.object, nodeAnnotation);
+          for await (const ev of watchEvents<JobView>(res)) {
+            if (ev.type === "ERROR") {
+              rv = "";
+              break;
             }
+            rv = ev.object.metadata.resourceVersion ?? rv;
+            if (ev.type !== "BOOKMARK") this.#apply(ev.type, ev.object, nodeAnnotation);
           }
         } catch {
           if (this.#stop.signal.aborted) return;

@@ -14,7 +14,14 @@
 
 import assert from "node:assert/strict";
 import { type Cluster, type NodeSpec, OUTCOME_LABEL } from "./cluster.ts";
-import { eventually, jobsIn, jobTemplate, JobWatcher } from "./_dispatcher.ts";
+import {
+  adminClient,
+  eventually,
+  jobsIn,
+  jobTemplate,
+  JobWatcher,
+  watchEvents,
+} from "./_dispatcher.ts";
 import { DispatcherProcess, type Ended, failedNodes, runDispatcher } from "./_faults.ts";
 import {
   clusterTest,
@@ -110,6 +117,22 @@ async function place(cluster: Cluster, ns: string): Promise<string> {
   return (await serviceAccount(cluster, ns, "dispatcher")).kubeconfig;
 }
 
+/** The flags of a run over `selector` that labels its nodes `key=true` once done. */
+function labelling(template: string, ns: string, selector: string, key: string): string[] {
+  return [
+    "--job-template",
+    template,
+    "-n",
+    ns,
+    "--node-selector",
+    selector,
+    "--node-label-key",
+    key,
+    "--node-label",
+    "true",
+  ];
+}
+
 /** Starts the dispatcher as the ServiceAccount of `kubeconfig`. */
 function start(cluster: Cluster, kubeconfig: string, args: string[]): DispatcherProcess {
   return new DispatcherProcess(cluster, args, { kubeconfig, timeoutMs: RUN_TIMEOUT_MS });
@@ -141,12 +164,7 @@ class NodeWatch {
   #done: Promise<void>;
 
   private constructor(cluster: Cluster, first: NodeView) {
-    const pki = `${cluster.dir}/pki`;
-    const client = Deno.createHttpClient({
-      caCerts: [Deno.readTextFileSync(`${pki}/ca.crt`)],
-      cert: Deno.readTextFileSync(`${pki}/admin.crt`),
-      key: Deno.readTextFileSync(`${pki}/admin.key`),
-    });
+    const client = adminClient(cluster);
     this.#client = client;
     this.versions.push(first);
     const name = first.metadata.name;
@@ -159,18 +177,11 @@ class NodeWatch {
             client,
             signal: this.#stop.signal,
           });
-          let buf = "";
-          for await (const chunk of res.body!.pipeThrough(new TextDecoderStream())) {
-            buf += chunk;
-            let nl;
-            while ((nl = buf.indexOf("\n")) >= 0) {
-              const ev = JSON.parse(buf.slice(0, nl));
-              buf = buf.slice(nl + 1);
-              // A gap would hide versions, which is what this watch is for.
-              if (ev.type === "ERROR") throw new Error(`node watch ended: ${JSON.stringify(ev)}`);
-              rv = ev.object.metadata.resourceVersion;
-              this.versions.push(ev.object);
-            }
+          for await (const ev of watchEvents<NodeView>(res)) {
+            // A gap would hide versions, which is what this watch is for.
+            if (ev.type === "ERROR") throw new Error(`node watch ended: ${JSON.stringify(ev)}`);
+            rv = ev.object.metadata.resourceVersion;
+            this.versions.push(ev.object);
           }
         } catch (error) {
           if (this.#stop.signal.aborted) return;
@@ -235,16 +246,7 @@ clusterTest("node lifecycle on a real control plane", async (t, cluster) => {
     const kubeconfig = await place(cluster, ns);
     const args = (pool: string, duration: string, ...more: string[]) =>
       tempFile(jobTemplate(pool, duration)).then((tpl) => [
-        "--job-template",
-        tpl,
-        "-n",
-        ns,
-        "--node-selector",
-        `${SUITE}=${pool}`,
-        "--node-label-key",
-        KEY,
-        "--node-label",
-        "true",
+        ...labelling(tpl, ns, `${SUITE}=${pool}`, KEY),
         ...more,
       ]);
 
@@ -370,16 +372,12 @@ clusterTest("node lifecycle on a real control plane", async (t, cluster) => {
     let r: Ended;
     try {
       r = await run(cluster, kubeconfig, [
-        "--job-template",
-        await tempFile(jobTemplate("taint", "1s", TOLERATE_ALL)),
-        "-n",
-        ns,
-        "--node-selector",
-        `${SUITE}=taint`,
-        "--node-label-key",
-        KEY,
-        "--node-label",
-        "true",
+        ...labelling(
+          await tempFile(jobTemplate("taint", "1s", TOLERATE_ALL)),
+          ns,
+          `${SUITE}=taint`,
+          KEY,
+        ),
         "--remove-node-taints",
         `${startup.key}:NoSchedule,${other.key}`,
       ]);
@@ -544,16 +542,7 @@ clusterTest("node lifecycle on a real control plane", async (t, cluster) => {
       await cluster.createNodes(nodes("narrow", 4));
       const tpl = await tempFile(jobTemplate("narrow", "300ms"));
       const args = (selector: string, ...more: string[]) => [
-        "--job-template",
-        tpl,
-        "-n",
-        ns,
-        "--node-selector",
-        selector,
-        "--node-label-key",
-        KEY,
-        "--node-label",
-        "true",
+        ...labelling(tpl, ns, selector, KEY),
         ...more,
       ];
       const first = await run(cluster, kubeconfig, args(`${SUITE}=narrow`));
@@ -616,16 +605,7 @@ clusterTest("node lifecycle on a real control plane", async (t, cluster) => {
     ]);
     const tpl = await tempFile(jobTemplate("skip", "300ms"));
     const args = (pool: string, ...more: string[]) => [
-      "--job-template",
-      tpl,
-      "-n",
-      ns,
-      "--node-selector",
-      `${SUITE}=${pool}`,
-      "--node-label-key",
-      KEY,
-      "--node-label",
-      "true",
+      ...labelling(tpl, ns, `${SUITE}=${pool}`, KEY),
       "--skip-satisfied-nodes",
       "--require-node-handlers",
       "kata",
@@ -708,16 +688,7 @@ clusterTest("node lifecycle on a real control plane", async (t, cluster) => {
       // Without a wait for Ready nothing reads the node between the Job's
       // success and the label, so only the write's UID test can refuse it.
       const p = start(cluster, kubeconfig, [
-        "--job-template",
-        await tempFile(jobTemplate("repl", "8s")),
-        "-n",
-        ns,
-        "--node-selector",
-        `${SUITE}=repl`,
-        "--node-label-key",
-        KEY,
-        "--node-label",
-        "true",
+        ...labelling(await tempFile(jobTemplate("repl", "8s")), ns, `${SUITE}=repl`, KEY),
         "--wait-node-ready-secs",
         "0",
       ]);
@@ -751,16 +722,7 @@ clusterTest("node lifecycle on a real control plane", async (t, cluster) => {
       ...nodes("facts", 1, {}, 2),
     ]);
     const r = await run(cluster, kubeconfig, [
-      "--job-template",
-      await tempFile(jobTemplate("facts", "300ms")),
-      "-n",
-      ns,
-      "--node-selector",
-      `${SUITE}=facts`,
-      "--node-label-key",
-      KEY,
-      "--node-label",
-      "true",
+      ...labelling(await tempFile(jobTemplate("facts", "300ms")), ns, `${SUITE}=facts`, KEY),
       "--require-node-machine-id",
       "--require-node-runtime-version",
     ]);
