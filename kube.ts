@@ -192,6 +192,22 @@ function fastCredentials(target: Target): Credentials {
 type Bytes = string | Uint8Array | { toString(): string };
 
 /**
+ * A signal that aborts with a TimeoutError after `ms`, and a way to release
+ * it once the request is done. `AbortSignal.timeout` keeps its timer, and
+ * with it the signal, for the whole `ms` however fast the answer came: at
+ * fleet scale (300 requests a second against a fast server) that held about
+ * 15,000 timers and signals, a fifth of the live heap.
+ */
+function timeoutSignal(ms: number): { signal: AbortSignal; clear: () => void } {
+  const controller = new AbortController();
+  const timer = setTimeout(
+    () => controller.abort(new DOMException("Signal timed out.", "TimeoutError")),
+    ms,
+  );
+  return { signal: controller.signal, clear: () => clearTimeout(timer) };
+}
+
+/**
  * Credentials through client-node's KubeConfig, for what the fast path leaves
  * to it (exec plugins, auth providers, impersonation, a proxy). Its module
  * graph is most of the bundle and costs a start about 0.1 s of CPU, so it is
@@ -404,9 +420,9 @@ export class Kube {
     const started = Date.now();
     for (let attempt = 1;; attempt++) {
       let err: ApiError;
+      const timeout = timeoutSignal(this.#retry.requestTimeoutMs);
       try {
-        const signal = AbortSignal.timeout(this.#retry.requestTimeoutMs);
-        const res = await this.#send(verb, method, path, body, signal);
+        const res = await this.#send(verb, method, path, body, timeout.signal);
         if (res.ok) return await res.json() as T;
         err = await Kube.#errorOf(res, verb, path);
       } catch (e) {
@@ -421,6 +437,8 @@ export class Kube {
             message: e.message,
           });
         } else throw e;
+      } finally {
+        timeout.clear();
       }
       if (err.status === 429) this.stats.throttled++;
       const delay = retryDelayMs(attempt, err, this.#retry, Math.random());
