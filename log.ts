@@ -86,12 +86,16 @@ export function duration(seconds: number): string {
   return `${Math.floor(s / 3600)}h${String(Math.round((s % 3600) / 60)).padStart(2, "0")}m`;
 }
 
+/** How many successes of an earlier run get a text line of their own. */
+const COUNTED_LINES = 20;
+
 /** The logger every module reports through. */
 export class Logger implements Reporter {
   #format: LogFormat;
   #sink: Sink;
   #live: boolean;
   #status = "";
+  #counted = 0;
 
   /**
    * @param format text or json
@@ -132,9 +136,26 @@ export class Logger implements Reporter {
     this.#line("error", msg, fields);
   }
 
-  /** A fan-out event. */
+  /**
+   * A fan-out event. In text, successes an earlier run already counted get a
+   * line each only up to a point: a re-run over a done fleet of thousands
+   * would otherwise print thousands of lines that say nothing new (the
+   * summary counts them; JSON keeps every one).
+   */
   event(e: DispatchEvent): void {
     const level = ["failed", "stopped", "stalled", "notice"].includes(e.kind) ? "warn" : "info";
+    if (e.kind === "succeeded" && e.counted && this.#format === "text") {
+      this.#counted++;
+      if (this.#counted > COUNTED_LINES) return;
+      if (this.#counted === COUNTED_LINES) {
+        this.#line(
+          level,
+          `${describeEvent(e)}; further earlier successes are counted silently`,
+          {},
+        );
+        return;
+      }
+    }
     this.#line(level, describeEvent(e), { event: e.kind, ...e });
   }
 

@@ -225,3 +225,22 @@ Deno.test({
     );
   },
 });
+
+Deno.test({
+  name: "Logger names at most 20 successes of an earlier run in text, every one in JSON",
+  permissions: "none",
+  fn() {
+    for (const [format, want] of [["text", 20], ["json", 30]] as const) {
+      const lines: string[] = [];
+      const log = new Logger(format, (l) => lines.push(l));
+      for (let i = 0; i < 30; i++) {
+        log.event({ kind: "succeeded", node: `n${i}`, job: `up-n${i}`, counted: true });
+      }
+      log.event({ kind: "succeeded", node: "fresh", job: "up-fresh" });
+      assert.equal(lines.length, want + 1, format);
+      if (format === "text") {
+        assert.match(lines[19], /further earlier successes are counted silently/);
+      }
+    }
+  },
+});
