@@ -274,7 +274,11 @@ function targets(results: ScenarioResult[]): string {
 }
 
 /** Renders `bench/results.md` from every scenario's results. */
-export function resultsMarkdown(results: ScenarioResult[], svgName: string): string {
+export function resultsMarkdown(
+  results: ScenarioResult[],
+  svgName: string,
+  probes?: string,
+): string {
   const sorted = [...results].sort((a, b) =>
     a.scenario.n - b.scenario.n || a.scenario.p - b.scenario.p || a.scenario.d - b.scenario.d
   );
@@ -304,7 +308,9 @@ Jobs in flight over time, N=1000: [${svgName}](${svgName})
 
 ## Scenarios
 
-${sorted.map(scenarioTable).join("\n")}`;
+${sorted.map(scenarioTable).join("\n")}${
+    probes ? `\n## Probes without a control plane\n\n${probes.trim()}\n` : ""
+  }`;
 }
 
 const COLORS: Record<Mode, string> = { watch: "#1f77b4", poll: "#d62728" };

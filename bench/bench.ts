@@ -8,6 +8,7 @@
  * BENCH_PROFILE=full deno task bench                # N ∈ {100, 1000, 5000, 10000}: hours, by hand
  * BENCH_PROFILE=full BENCH_N=1000 BENCH_P=100 BENCH_D=10 deno task bench
  * BENCH_MODES=watch deno task bench                 # one mode only
+ * BENCH_RENDER_ONLY=1 deno task bench               # re-render results.md (e.g. after editing results/probes.md)
  * ```
  *
  * Other settings: `BENCH_LEASE_SECS` (kwok's node Lease duration; default
@@ -455,14 +456,19 @@ function userCommand(): string {
   return [...env, "deno task bench"].join(" ");
 }
 
-/** Re-renders results.md and the SVG from every results file. */
+/**
+ * Re-renders results.md and the SVG from every results file, and the
+ * hand-written notes of `bench:startup` and `bench:memory` runs in
+ * results/probes.md (they need no control plane, so no scenario holds them).
+ */
 async function render(): Promise<void> {
   const all: ScenarioResult[] = [];
   for await (const entry of Deno.readDir(RESULTS_DIR)) {
     if (!entry.name.endsWith(".json")) continue;
     all.push(JSON.parse(await Deno.readTextFile(`${RESULTS_DIR}${entry.name}`)));
   }
-  await Deno.writeTextFile(`${REPORT_DIR}results.md`, resultsMarkdown(all, SVG_NAME));
+  const probes = await Deno.readTextFile(`${RESULTS_DIR}probes.md`).catch(() => undefined);
+  await Deno.writeTextFile(`${REPORT_DIR}results.md`, resultsMarkdown(all, SVG_NAME, probes));
   const n1000 = all
     .filter((s) => s.scenario.n === 1000)
     .sort((a, b) => a.scenario.p - b.scenario.p || a.scenario.d - b.scenario.d);
@@ -537,6 +543,11 @@ async function benchCluster(
 }
 
 async function main(): Promise<number> {
+  if (Deno.env.get("BENCH_RENDER_ONLY")) {
+    await render();
+    log("rendered bench/results.md from the results files");
+    return 0;
+  }
   const env = Deno.env.toObject();
   const list = scenarios(env);
   const runModes = modes(env.BENCH_MODES);
