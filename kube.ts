@@ -466,14 +466,19 @@ export class Kube {
    * Lists a collection page by page (`limit`/`continue`), so that a fleet of
    * thousands of nodes never has to fit one answer. A `continue` token that
    * expired (410) restarts the list.
+   *
+   * @param keep what to keep of each item, applied page by page: a whole
+   * 10,000-node list held until the last page would weigh ten times what
+   * the dispatcher keeps of it, and V8 does not give the heap back
    */
-  async list<T>(
+  async list<T, U = T>(
     path: string,
     query: Record<string, string>,
     pageSize: number,
-  ): Promise<ListResult<T>> {
+    keep?: (item: T) => U,
+  ): Promise<ListResult<U>> {
     for (let restart = 0;; restart++) {
-      const items: T[] = [];
+      const items: U[] = [];
       let cont = "";
       let resourceVersion = "";
       try {
@@ -487,7 +492,7 @@ export class Kube {
             "GET",
             `${path}?${q}`,
           );
-          items.push(...page.items);
+          for (const item of page.items) items.push(keep ? keep(item) : item as unknown as U);
           resourceVersion ||= page.metadata.resourceVersion;
           cont = page.metadata.continue ?? "";
         } while (cont);

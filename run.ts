@@ -269,13 +269,14 @@ async function planCleanup(
         `and differ from the main template's prefix ${mainPrefix}, so their Jobs never share a name`,
     );
   }
-  const owned = await ctx.kube.list<V1Node>(
+  const owned = await ctx.kube.list(
     paths.nodes(),
     { labelSelector: cfg.mark ?? cfg.key },
     opts.nodePageSize,
+    slimNode,
   );
   const matched = new Set(resolved.matched.map((n) => n.metadata!.name!));
-  const nodes = ownedButUnselected(owned.items.map(slimNode), matched);
+  const nodes = ownedButUnselected(owned.items, matched);
   const { admitted, skipped } = opts.ignoreNodeTaints
     ? { admitted: nodes, skipped: [] }
     : partitionByTolerations(nodes, cleanup.spec.template.spec!);

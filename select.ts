@@ -124,12 +124,9 @@ async function listMatching(
         paths.nodes(),
         selectorQuery(s, labelSelector),
         s.pageSize,
+        slimNode,
       );
-      return {
-        labelSelector,
-        nodes: list.items.map(slimNode),
-        resourceVersion: list.resourceVersion,
-      };
+      return { labelSelector, nodes: list.items, resourceVersion: list.resourceVersion };
     } catch (e) {
       const what = labelSelector
         ? `--node-selector ${JSON.stringify(labelSelector)}${
@@ -306,8 +303,8 @@ export class NodeWatch {
         if (expired) {
           // 410 Gone: the history is compacted; only a fresh LIST is exact.
           this.#healthy[i] = false;
-          const list = await this.#kube.list<V1Node>(paths.nodes(), query, this.#s.pageSize);
-          this.#caches[i] = new Map(list.items.map((n) => [n.metadata!.name!, slimNode(n)]));
+          const list = await this.#kube.list(paths.nodes(), query, this.#s.pageSize, slimNode);
+          this.#caches[i] = new Map(list.items.map((n) => [n.metadata!.name!, n]));
           rv = list.resourceVersion;
           this.#healthy[i] = true;
         }
