@@ -17,8 +17,9 @@
  * default 200, `0` for theirs), `BENCH_STARTUP_RUNS` (warm-start probes per
  * cluster; default 5), `JOB_DISPATCHER_ENTRY` (what runs; default: the bundle,
  * rebuilt with `deno task bundle`; `main.ts` for the source), `BENCH_V8_FLAGS`
- * (passed as `--v8-flags`, for experiments), `BENCH_OUT` (the results
- * folder; default bench/results).
+ * (passed as `--v8-flags`, for experiments), `BENCH_ARGS` (more dispatcher
+ * flags, e.g. `--node-records failures`), `BENCH_OUT` (the results folder;
+ * default bench/results).
  *
  * Each scenario's results go to bench/results/n<N>-p<P>-d<D>.json; then
  * bench/results.md and bench/inflight-n1000.svg are rendered from every
@@ -315,6 +316,7 @@ async function measureRun(
       "--kubeconfig",
       kubeconfig,
       ...(mode === "poll" ? POLL_FLAGS : []),
+      ...(Deno.env.get("BENCH_ARGS") ?? "").split(/\s+/).filter(Boolean),
     ];
     const timeline = await JobTimeline.start(cluster, namespace);
     const auditOffset = fileSize(cluster.auditLog!);
@@ -445,6 +447,7 @@ function userCommand(): string {
     "BENCH_P",
     "BENCH_D",
     "BENCH_MODES",
+    "BENCH_ARGS",
     "BENCH_LEASE_SECS",
     "BENCH_CONTROLLER_QPS",
     "BENCH_STARTUP_RUNS",
