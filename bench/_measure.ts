@@ -10,6 +10,38 @@
 import type { Cluster } from "../e2e/cluster.ts";
 import type { AuditEvent, JobTimes } from "./_analysis.ts";
 
+const ROOT = new URL("../", import.meta.url).pathname;
+
+/** Runs a command to its end and returns its output; throws with its stderr when it fails. */
+export async function run(cmd: string, args: string[], cwd = ROOT): Promise<string> {
+  const out = await new Deno.Command(cmd, { args, cwd, stdin: "null" }).output();
+  const text = new TextDecoder();
+  if (out.code !== 0) {
+    throw new Error(`Cannot run ${cmd} ${args.join(" ")}: ${text.decode(out.stderr).trim()}`);
+  }
+  return text.decode(out.stdout) + text.decode(out.stderr);
+}
+
+/**
+ * Points `$JOB_DISPATCHER_ENTRY` at what the probe runs: a copy of the bundle
+ * in `dir` (built with `deno task bundle` unless the variable names one), so
+ * that no deno.json sits beside it and a re-bundle cannot change it; or the
+ * source file the variable names. Returns the entry.
+ */
+export async function stageEntry(dir: string, say: (text: string) => void): Promise<string> {
+  let entry = Deno.env.get("JOB_DISPATCHER_ENTRY");
+  if (!entry || entry.endsWith(".js")) {
+    if (!entry) {
+      say((await run(Deno.execPath(), ["task", "bundle"])).trim());
+      entry = `${ROOT}dist/job-dispatcher.js`;
+    }
+    await Deno.copyFile(entry, `${dir}/job-dispatcher.js`);
+    entry = `${dir}/job-dispatcher.js`;
+  } else if (!entry.startsWith("/")) entry = `${ROOT}${entry}`;
+  Deno.env.set("JOB_DISPATCHER_ENTRY", entry);
+  return entry;
+}
+
 const CLOCK_TICKS = 100; // getconf CLK_TCK on Linux x86-64
 
 /** Peak RSS and CPU time of one process, sampled from /proc. */

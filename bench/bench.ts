@@ -47,7 +47,14 @@ import {
   scenarios,
   slotUtilisation,
 } from "./_analysis.ts";
-import { fileSize, FirstConnectProxy, JobTimeline, ProcSampler, readAudit } from "./_measure.ts";
+import {
+  fileSize,
+  FirstConnectProxy,
+  JobTimeline,
+  ProcSampler,
+  readAudit,
+  run,
+} from "./_measure.ts";
 import {
   type ClusterSettings,
   inflightSvg,
@@ -90,15 +97,6 @@ function log(text: string): void {
 
 function delay(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
-}
-
-async function run(cmd: string, args: string[]): Promise<string> {
-  const out = await new Deno.Command(cmd, { args, cwd: ROOT, stdin: "null" }).output();
-  const text = new TextDecoder();
-  if (out.code !== 0) {
-    throw new Error(`Cannot run ${cmd} ${args.join(" ")}: ${text.decode(out.stderr).trim()}`);
-  }
-  return text.decode(out.stdout) + text.decode(out.stderr);
 }
 
 async function kubectl(cluster: Cluster, args: string[], stdin?: string): Promise<string> {

@@ -24,19 +24,10 @@
 import { parseArgs } from "node:util";
 import { dispatcherCommand } from "../e2e/_dispatcher.ts";
 import { FakeApiServer } from "./_fake_apiserver.ts";
-import { ProcSampler } from "./_measure.ts";
+import { ProcSampler, stageEntry } from "./_measure.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const MB = 2 ** 20;
-
-async function run(cmd: string, args: string[]): Promise<string> {
-  const out = await new Deno.Command(cmd, { args, cwd: ROOT, stdin: "null" }).output();
-  const text = new TextDecoder();
-  if (out.code !== 0) {
-    throw new Error(`Cannot run ${cmd} ${args.join(" ")}: ${text.decode(out.stderr).trim()}`);
-  }
-  return text.decode(out.stdout) + text.decode(out.stderr);
-}
 
 /** A minimal Chrome DevTools Protocol client over the inspector's WebSocket. */
 class Cdp {
@@ -305,16 +296,7 @@ async function main(): Promise<void> {
   }
   const n = Number(values.nodes);
   const dir = await Deno.makeTempDir({ prefix: "job-dispatcher-memory-" });
-  let entry = Deno.env.get("JOB_DISPATCHER_ENTRY");
-  if (!entry || entry.endsWith(".js")) {
-    if (!entry) {
-      console.error((await run(Deno.execPath(), ["task", "bundle"])).trim());
-      entry = `${ROOT}dist/job-dispatcher.js`;
-    }
-    await Deno.copyFile(entry, `${dir}/job-dispatcher.js`);
-    entry = `${dir}/job-dispatcher.js`;
-  } else if (!entry.startsWith("/")) entry = `${ROOT}${entry}`;
-  Deno.env.set("JOB_DISPATCHER_ENTRY", entry);
+  const entry = await stageEntry(dir, console.error);
 
   let snapshotTaken: Promise<void> | undefined;
   let cdp: Cdp | undefined;

@@ -23,21 +23,12 @@
 import { parseArgs } from "node:util";
 import { dispatcherCommand } from "../e2e/_dispatcher.ts";
 import { percentile } from "./_analysis.ts";
-import { FirstConnectProxy } from "./_measure.ts";
+import { FirstConnectProxy, run, stageEntry } from "./_measure.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 
 /** Which kubeconfig user the probe runs as. */
 type UserKind = "token" | "cert" | "fallback";
-
-async function run(cmd: string, args: string[], cwd = ROOT): Promise<string> {
-  const out = await new Deno.Command(cmd, { args, cwd, stdin: "null" }).output();
-  const text = new TextDecoder();
-  if (out.code !== 0) {
-    throw new Error(`Cannot run ${cmd} ${args.join(" ")}: ${text.decode(out.stderr).trim()}`);
-  }
-  return text.decode(out.stdout) + text.decode(out.stderr);
-}
 
 /** A CA, a server certificate for 127.0.0.1 and a client certificate, made with openssl. */
 async function pki(dir: string): Promise<void> {
@@ -130,17 +121,7 @@ async function main(): Promise<void> {
   }
   const dir = await Deno.makeTempDir({ prefix: "job-dispatcher-startup-" });
   try {
-    let entry = Deno.env.get("JOB_DISPATCHER_ENTRY");
-    if (!entry || entry.endsWith(".js")) {
-      if (!entry) {
-        console.error((await run(Deno.execPath(), ["task", "bundle"])).trim());
-        entry = `${ROOT}dist/job-dispatcher.js`;
-      }
-      // A copy of its own: no deno.json beside it, and a re-bundle cannot change it.
-      await Deno.copyFile(entry, `${dir}/job-dispatcher.js`);
-      entry = `${dir}/job-dispatcher.js`;
-    } else if (!entry.startsWith("/")) entry = `${ROOT}${entry}`;
-    Deno.env.set("JOB_DISPATCHER_ENTRY", entry);
+    const entry = await stageEntry(dir, console.error);
     await pki(dir);
 
     let requestAt: number | undefined;
