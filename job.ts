@@ -296,7 +296,6 @@ function stripServerFields(job: JobTemplate): JobTemplate {
       "managedFields",
       "selfLink",
       "ownerReferences",
-      "namespace",
     ] as const
   ) delete meta[k];
   meta.labels = withoutKeys(meta.labels, CONTROLLER_LABELS);
@@ -512,4 +511,33 @@ export function classifyJob(job: V1Job, run: RunIdentity, nodeUid?: string): Dis
   const madeFor = meta.annotations?.[run.keys.nodeUid];
   if (nodeUid && madeFor && madeFor !== nodeUid) return "stale";
   return "current";
+}
+
+/**
+ * Refuses a template whose `metadata.namespace` is not the namespace the
+ * Jobs go to, as kubectl refuses such an object ("the namespace from the
+ * provided object … does not match the namespace …"): which one the user
+ * meant is not ours to guess. A template without a namespace takes the one in use.
+ *
+ * @param source how to name the template in the error
+ * @throws {UsageError} naming both namespaces and the fix
+ *
+ * @example
+ * ```ts
+ * checkTemplateNamespace({ metadata: { namespace: "ops" } } as JobTemplate, "ops", "job.yaml");
+ * ```
+ */
+export function checkTemplateNamespace(
+  template: JobTemplate,
+  namespace: string,
+  source: string,
+): void {
+  const own = template.metadata?.namespace;
+  if (!own || own === namespace) return;
+  throw new UsageError(
+    `Invalid job template ${source}: the namespace from the provided object ${
+      JSON.stringify(own)
+    } does not match the namespace ${JSON.stringify(namespace)}; pass --namespace ${own} ` +
+      "or remove metadata.namespace from the template",
+  );
 }

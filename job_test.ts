@@ -699,6 +699,7 @@ Deno.test({
       kind: "Job",
       metadata: {
         name: "upgrade",
+        namespace: "ops",
         labels: { app: "upgrade" },
         annotations: { "team.example.com/contact": "platform" },
       },

@@ -1,8 +1,8 @@
 /**
- * The one API layer: credentials from the kubeconfig (`kubeconfig.ts`, with
- * `@kubernetes/client-node`'s KubeConfig loaded on demand for exec plugins and
- * auth providers), requests over Deno's own `fetch`, one retry policy,
- * paginated lists and watches that survive idle periods.
+ * The one API layer: credentials from the kubeconfig (`kubeconfig.ts` finds
+ * it, `credentials.ts` applies client-go's rules, `exec.ts` runs exec
+ * plugins), requests over Deno's own `fetch`, one retry policy, paginated
+ * lists and watches that survive idle periods.
  *
  * client-node's own `Watch` (undici) stalls silently under Deno once a watch
  * has been idle for 30 s (client-node #3020), so the watch here reads the
@@ -12,15 +12,14 @@
  */
 
 import type { V1Job, V1Node, V1Pod } from "@kubernetes/client-node";
+import { ConfigError, type KubeconfigIo, loadKubeconfig, type Target } from "./kubeconfig.ts";
 import {
-  authorizationOf,
-  ConfigError,
-  type KubeconfigIo,
-  loadKubeconfig,
-  type Target,
-  type TlsMaterial,
-  tlsOf,
-} from "./kubeconfig.ts";
+  CredentialSource,
+  type Identity,
+  planCredentials,
+  type ProxyPlan,
+} from "./credentials.ts";
+import { DENO_RUNNER, ExecPlugin } from "./exec.ts";
 
 export { ConfigError };
 
@@ -176,21 +175,6 @@ const DENO_IO: KubeconfigIo = {
   listSeparator: Deno.build.os === "windows" ? ";" : ":",
 };
 
-/** The TLS material and a way to derive the Authorization header. */
-interface Credentials {
-  tls: TlsMaterial;
-  authorize: () => Promise<string | undefined>;
-}
-
-function fastCredentials(target: Target): Credentials {
-  const tls = tlsOf(target, DENO_IO);
-  // Read once now, so that an unreadable token file is a configuration error.
-  authorizationOf(target.user, DENO_IO);
-  return { tls, authorize: () => Promise.resolve(authorizationOf(target.user, DENO_IO)) };
-}
-
-type Bytes = string | Uint8Array | { toString(): string };
-
 /**
  * A signal that aborts with a TimeoutError after `ms`, and a way to release
  * it once the request is done. `AbortSignal.timeout` keeps its timer, and
@@ -207,60 +191,25 @@ function timeoutSignal(ms: number): { signal: AbortSignal; clear: () => void } {
   return { signal: controller.signal, clear: () => clearTimeout(timer) };
 }
 
-/**
- * Credentials through client-node's KubeConfig, for what the fast path leaves
- * to it (exec plugins, auth providers, impersonation, a proxy). Its module
- * graph is most of the bundle and costs a start about 0.1 s of CPU, so it is
- * imported only here; in the bundle it is a string compiled on this import
- * (scripts/bundle.sh).
- */
-async function clientNodeCredentials(target: Target): Promise<Credentials> {
-  const { KubeConfig } = await import("@kubernetes/client-node/dist/config.js");
-  const kc = new KubeConfig();
-  const str = (x: unknown) => (typeof x === "string" && x ? x : undefined);
-  const tokenOf = (raw: Record<string, unknown>) => {
-    const file = str(raw.tokenFile) ?? str(raw["token-file"]);
-    return str(raw.token) ?? (file ? DENO_IO.readTextFile(file).trim() : undefined);
-  };
-  // The shapes client-node's own kubeconfig parser (config_types.js) produces.
-  kc.loadFromOptions({
-    clusters: target.config.clusters.map((c) => ({
-      name: c.name,
-      server: c.server,
-      caData: c.caData,
-      caFile: c.caFile,
-      skipTLSVerify: c.skipTLSVerify,
-      tlsServerName: str(c.raw["tls-server-name"]),
-      proxyUrl: str(c.raw["proxy-url"]),
-    })),
-    users: target.config.users.map((u) => ({
-      name: u.name,
-      authProvider: u.raw["auth-provider"],
-      exec: u.raw.exec,
-      certData: str(u.raw["client-certificate-data"]),
-      certFile: str(u.raw["client-certificate"]),
-      keyData: str(u.raw["client-key-data"]),
-      keyFile: str(u.raw["client-key"]),
-      // Only the user in use: another user's missing token file is no error.
-      token: u === target.user ? tokenOf(u.raw) : str(u.raw.token),
-      username: str(u.raw.username),
-      password: str(u.raw.password),
-      impersonateUser: str(u.raw.as),
-    })) as never,
-    contexts: target.config.contexts.map((c) => ({ ...c })),
-    currentContext: target.context.name,
-  });
-  const tls: { ca?: Bytes; cert?: Bytes; key?: Bytes } = {};
-  await kc.applyToHTTPSOptions(tls as never);
-  const text = (b?: Bytes) => (b === undefined ? undefined : b.toString());
-  return {
-    tls: { ca: text(tls.ca), cert: text(tls.cert), key: text(tls.key) },
-    authorize: async () => {
-      const opts: { headers?: Record<string, string>; auth?: string } = {};
-      await kc.applyToHTTPSOptions(opts as never);
-      return opts.headers?.Authorization ?? (opts.auth ? `Basic ${btoa(opts.auth)}` : undefined);
-    },
-  };
+/** What every HTTP client of a connection shares: the CA and the proxy. */
+interface Transport {
+  ca?: string;
+  proxy?: ProxyPlan;
+}
+
+function httpClient(transport: Transport, id: Identity): Deno.HttpClient {
+  return Deno.createHttpClient({
+    caCerts: transport.ca ? [transport.ca] : undefined,
+    cert: id.cert,
+    key: id.key,
+    proxy: transport.proxy,
+    // HTTP/1.1 on purpose: over HTTP/2 every request shares one connection,
+    // so a stalled connection stalls every retry too. With HTTP/1.1 a
+    // timed-out request takes its connection with it and the retry gets a
+    // fresh one.
+    http1: true,
+    http2: false,
+  } as Deno.CreateHttpClientOptions);
 }
 
 /**
@@ -274,20 +223,29 @@ export class Kube {
   readonly contextNamespace?: string;
   /** What this client has sent. */
   readonly stats: ApiStats = { requests: {}, throttled: 0, retries: 0 };
-  #authorize: () => Promise<string | undefined>;
-  #client: Deno.HttpClient;
+  #source: CredentialSource;
+  #transport: Transport;
+  #headers: [string, string][];
+  #client: { cert?: string; key?: string; http: Deno.HttpClient };
+  #retired = new Map<Deno.HttpClient, ReturnType<typeof setTimeout>>();
   #retry: RetryPolicy;
-  #auth?: { header?: string; at: number };
   #stop?: AbortSignal;
 
   private constructor(
     target: Target,
-    authorize: () => Promise<string | undefined>,
-    client: Deno.HttpClient,
+    conn: {
+      source: CredentialSource;
+      transport: Transport;
+      headers: [string, string][];
+      first: Identity;
+    },
     opts: { retry: RetryPolicy; stop?: AbortSignal },
   ) {
-    this.#authorize = authorize;
-    this.#client = client;
+    this.#source = conn.source;
+    this.#transport = conn.transport;
+    this.#headers = conn.headers;
+    const { cert, key } = conn.first;
+    this.#client = { cert, key, http: httpClient(conn.transport, conn.first) };
     this.#retry = opts.retry;
     this.#stop = opts.stop;
     this.server = target.cluster.server.replace(/\/+$/, "");
@@ -295,53 +253,63 @@ export class Kube {
   }
 
   /**
-   * Loads credentials and builds a client; makes no request.
+   * Loads credentials as kubectl would (running the exec plugin, if any, once
+   * now) and builds a client; makes no request.
    *
-   * @throws {ConfigError} when the kubeconfig is missing, unreadable or names no usable cluster
+   * @throws {ConfigError} when the kubeconfig is missing, unreadable, names no
+   *   usable cluster, has a field that cannot be honoured, or its exec plugin fails
    */
   static async connect(opts: ConnectOptions = {}): Promise<Kube> {
     const target = loadKubeconfig(opts, DENO_IO);
-    let creds: Credentials;
-    try {
-      creds = target.fallback ? await clientNodeCredentials(target) : fastCredentials(target);
-    } catch (e) {
-      throw new ConfigError(
-        `Cannot load credentials of context ${target.context.name}: ${(e as Error).message}`,
-      );
-    }
-    const { tls } = creds;
-    const client = Deno.createHttpClient({
-      caCerts: tls.ca ? [tls.ca] : undefined,
-      cert: tls.cert,
-      key: tls.key,
-      // HTTP/1.1 on purpose: over HTTP/2 every request shares one connection,
-      // so a stalled connection stalls every retry too. With HTTP/1.1 a
-      // timed-out request takes its connection with it and the retry gets a
-      // fresh one.
-      http1: true,
-      http2: false,
-    } as Deno.CreateHttpClientOptions);
-    return new Kube(target, creds.authorize, client, {
-      retry: opts.retry ?? DEFAULT_RETRY,
-      stop: opts.signal,
+    const plan = planCredentials(target, DENO_IO);
+    const exec = plan.exec && new ExecPlugin(plan.exec, {
+      cluster: plan.execCluster,
+      runner: DENO_RUNNER,
+      stdinIsTerminal: Deno.stdin.isTerminal(),
     });
+    const source = new CredentialSource(plan, DENO_IO, exec);
+    const first = await source.current();
+    return new Kube(target, {
+      source,
+      transport: { ca: plan.tls.ca, proxy: plan.proxy },
+      headers: plan.headers,
+      first,
+    }, { retry: opts.retry ?? DEFAULT_RETRY, stop: opts.signal });
   }
 
-  /** Releases the HTTP client's connections. */
+  /** Releases the HTTP clients' connections. */
   close(): void {
-    this.#client.close();
+    this.#client.http.close();
+    for (const [client, timer] of this.#retired) {
+      clearTimeout(timer);
+      client.close();
+    }
+    this.#retired.clear();
   }
 
-  // Exec plugins and projected token files rotate credentials, so the header
-  // is re-derived now and then rather than once; client-node caches exec
-  // tokens until they expire.
-  async #authorization(): Promise<string | undefined> {
-    if (this.#auth && Date.now() - this.#auth.at < 10_000) return this.#auth.header;
-    const header = await this.#authorize();
-    this.#auth = { header, at: Date.now() };
-    return header;
+  /**
+   * The HTTP client for `id`'s certificate: an exec plugin may rotate it,
+   * and Deno binds a client certificate to the client. The previous client
+   * serves its requests in flight and is closed once they are surely over.
+   */
+  #httpFor(id: Identity): Deno.HttpClient {
+    if (id.cert === this.#client.cert && id.key === this.#client.key) return this.#client.http;
+    const old = this.#client.http;
+    this.#client = { cert: id.cert, key: id.key, http: httpClient(this.#transport, id) };
+    const timer = setTimeout(() => {
+      this.#retired.delete(old);
+      old.close();
+    }, 2 * this.#retry.requestTimeoutMs + 60_000);
+    Deno.unrefTimer(timer);
+    this.#retired.set(old, timer);
+    return this.#client.http;
   }
 
+  /**
+   * Sends one request. A 401 answer to credentials that can be renewed (a
+   * token file, an exec plugin) renews them and sends the request once more,
+   * as client-go's exec round tripper does: a token may rotate mid-run.
+   */
   async #send(
     verb: string,
     method: string,
@@ -351,20 +319,59 @@ export class Kube {
   ): Promise<Response> {
     const key = `${verb} ${resourceOf(path)}`;
     this.stats.requests[key] = (this.stats.requests[key] ?? 0) + 1;
-    const headers: Record<string, string> = { Accept: "application/json" };
-    const auth = await this.#authorization();
-    if (auth) headers.Authorization = auth;
+    let id: Identity;
+    try {
+      id = await this.#source.current();
+    } catch (e) {
+      throw this.#credentialError(e, verb, path);
+    }
+    const res = await this.#sendAs(id, verb, method, path, body, signal);
+    if (res.status !== 401 || !this.#source.renewable) return res;
+    await res.body?.cancel().catch(() => {});
+    this.#source.invalidate(id);
+    try {
+      id = await this.#source.current();
+    } catch (e) {
+      throw this.#credentialError(e, verb, path);
+    }
+    return await this.#sendAs(id, verb, method, path, body, signal);
+  }
+
+  /** A credential failure mid-run (a plugin that fails now) as an ApiError that is not retried. */
+  #credentialError(e: unknown, verb: string, path: string): unknown {
+    if (!(e instanceof ConfigError)) return e;
+    return new ApiError({
+      status: 401,
+      reason: "Unauthorized",
+      verb,
+      resource: resourceOf(path),
+      message: e.message,
+    });
+  }
+
+  async #sendAs(
+    id: Identity,
+    verb: string,
+    method: string,
+    path: string,
+    body: unknown,
+    signal: AbortSignal,
+  ): Promise<Response> {
+    const headers = new Headers({ Accept: "application/json" });
+    for (const [name, value] of this.#headers) headers.append(name, value);
+    if (id.authorization) headers.set("Authorization", id.authorization);
     if (body !== undefined) {
-      headers["Content-Type"] = method === "PATCH"
-        ? "application/json-patch+json"
-        : "application/json";
+      headers.set(
+        "Content-Type",
+        method === "PATCH" ? "application/json-patch+json" : "application/json",
+      );
     }
     try {
       return await fetch(this.server + path, {
         method,
         headers,
         body: body === undefined ? undefined : JSON.stringify(body),
-        client: this.#client,
+        client: this.#httpFor(id),
         signal,
       } as RequestInit);
     } catch (e) {

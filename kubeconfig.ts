@@ -1,12 +1,8 @@
 /**
- * Kubeconfig loading without `@kubernetes/client-node`: the files kubectl
- * would read, merged as kubectl merges them, the context in use, and for the
- * common credentials (bearer token, token file, client certificate, basic
- * auth, the in-cluster service account) the TLS material and the
- * Authorization header. Whatever else a user needs (exec plugins, auth
- * providers, impersonation, a proxy) is marked for client-node's
- * `KubeConfig`, which `kube.ts` then loads on demand: its module graph is
- * most of the bundle and costs a fifth of a second to evaluate at start.
+ * Kubeconfig loading as kubectl does it: the files kubectl would read (YAML
+ * 1.1, relative paths against the file that names them), merged as kubectl
+ * merges `$KUBECONFIG`, and the context, cluster and user in use. What the
+ * user's fields mean for a request is `credentials.ts`'s business.
  *
  * Every file and environment read goes through a {@linkcode KubeconfigIo},
  * so the rules are tested without a file system.
@@ -85,30 +81,6 @@ export interface Kubeconfig {
   currentContext?: string;
 }
 
-/** User fields the fast path turns into credentials itself. */
-const FAST_USER_FIELDS = new Set([
-  "token",
-  "tokenFile",
-  "token-file",
-  "client-certificate",
-  "client-certificate-data",
-  "client-key",
-  "client-key-data",
-  "username",
-  "password",
-  "extensions",
-]);
-
-/** Cluster fields the fast path handles (`disable-compression` and `extensions` change nothing here). */
-const FAST_CLUSTER_FIELDS = new Set([
-  "server",
-  "certificate-authority",
-  "certificate-authority-data",
-  "insecure-skip-tls-verify",
-  "disable-compression",
-  "extensions",
-]);
-
 /** Where a pod's service account is mounted. */
 export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
 
@@ -150,7 +122,9 @@ function str(x: unknown): string | undefined {
 export function parseKubeconfig(text: string, path: string): Kubeconfig {
   let doc: unknown;
   try {
-    doc = parse(text, { merge: true });
+    // client-go reads kubeconfigs as YAML 1.1 (sigs.k8s.io/yaml), where
+    // `insecure-skip-tls-verify: yes` is the boolean true.
+    doc = parse(text, { merge: true, version: "1.1" });
   } catch (e) {
     throw new SyntaxError((e as Error).message.split("\n")[0].replace(/:$/, ""));
   }
@@ -177,9 +151,14 @@ export function parseKubeconfig(text: string, path: string): Kubeconfig {
   const users = entries(doc.users).map((e, i): UserEntry => {
     if (!str(e.name)) throw new SyntaxError(`users[${i}].name is missing`);
     const raw = { ...(isMap(e.user) ? e.user : {}) };
-    for (const key of ["client-certificate", "client-key", "tokenFile", "token-file"]) {
+    for (const key of ["client-certificate", "client-key", "tokenFile"]) {
       const file = str(raw[key]);
       if (file) raw[key] = resolveIn(dir, file);
+    }
+    // client-go resolves an exec command against the kubeconfig's folder only
+    // when it names a path (`./bin/token`); a bare name is looked up on $PATH.
+    if (isMap(raw.exec) && str(raw.exec.command)?.includes("/")) {
+      raw.exec = { ...raw.exec, command: resolveIn(dir, raw.exec.command as string) };
     }
     return { name: e.name as string, raw };
   });
@@ -262,7 +241,8 @@ function inCluster(io: KubeconfigIo): Kubeconfig {
   };
 }
 
-function readError(e: unknown): string {
+/** A file read's failure in a few words (`no such file`, `permission denied`). */
+export function readError(e: unknown): string {
   if (e instanceof Deno.errors.NotFound) return "no such file";
   if (e instanceof Deno.errors.PermissionDenied) return "permission denied";
   if (e instanceof Deno.errors.IsADirectory) return "is a directory";
@@ -279,13 +259,8 @@ export interface Target {
   context: ContextEntry;
   /** Its cluster. */
   cluster: ClusterEntry;
-  /** Its user; undefined when the context names none, or one that is not defined. */
+  /** Its user; undefined when the context names none. */
   user?: UserEntry;
-  /**
-   * Why client-node's KubeConfig must build the credentials (`user u has exec`);
-   * undefined when {@linkcode tlsOf} and {@linkcode authorizationOf} can.
-   */
-  fallback?: string;
 }
 
 /** Where credentials come from, as `Kube.connect` takes them. */
@@ -337,20 +312,6 @@ function readConfigs(opts: LoadOptions, io: KubeconfigIo): { source: string; con
 }
 
 /**
- * Why a user or cluster needs client-node's KubeConfig, or undefined when the
- * fast path builds its credentials.
- */
-export function fallbackReason(cluster: ClusterEntry, user?: UserEntry): string | undefined {
-  const other = (raw: Record<string, unknown>, known: Set<string>) =>
-    Object.keys(raw).filter((k) => !known.has(k) && raw[k] !== undefined && raw[k] !== null);
-  const userFields = user ? other(user.raw, FAST_USER_FIELDS) : [];
-  if (userFields.length) return `user ${user!.name} has ${userFields.join(", ")}`;
-  const clusterFields = other(cluster.raw, FAST_CLUSTER_FIELDS);
-  if (clusterFields.length) return `cluster ${cluster.name} has ${clusterFields.join(", ")}`;
-  return undefined;
-}
-
-/**
  * Finds the kubeconfig as kubectl does (`--kubeconfig`, else `$KUBECONFIG`'s
  * files merged, else `~/.kube/config`, else the pod's service account) and
  * the context, cluster and user to use.
@@ -374,107 +335,16 @@ export function loadKubeconfig(opts: LoadOptions, io: KubeconfigIo): Target {
       `Cannot find a cluster in ${source}: set --kubeconfig, $KUBECONFIG or run in a pod`,
     );
   }
-  // Deno's HTTP client has no per-client switch to skip verification, and a
-  // dispatcher that gates fleet upgrades should not talk to an unverified server.
-  if (cluster.skipTLSVerify && cluster.server.startsWith("https:")) {
+  const user = config.users.find((u) => u.name === context.user);
+  // kubectl refuses a context whose user is missing rather than going on
+  // anonymously: a typo must not turn into a run as someone else.
+  if (context.user && !user) {
     throw new ConfigError(
-      `Cannot use cluster ${cluster.name}: insecure-skip-tls-verify is not supported; ` +
-        "set certificate-authority(-data) in the kubeconfig",
+      `Cannot use context ${context.name} of ${source}: its user ${
+        JSON.stringify(context.user)
+      } is not defined (users: ${config.users.map((u) => u.name).join(", ") || "none"})`,
     );
   }
-  const user = config.users.find((u) => u.name === context.user);
-  return { source, config, context, cluster, user, fallback: fallbackReason(cluster, user) };
+  return { source, config, context, cluster, user };
 }
 
-/** PEM text of the TLS material to connect with. */
-export interface TlsMaterial {
-  /** The CA bundle to verify the server with. */
-  ca?: string;
-  /** The client certificate. */
-  cert?: string;
-  /** The client key. */
-  key?: string;
-}
-
-function decodeBase64(data: string): string {
-  const bin = atob(data.replace(/\s+/g, ""));
-  return new TextDecoder().decode(Uint8Array.from(bin, (c) => c.charCodeAt(0)));
-}
-
-function fileOrData(io: KubeconfigIo, what: string, file: unknown, data: unknown) {
-  if (typeof file === "string" && file) {
-    try {
-      return io.readTextFile(file);
-    } catch (e) {
-      throw new ConfigError(`cannot read ${what} ${file}: ${readError(e)}`);
-    }
-  }
-  if (typeof data === "string" && data) {
-    try {
-      return decodeBase64(data);
-    } catch {
-      throw new ConfigError(`${what}-data is not base64`);
-    }
-  }
-  return undefined;
-}
-
-/**
- * The TLS material of a fast-path target: files read, `*-data` decoded.
- *
- * @throws {ConfigError} when a file cannot be read, a `*-data` is not base64,
- *   or the server is plain HTTP without `insecure-skip-tls-verify` (client-node's rule)
- */
-export function tlsOf(target: Target, io: KubeconfigIo): TlsMaterial {
-  const { cluster, user } = target;
-  if (cluster.server.startsWith("http:") && !cluster.skipTLSVerify) {
-    throw new ConfigError("HTTP protocol is not allowed when skipTLSVerify is not set or false");
-  }
-  const u = user?.raw ?? {};
-  return {
-    ca: fileOrData(io, "certificate-authority", cluster.caFile, cluster.caData),
-    cert: fileOrData(
-      io,
-      "client-certificate",
-      u["client-certificate"],
-      u["client-certificate-data"],
-    ),
-    key: fileOrData(io, "client-key", u["client-key"], u["client-key-data"]),
-  };
-}
-
-function base64Utf8(text: string): string {
-  return btoa(String.fromCharCode(...new TextEncoder().encode(text)));
-}
-
-/**
- * The Authorization header of a fast-path user, read now: `token`, else the
- * token in `tokenFile` or `token-file` (re-read on each call: a projected service account
- * token rotates), else basic auth.
- *
- * @throws {ConfigError} when the token file cannot be read
- *
- * @example
- * ```ts
- * authorizationOf({ name: "u", raw: { token: "t" } }, io); // "Bearer t"
- * ```
- */
-export function authorizationOf(user: UserEntry | undefined, io: KubeconfigIo): string | undefined {
-  const u = user?.raw ?? {};
-  if (typeof u.token === "string" && u.token) return `Bearer ${u.token}`;
-  // kubectl spells it tokenFile; client-node, which read kubeconfigs here before, token-file.
-  const tokenFile = str(u.tokenFile) ?? str(u["token-file"]);
-  if (tokenFile) {
-    let token: string;
-    try {
-      token = io.readTextFile(tokenFile).trim();
-    } catch (e) {
-      throw new ConfigError(`cannot read token file ${tokenFile}: ${readError(e)}`);
-    }
-    if (token) return `Bearer ${token}`;
-  }
-  if (typeof u.username === "string" && u.username) {
-    return `Basic ${base64Utf8(`${u.username}:${u.password ?? ""}`)}`;
-  }
-  return undefined;
-}

@@ -1,15 +1,11 @@
 import assert from "node:assert/strict";
 import {
-  authorizationOf,
   ConfigError,
-  fallbackReason,
   type KubeconfigIo,
   loadKubeconfig,
   mergeKubeconfigs,
   parseKubeconfig,
   SERVICE_ACCOUNT_DIR,
-  type Target,
-  tlsOf,
 } from "./kubeconfig.ts";
 
 /** An in-memory file system and environment; a value that is an Error is thrown on read. */
@@ -110,13 +106,22 @@ Deno.test({
     await t.step("relative file references are made absolute against the file's folder", () => {
       const kc = parseKubeconfig(
         `clusters: [{name: c, cluster: {server: s, certificate-authority: pki/ca.crt}}]
-users: [{name: u, user: {client-certificate: u.crt, client-key: /abs/u.key, tokenFile: ../t}}]`,
+users:
+  - {name: u, user: {client-certificate: u.crt, client-key: /abs/u.key, tokenFile: ../t}}
+  - {name: e, user: {exec: {command: ./bin/token, apiVersion: v}}}
+  - {name: p, user: {exec: {command: aws, apiVersion: v}}}`,
         "/home/me/.kube/config",
       );
       assert.equal(kc.clusters[0].caFile, "/home/me/.kube/pki/ca.crt");
       assert.equal(kc.users[0].raw["client-certificate"], "/home/me/.kube/u.crt");
       assert.equal(kc.users[0].raw["client-key"], "/abs/u.key");
       assert.equal(kc.users[0].raw.tokenFile, "/home/me/.kube/../t");
+      // An exec command is resolved only when it names a path, not a $PATH lookup.
+      assert.equal(
+        (kc.users[1].raw.exec as { command: string }).command,
+        "/home/me/.kube/./bin/token",
+      );
+      assert.equal((kc.users[2].raw.exec as { command: string }).command, "aws");
     });
     await t.step("a file named without a folder keeps relative references as they are", () => {
       const kc = parseKubeconfig(
@@ -129,8 +134,17 @@ users: [{name: u, user: {client-certificate: u.crt, client-key: /abs/u.key, toke
       const kc = parseKubeconfig("clusters: [{name: c, cluster: {server: 'https://h/'}}]", "/k");
       assert.equal(kc.clusters[0].server, "https://h");
     });
-    await t.step("insecure-skip-tls-verify counts only when it is the boolean true", () => {
-      for (const [value, want] of [["true", true], ['"true"', false], ["false", false]] as const) {
+    await t.step("insecure-skip-tls-verify is a YAML 1.1 boolean, as client-go reads it", () => {
+      const values = [
+        ["true", true],
+        ["yes", true],
+        ["on", true],
+        ["y", true],
+        ['"true"', false],
+        ["false", false],
+        ["no", false],
+      ] as const;
+      for (const [value, want] of values) {
         const kc = parseKubeconfig(
           `clusters: [{name: c, cluster: {server: s, insecure-skip-tls-verify: ${value}}}]`,
           "/k",
@@ -360,15 +374,15 @@ Deno.test({
         message: /^Cannot find a cluster in \/k\/a/,
       },
       {
-        name: "insecure-skip-tls-verify on an https server",
+        name: "a context whose user is not defined",
         opts: { kubeconfig: "/k/a" },
         files: {
-          "/k/a": kubeconfig("a", {
-            cluster: "{server: 'https://h', insecure-skip-tls-verify: true}",
-          }),
+          "/k/a": kubeconfig("a").replace(
+            "contexts: [{name: a, context: {cluster: a, user: a",
+            "contexts: [{name: a, context: {cluster: a, user: gone",
+          ),
         },
-        message:
-          /^Cannot use cluster a: insecure-skip-tls-verify is not supported; set certificate-authority\(-data\) in the kubeconfig$/,
+        message: /^Cannot use context a of \/k\/a: its user "gone" is not defined \(users: a\)$/,
       },
     ];
     for (const c of cases) {
@@ -381,156 +395,5 @@ Deno.test({
         });
       });
     }
-  },
-});
-
-Deno.test({
-  name: "fallbackReason() leaves to client-node only what the fast path does not handle",
-  permissions: YAML_ENV,
-  async fn(t) {
-    const cases: [string, string, string | undefined, RegExp | undefined][] = [
-      ["a token", "{token: t}", undefined, undefined],
-      ["a token file (kubectl's tokenFile)", "{tokenFile: /t}", undefined, undefined],
-      ["a token file (client-node's token-file)", "{token-file: /t}", undefined, undefined],
-      [
-        "a client certificate",
-        "{client-certificate-data: x, client-key: /k}",
-        undefined,
-        undefined,
-      ],
-      ["basic auth", "{username: u, password: p}", undefined, undefined],
-      ["no credentials", "{}", undefined, undefined],
-      ["an exec plugin", "{exec: {command: aws}}", undefined, /^user a has exec$/],
-      [
-        "an auth provider",
-        "{auth-provider: {name: oidc}}",
-        undefined,
-        /^user a has auth-provider$/,
-      ],
-      ["impersonation", "{token: t, as: admin}", undefined, /^user a has as$/],
-      [
-        "a proxy",
-        "{token: t}",
-        "{server: s, proxy-url: 'http://p:3128'}",
-        /^cluster a has proxy-url$/,
-      ],
-      [
-        "a TLS server name",
-        "{token: t}",
-        "{server: s, tls-server-name: h}",
-        /^cluster a has tls-server-name$/,
-      ],
-    ];
-    for (const [what, user, cluster, want] of cases) {
-      await t.step(`${what}: ${want ? "client-node" : "fast path"}`, () => {
-        const kc = parseKubeconfig(kubeconfig("a", { user, cluster }), "/k/a");
-        const reason = fallbackReason(kc.clusters[0], kc.users[0]);
-        if (want) assert.match(reason ?? "", want);
-        else assert.equal(reason, undefined);
-      });
-    }
-  },
-});
-
-function target(user: string, cluster?: string, files: Record<string, string | Error> = {}) {
-  const { io, reads } = fakeIo({ "/k/a": kubeconfig("a", { user, cluster }), ...files });
-  return { target: loadKubeconfig({ kubeconfig: "/k/a" }, io) as Target, io, reads };
-}
-
-Deno.test({
-  name: "tlsOf() reads files and decodes data of the cluster and user",
-  permissions: YAML_ENV,
-  async fn(t) {
-    await t.step("certificate-authority-data and client-certificate/key data are decoded", () => {
-      const { target: tg, io } = target(
-        `{client-certificate-data: ${b64("CERT")}, client-key-data: ${b64("KEY")}}`,
-      );
-      assert.deepEqual(tlsOf(tg, io), { ca: "CA of a", cert: "CERT", key: "KEY" });
-    });
-    await t.step("files are read, relative to the kubeconfig's folder", () => {
-      const { target: tg, io } = target(
-        "{client-certificate: u.crt, client-key: u.key}",
-        "{server: 'https://h', certificate-authority: ca.crt}",
-        { "/k/ca.crt": "CA FILE", "/k/u.crt": "CERT FILE", "/k/u.key": "KEY FILE" },
-      );
-      assert.deepEqual(tlsOf(tg, io), { ca: "CA FILE", cert: "CERT FILE", key: "KEY FILE" });
-    });
-    await t.step("a file wins over data, as in client-node", () => {
-      const { target: tg, io } = target(
-        "{token: t}",
-        `{server: 'https://h', certificate-authority: /ca, certificate-authority-data: ${
-          b64("D")
-        }}`,
-        { "/ca": "FILE" },
-      );
-      assert.equal(tlsOf(tg, io).ca, "FILE");
-    });
-    await t.step("a missing file is named", () => {
-      const { target: tg, io } = target("{client-certificate: /gone.crt, client-key: /gone.key}");
-      assert.throws(
-        () => tlsOf(tg, io),
-        /^ConfigError: cannot read client-certificate \/gone\.crt: no such file$/,
-      );
-    });
-    await t.step("plain HTTP needs insecure-skip-tls-verify, as client-node required", () => {
-      const { target: tg, io } = target("{token: t}", "{server: 'http://h:8080'}");
-      assert.throws(() => tlsOf(tg, io), /HTTP protocol is not allowed when skipTLSVerify/);
-      const skip = target(
-        "{token: t}",
-        "{server: 'http://h:8080', insecure-skip-tls-verify: true}",
-      );
-      assert.deepEqual(tlsOf(skip.target, skip.io), {
-        ca: undefined,
-        cert: undefined,
-        key: undefined,
-      });
-    });
-  },
-});
-
-Deno.test({
-  name: "authorizationOf() derives the header the way kubectl does",
-  permissions: YAML_ENV,
-  async fn(t) {
-    await t.step("a token is a bearer token", () => {
-      const { target: tg, io } = target("{token: abc}");
-      assert.equal(authorizationOf(tg.user, io), "Bearer abc");
-    });
-    await t.step("a token wins over basic auth", () => {
-      const { target: tg, io } = target("{token: abc, username: u, password: p}");
-      assert.equal(authorizationOf(tg.user, io), "Bearer abc");
-    });
-    await t.step("a token file is read on every call, trimmed, so a rotated token is used", () => {
-      const files: Record<string, string> = { "/k/token": "first\n" };
-      const { target: tg, io } = target("{tokenFile: token}", undefined, files);
-      const read = (path: string) => files[path] ?? io.readTextFile(path);
-      const live = { ...io, readTextFile: read };
-      assert.equal(authorizationOf(tg.user, live), "Bearer first");
-      files["/k/token"] = "second\n";
-      assert.equal(authorizationOf(tg.user, live), "Bearer second");
-    });
-    await t.step("client-node's token-file spelling works too", () => {
-      const { target: tg, io } = target("{token-file: /t}", undefined, { "/t": "tf" });
-      assert.equal(authorizationOf(tg.user, io), "Bearer tf");
-    });
-    await t.step("an unreadable token file is named", () => {
-      const { target: tg, io } = target("{tokenFile: /gone}");
-      assert.throws(
-        () => authorizationOf(tg.user, io),
-        /cannot read token file \/gone: no such file/,
-      );
-    });
-    await t.step("basic auth is base64 of UTF-8 user:password", () => {
-      const { target: tg, io } = target("{username: jürgen, password: 'p:w'}");
-      const header = authorizationOf(tg.user, io)!;
-      assert.match(header, /^Basic /);
-      const bytes = Uint8Array.from(atob(header.slice(6)), (c) => c.charCodeAt(0));
-      assert.equal(new TextDecoder().decode(bytes), "jürgen:p:w");
-    });
-    await t.step("no credentials, no header", () => {
-      const { target: tg, io } = target("{}");
-      assert.equal(authorizationOf(tg.user, io), undefined);
-      assert.equal(authorizationOf(undefined, io), undefined);
-    });
   },
 });

@@ -10,6 +10,7 @@ import { ApiError, ConfigError, Kube } from "./kube.ts";
 import { Logger, STDERR } from "./log.ts";
 import { HELP, parseOptions } from "./options.ts";
 import { EXIT, runDispatcher } from "./run.ts";
+import { connectedLine, whoAmI } from "./whoami.ts";
 
 /** The release version; `--version` prints it. */
 export const VERSION = "0.1.0";
@@ -96,6 +97,8 @@ export async function main(args: string[]): Promise<number> {
       context: opts.context,
       signal: stop.signal,
     });
+    const user = await whoAmI(kube);
+    log.info(connectedLine(kube.server, user), { event: "connected", server: kube.server, user });
     const code = await runDispatcher(opts, template, {
       kube,
       log,

@@ -128,9 +128,10 @@ TEMPLATE
   --name-prefix P           Job names are "<P>-<node>" (sanitised, with a hash when
                             longer than 63 characters). Default: the template's
                             metadata.name.
-  -n, --namespace NS        Namespace of the Jobs. Default: $POD_NAMESPACE, then the
-                            in-cluster service account's namespace, then the
-                            kubeconfig context's namespace, then "default".
+  -n, --namespace NS        Namespace of the Jobs. Default: the context's namespace
+                            when --kubeconfig or --context is given, else
+                            $POD_NAMESPACE, then the in-cluster service account's
+                            namespace, then the kubeconfig context's, then "default".
 
 SELECTION
   --nodes a,b,...           Exactly these nodes (each must exist). A deliberate

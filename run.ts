@@ -9,6 +9,7 @@
 import { stringify } from "yaml";
 import type { V1Job, V1Node, V1Pod } from "@kubernetes/client-node";
 import {
+  checkTemplateNamespace,
   instantiateJob,
   interpretStatus,
   jobName,
@@ -79,12 +80,16 @@ const SATISFIED_LINES = 20;
 const SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 /**
- * The namespace of the Jobs: the flag, then `$POD_NAMESPACE`, then the
+ * The namespace of the Jobs: the flag, then the context's of an explicitly
+ * given `--kubeconfig` or `--context`, then `$POD_NAMESPACE`, then the
  * in-cluster service account's namespace, then the kubeconfig context's, then
  * `default` — the order in which each is the more deliberate choice.
  */
 export function resolveNamespace(opts: Options, ctx: RunContext): string {
-  return opts.namespace || ctx.env("POD_NAMESPACE") ||
+  // client-go reads $POD_NAMESPACE only for its in-cluster configuration: an
+  // explicitly given --kubeconfig or --context brings its context's namespace.
+  const explicit = opts.kubeconfig || opts.context ? ctx.kube.contextNamespace : undefined;
+  return opts.namespace || explicit || ctx.env("POD_NAMESPACE") ||
     ctx.readFile(SERVICE_ACCOUNT_NAMESPACE)?.trim() || ctx.kube.contextNamespace || "default";
 }
 
@@ -339,6 +344,8 @@ export async function runDispatcher(
     );
   }
   const namespace = resolveNamespace(opts, ctx);
+  checkTemplateNamespace(template, namespace, opts.jobTemplate);
+  if (cleanupTemplate) checkTemplateNamespace(cleanupTemplate, namespace, opts.cleanupJobTemplate!);
   const podSpec = template.spec.template.spec!;
   const selection: Selection = {
     nodes: opts.nodes,

@@ -23,27 +23,16 @@ if [[ ! "$commit" =~ ^[A-Za-z0-9._-]+$ ]]; then
 fi
 mkdir -p dist
 entry="dist/.entry-$$.ts"
-cn="dist/.client-node-$$.cjs"
-lazy="dist/.client-node-$$.js"
-map="dist/.import-map-$$.json"
-trap 'rm -f "$entry" "$cn" "$lazy" "$map"' EXIT
+trap 'rm -f "$entry"' EXIT
 sed -e "s|^const COMMIT = \"dev\";|const COMMIT = \"$commit\";|" \
   -e 's|from "\./|from "../|' main.ts >"$entry"
 if ! grep -q "^const COMMIT = \"$commit\";" "$entry"; then
   echo "Cannot stamp the commit: main.ts has no line 'const COMMIT = \"dev\";' to replace" >&2
   exit 1
 fi
-# client-node's KubeConfig serves only kubeconfigs with exec plugins, auth
-# providers and the like (kube.ts imports it on demand; kubeconfig.ts reads the
-# rest). Inside the main bundle even a dynamic import costs every start about
-# 90 ms of CPU: V8 loads its 1.3 MB of dormant code, and esbuild hoists its
-# node: imports to the top. So it is bundled apart, as CommonJS, and embedded
-# as a string that is compiled only on that import: the main bundle's import
-# map points @kubernetes/client-node/dist/config.js at the embedding module.
-# Nothing is loaded at run time but the one file.
-deno bundle --quiet --minify --platform deno --format cjs scripts/_client_node.ts -o "$cn"
-deno run --quiet --allow-read --allow-write scripts/_embed.ts "$cn" "$lazy" "$map"
-deno bundle --quiet --minify --platform deno --import-map "$map" "$entry" -o dist/job-dispatcher.js
+# client-node contributes types only: credentials are read by kubeconfig.ts,
+# credentials.ts and exec.ts, so none of its code is in the bundle.
+deno bundle --quiet --minify --platform deno "$entry" -o dist/job-dispatcher.js
 bytes="$(wc -c <dist/job-dispatcher.js)"
 awk -v b="$bytes" -v c="$commit" \
   'BEGIN { printf "bundled dist/job-dispatcher.js: %d bytes (%.2f MB), commit %s\n", b, b / 1e6, c }'
