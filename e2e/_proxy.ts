@@ -188,3 +188,118 @@ export class FaultProxy {
     }
   }
 }
+
+/**
+ * An HTTP CONNECT proxy of the suite's own on 127.0.0.1, which counts the
+ * tunnels it opens. `redirect` sends a tunnel asked for one address to
+ * another: a kubeconfig whose server is a closed port then works only
+ * through the proxy, so a run that succeeds proves every request went
+ * through it.
+ *
+ * @example
+ * ```ts
+ * const proxy = ConnectProxy.start({ "127.0.0.1:1": "127.0.0.1:6443" });
+ * // proxy-url: proxy.url
+ * await proxy.close();
+ * ```
+ */
+export class ConnectProxy {
+  /** The port the proxy listens on. */
+  readonly port: number;
+  /** Tunnels opened, by the address asked for. */
+  readonly tunnels: Record<string, number> = {};
+  #listener: Deno.Listener;
+  #redirect: Record<string, string>;
+  #conns = new Set<Deno.Conn>();
+  #accepting: Promise<void>;
+
+  private constructor(redirect: Record<string, string>) {
+    this.#redirect = redirect;
+    this.#listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    this.port = (this.#listener.addr as Deno.NetAddr).port;
+    this.#accepting = this.#accept();
+  }
+
+  /** Starts a proxy; `redirect` maps `host:port` asked for to `host:port` connected to. */
+  static start(redirect: Record<string, string> = {}): ConnectProxy {
+    return new ConnectProxy(redirect);
+  }
+
+  /** The proxy's URL, for `proxy-url`. */
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  /** Tunnels opened in all. */
+  get total(): number {
+    return Object.values(this.tunnels).reduce((a, b) => a + b, 0);
+  }
+
+  /** Stops listening and closes every tunnel. */
+  async close(): Promise<void> {
+    try {
+      this.#listener.close();
+    } catch { /* already closed */ }
+    for (const c of this.#conns) {
+      try {
+        c.close();
+      } catch { /* already closed */ }
+    }
+    await this.#accepting;
+  }
+
+  async #accept(): Promise<void> {
+    while (true) {
+      let conn: Deno.Conn;
+      try {
+        conn = await this.#listener.accept();
+      } catch {
+        return;
+      }
+      this.#conns.add(conn);
+      this.#serve(conn).catch(() => {}).finally(() => {
+        this.#conns.delete(conn);
+        try {
+          conn.close();
+        } catch { /* already closed */ }
+      });
+    }
+  }
+
+  async #serve(client: Deno.Conn): Promise<void> {
+    // Read the request head: "CONNECT host:port HTTP/1.1" and headers up to a blank line.
+    const buf = new Uint8Array(8192);
+    let head = "";
+    while (!head.includes("\r\n\r\n")) {
+      const n = await client.read(buf);
+      if (n === null) return;
+      head += new TextDecoder().decode(buf.subarray(0, n));
+    }
+    const [method, target] = head.split(" ");
+    const write = (text: string) => client.write(new TextEncoder().encode(text));
+    if (method !== "CONNECT") {
+      await write("HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n");
+      return;
+    }
+    const to = this.#redirect[target] ?? target;
+    const [hostname, port] = [
+      to.slice(0, to.lastIndexOf(":")),
+      Number(to.slice(to.lastIndexOf(":") + 1)),
+    ];
+    let server: Deno.Conn;
+    try {
+      server = await Deno.connect({ hostname, port });
+    } catch {
+      await write("HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n");
+      return;
+    }
+    this.#conns.add(server);
+    this.tunnels[target] = (this.tunnels[target] ?? 0) + 1;
+    await write("HTTP/1.1 200 Connection Established\r\n\r\n");
+    await Promise.all([
+      client.readable.pipeTo(server.writable).catch(() => {}),
+      server.readable.pipeTo(client.writable).catch(() => {}),
+    ]);
+    this.#conns.delete(server);
+  }
+}
