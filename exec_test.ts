@@ -129,6 +129,19 @@ function scripted(outcomes: (() => { code: number; stdout: string; stderr: strin
   return { calls, runner };
 }
 
+/** A plugin of {@linkcode CONFIG} whose runs answer with a token credential. */
+function tokenPlugin() {
+  const { calls, runner } = scripted([
+    () => ({ code: 0, stderr: "", stdout: credential({ token: "t" }) }),
+  ]);
+  const plugin = new ExecPlugin(CONFIG, {
+    cluster: { server: "s" },
+    runner,
+    stdinIsTerminal: false,
+  });
+  return { calls, plugin };
+}
+
 Deno.test({
   name: "ExecPlugin runs the plugin as client-go does and keeps its credential until near expiry",
   permissions: "none",
@@ -170,27 +183,13 @@ Deno.test({
       assert.equal(calls.length, 2);
     });
     await t.step("concurrent callers share one run", async () => {
-      const { calls, runner } = scripted([
-        () => ({ code: 0, stderr: "", stdout: credential({ token: "t" }) }),
-      ]);
-      const plugin = new ExecPlugin(CONFIG, {
-        cluster: { server: "s" },
-        runner,
-        stdinIsTerminal: false,
-      });
+      const { calls, plugin } = tokenPlugin();
       await Promise.all([plugin.get(), plugin.get(), plugin.get()]);
       assert.equal(calls.length, 1);
       assert.equal(plugin.runs, 1);
     });
     await t.step("a refused credential is dropped; the next get runs the plugin", async () => {
-      const { calls, runner } = scripted([
-        () => ({ code: 0, stderr: "", stdout: credential({ token: "t" }) }),
-      ]);
-      const plugin = new ExecPlugin(CONFIG, {
-        cluster: { server: "s" },
-        runner,
-        stdinIsTerminal: false,
-      });
+      const { calls, plugin } = tokenPlugin();
       const used = await plugin.get();
       plugin.invalidate({ ...used }); // not the current one: kept
       await plugin.get();

@@ -13,12 +13,7 @@
 
 import type { V1Job, V1Node, V1Pod } from "@kubernetes/client-node";
 import { ConfigError, type KubeconfigIo, loadKubeconfig, type Target } from "./kubeconfig.ts";
-import {
-  CredentialSource,
-  type Identity,
-  planCredentials,
-  type ProxyPlan,
-} from "./credentials.ts";
+import { CredentialSource, type Identity, planCredentials, type ProxyPlan } from "./credentials.ts";
 import { DENO_RUNNER, ExecPlugin } from "./exec.ts";
 
 export { ConfigError };
@@ -319,43 +314,44 @@ export class Kube {
   ): Promise<Response> {
     const key = `${verb} ${resourceOf(path)}`;
     this.stats.requests[key] = (this.stats.requests[key] ?? 0) + 1;
-    let id: Identity;
-    try {
-      id = await this.#source.current();
-    } catch (e) {
-      throw this.#credentialError(e, verb, path);
-    }
-    const res = await this.#sendAs(id, verb, method, path, body, signal);
+    const req = { verb, method, path, body, signal };
+    let id = await this.#identity(req);
+    const res = await this.#sendAs(id, req);
     if (res.status !== 401 || !this.#source.renewable) return res;
     await res.body?.cancel().catch(() => {});
     this.#source.invalidate(id);
-    try {
-      id = await this.#source.current();
-    } catch (e) {
-      throw this.#credentialError(e, verb, path);
-    }
-    return await this.#sendAs(id, verb, method, path, body, signal);
+    id = await this.#identity(req);
+    return await this.#sendAs(id, req);
   }
 
-  /** A credential failure mid-run (a plugin that fails now) as an ApiError that is not retried. */
-  #credentialError(e: unknown, verb: string, path: string): unknown {
-    if (!(e instanceof ConfigError)) return e;
-    return new ApiError({
-      status: 401,
-      reason: "Unauthorized",
-      verb,
-      resource: resourceOf(path),
-      message: e.message,
-    });
+  /**
+   * The credentials for a request. A credential failure mid-run (a plugin
+   * that fails now) becomes an ApiError 401, which is not retried.
+   */
+  async #identity(req: { verb: string; path: string }): Promise<Identity> {
+    try {
+      return await this.#source.current();
+    } catch (e) {
+      if (!(e instanceof ConfigError)) throw e;
+      throw new ApiError({
+        status: 401,
+        reason: "Unauthorized",
+        verb: req.verb,
+        resource: resourceOf(req.path),
+        message: e.message,
+      });
+    }
   }
 
   async #sendAs(
     id: Identity,
-    verb: string,
-    method: string,
-    path: string,
-    body: unknown,
-    signal: AbortSignal,
+    { verb, method, path, body, signal }: {
+      verb: string;
+      method: string;
+      path: string;
+      body: unknown;
+      signal: AbortSignal;
+    },
   ): Promise<Response> {
     // Named, so that audit logs tell the dispatcher's requests from kubectl's.
     // A list, not a Headers object: Deno joins repeated names in a Headers

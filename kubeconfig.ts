@@ -347,4 +347,3 @@ export function loadKubeconfig(opts: LoadOptions, io: KubeconfigIo): Target {
   }
   return { source, config, context, cluster, user };
 }
-

@@ -190,8 +190,8 @@ export class FaultProxy {
 }
 
 /**
- * An HTTP CONNECT proxy of the suite's own on 127.0.0.1, which counts the
- * tunnels it opens. `redirect` sends a tunnel asked for one address to
+ * An HTTP CONNECT and SOCKS5 proxy of the suite's own on 127.0.0.1, which
+ * counts the tunnels it opens. `redirect` sends a tunnel asked for one address to
  * another: a kubeconfig whose server is a closed port then works only
  * through the proxy, so a run that succeeds proves every request went
  * through it.
@@ -228,6 +228,11 @@ export class ConnectProxy {
   /** The proxy's URL, for `proxy-url`. */
   get url(): string {
     return `http://127.0.0.1:${this.port}`;
+  }
+
+  /** The same proxy's URL as a SOCKS5 proxy: it speaks both. */
+  get socksUrl(): string {
+    return `socks5://127.0.0.1:${this.port}`;
   }
 
   /** Tunnels opened in all. */
@@ -267,39 +272,75 @@ export class ConnectProxy {
   }
 
   async #serve(client: Deno.Conn): Promise<void> {
-    // Read the request head: "CONNECT host:port HTTP/1.1" and headers up to a blank line.
     const buf = new Uint8Array(8192);
-    let head = "";
-    while (!head.includes("\r\n\r\n")) {
-      const n = await client.read(buf);
-      if (n === null) return;
-      head += new TextDecoder().decode(buf.subarray(0, n));
-    }
-    const [method, target] = head.split(" ");
-    const write = (text: string) => client.write(new TextEncoder().encode(text));
-    if (method !== "CONNECT") {
-      await write("HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n");
-      return;
-    }
+    const n = await client.read(buf);
+    if (n === null) return;
+    // A SOCKS5 greeting starts with its version, 5; an HTTP request with a letter.
+    const target = buf[0] === 5
+      ? await this.#socksTarget(client, buf)
+      : await this.#connectTarget(client, buf, n);
+    if (!target) return;
     const to = this.#redirect[target] ?? target;
-    const [hostname, port] = [
-      to.slice(0, to.lastIndexOf(":")),
-      Number(to.slice(to.lastIndexOf(":") + 1)),
-    ];
+    const colon = to.lastIndexOf(":");
     let server: Deno.Conn;
     try {
-      server = await Deno.connect({ hostname, port });
+      server = await Deno.connect({
+        hostname: to.slice(0, colon),
+        port: Number(to.slice(colon + 1)),
+      });
     } catch {
-      await write("HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n");
+      await client.write(
+        buf[0] === 5
+          ? new Uint8Array([5, 5, 0, 1, 0, 0, 0, 0, 0, 0])
+          : new TextEncoder().encode("HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n"),
+      );
       return;
     }
     this.#conns.add(server);
     this.tunnels[target] = (this.tunnels[target] ?? 0) + 1;
-    await write("HTTP/1.1 200 Connection Established\r\n\r\n");
+    await client.write(
+      buf[0] === 5
+        ? new Uint8Array([5, 0, 0, 1, 0, 0, 0, 0, 0, 0])
+        : new TextEncoder().encode("HTTP/1.1 200 Connection Established\r\n\r\n"),
+    );
     await Promise.all([
       client.readable.pipeTo(server.writable).catch(() => {}),
       server.readable.pipeTo(client.writable).catch(() => {}),
     ]);
     this.#conns.delete(server);
+  }
+
+  /** "CONNECT host:port HTTP/1.1" and headers up to a blank line. */
+  async #connectTarget(client: Deno.Conn, buf: Uint8Array, n: number) {
+    let head = new TextDecoder().decode(buf.subarray(0, n));
+    while (!head.includes("\r\n\r\n")) {
+      const more = await client.read(buf);
+      if (more === null) return undefined;
+      head += new TextDecoder().decode(buf.subarray(0, more));
+    }
+    const [method, target] = head.split(" ");
+    if (method === "CONNECT") return target;
+    await client.write(
+      new TextEncoder().encode("HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n"),
+    );
+    return undefined;
+  }
+
+  /** A SOCKS5 greeting (answered: no authentication), then its CONNECT request (RFC 1928). */
+  async #socksTarget(client: Deno.Conn, buf: Uint8Array) {
+    await client.write(new Uint8Array([5, 0]));
+    const n = await client.read(buf);
+    if (n === null || buf[1] !== 1) return undefined;
+    const port = (at: number) => (buf[at] << 8) | buf[at + 1];
+    switch (buf[3]) {
+      case 1:
+        return `${buf.subarray(4, 8).join(".")}:${port(8)}`;
+      case 3: {
+        const len = buf[4];
+        return `${new TextDecoder().decode(buf.subarray(5, 5 + len))}:${port(5 + len)}`;
+      }
+      default:
+        return undefined; // IPv6: not needed here
+    }
   }
 }

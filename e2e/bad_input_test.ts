@@ -180,6 +180,22 @@ spec:
             /it has no metadata\.name \(only generateName.*\); set metadata\.name or --name-prefix/,
         },
         {
+          name: "template whose namespace is not the one in use",
+          args: async (tpl) => [
+            "--job-template",
+            await tpl(
+              GOOD.replace(
+                "metadata:\n  name: bad\n",
+                "metadata:\n  name: bad\n  namespace: b-other\n",
+              ),
+            ),
+            ...SELECT,
+          ],
+          code: 2,
+          message:
+            /Invalid job template \S+: the namespace from the provided object "b-other" does not match the namespace "b-in"; pass --namespace b-other or remove metadata\.namespace/,
+        },
+        {
           name: "template that sets nodeName",
           args: async (tpl) => [
             "--job-template",
