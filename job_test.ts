@@ -3,6 +3,7 @@ import { createHash } from "node:crypto";
 import fc from "fast-check";
 import type { V1Job } from "@kubernetes/client-node";
 import {
+  checkTemplateNamespace,
   classifyJob,
   identityHash,
   instantiateJob,
@@ -1220,6 +1221,30 @@ Deno.test({
     for (const c of cases) {
       await t.step(c.name, () => {
         assert.equal(classifyJob(c.job, c.run ?? RUN, c.nodeUid), c.want);
+      });
+    }
+  },
+});
+
+Deno.test({
+  name: "checkTemplateNamespace() refuses a template namespace other than the one in use",
+  permissions: "none",
+  async fn(t) {
+    const cases: [string, string | undefined, string, RegExp | undefined][] = [
+      ["no namespace in the template", undefined, "ops", undefined],
+      ["the same namespace", "ops", "ops", undefined],
+      [
+        "another namespace",
+        "dev",
+        "ops",
+        /^UsageError: Invalid job template job\.yaml: the namespace from the provided object "dev" does not match the namespace "ops"; pass --namespace dev or remove metadata\.namespace from the template$/,
+      ],
+    ];
+    for (const [name, own, inUse, want] of cases) {
+      await t.step(name, () => {
+        const template = { metadata: { name: "up", namespace: own } } as JobTemplate;
+        if (want) assert.throws(() => checkTemplateNamespace(template, inUse, "job.yaml"), want);
+        else checkTemplateNamespace(template, inUse, "job.yaml");
       });
     }
   },
