@@ -83,6 +83,32 @@ function firstLineUser(stderr: string): string | undefined {
   return first.match(/ connected to https:\/\/\S+ as (\S+)$/)?.[1];
 }
 
+/** Runs the dispatcher with `kubeconfig` over the suite's nodes `pool`, one Job `<prefix>-<node>` each. */
+async function dispatchWith(
+  cluster: Cluster,
+  kubeconfig: string | undefined,
+  opts: {
+    prefix: string;
+    pool?: string;
+    duration?: string;
+    /** `-n`; false: none. @default NS */
+    namespace?: string | false;
+    args?: string[];
+    env?: Record<string, string>;
+  },
+): Promise<CommandResult> {
+  const ns = opts.namespace ?? NS;
+  return await dispatcher(cluster, [
+    ...(kubeconfig ? ["--kubeconfig", kubeconfig] : []),
+    ...(opts.args ?? []),
+    "--job-template",
+    await tempFile(jobTemplate(opts.prefix, opts.duration ?? "100ms")),
+    ...(ns ? ["-n", ns] : []),
+    "--node-selector",
+    `${SUITE}=${opts.pool ?? "cred"}`,
+  ], { env: opts.env ?? {} });
+}
+
 /** A kubeconfig with one context `x` of cluster `c` and user `u`, as YAML. */
 function kubeconfigText(opts: {
   cluster: Record<string, unknown>;
@@ -440,16 +466,7 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
       user: adminData,
     }));
     const kubectl = await whoami(kubeconfig);
-    const r = await dispatcher(cluster, [
-      "--kubeconfig",
-      kubeconfig,
-      "--job-template",
-      await tempFile(jobTemplate("cr-noproxy", "100ms")),
-      "-n",
-      NS,
-      "--node-selector",
-      `${SUITE}=cred`,
-    ]);
+    const r = await dispatchWith(cluster, kubeconfig, { prefix: "cr-noproxy" });
     return { r, kubectl };
   })();
 
@@ -465,18 +482,8 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
       }
       const kubectl = await whoami(kubeconfig, v.env, v.args);
       const prefix = `cr-${run}`;
-      const template = await tempFile(jobTemplate(prefix, "100ms"));
       const offset = await auditSize(cluster);
-      const r = await dispatcher(cluster, [
-        ...(kubeconfig ? ["--kubeconfig", kubeconfig] : []),
-        ...(v.args ?? []),
-        "--job-template",
-        template,
-        "-n",
-        NS,
-        "--node-selector",
-        `${SUITE}=cred`,
-      ], { env: v.env ?? {} });
+      const r = await dispatchWith(cluster, kubeconfig, { prefix, args: v.args, env: v.env });
       const audit = await dispatcherAudit(cluster, offset);
       const seenAs = new Set(audit.map((e) => e.impersonatedUser?.username ?? e.user.username));
       const created = (await jobsIn(cluster, NS)).filter((j) => j.name.startsWith(`${prefix}-`));
@@ -538,15 +545,11 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
     const kubeconfig = await tempFile(
       kubeconfigText({ cluster: caData, user: adminData, context: { namespace: NS } }),
     );
-    const template = await tempFile(jobTemplate("cr-ns", "100ms"));
-    const r = await dispatcher(cluster, [
-      "--kubeconfig",
-      kubeconfig,
-      "--job-template",
-      template,
-      "--node-selector",
-      `${SUITE}=cred`,
-    ], { env: { POD_NAMESPACE: "cred-pod" } });
+    const r = await dispatchWith(cluster, kubeconfig, {
+      prefix: "cr-ns",
+      namespace: false,
+      env: { POD_NAMESPACE: "cred-pod" },
+    });
     assert.equal(r.code, 0, r.stderr);
     assert.equal((await jobsIn(cluster, NS)).filter((j) => j.name.startsWith("cr-ns-")).length, 1);
     assert.equal((await jobsIn(cluster, "cred-pod")).length, 0);
@@ -575,16 +578,7 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
           assert.equal(kubectl.user, one.user, kubectl.result.stderr);
           const before = proxy.total;
           const offset = await auditSize(cluster);
-          const r = await dispatcher(cluster, [
-            "--kubeconfig",
-            kubeconfig,
-            "--job-template",
-            await tempFile(jobTemplate(`cr-${scheme}`, "100ms")),
-            "-n",
-            NS,
-            "--node-selector",
-            `${SUITE}=cred`,
-          ]);
+          const r = await dispatchWith(cluster, kubeconfig, { prefix: `cr-${scheme}` });
           assert.equal(r.code, 0, r.stderr);
           assert.equal(firstLineUser(r.stderr), one.user);
           const audit = await dispatcherAudit(cluster, offset);
@@ -662,18 +656,12 @@ printf '{"apiVersion":"%s","kind":"ExecCredential","status":{%s,"expirationTimes
       const rollout = async (kind: "token" | "cert", kubeconfig: string) => {
         const started = Date.now();
         const offset = await auditSize(cluster);
-        const r = await dispatcher(cluster, [
-          "--kubeconfig",
-          kubeconfig,
-          "--job-template",
-          await tempFile(jobTemplate(`ex-${kind}`, "20s")),
-          "-n",
-          NS,
-          "--node-selector",
-          `${SUITE}=ex-${kind}`,
-          "--parallelism",
-          "1",
-        ]);
+        const r = await dispatchWith(cluster, kubeconfig, {
+          prefix: `ex-${kind}`,
+          pool: `ex-${kind}`,
+          duration: "20s",
+          args: ["--parallelism", "1"],
+        });
         const runs = Number(await Deno.readTextFile(`${dir}/count-${kind}`));
         return {
           r,
