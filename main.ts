@@ -95,6 +95,11 @@ export async function main(args: string[]): Promise<number> {
       kubeconfig: opts.kubeconfig,
       context: opts.context,
       signal: stop.signal,
+      limits: {
+        concurrency: opts.kubeApiConcurrency,
+        qps: opts.kubeApiQps,
+        burst: opts.kubeApiBurst,
+      },
     });
     const code = await runDispatcher(opts, template, {
       kube,
