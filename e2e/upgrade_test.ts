@@ -20,7 +20,7 @@ import assert from "node:assert/strict";
 import { parse, stringify } from "yaml";
 import type { Cluster } from "./cluster.ts";
 import { adminClient, eventually, jobsIn, jobTemplate, JobWatcher } from "./_dispatcher.ts";
-import { DispatcherProcess, runDispatcher } from "./_faults.ts";
+import { atLeast, DispatcherProcess, runDispatcher } from "./_faults.ts";
 import { CHART, find, helmResult, helmRunner, objects, serviceAccountKubeconfig } from "./_helm.ts";
 import {
   clusterTest,
@@ -39,6 +39,7 @@ const RELEASE = "rollout";
 const HOOK_JOB = `${RELEASE}-job-dispatcher`;
 const STALE = 2000;
 const CONCURRENCY = 16;
+const GUARD = "job-dispatcher/per-node-jobs";
 
 function log(line: string): void {
   console.log(`    ${line}`);
@@ -105,22 +106,14 @@ clusterTest(
         const home = await Deno.makeTempDir({ prefix: "helm-" });
         const helm = helmRunner(home, cluster.kubeconfig);
         const helmAnyway = helmResult(home, cluster.kubeconfig);
+        const upgrade = (file: string, timeout: string) =>
+          helmAnyway(["upgrade", RELEASE, CHART, "-n", NS, "-f", file, "--timeout", timeout]);
         await namespace(cluster, NS);
         const quick = await values(1);
         await helm(["install", RELEASE, CHART, "-n", NS, "-f", quick, "--timeout", "2m"]);
         // Revision 2's hook runs for minutes: Helm's --timeout runs out first and
         // marks the release failed while the hook goes on, as with a real rollout.
-        const slow = await helmAnyway([
-          "upgrade",
-          RELEASE,
-          CHART,
-          "-n",
-          NS,
-          "-f",
-          await values(300),
-          "--timeout",
-          "5s",
-        ]);
+        const slow = await upgrade(await values(300), "5s");
         assert.notEqual(slow.code, 0, "helm upgrade gave up at its --timeout");
         log(`helm upgrade --timeout 5s: ${slow.stderr.trim()}`);
         const hook = (await kubectlJson(cluster, ["get", "job", HOOK_JOB, "-n", NS]))!;
@@ -150,17 +143,7 @@ clusterTest(
 
           // The next upgrade, with a generous --timeout, while two Jobs run.
           const upgradeStarted = Date.now();
-          const upgrade = helmAnyway([
-            "upgrade",
-            RELEASE,
-            CHART,
-            "-n",
-            NS,
-            "-f",
-            quick,
-            "--timeout",
-            "4m",
-          ]).then((r) => ({ ...r, at: Date.now() }));
+          const next = upgrade(quick, "4m").then((r) => ({ ...r, at: Date.now() }));
 
           // Helm deleted the old hook Job; it stays, terminating, with its pod.
           await eventually(
@@ -201,7 +184,7 @@ clusterTest(
             /removed finalizer job-dispatcher\/per-node-jobs from owner job/,
           );
           const done = Date.now();
-          const up = await upgrade;
+          const up = await next;
           assert.equal(up.code, 0, up.stderr);
           assert.ok(up.at >= done - 1000, "helm upgrade returned only after the rollout ended");
           log(
@@ -275,6 +258,50 @@ clusterTest(
         } finally {
           await proxy.close();
         }
+      },
+    );
+
+    await t.step(
+      "a run stopped with Jobs in flight keeps the finalizer; a later run drops it once they finished",
+      async () => {
+        const ns = await namespace(cluster, "e2e-sigterm");
+        await ownerJob(cluster, ns, "hook-a");
+        await ownerJob(cluster, ns, "hook-b");
+        const tpl = await tempFile(jobTemplate("sig", "6s"));
+        const args = (owner: string) => [
+          "--job-template",
+          tpl,
+          "-n",
+          ns,
+          "--node-selector",
+          `${SUITE}=storm`,
+          "--parallelism",
+          "4",
+          "--owner-job-name",
+          owner,
+        ];
+        const first = new DispatcherProcess(cluster, args("hook-a"));
+        assert.ok(await first.waitFor(atLeast(4, /created job \S+ for node/)), first.stderr);
+        first.kill("SIGTERM");
+        assert.equal((await first.ended).code, 143);
+        const ownerA = async () => await kubectlJson(cluster, ["get", "job", "hook-a", "-n", ns]);
+        assert.deepEqual((await ownerA())!.metadata.finalizers, [GUARD], "kept: 4 Jobs in flight");
+        // Deleted as Helm deletes a hook: it stays, and so do its running Jobs.
+        const del = await cluster.kubectl(["delete", "job", "hook-a", "-n", ns, "--wait=false"]);
+        assert.equal(del.code, 0, del.stderr);
+        await new Promise((r) => setTimeout(r, 2000));
+        assert.ok((await ownerA())!.metadata.deletionTimestamp);
+        assert.equal((await jobsIn(cluster, ns)).filter((j) => j.node).length, 4);
+        await eventually(
+          async () => (await jobsIn(cluster, ns)).filter((j) => j.complete).length === 4,
+          60_000,
+          "the stopped run's Jobs to finish",
+        );
+        const second = await runDispatcher(cluster, args("hook-b"));
+        assert.equal(second.code, 0, second.stderr);
+        assert.match(second.stderr, new RegExp(`removed finalizer ${GUARD} from owner job hook-a`));
+        assert.match(second.stderr, new RegExp(`removed finalizer ${GUARD} from owner job hook-b`));
+        await eventually(async () => !(await ownerA()), 30_000, "hook-a to be gone");
       },
     );
   },
