@@ -168,10 +168,16 @@ export class OwnerGuard {
   async release(): Promise<void> {
     const { kube, namespace, keys, log, owner } = this.#o;
     try {
-      const jobs = await kube.list<V1Job>(
+      // Only what the decision reads: at 10,000 nodes the whole Jobs would
+      // weigh tens of MB at the very end of the run.
+      const jobs = await kube.list<V1Job, V1Job>(
         paths.jobs(namespace),
         { labelSelector: keys.owner },
         500,
+        (job) => ({
+          metadata: { ownerReferences: job.metadata?.ownerReferences },
+          status: { conditions: job.status?.conditions },
+        }),
       );
       const active = activeByOwner(jobs.items);
       const guarded = await kube.list<V1Job>(
@@ -228,6 +234,8 @@ export async function holdOwner(opts: OwnerGuardOptions): Promise<OwnerGuard> {
     // Gone or replaced: the ownerReferences of the Jobs still to be created
     // name a UID that no longer exists, which creation reports.
     if (!job || job.metadata?.uid !== owner.uid) break;
+    // Held already (a retried hook pod): nothing to add, even while deleted.
+    if (job.metadata?.finalizers?.includes(keys.guard)) break;
     if (job.metadata?.deletionTimestamp) {
       unprotected("is already being deleted, so it takes no new finalizer");
       break;
