@@ -310,6 +310,8 @@ export class Kube {
     opts: { retry: RetryPolicy; stop?: AbortSignal; limits?: LimiterOptions },
   ) {
     this.#limiter = new Limiter(opts.limits ?? DEFAULT_LIMITS);
+    // A stopping run drains what it queued (and its last records) at once.
+    opts.stop?.addEventListener("abort", () => this.#limiter.lift(), { once: true });
     this.#authorize = authorize;
     this.#client = client;
     this.#retry = opts.retry;

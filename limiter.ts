@@ -73,7 +73,7 @@ interface Waiter {
  */
 export class Limiter {
   readonly #concurrency: number;
-  readonly #qps: number;
+  #qps: number;
   readonly #burst: number;
   readonly #clock: Clock;
   #tokens: number;
@@ -121,6 +121,18 @@ export class Limiter {
    */
   async admit(): Promise<void> {
     await this.#enqueue(false);
+  }
+
+  /**
+   * Turns the rate limit off for good, keeping the concurrency bound: for a
+   * stopping run, whose queued requests must drain before the kubelet's
+   * grace period ends rather than at `qps` a second.
+   */
+  lift(): void {
+    this.#qps = 0;
+    this.#timer?.();
+    this.#timer = undefined;
+    this.#pump();
   }
 
   #enqueue(slot: boolean): Promise<Release> {

@@ -124,6 +124,17 @@ Deno.test("Limiter serves waiters first come, first served", {
     assert.deepEqual(order, ["request", "watch"]);
     (await second)();
   });
+  await t.step("lift() lets every queued request through at once, slots permitting", async () => {
+    const clock = fakeClock();
+    const limiter = new Limiter({ concurrency: 100, qps: 1, burst: 1, clock });
+    let started = 0;
+    for (let i = 0; i < 50; i++) limiter.acquire().then(() => started++);
+    await settle();
+    assert.equal(started, 1);
+    limiter.lift();
+    await settle();
+    assert.equal(started, 50);
+  });
   await t.step("a released slot is released once", async () => {
     const limiter = new Limiter({ concurrency: 1, qps: 0, burst: 1 });
     const release = await limiter.acquire();
