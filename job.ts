@@ -165,6 +165,8 @@ export interface TrackingKeys {
   finishedAt: string;
   /** Owner Job annotation: the rollout's progress. */
   progress: string;
+  /** Owner Job finalizer and label: per-node Jobs may still be running (owner_guard.ts). */
+  guard: string;
 }
 
 /**
@@ -192,6 +194,7 @@ export function trackingKeys(prefix: string): TrackingKeys {
     error: `${prefix}/error`,
     finishedAt: `${prefix}/finished-at`,
     progress: `${prefix}/progress`,
+    guard: `${prefix}/per-node-jobs`,
   };
 }
 

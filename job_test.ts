@@ -388,6 +388,7 @@ Deno.test({
           error: `${p}/error`,
           finishedAt: `${p}/finished-at`,
           progress: `${p}/progress`,
+          guard: `${p}/per-node-jobs`,
         });
       });
     }

@@ -15,6 +15,7 @@ import type { V1Job, V1Node, V1Pod } from "@kubernetes/client-node";
 import { ConfigError, type KubeconfigIo, loadKubeconfig, type Target } from "./kubeconfig.ts";
 import { CredentialSource, type Identity, planCredentials, type ProxyPlan } from "./credentials.ts";
 import { DENO_RUNNER, ExecPlugin } from "./exec.ts";
+import { Limiter, type LimiterOptions } from "./limiter.ts";
 
 export { ConfigError };
 
@@ -78,10 +79,17 @@ export function isRetryable(err: unknown): boolean {
 
 /**
  * How long to wait before attempt `attempt` (1 = the first retry): the
- * server's `Retry-After` when it gave one, else exponential backoff with full
- * jitter, so many clients throttled together do not return together.
+ * server's `Retry-After` plus up to a second or a quarter of it (whichever is
+ * more) when it gave one, else exponential backoff with jitter. The jitter is
+ * what keeps many requests throttled together from all returning in the
+ * same instant and being throttled together again.
  *
  * @param random a number in [0, 1), for jitter
+ * @example
+ * ```ts
+ * const err = new ApiError({ status: 429, reason: "", verb: "get", resource: "jobs", message: "" }, 4000);
+ * retryDelayMs(1, err, DEFAULT_RETRY, 0.5); // 4500
+ * ```
  */
 export function retryDelayMs(
   attempt: number,
@@ -89,7 +97,9 @@ export function retryDelayMs(
   policy: RetryPolicy,
   random: number,
 ): number {
-  if (err.retryAfterMs !== undefined) return err.retryAfterMs;
+  if (err.retryAfterMs !== undefined) {
+    return Math.round(err.retryAfterMs + random * Math.max(1000, err.retryAfterMs / 4));
+  }
   const cap = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (attempt - 1));
   return Math.round(cap / 2 + (cap / 2) * random);
 }
@@ -130,7 +140,19 @@ export interface ConnectOptions {
   retry?: RetryPolicy;
   /** Once aborted (SIGINT/SIGTERM), a failed request is not retried. */
   signal?: AbortSignal;
+  /** The client-side bound on requests. @default {@linkcode DEFAULT_LIMITS} */
+  limits?: LimiterOptions;
 }
+
+/**
+ * The default bound on requests: 16 in flight (watches aside), 50 a second
+ * with bursts of 300. client-go's own 5/10 would hold a rollout at
+ * --parallelism 100 (about 3 requests per node) to under 2 nodes a second;
+ * 50/300 are kubectl's discovery limits and let one whole wave of 100 nodes
+ * start at once. The API server's Priority and Fairness stays the real
+ * protection; this bound only keeps one client from flooding it.
+ */
+export const DEFAULT_LIMITS: LimiterOptions = { concurrency: 16, qps: 50, burst: 300 };
 
 /**
  * The resource a request path names, as RBAC names it: `nodes` for
@@ -225,6 +247,7 @@ export class Kube {
   #retired = new Map<Deno.HttpClient, ReturnType<typeof setTimeout>>();
   #retry: RetryPolicy;
   #stop?: AbortSignal;
+  #limiter: Limiter;
 
   private constructor(
     target: Target,
@@ -234,8 +257,11 @@ export class Kube {
       headers: [string, string][];
       first: Identity;
     },
-    opts: { retry: RetryPolicy; stop?: AbortSignal },
+    opts: { retry: RetryPolicy; stop?: AbortSignal; limits?: LimiterOptions },
   ) {
+    this.#limiter = new Limiter(opts.limits ?? DEFAULT_LIMITS);
+    // A stopping run drains what it queued (and its last records) at once.
+    opts.stop?.addEventListener("abort", () => this.#limiter.lift(), { once: true });
     this.#source = conn.source;
     this.#transport = conn.transport;
     this.#headers = conn.headers;
@@ -269,7 +295,7 @@ export class Kube {
       transport: { ca: plan.tls.ca, proxy: plan.proxy },
       headers: plan.headers,
       first,
-    }, { retry: opts.retry ?? DEFAULT_RETRY, stop: opts.signal });
+    }, { retry: opts.retry ?? DEFAULT_RETRY, stop: opts.signal, limits: opts.limits });
   }
 
   /** Releases the HTTP clients' connections. */
@@ -430,6 +456,9 @@ export class Kube {
     const started = Date.now();
     for (let attempt = 1;; attempt++) {
       let err: ApiError;
+      // The slot is held until the answer is read (so the connection is back
+      // in the pool) and given back before any retry waits.
+      const release = await this.#limiter.acquire();
       const timeout = timeoutSignal(this.#retry.requestTimeoutMs);
       try {
         const res = await this.#send(verb, method, path, body, timeout.signal);
@@ -449,6 +478,7 @@ export class Kube {
         } else throw e;
       } finally {
         timeout.clear();
+        release();
       }
       if (err.status === 429) this.stats.throttled++;
       const delay = retryDelayMs(attempt, err, this.#retry, Math.random());
@@ -540,6 +570,8 @@ export class Kube {
     // The server closes the watch after timeoutSeconds; silence well past that
     // means a dead connection, which a stalled proxy or NAT never reports.
     const idleMs = (timeoutSeconds + 15) * 1000;
+    // A watch takes a token but no slot: it stays open for minutes.
+    await this.#limiter.admit();
     let timer = setTimeout(() => idle.abort(), idleMs);
     const res = await this.#send("watch", "GET", `${path}?${q}`, undefined, both).finally(() =>
       clearTimeout(timer)

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { type ApiError, ConfigError, Kube } from "./kube.ts";
+import type { LimiterOptions } from "./limiter.ts";
 
 /** Writes a kubeconfig for a port nobody listens on; returns its folder (file "config"). */
 async function unreachableKubeconfig(): Promise<string> {
@@ -21,6 +22,8 @@ current-context: ctx
 interface Hit {
   url: string;
   headers: Headers;
+  /** The client's port: one per TCP connection. */
+  port: number;
 }
 
 /** Serves `handler` on a loopback port and writes a kubeconfig that points at it. */
@@ -28,12 +31,13 @@ async function withServer(
   handler: (req: Request, n: number) => Response | Promise<Response>,
   fn: (kube: Kube, hits: Hit[]) => Promise<void>,
   user = "{token: secret-token}",
+  limits?: LimiterOptions,
 ) {
   const hits: Hit[] = [];
   const server = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen: () => {} },
-    (req) => {
-      hits.push({ url: req.url, headers: new Headers(req.headers) });
+    (req, info) => {
+      hits.push({ url: req.url, headers: new Headers(req.headers), port: info.remoteAddr.port });
       return handler(req, hits.length);
     },
   );
@@ -52,6 +56,7 @@ current-context: ctx
   const kube = await Kube.connect({
     kubeconfig,
     retry: { requestTimeoutMs: 2000, budgetMs: 10_000, baseDelayMs: 10, maxDelayMs: 50 },
+    limits,
   });
   try {
     await fn(kube, hits);
@@ -243,4 +248,65 @@ Deno.test("Kube.request() stops retrying as soon as the run is stopped", async (
     kube.close();
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+const TOKEN = "{token: secret-token}";
+
+Deno.test("Kube.request() keeps at most --kube-api-concurrency requests in flight, on as many connections", async () => {
+  let inFlight = 0;
+  let peak = 0;
+  await withServer(
+    async () => {
+      peak = Math.max(peak, ++inFlight);
+      await new Promise((r) => setTimeout(r, 10));
+      inFlight--;
+      return Response.json({ ok: true });
+    },
+    async (kube, hits) => {
+      await Promise.all(
+        Array.from({ length: 200 }, (_, i) => kube.request("delete", "DELETE", `/x/${i}`)),
+      );
+      assert.equal(hits.length, 200);
+      assert.equal(peak, 4, "the server saw the bound, and the bound was used");
+      const connections = new Set(hits.map((h) => h.port)).size;
+      assert.ok(connections <= 4, `${connections} connections for 200 requests: kept alive`);
+    },
+    TOKEN,
+    { concurrency: 4, qps: 0, burst: 1 },
+  );
+});
+
+Deno.test("Kube.request() waits out a Retry-After without holding its slot", async () => {
+  await withServer(
+    (req, n) =>
+      n === 1 && req.url.endsWith("/slow")
+        ? status(429, "TooManyRequests", { "Retry-After": "1" })
+        : Response.json({ ok: true }),
+    async (kube) => {
+      const started = Date.now();
+      const slow = kube.request("get", "GET", "/slow").then(() => Date.now() - started);
+      await new Promise((r) => setTimeout(r, 100));
+      const fast = await kube.request("get", "GET", "/fast").then(() => Date.now() - started);
+      assert.ok(fast < 900, `the other request went through during the wait (${fast} ms)`);
+      assert.ok(await slow >= 1000, "the throttled one waited at least Retry-After");
+    },
+    TOKEN,
+    { concurrency: 1, qps: 0, burst: 1 },
+  );
+});
+
+Deno.test("Kube.request() sends at most --kube-api-qps a second after a burst", async () => {
+  await withServer(
+    () => Response.json({ ok: true }),
+    async (kube, hits) => {
+      const started = Date.now();
+      await Promise.all(Array.from({ length: 12 }, (_, i) => kube.request("get", "GET", `/${i}`)));
+      const took = Date.now() - started;
+      // A burst of 2 at once, then 10 more at 20 a second: 0.5 s.
+      assert.ok(took >= 450 && took < 1500, `12 requests took ${took} ms`);
+      assert.equal(hits.length, 12);
+    },
+    TOKEN,
+    { concurrency: 16, qps: 20, burst: 2 },
+  );
 });

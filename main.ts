@@ -96,6 +96,11 @@ export async function main(args: string[]): Promise<number> {
       kubeconfig: opts.kubeconfig,
       context: opts.context,
       signal: stop.signal,
+      limits: {
+        concurrency: opts.kubeApiConcurrency,
+        qps: opts.kubeApiQps,
+        burst: opts.kubeApiBurst,
+      },
     });
     const user = await whoAmI(kube);
     log.info(connectedLine(kube.server, user), { event: "connected", server: kube.server, user });

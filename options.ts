@@ -46,6 +46,12 @@ export interface Options {
   pollOnly: boolean;
   /** How often the progress line is printed. @default 10 */
   progressIntervalSecs: number;
+  /** Most API requests in flight at once, watches aside. @default 16 */
+  kubeApiConcurrency: number;
+  /** API requests a second, client-side; 0 turns the limit off. @default 50 */
+  kubeApiQps: number;
+  /** API requests that may start at once after a quiet spell. @default 300 */
+  kubeApiBurst: number;
   /** The owner Job, by name. */
   ownerJobName?: string;
   /** A pod whose Job owner owns the run. */
@@ -178,6 +184,21 @@ PACING AND OWNERSHIP
                             owner Job that still exists and has not finished,
                             exit 0 without dispatching, naming that run.
 
+API CLIENT
+  --kube-api-concurrency N  Most API requests in flight at once (default 16).
+                            Watches are not counted: they stay open. Retries wait
+                            outside this bound. HTTP/1.1 connections are kept
+                            alive and reused, so this also bounds the connections.
+  --kube-api-qps Q          Client-side token bucket: Q requests a second (default
+  --kube-api-burst B        50), up to B at once after a quiet spell (default
+                            300); --kube-api-qps 0 turns it off. client-go's
+                            5/10 would hold --parallelism 100 (about 3 requests
+                            per node) to under 2 nodes a second; 50/300 are
+                            kubectl's discovery limits and let one whole wave of
+                            100 nodes start at once. The API server's Priority
+                            and Fairness remains the real protection. A 429's
+                            Retry-After is waited out plus up to 1 s or 25 %.
+
 ROLLOUT SAFETY
   --max-failures N|P%       Failure budget: once more than N nodes (or P% of the
                             run's nodes) failed, create no new Job, let the ones in
@@ -300,6 +321,9 @@ const FLAGS = {
   "poll-interval-secs": { type: "string" },
   "poll-only": { type: "boolean" },
   "progress-interval-secs": { type: "string" },
+  "kube-api-concurrency": { type: "string" },
+  "kube-api-qps": { type: "string" },
+  "kube-api-burst": { type: "string" },
   "owner-job-name": { type: "string" },
   "owner-job-from-pod": { type: "string" },
   "tracking-label-prefix": { type: "string" },
@@ -350,7 +374,11 @@ function number(
   if (raw === undefined) return fallback;
   const shape = integer ? /^[-+]?\d+$/ : /^[-+]?(\d+(\.\d*)?|\.\d+)$/;
   if (!shape.test(raw.trim())) {
-    const what = integer ? "a whole number" : "a number of seconds";
+    const what = integer
+      ? "a whole number"
+      : flag.endsWith("-secs")
+      ? "a number of seconds"
+      : "a number";
     throw new UsageError(`Invalid --${flag} ${JSON.stringify(raw)}: expected ${what}`);
   }
   const value = Number(raw);
@@ -425,6 +453,9 @@ export function parseOptions(argv: string[]): Options {
       0.1,
       false,
     ),
+    kubeApiConcurrency: number("kube-api-concurrency", v["kube-api-concurrency"], 16, 1),
+    kubeApiQps: number("kube-api-qps", v["kube-api-qps"], 50, 0, false),
+    kubeApiBurst: number("kube-api-burst", v["kube-api-burst"], 300, 1),
     ownerJobName: v["owner-job-name"],
     ownerJobFromPod: v["owner-job-from-pod"],
     trackingLabelPrefix: v["tracking-label-prefix"] ?? "job-dispatcher",

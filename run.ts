@@ -50,6 +50,7 @@ import type { Logger } from "./log.ts";
 import type { Options } from "./options.ts";
 import { domainOf, failureBudget, orderItems } from "./safety.ts";
 import { jsonReport, junitReport, Recorder, type ReportInput } from "./report.ts";
+import { holdOwner } from "./owner_guard.ts";
 
 /** Exit codes, as documented in `--help`. */
 export const EXIT = { ok: 0, failed: 1, usage: 2, cluster: 3, sigint: 130, sigterm: 143 } as const;
@@ -513,6 +514,9 @@ export async function runDispatcher(
       return EXIT.ok;
     }
   }
+  // Before the first create: a helm upgrade must not have the per-node Jobs
+  // garbage-collected mid-run (owner_guard.ts).
+  const guard = owner && await holdOwner({ kube, namespace, owner, keys, log });
 
   const writerFor = (labels = opts.nodeLabels) =>
     new NodeWriter({
@@ -662,6 +666,7 @@ export async function runDispatcher(
       code !== EXIT.ok,
     );
   }
+  await guard?.release();
   if (opts.report) {
     const input: ReportInput = {
       startedAt: new Date(started),

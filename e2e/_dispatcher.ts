@@ -134,6 +134,11 @@ export class JobWatcher {
   #domainOf: (node: string) => string;
   /** Every Job UID seen, with its node. */
   seen = new Map<string, string>();
+  /**
+   * Per-node Jobs deleted before `Complete` or `Failed` (the conditions set
+   * once their pods are gone), by name: Jobs killed mid-run.
+   */
+  deletedUnfinished: string[] = [];
   #active = new Map<string, string>();
   #stop = new AbortController();
   #done: Promise<void>;
@@ -204,6 +209,10 @@ export class JobWatcher {
     // Jobs without the annotation (an owner Job, say) are not per-node Jobs.
     if (node === undefined) return;
     this.seen.set(job.metadata.uid, node);
+    const terminal = (job.status?.conditions ?? []).some((c) =>
+      c.status === "True" && (c.type === "Complete" || c.type === "Failed")
+    );
+    if (type === "DELETED" && !terminal) this.deletedUnfinished.push(job.metadata.name);
     if (type === "DELETED" || finished(job)) this.#active.delete(job.metadata.uid);
     else this.#active.set(job.metadata.uid, node);
     this.maxActive = Math.max(this.maxActive, this.#active.size);

@@ -14,13 +14,19 @@
  */
 
 import assert from "node:assert/strict";
-import { parse, parseAllDocuments, stringify } from "yaml";
+import { parse, stringify } from "yaml";
 import { type Cluster, startCluster } from "./cluster.ts";
 import { dispatcher, dispatchPermissions, eventually, jobsIn, jobTemplate } from "./_dispatcher.ts";
+import {
+  CHART,
+  find,
+  helmRunner,
+  objects,
+  run,
+  serviceAccountKubeconfig as saKubeconfig,
+} from "./_helm.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
-const HELM = `${ROOT}e2e/.bin/helm`;
-const CHART = `${ROOT}chart`;
 const SUITE = "e2e.job-dispatcher.io/suite";
 const NS = "e2e-chart";
 const RELEASE = "rollout";
@@ -30,31 +36,6 @@ const FLEET = 5;
 
 // deno-lint-ignore no-explicit-any
 type Obj = Record<string, any>;
-
-async function run(
-  cmd: string,
-  args: string[],
-  opts: { env?: Record<string, string>; cwd?: string; clearEnv?: boolean } = {},
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  const out = await new Deno.Command(cmd, { args, stdin: "null", ...opts }).output();
-  const text = new TextDecoder();
-  return { code: out.code, stdout: text.decode(out.stdout), stderr: text.decode(out.stderr) };
-}
-
-/** Runs helm with its state in a temporary directory, never in $HOME. */
-function helmRunner(home: string, kubeconfig?: string) {
-  const env: Record<string, string> = {
-    HELM_CACHE_HOME: `${home}/cache`,
-    HELM_CONFIG_HOME: `${home}/config`,
-    HELM_DATA_HOME: `${home}/data`,
-    ...(kubeconfig ? { KUBECONFIG: kubeconfig } : {}),
-  };
-  return async (args: string[]): Promise<string> => {
-    const r = await run(HELM, args, { env });
-    assert.equal(r.code, 0, `helm ${args.join(" ")}: ${r.stderr}`);
-    return r.stdout;
-  };
-}
 
 /**
  * The per-node Job template of the suites, made to pass "restricted" too:
@@ -76,37 +57,6 @@ function restrictedJobTemplate(): Obj {
 async function writeValues(values: Obj): Promise<string> {
   const path = await Deno.makeTempFile({ suffix: ".yaml" });
   await Deno.writeTextFile(path, stringify(values));
-  return path;
-}
-
-function objects(manifest: string): Obj[] {
-  return parseAllDocuments(manifest).map((d) => d.toJS()).filter(Boolean);
-}
-
-function find(objs: Obj[], kind: string): Obj {
-  const o = objs.find((x) => x.kind === kind);
-  assert.ok(o, `the manifest has a ${kind}`);
-  return o;
-}
-
-/** A kubeconfig that authenticates as the chart's ServiceAccount. */
-async function serviceAccountKubeconfig(cluster: Cluster): Promise<string> {
-  const r = await cluster.kubectl(["create", "token", SERVICE_ACCOUNT, "-n", NS]);
-  assert.equal(r.code, 0, r.stderr);
-  const ca = btoa(await Deno.readTextFile(`${cluster.dir}/pki/ca.crt`));
-  const path = await Deno.makeTempFile({ suffix: ".kubeconfig" });
-  await Deno.writeTextFile(
-    path,
-    `apiVersion: v1
-kind: Config
-clusters: [{name: e2e, cluster: {server: "${cluster.server}", certificate-authority-data: ${ca}}}]
-users: [{name: sa, user: {token: "${r.stdout.trim()}"}}]
-contexts: [{name: sa, context: {cluster: e2e, user: sa}}]
-current-context: sa
-`,
-  );
-  // Readable by the unprivileged user the read-only step runs as.
-  await Deno.chmod(path, 0o644);
   return path;
 }
 
@@ -311,7 +261,7 @@ Deno.test({
           const mount = "--job-template=/etc/job-dispatcher/job.yaml";
           assert.ok(hookArgs.includes(mount), hookArgs.join(" "));
           const args = hookArgs.map((a) => a === mount ? `--job-template=${template}` : a);
-          kubeconfig = await serviceAccountKubeconfig(cluster);
+          kubeconfig = await saKubeconfig(cluster, NS, SERVICE_ACCOUNT);
 
           const r = await dispatcher(cluster, args, { env: { KUBECONFIG: kubeconfig } });
           assert.equal(r.code, 0, r.stderr);

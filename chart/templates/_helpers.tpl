@@ -82,6 +82,12 @@ selectors such as "tier in (a,b)"). Nodes are never listed unless given.
 {{- $a = append $a (printf "--poll-interval-secs=%v" $v.pollIntervalSecs) }}
 {{- $a = append $a (printf "--progress-interval-secs=%v" $v.progressIntervalSecs) }}
 {{- $a = append $a (printf "--tracking-label-prefix=%s" $v.trackingLabelPrefix) }}
+{{- /* Guarded: --reuse-values keeps an older release's values, which lack kubeApi. */}}
+{{- with $v.kubeApi }}
+{{- with .concurrency }}{{ $a = append $a (printf "--kube-api-concurrency=%d" (int .)) }}{{ end }}
+{{- if kindIs "invalid" .qps }}{{ else }}{{ $a = append $a (printf "--kube-api-qps=%v" .qps) }}{{ end }}
+{{- with .burst }}{{ $a = append $a (printf "--kube-api-burst=%d" (int .)) }}{{ end }}
+{{- end }}
 {{- if eq $mode "jobName" }}
 {{- $a = append $a (printf "--owner-job-name=%s" (include "job-dispatcher.fullname" .)) }}
 {{- else if eq $mode "pod" }}

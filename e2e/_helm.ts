@@ -1,0 +1,94 @@
+/**
+ * Helm as the chart suites run it: the helm built from its Go module
+ * (tools/build.sh), its state in a temporary directory, never in $HOME.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { parseAllDocuments } from "yaml";
+import type { Cluster } from "./cluster.ts";
+
+const ROOT = new URL("../", import.meta.url).pathname;
+/** The built helm. */
+export const HELM = `${ROOT}e2e/.bin/helm`;
+/** The chart of this repository. */
+export const CHART = `${ROOT}chart`;
+
+// deno-lint-ignore no-explicit-any
+type Obj = Record<string, any>;
+
+/** Runs a command to its end and returns its exit code and output. */
+export async function run(
+  cmd: string,
+  args: string[],
+  opts: { env?: Record<string, string>; cwd?: string; clearEnv?: boolean } = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const out = await new Deno.Command(cmd, { args, stdin: "null", ...opts }).output();
+  const text = new TextDecoder();
+  return { code: out.code, stdout: text.decode(out.stdout), stderr: text.decode(out.stderr) };
+}
+
+/** The environment that keeps helm's state in `home`. */
+function helmEnv(home: string, kubeconfig?: string): Record<string, string> {
+  return {
+    HELM_CACHE_HOME: `${home}/cache`,
+    HELM_CONFIG_HOME: `${home}/config`,
+    HELM_DATA_HOME: `${home}/data`,
+    ...(kubeconfig ? { KUBECONFIG: kubeconfig } : {}),
+  };
+}
+
+/** Runs helm with its state in `home`; returns its output, asserting exit 0. */
+export function helmRunner(home: string, kubeconfig?: string) {
+  const env = helmEnv(home, kubeconfig);
+  return async (args: string[]): Promise<string> => {
+    const r = await run(HELM, args, { env });
+    assert.equal(r.code, 0, `helm ${args.join(" ")}: ${r.stderr}`);
+    return r.stdout;
+  };
+}
+
+/** Runs helm with its state in `home`; returns how it ended, whatever that was. */
+export function helmResult(home: string, kubeconfig?: string) {
+  const env = helmEnv(home, kubeconfig);
+  return (args: string[]) => run(HELM, args, { env });
+}
+
+/** The objects of a multi-document manifest. */
+export function objects(manifest: string): Obj[] {
+  return parseAllDocuments(manifest).map((d) => d.toJS()).filter(Boolean);
+}
+
+/** The first object of `kind`, asserting there is one. */
+export function find(objs: Obj[], kind: string): Obj {
+  const o = objs.find((x) => x.kind === kind);
+  assert.ok(o, `the manifest has a ${kind}`);
+  return o;
+}
+
+/** A kubeconfig that authenticates as ServiceAccount `name` of `ns` (the chart's). */
+export async function serviceAccountKubeconfig(
+  cluster: Cluster,
+  ns: string,
+  name: string,
+  server = cluster.server,
+): Promise<string> {
+  const r = await cluster.kubectl(["create", "token", name, "-n", ns]);
+  assert.equal(r.code, 0, r.stderr);
+  const ca = btoa(await Deno.readTextFile(`${cluster.dir}/pki/ca.crt`));
+  const path = await Deno.makeTempFile({ suffix: ".kubeconfig" });
+  await Deno.writeTextFile(
+    path,
+    `apiVersion: v1
+kind: Config
+clusters: [{name: e2e, cluster: {server: "${server}", certificate-authority-data: ${ca}}}]
+users: [{name: sa, user: {token: "${r.stdout.trim()}"}}]
+contexts: [{name: sa, context: {cluster: e2e, user: sa}}]
+current-context: sa
+`,
+  );
+  // Readable by the unprivileged user the read-only step runs as.
+  await Deno.chmod(path, 0o644);
+  return path;
+}
