@@ -445,30 +445,42 @@ export function instantiateJob(opts: InstantiateOptions): V1Job {
   return job;
 }
 
-/** Where a Job stands, as the dispatcher counts it. */
+/**
+ * Where a Job stands, as the dispatcher counts it. `final` is false while only
+ * `SuccessCriteriaMet` / `FailureTarget` are set: the outcome is decided but
+ * the Job's pods may still be terminating.
+ */
 export type JobOutcome =
   | { phase: "active" }
-  | { phase: "succeeded" }
-  | { phase: "failed"; reason: string; message?: string };
+  | { phase: "succeeded"; final: boolean }
+  | { phase: "failed"; final: boolean; reason: string; message?: string };
 
 /**
- * Reads a Job's conditions. `SuccessCriteriaMet` and `FailureTarget` count as
- * finished: current Kubernetes sets them first and the terminal `Complete` /
- * `Failed` only once the pods are gone.
+ * Reads a Job's conditions. `SuccessCriteriaMet` and `FailureTarget` decide
+ * the outcome (current Kubernetes sets them first, and a slot may free on
+ * them); the terminal `Complete` / `Failed` come only once the pods are gone,
+ * which is what work on the node after its Job must wait for.
  *
  * @example
  * ```ts
  * interpretStatus({ status: { conditions: [{ type: "Complete", status: "True" }] } });
- * // { phase: "succeeded" }
+ * // { phase: "succeeded", final: true }
  * ```
  */
 export function interpretStatus(job: Pick<V1Job, "status">): JobOutcome {
   const conds = job.status?.conditions ?? [];
   const isTrue = (type: string) => conds.find((c) => c.type === type && c.status === "True");
-  if (isTrue("Complete") || isTrue("SuccessCriteriaMet")) return { phase: "succeeded" };
-  const failed = isTrue("Failed") ?? isTrue("FailureTarget");
+  if (isTrue("Complete")) return { phase: "succeeded", final: true };
+  if (isTrue("SuccessCriteriaMet")) return { phase: "succeeded", final: false };
+  const terminal = isTrue("Failed");
+  const failed = terminal ?? isTrue("FailureTarget");
   if (failed) {
-    return { phase: "failed", reason: failed.reason || "Failed", message: failed.message };
+    return {
+      phase: "failed",
+      final: terminal !== undefined,
+      reason: failed.reason || "Failed",
+      message: failed.message,
+    };
   }
   return { phase: "active" };
 }

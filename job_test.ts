@@ -1044,14 +1044,26 @@ Deno.test({
         want: { phase: "active" },
       },
       {
-        name: "Complete is succeeded",
+        name: "Complete is succeeded and final",
         job: { status: { conditions: [{ type: "Complete", status: "True" }] } },
-        want: { phase: "succeeded" },
+        want: { phase: "succeeded", final: true },
       },
       {
-        name: "SuccessCriteriaMet is succeeded before Complete",
+        name: "SuccessCriteriaMet is succeeded, not yet final",
         job: { status: { conditions: [{ type: "SuccessCriteriaMet", status: "True" }] } },
-        want: { phase: "succeeded" },
+        want: { phase: "succeeded", final: false },
+      },
+      {
+        name: "SuccessCriteriaMet and Complete is final",
+        job: {
+          status: {
+            conditions: [
+              { type: "SuccessCriteriaMet", status: "True" },
+              { type: "Complete", status: "True" },
+            ],
+          },
+        },
+        want: { phase: "succeeded", final: true },
       },
       {
         name: "Failed is failed with its reason and message",
@@ -1067,23 +1079,24 @@ Deno.test({
         },
         want: {
           phase: "failed",
+          final: true,
           reason: "BackoffLimitExceeded",
           message: "Job has reached the specified backoff limit",
         },
       },
       {
-        name: "FailureTarget is failed before Failed",
+        name: "FailureTarget is failed, not yet final",
         job: {
           status: {
             conditions: [{ type: "FailureTarget", status: "True", reason: "DeadlineExceeded" }],
           },
         },
-        want: { phase: "failed", reason: "DeadlineExceeded", message: undefined },
+        want: { phase: "failed", final: false, reason: "DeadlineExceeded", message: undefined },
       },
       {
         name: "Failed without a reason says Failed",
         job: { status: { conditions: [{ type: "Failed", status: "True" }] } },
-        want: { phase: "failed", reason: "Failed", message: undefined },
+        want: { phase: "failed", final: true, reason: "Failed", message: undefined },
       },
       {
         name: "a condition with status False is ignored",

@@ -216,6 +216,9 @@ function summarise(
   const count = (o: NodeResult["outcome"]) => results.filter((r) => r.outcome === o).length;
   const secs = ((Date.now() - started) / 1000).toFixed(1);
   const parts = [`${count("succeeded")} succeeded`, `${count("failed")} failed`];
+  // Not a failure: the Job was collected (ttlSecondsAfterFinished) before
+  // its outcome was seen and no pod was left to tell.
+  if (count("unknown")) parts.push(`${count("unknown")} unknown (collected before seen)`);
   if (count("inFlight")) parts.push(`${count("inFlight")} still running`);
   if (count("notStarted")) parts.push(`${count("notStarted")} not started`);
   const summary = `${parts.join(", ")} of ${results.length} nodes in ${secs} s`;
@@ -223,6 +226,7 @@ function summarise(
     event: what,
     succeeded: count("succeeded"),
     failed: count("failed"),
+    unknown: count("unknown"),
     inFlight: count("inFlight"),
     notStarted: count("notStarted"),
     total: results.length,
