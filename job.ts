@@ -165,6 +165,8 @@ export interface TrackingKeys {
   finishedAt: string;
   /** Owner Job annotation: the rollout's progress. */
   progress: string;
+  /** Job annotation: the hash of the template the Job was made from ({@linkcode templateHash}). */
+  templateHash: string;
 }
 
 /**
@@ -192,6 +194,7 @@ export function trackingKeys(prefix: string): TrackingKeys {
     error: `${prefix}/error`,
     finishedAt: `${prefix}/finished-at`,
     progress: `${prefix}/progress`,
+    templateHash: `${prefix}/template-hash`,
   };
 }
 
@@ -336,6 +339,34 @@ export interface OwnerRef {
   uid: string;
 }
 
+function canonical(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(canonical);
+  if (value === null || typeof value !== "object" || value instanceof Date) return value;
+  return Object.fromEntries(
+    Object.keys(value).sort().map((k) => [k, canonical((value as Record<string, unknown>)[k])]),
+  );
+}
+
+/**
+ * The identity of what a run's Jobs do: a hash of the template and the
+ * pinning, i.e. of the instantiated Job without its per-node fields (name,
+ * node, node UID, the node's facts). Key order does not matter. A Job of
+ * another hash was made from another template and is stale: without an
+ * owner, prefix and node alone would count an old image's Jobs as done.
+ *
+ * @example
+ * ```ts
+ * templateHash(template, "nodeName").length; // 16
+ * ```
+ */
+export function templateHash(
+  template: JobTemplate,
+  pin: "nodeName" | "affinity" = "nodeName",
+): string {
+  const text = JSON.stringify(canonical({ template, pin }));
+  return createHash("sha256").update(text).digest("hex").slice(0, 16);
+}
+
 /** Options for {@linkcode instantiateJob}. */
 export interface InstantiateOptions {
   /** A template from {@linkcode parseJobTemplate}. */
@@ -352,6 +383,8 @@ export interface InstantiateOptions {
   owner?: OwnerRef;
   /** How the pod is pinned to its node. @default "nodeName" */
   pin?: "nodeName" | "affinity";
+  /** {@linkcode templateHash} of `template` and `pin`, computed once per run; computed here when absent. */
+  templateHash?: string;
 }
 
 /**
@@ -414,7 +447,12 @@ export function instantiateJob(opts: InstantiateOptions): V1Job {
   meta.name = jobName(prefix, node.name);
   meta.namespace = opts.namespace;
   meta.labels = { ...meta.labels, ...tracking };
-  meta.annotations = { ...meta.annotations, [keys.nodeName]: node.name, [keys.nodeUid]: node.uid };
+  meta.annotations = {
+    ...meta.annotations,
+    [keys.nodeName]: node.name,
+    [keys.nodeUid]: node.uid,
+    [keys.templateHash]: opts.templateHash ?? templateHash(opts.template, opts.pin),
+  };
   if (owner) {
     // Not a controller reference and no blockOwnerDeletion: the per-node Jobs
     // only follow their owner into garbage collection, and blockOwnerDeletion
@@ -488,8 +526,9 @@ export function interpretStatus(job: Pick<V1Job, "status">): JobOutcome {
 /**
  * How an existing Job of a node's name relates to this run:
  * - `notOurs`: it lacks our owner label; it is never touched;
- * - `stale`: ours, but made for an earlier owner or an earlier node of the
- *   same name, or already being deleted; it is replaced;
+ * - `stale`: ours, but made for an earlier owner, an earlier node of the
+ *   same name or another template (its template-hash annotation), or already
+ *   being deleted; it is replaced (once it no longer runs);
  * - `current`: ours for this owner and node; it is counted or adopted.
  */
 export type Disposition = "notOurs" | "stale" | "current";
@@ -502,6 +541,8 @@ export interface RunIdentity {
   prefix: string;
   /** The owner, when the run has one. */
   owner?: OwnerRef;
+  /** {@linkcode templateHash} of the run's template; a Job of another hash is stale. */
+  templateHash?: string;
 }
 
 /**
@@ -523,5 +564,9 @@ export function classifyJob(job: V1Job, run: RunIdentity, nodeUid?: string): Dis
   }
   const madeFor = meta.annotations?.[run.keys.nodeUid];
   if (nodeUid && madeFor && madeFor !== nodeUid) return "stale";
+  // A Job without the annotation predates it: its template is not known, and
+  // re-running a whole fleet on an upgrade of the dispatcher would surprise.
+  const hash = meta.annotations?.[run.keys.templateHash];
+  if (run.templateHash && hash && hash !== run.templateHash) return "stale";
   return "current";
 }

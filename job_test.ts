@@ -14,6 +14,7 @@ import {
   parseJobTemplate,
   type RunIdentity,
   sanitize,
+  templateHash,
   trackingKeys,
   UsageError,
 } from "./job.ts";
@@ -387,6 +388,7 @@ Deno.test({
           error: `${p}/error`,
           finishedAt: `${p}/finished-at`,
           progress: `${p}/progress`,
+          templateHash: `${p}/template-hash`,
         });
       });
     }
@@ -878,13 +880,17 @@ Deno.test({
       assert.deepEqual(job.spec?.template.metadata?.annotations, { "example.com/scrape": "no" });
     });
 
-    await t.step("it annotates the full node name and UID beside the template's", () => {
-      assert.deepEqual(job.metadata?.annotations, {
-        "team.example.com/contact": "platform",
-        "job-dispatcher/node-name": NODE.name,
-        "job-dispatcher/node-uid": NODE.uid,
-      });
-    });
+    await t.step(
+      "it annotates the full node name, UID and template hash beside the template's",
+      () => {
+        assert.deepEqual(job.metadata?.annotations, {
+          "team.example.com/contact": "platform",
+          "job-dispatcher/node-name": NODE.name,
+          "job-dispatcher/node-uid": NODE.uid,
+          "job-dispatcher/template-hash": templateHash(template()),
+        });
+      },
+    );
 
     await t.step("it refers to the owner, neither as controller nor blocking deletion", () => {
       assert.deepEqual(job.metadata?.ownerReferences, [{
@@ -1141,6 +1147,30 @@ function existing(meta: V1Job["metadata"] = {}): V1Job {
 }
 
 Deno.test({
+  name: "templateHash() changes with the template and the pinning, not with key order",
+  permissions: "none",
+  async fn(t) {
+    const TEMPLATE = template();
+    const base = templateHash(TEMPLATE);
+    await t.step("the same template hashes the same", () => {
+      assert.equal(templateHash(structuredClone(TEMPLATE)), base);
+    });
+    await t.step("key order does not matter", () => {
+      const { apiVersion, kind, metadata, spec } = TEMPLATE;
+      assert.equal(templateHash({ spec, metadata, kind, apiVersion } as JobTemplate), base);
+    });
+    await t.step("another image is another hash", () => {
+      const other = structuredClone(TEMPLATE);
+      other.spec.template.spec!.containers[0].image = "other:2";
+      assert.notEqual(templateHash(other), base);
+    });
+    await t.step("another pinning is another hash", () => {
+      assert.notEqual(templateHash(TEMPLATE, "affinity"), base);
+    });
+  },
+});
+
+Deno.test({
   name: "classifyJob() tells our Jobs from others' and stale from current",
   permissions: "none",
   async fn(t) {
@@ -1217,6 +1247,27 @@ Deno.test({
           name: "a Job without the node-uid annotation is current",
           job: existing({ annotations: {} }),
           nodeUid: "node-uid-2",
+          want: "current",
+        },
+        {
+          name: "a Job of another template hash is stale, without an owner too",
+          job: existing({
+            annotations: { "job-dispatcher/template-hash": "0123456789abcdef" },
+            ownerReferences: undefined,
+          }),
+          run: { keys: KEYS, prefix: "upgrade", templateHash: "fedcba9876543210" },
+          want: "stale",
+        },
+        {
+          name: "a Job of the run's template hash is current",
+          job: existing({ annotations: { "job-dispatcher/template-hash": "0123456789abcdef" } }),
+          run: { ...RUN, templateHash: "0123456789abcdef" },
+          want: "current",
+        },
+        {
+          name: "a Job without a template hash (made before it existed) is current",
+          job: existing({ annotations: {} }),
+          run: { ...RUN, templateHash: "0123456789abcdef" },
           want: "current",
         },
         {

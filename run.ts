@@ -7,7 +7,7 @@
  */
 
 import { stringify } from "yaml";
-import type { V1Job, V1Node, V1Pod } from "@kubernetes/client-node";
+import type { V1Job, V1Node, V1Pod, V1PodSpec } from "@kubernetes/client-node";
 import {
   instantiateJob,
   interpretStatus,
@@ -17,6 +17,7 @@ import {
   type OwnerRef,
   type RunIdentity,
   sanitize,
+  templateHash,
   trackingKeys,
   UsageError,
 } from "./job.ts";
@@ -311,18 +312,56 @@ interface Phase {
   recheck?: (t: Target) => Promise<string | undefined>;
 }
 
+/** What a run will do, decided before anything is created. */
+interface Plan {
+  namespace: string;
+  keys: ReturnType<typeof trackingKeys>;
+  prefix: string;
+  owner?: OwnerRef;
+  run: RunIdentity;
+  podSpec: V1PodSpec;
+  selection: Selection;
+  resolved: Resolved;
+  /** The main template's nodes, taint-admitted, not yet done. */
+  eligible: V1Node[];
+  selected: Map<string, V1Node>;
+  /** The main Jobs, in dispatch order. */
+  targets: Target[];
+  /** The failure domain of a target, with `--max-per-topology`. */
+  domain?: (t: Target) => string;
+  cleanup?: CleanupPlan;
+  cleanupRun?: RunIdentity;
+  cleanupTargets: Target[];
+}
+
 /**
- * Carries out one run and returns its exit code.
- *
- * @throws {UsageError} on bad input, before anything is created
- * @throws {ApiError} when the cluster cannot be used before any dispatch
+ * Refuses a `ttlSecondsAfterFinished` the run could not observe: polling
+ * only, a Job that finishes just after one LIST is seen by the next, one
+ * interval later, so a shorter TTL can delete it unseen.
  */
-export async function runDispatcher(
+function checkTtl(opts: Options, template: JobTemplate, source: string | undefined): void {
+  const ttl = template.spec.ttlSecondsAfterFinished;
+  const minimum = 2 * opts.pollIntervalSecs;
+  if (!opts.pollOnly || ttl === undefined || ttl >= minimum) return;
+  throw new UsageError(
+    `Invalid job template ${source}: ttlSecondsAfterFinished ${ttl} is too short to see a ` +
+      `Job's outcome with --poll-only (a LIST every ${opts.pollIntervalSecs} s); ` +
+      `set it to at least ${minimum}, or drop --poll-only`,
+  );
+}
+
+/**
+ * The plan step: resolves namespace and owner, selects and admits nodes,
+ * orders them and builds their Jobs (lazily). Creates nothing.
+ *
+ * @returns the plan, or an exit code when there is nothing to do
+ */
+async function planRun(
   opts: Options,
   template: JobTemplate,
   ctx: RunContext,
   cleanupTemplate?: JobTemplate,
-): Promise<number> {
+): Promise<Plan | number> {
   const { kube, log } = ctx;
   const keys = trackingKeys(opts.trackingLabelPrefix);
   const prefix = opts.namePrefix ?? template.metadata?.name;
@@ -342,6 +381,8 @@ export async function runDispatcher(
       }: nothing of it is usable in a Job name; use lowercase letters and digits`,
     );
   }
+  checkTtl(opts, template, opts.jobTemplate);
+  if (cleanupTemplate) checkTtl(opts, cleanupTemplate, opts.cleanupJobTemplate);
   const namespace = resolveNamespace(opts, ctx);
   const podSpec = template.spec.template.spec!;
   const selection: Selection = {
@@ -353,7 +394,8 @@ export async function runDispatcher(
   };
 
   const owner = await resolveOwner(opts, kube, namespace);
-  const run: RunIdentity = { keys, prefix, owner };
+  const hash = templateHash(template, opts.pin);
+  const run: RunIdentity = { keys, prefix, owner, templateHash: hash };
   const resolved = await waitForSelection(kube, selection, podSpec, {
     waitSecs: opts.waitForNodesSecs,
     settleSecs: opts.nodeSettleSecs,
@@ -443,7 +485,16 @@ export async function runDispatcher(
         node,
         name: jobName(prefix, node.name),
         job: () =>
-          instantiateJob({ template, node, prefix, namespace, keys, owner, pin: opts.pin }),
+          instantiateJob({
+            template,
+            node,
+            prefix,
+            namespace,
+            keys,
+            owner,
+            pin: opts.pin,
+            templateHash: hash,
+          }),
       };
     }),
     {
@@ -453,7 +504,9 @@ export async function runDispatcher(
       limitDomain: domain,
     },
   );
-  const cleanupRun: RunIdentity | undefined = cleanup && { keys, prefix: cleanup.prefix, owner };
+  const cleanupHash = cleanupTemplate && templateHash(cleanupTemplate, opts.pin);
+  const cleanupRun: RunIdentity | undefined = cleanup &&
+    { keys, prefix: cleanup.prefix, owner, templateHash: cleanupHash };
   const cleanupTargets: Target[] = (cleanup?.nodes ?? []).map((n) => {
     const node = nodeFacts(n);
     return {
@@ -468,6 +521,7 @@ export async function runDispatcher(
           keys,
           owner,
           pin: opts.pin,
+          templateHash: cleanupHash,
         }),
     };
   });
@@ -482,6 +536,42 @@ export async function runDispatcher(
       (owner ? `, owner job ${owner.name}` : ""),
   );
 
+  return {
+    namespace,
+    keys,
+    prefix,
+    owner,
+    run,
+    podSpec,
+    selection,
+    resolved,
+    eligible,
+    selected,
+    targets,
+    domain,
+    cleanup,
+    cleanupRun,
+    cleanupTargets,
+  };
+}
+
+/**
+ * Carries out one run and returns its exit code: the plan, then (unless a
+ * dry run) its execution.
+ *
+ * @throws {UsageError} on bad input, before anything is created
+ * @throws {ApiError} when the cluster cannot be used before any dispatch
+ */
+export async function runDispatcher(
+  opts: Options,
+  template: JobTemplate,
+  ctx: RunContext,
+  cleanupTemplate?: JobTemplate,
+): Promise<number> {
+  const plan = await planRun(opts, template, ctx, cleanupTemplate);
+  if (typeof plan === "number") return plan;
+  const { kube, log } = ctx;
+  const { namespace, cleanupTargets, targets } = plan;
   const all = [...cleanupTargets, ...targets];
   if (opts.dryRun === "client") {
     ctx.stdout(all.map((t) => stringify(t.job())).join("---\n"));
@@ -500,6 +590,33 @@ export async function runDispatcher(
   // while nothing has been created yet, so bad input costs nothing.
   if (cleanupTargets.length) await validateOnServer(kube, namespace, cleanupTargets[0].job());
   if (targets.length) await validateOnServer(kube, namespace, targets[0].job());
+  return await executeRun(opts, plan, ctx);
+}
+
+/**
+ * The execute step: yields to a live run of another owner, or dispatches the
+ * cleanup Jobs and then the main ones, and summarises.
+ */
+async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<number> {
+  const { kube, log } = ctx;
+  const {
+    namespace,
+    keys,
+    prefix,
+    owner,
+    run,
+    podSpec,
+    selection,
+    resolved,
+    eligible,
+    selected,
+    targets,
+    domain,
+    cleanup,
+    cleanupRun,
+    cleanupTargets,
+  } = plan;
+  const limit = opts.maxPerTopology;
   const api = jobApiFor(kube, namespace, `${keys.owner}=${labelValue(prefix)}`);
   if (opts.yieldToLiveRun && owner) {
     const live = await liveRun(kube, namespace, api, owner);
