@@ -14,6 +14,7 @@ import {
   type JobOutcome,
   type NodeFacts,
   type RunIdentity,
+  slimJob,
 } from "./job.ts";
 import { podFailure, stallReason } from "./pods.ts";
 import { ApiError, type ListResult, type WatchEvent } from "./kube.ts";
@@ -280,6 +281,7 @@ class Fanout {
       pollIntervalMs: this.#o.pollIntervalMs,
       pollOnly: opts.pollOnly,
       watchRetryMs: this.#o.watchRetryMs,
+      keep: slimJob,
       onUpsert: (job) => this.#onUpsert(job),
       onDelete: (job, how) => this.#onDelete(job, how),
       onNote: (n) => {
@@ -716,11 +718,17 @@ class Fanout {
   #pick(): string | undefined {
     const canary = !this.#canaryPassed && this.#canary.size > 0;
     const domain = this.#o.domain;
-    // Names that left the queue by another way (failed, adopted) are dropped here.
-    this.#queue = this.#queue.filter((n, i, q) =>
-      this.#nodes.get(n)?.phase === "queued" && q.indexOf(n) === i
-    );
-    if (!canary && !domain) return this.#queue.shift();
+    // A name enters the queue only on becoming queued, so it is there once;
+    // names that left by another way (failed, adopted) are skipped here.
+    const queued = (n: string) => this.#nodes.get(n)?.phase === "queued";
+    if (!canary && !domain) {
+      while (this.#queue.length) {
+        const n = this.#queue.shift()!;
+        if (queued(n)) return n;
+      }
+      return undefined;
+    }
+    this.#queue = this.#queue.filter(queued);
     const candidates = this.#queue.filter((n) => !canary || this.#canary.has(n));
     const byDomain = (n: string) => {
       const t = this.#byName.get(n);

@@ -524,6 +524,43 @@ export function interpretStatus(job: Pick<V1Job, "status">): JobOutcome {
 }
 
 /**
+ * Why the template's `ttlSecondsAfterFinished` is too short for the run to
+ * see a Job's outcome, or undefined. Only polling can miss it: a Job that
+ * finishes just after one LIST is seen by the next, one interval later (and a
+ * slow paginated LIST takes longer), so the TTL must cover two intervals. A
+ * watch sees the DELETED event, which carries the final state, so any TTL
+ * works with one.
+ *
+ * @param pollOnlySecs the poll interval when the run only polls; undefined when it watches
+ * @example
+ * ```ts
+ * unobservableTtl(template, 5); // with ttlSecondsAfterFinished: 0, "... at least 10 ..."
+ * ```
+ */
+export function unobservableTtl(template: JobTemplate, pollOnlySecs?: number): string | undefined {
+  const ttl = template.spec.ttlSecondsAfterFinished;
+  if (pollOnlySecs === undefined || ttl === undefined || ttl >= 2 * pollOnlySecs) return undefined;
+  return `ttlSecondsAfterFinished ${ttl} is too short to see a Job's outcome with --poll-only ` +
+    `(a LIST every ${pollOnlySecs} s): set it to at least ${2 * pollOnlySecs}, or drop --poll-only`;
+}
+
+/**
+ * Keeps of a Job what the engine reads: its metadata without managedFields
+ * (labels, annotations, owners, finalizers, deletion) and its status. The
+ * engine's cache holds every Job of the run; the spec (the whole pod
+ * template) and managedFields are most of a Job's size.
+ *
+ * @example
+ * ```ts
+ * slimJob({ metadata: { name: "a" }, spec: { template: {} } }).spec; // undefined
+ * ```
+ */
+export function slimJob(job: V1Job): V1Job {
+  const { managedFields: _, ...metadata } = job.metadata ?? {};
+  return { metadata, status: job.status };
+}
+
+/**
  * How an existing Job of a node's name relates to this run:
  * - `notOurs`: it lacks our owner label; it is never touched;
  * - `stale`: ours, but made for an earlier owner, an earlier node of the

@@ -14,8 +14,10 @@ import {
   parseJobTemplate,
   type RunIdentity,
   sanitize,
+  slimJob,
   templateHash,
   trackingKeys,
+  unobservableTtl,
   UsageError,
 } from "./job.ts";
 
@@ -1145,6 +1147,53 @@ function existing(meta: V1Job["metadata"] = {}): V1Job {
     },
   };
 }
+
+Deno.test({
+  name: "unobservableTtl() refuses a TTL shorter than two poll intervals, only when polling",
+  permissions: "none",
+  async fn(t) {
+    const withTtl = (ttl?: number) => {
+      const tpl = template();
+      tpl.spec.ttlSecondsAfterFinished = ttl;
+      return tpl;
+    };
+    const cases: { name: string; ttl?: number; poll?: number; refused: boolean }[] = [
+      { name: "ttl 0 with a watch is fine", ttl: 0, refused: false },
+      { name: "no ttl when polling is fine", poll: 5, refused: false },
+      { name: "ttl 0 when polling is refused", ttl: 0, poll: 5, refused: true },
+      { name: "ttl 9 with a 5 s poll is refused", ttl: 9, poll: 5, refused: true },
+      { name: "ttl 10 with a 5 s poll is fine", ttl: 10, poll: 5, refused: false },
+    ];
+    for (const c of cases) {
+      await t.step(c.name, () => {
+        const why = unobservableTtl(withTtl(c.ttl), c.poll);
+        assert.equal(why !== undefined, c.refused, why ?? "accepted");
+        if (why) assert.match(why, new RegExp(`at least ${2 * c.poll!}`));
+      });
+    }
+  },
+});
+
+Deno.test({
+  name: "slimJob() keeps metadata and status, not the spec or managedFields",
+  permissions: "none",
+  fn() {
+    const job = instantiateJob({
+      template: template(),
+      node: NODE,
+      prefix: "upgrade",
+      namespace: "ops",
+      keys: KEYS,
+    });
+    job.metadata!.managedFields = [{ manager: "kubectl" }];
+    job.status = { conditions: [{ type: "Complete", status: "True" }] };
+    const slim = slimJob(job);
+    assert.equal(slim.spec, undefined);
+    assert.equal(slim.metadata?.managedFields, undefined);
+    assert.deepEqual(slim.metadata?.labels, job.metadata?.labels);
+    assert.deepEqual(slim.status, job.status);
+  },
+});
 
 Deno.test({
   name: "templateHash() changes with the template and the pinning, not with key order",

@@ -19,6 +19,7 @@ import {
   sanitize,
   templateHash,
   trackingKeys,
+  unobservableTtl,
   UsageError,
 } from "./job.ts";
 import { ApiError, type Kube, paths } from "./kube.ts";
@@ -334,20 +335,9 @@ interface Plan {
   cleanupTargets: Target[];
 }
 
-/**
- * Refuses a `ttlSecondsAfterFinished` the run could not observe: polling
- * only, a Job that finishes just after one LIST is seen by the next, one
- * interval later, so a shorter TTL can delete it unseen.
- */
 function checkTtl(opts: Options, template: JobTemplate, source: string | undefined): void {
-  const ttl = template.spec.ttlSecondsAfterFinished;
-  const minimum = 2 * opts.pollIntervalSecs;
-  if (!opts.pollOnly || ttl === undefined || ttl >= minimum) return;
-  throw new UsageError(
-    `Invalid job template ${source}: ttlSecondsAfterFinished ${ttl} is too short to see a ` +
-      `Job's outcome with --poll-only (a LIST every ${opts.pollIntervalSecs} s); ` +
-      `set it to at least ${minimum}, or drop --poll-only`,
-  );
+  const why = unobservableTtl(template, opts.pollOnly ? opts.pollIntervalSecs : undefined);
+  if (why) throw new UsageError(`Invalid job template ${source}: ${why}`);
 }
 
 /**
