@@ -589,30 +589,14 @@ export async function runDispatcher(
  */
 async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<number> {
   const { kube, log } = ctx;
-  const {
-    namespace,
-    keys,
-    prefix,
-    owner,
-    run,
-    podSpec,
-    selection,
-    resolved,
-    eligible,
-    selected,
-    targets,
-    domain,
-    cleanup,
-    cleanupRun,
-    cleanupTargets,
-  } = plan;
+  const { namespace, keys, owner, targets, cleanupTargets, cleanupRun, resolved } = plan;
   const limit = opts.maxPerTopology;
-  const api = jobApiFor(kube, namespace, `${keys.owner}=${labelValue(prefix)}`);
+  const api = jobApiFor(kube, namespace, `${keys.owner}=${labelValue(plan.prefix)}`);
   if (opts.yieldToLiveRun && owner) {
     const live = await liveRun(kube, namespace, api, owner);
     if (live) {
       log.info(
-        `yielding: run of owner job ${live.name} (uid ${live.uid}) is still live for prefix ${prefix}`,
+        `yielding: run of owner job ${live.name} (uid ${live.uid}) is still live for prefix ${plan.prefix}`,
       );
       return EXIT.ok;
     }
@@ -694,14 +678,14 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
   let cleanupResults: NodeResult[] = [];
   if (cleanupTargets.length) {
     const writer = writerFor({ ...opts.nodeLabels!, value: undefined, claim: false, remove: true });
-    const recorder = recorderFor(cleanup!.nodes, false, false);
+    const recorder = recorderFor(plan.cleanup!.nodes, false, false);
     try {
       const report = await fanout({
         targets: cleanupTargets,
         run: cleanupRun!,
         writer,
         recorder,
-        selected: new Map(cleanup!.nodes.map((n) => [n.metadata!.name!, n])),
+        selected: new Map(plan.cleanup!.nodes.map((n) => [n.metadata!.name!, n])),
       }, {});
       cleanupResults = report.results;
     } finally {
@@ -717,12 +701,12 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
   let code: number = cleanupResults.some((r) => r.outcome === "failed") ? EXIT.failed : EXIT.ok;
   if (targets.length) {
     // A cleanup run clears the outcome marks instead of writing them.
-    const recorder = recorderFor(eligible, true, !opts.nodeLabels?.remove);
+    const recorder = recorderFor(plan.eligible, true, !opts.nodeLabels?.remove);
     recorder.started(targets.length);
     const nodeWatch = new NodeWatch(
       kube,
-      selection,
-      podSpec,
+      plan.selection,
+      plan.podSpec,
       resolved.listings,
       (msg) => log.warn(msg),
     );
@@ -732,17 +716,17 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
     try {
       report = await fanout({
         targets,
-        run,
+        run: plan.run,
         writer,
         recorder,
-        selected,
+        selected: plan.selected,
         recheck: (t) => nodeWatch.recheck(t.node.name, t.node.uid),
       }, {
         maxFailures: opts.maxFailures === undefined
           ? undefined
           : failureBudget(opts.maxFailures, targets.length),
         canary: opts.canary,
-        domain,
+        domain: plan.domain,
         maxPerDomain: limit?.max,
       });
     } finally {
@@ -751,7 +735,7 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
     }
     ({ results, stoppedBy } = report);
     log.done();
-    const summary = summarise(results, ctx, namespace, run, mainStarted);
+    const summary = summarise(results, ctx, namespace, plan.run, mainStarted);
     if (stoppedBy) {
       const never = results.filter((r) => r.outcome === "notStarted").length;
       log.warn(`rollout stopped: ${stoppedBy}; ${never} nodes were never started`, {
@@ -771,12 +755,12 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
       startedAt: new Date(started),
       finishedAt: new Date(),
       namespace,
-      prefix,
+      prefix: plan.prefix,
       owner,
       stoppedBy,
       results: [...cleanupResults, ...results],
       uids: new Map(
-        [...resolved.matched, ...cleanup?.nodes ?? []].map((n) => [
+        [...resolved.matched, ...plan.cleanup?.nodes ?? []].map((n) => [
           n.metadata!.name!,
           n.metadata!.uid!,
         ]),
