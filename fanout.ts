@@ -158,7 +158,9 @@ export interface FanoutOptions {
   recheck?: (target: Target) => Promise<string | undefined>;
   /**
    * Work after a node's Job succeeded (labels, taints), holding the node's
-   * slot until it ends; a string fails the node with that reason. It also
+   * slot until it ends; a string fails the node with that reason, an outage
+   * error thrown puts the node back in the queue (its Job is found Complete
+   * and the work done again). It also
    * runs for successes counted from an earlier run, whose work a crash may
    * have cut short. When the run is stopped meanwhile, the node is in flight.
    */
@@ -200,6 +202,9 @@ export interface DispatchReport {
  * waiting longer would not cure, and the node's slot is needed.
  */
 const STALE_DELETE_DEADLINE_MS = 120_000;
+
+/** What the post-success work says when it met an outage: the node is queued again. */
+const OUTAGE = "\u0000outage";
 
 /** The longest the loop sleeps: silence must be noticed within a minute. */
 const MAX_SLEEP_MS = 10_000;
@@ -460,9 +465,16 @@ class Fanout {
    * ends, so one slow node holds one slot and never stalls the others.
    */
   #afterSuccess(name: string, job: V1Job): void {
+    const began = this.#now();
     const work = this.#o.afterSuccess!(this.#byName.get(name)!)
-      .catch((e) => `post-success work failed: ${errorText(e)}`)
+      .catch((e) => {
+        if (!isOutage(e)) return `post-success work failed: ${errorText(e)}`;
+        this.#outageHit(name, e, began);
+        return OUTAGE;
+      })
       .then((why) => {
+        if (why === OUTAGE) return;
+        if (!why) this.#ok(); // its node writes went through
         // Stopped midway: the node is neither done nor failed, still in flight.
         if (why && this.#o.signal.aborted) return;
         const s = this.#nodes.get(name)!;

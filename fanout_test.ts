@@ -585,3 +585,28 @@ Deno.test("dispatch() frees a slot on SuccessCriteriaMet but starts post-success
   assert.equal(results[0].outcome, "succeeded");
   assert.equal(afterAt, 4_000);
 });
+
+Deno.test("dispatch() queues a node again when its post-success work meets an outage", async () => {
+  const h = harness({ runMs: 1000 });
+  let calls = 0;
+  const results = await run(h, targets(2), {
+    parallelism: 2,
+    afterSuccess: () => {
+      calls++;
+      if (calls > 1) return Promise.resolve(undefined);
+      return Promise.reject(
+        new ApiError({
+          status: 503,
+          reason: "ServiceUnavailable",
+          verb: "patch",
+          resource: "nodes",
+          message: "the server is currently unable to handle the request",
+        }),
+      );
+    },
+  });
+  assert.ok(results.every((r) => r.outcome === "succeeded"), JSON.stringify(results));
+  assert.equal(calls, 3, "the work ran again for the node that met the outage");
+  assert.equal(h.api.created.length, 2, "its Job was not run again");
+  assert.deepEqual(kinds(h, "api").map((e) => e.kind === "api" && e.state), ["paused", "resumed"]);
+});

@@ -113,7 +113,11 @@ export function next(s: NodeState, e: NodeEvent, at: number): NodeState {
     case "start":
       return s.phase === "queued" ? to("creating") : s;
     case "requeue":
-      return s.phase === "creating" ? to("queued") : s;
+      // From finishing: the post-success work met an outage; the node comes
+      // back, finds its Job Complete, and does the work again.
+      return s.phase === "creating" || s.phase === "finishing"
+        ? to("queued", { afterStarted: undefined })
+        : s;
     case "created":
       return s.phase === "creating" ? to("running", { uid: e.uid, startedAt: at }) : s;
     case "adopted":
