@@ -352,6 +352,14 @@ class Fanout {
     const s = FINAL.has(after.phase) ? { ...after, ...facts } : after;
     this.#put(name, s);
     if (s.phase === "queued") this.#queue.unshift(name);
+    // A failed Job counts against the budget at once, not once its pods
+    // have told why: the slot it frees must not start one node too many.
+    const failed = this.#count("failed") + this.#count("explaining");
+    if ((s.phase === "failed" || s.phase === "explaining") && target) {
+      if (budgetExceeded(failed, this.#o.maxFailures)) {
+        this.#stop(`the failure budget of ${this.#o.maxFailures} was exceeded (${failed} failed)`);
+      }
+    }
     if (FINAL.has(s.phase) && target) this.#settled(target, s);
     this.#notify();
     return s;
@@ -367,10 +375,6 @@ class Fanout {
   #settled(t: Target, s: NodeState): void {
     const node = t.node.name;
     if (this.#canary.has(t.name) && !this.#canaryPassed) this.#judgeCanary();
-    const failed = this.#count("failed");
-    if (s.phase === "failed" && budgetExceeded(failed, this.#o.maxFailures)) {
-      this.#stop(`the failure budget of ${this.#o.maxFailures} was exceeded (${failed} failed)`);
-    }
     const counted = s.counted ?? false;
     if (s.phase === "succeeded") {
       this.#o.reporter.event({ kind: "succeeded", node, job: t.name, counted });
