@@ -847,7 +847,11 @@ class Fanout {
         try {
           const job = await this.#o.api.getJob(name);
           if (job?.metadata?.uid !== s.uid) return; // gone meanwhile: the watch will say
-          const finalizers = job?.metadata?.finalizers ?? [];
+          // foregroundDeletion is our own deletion waiting for the pods: the
+          // pods then say what holds it.
+          const finalizers = (job?.metadata?.finalizers ?? []).filter((f) =>
+            f !== "foregroundDeletion"
+          );
           if (finalizers.length) holds = `finalizers ${finalizers.join(", ")}`;
         } catch (e) {
           holds = `cannot read it: ${errorText(e)}`;
