@@ -893,6 +893,18 @@ class Fanout {
         }
       } else if (s.phase === "deleting") {
         nextIn = Math.min(nextIn, this.#deadline(name, s, now));
+      } else if (s.phase === "waitingStale" && this.#o.nodeTimeoutMs && this.#byName.has(name)) {
+        // The stale Job is never killed; the node timeout still bounds the wait.
+        const left = s.since + this.#o.nodeTimeoutMs - now;
+        if (left > 0) nextIn = Math.min(nextIn, left);
+        else {
+          this.#apply(name, {
+            type: "fail",
+            reason: `timeout: stale Job ${name} of an earlier run still ran after ${
+              this.#o.nodeTimeoutMs / 1000
+            } s; it was left running and not replaced`,
+          });
+        }
       }
     }
     return nextIn;
