@@ -16,7 +16,7 @@ import {
   type RunIdentity,
   slimJob,
 } from "./job.ts";
-import { podFailure, stallReason } from "./pods.ts";
+import { collectedOutcome, deletionHolds, podFailure, stallReason } from "./pods.ts";
 import { ApiError, type ListResult, type WatchEvent } from "./kube.ts";
 import { budgetExceeded, canaryVerdict, nextStartable } from "./safety.ts";
 import { type Clock, SYSTEM_CLOCK } from "./clock.ts";
@@ -641,28 +641,19 @@ class Fanout {
     const pods = await this.#listPods(name) ?? [];
     const s = this.#nodes.get(name);
     if (s?.phase !== "running" || s.uid !== uid) return;
-    const ours = pods.filter((p) =>
-      (p.metadata?.ownerReferences ?? []).some((r) => r.uid === uid) ||
-      !p.metadata?.ownerReferences?.length
-    );
-    const why = "its Job was collected before its outcome was seen";
-    if (ours.some((p) => p.status?.phase === "Succeeded")) {
+    const seen = collectedOutcome(pods, uid);
+    if (seen.outcome === "succeeded") {
       const done = {
         metadata: { name, uid },
         status: { conditions: [{ type: "Complete", status: "True" }] },
       };
       return this.#conclude(name, done as V1Job, false);
     }
-    if (ours.length && ours.every((p) => p.status?.phase === "Failed")) {
-      const reason = `${podFailure(ours) ?? "its pods failed"} (${why}; read from its pods)`;
-      this.#apply(name, { type: "fail", reason }, this.#facts(s, undefined, ours.length));
-      return;
-    }
-    this.#apply(
-      name,
-      { type: "collected", reason: `${why}, and no pod of it is left to tell` },
-      this.#facts(s),
-    );
+    const facts = this.#facts(s, undefined, seen.outcome === "failed" ? seen.pods : undefined);
+    const event: NodeEvent = seen.outcome === "failed"
+      ? { type: "fail", reason: seen.reason }
+      : { type: "collected", reason: seen.reason };
+    this.#apply(name, event, facts);
   }
 
   /** Re-reads and claims the node, then creates its Job. */
@@ -843,28 +834,15 @@ class Fanout {
     this.#track(
       (async () => {
         const secs = this.#o.staleDeleteDeadlineMs / 1000;
-        let holds = "";
+        let finalizers: string[];
         try {
           const job = await this.#o.api.getJob(name);
           if (job?.metadata?.uid !== s.uid) return; // gone meanwhile: the watch will say
-          // foregroundDeletion is our own deletion waiting for the pods: the
-          // pods then say what holds it.
-          const finalizers = (job?.metadata?.finalizers ?? []).filter((f) =>
-            f !== "foregroundDeletion"
-          );
-          if (finalizers.length) holds = `finalizers ${finalizers.join(", ")}`;
+          finalizers = job?.metadata?.finalizers ?? [];
         } catch (e) {
-          holds = `cannot read it: ${errorText(e)}`;
+          finalizers = [`(cannot read the Job: ${errorText(e)})`];
         }
-        if (!holds) {
-          const pods = (await this.#listPods(name)) ?? [];
-          const left = pods.filter((p) => p.metadata?.deletionTimestamp);
-          holds = left.length
-            ? `pods still terminating: ${
-              left.map((p) => `${p.metadata?.name} on ${p.spec?.nodeName ?? "no node"}`).join(", ")
-            }`
-            : "nothing visible (its dependents are being collected)";
-        }
+        const holds = deletionHolds(finalizers, (await this.#listPods(name)) ?? []);
         const reason =
           `stale Job ${name} not gone within ${secs} s of its deletion: held by ${holds}`;
         const current = this.#nodes.get(name);
