@@ -11,7 +11,7 @@
 
 import type { DispatchEvent, NodeResult, Progress, Reporter } from "./fanout.ts";
 import type { OwnerRef, TrackingKeys } from "./job.ts";
-import { ApiError, type Kube, paths } from "./kube.ts";
+import { ApiError, isRetryable, type Kube, paths } from "./kube.ts";
 import { describeProgress, type Logger } from "./log.ts";
 import { pointer } from "./lifecycle.ts";
 
@@ -69,6 +69,7 @@ export function jsonReport(r: ReportInput): string {
         total: r.results.length,
         succeeded: count("succeeded"),
         failed: count("failed"),
+        unknown: count("unknown"),
         inFlight: count("inFlight"),
         notStarted: count("notStarted"),
         skipped: r.skipped.length,
@@ -141,7 +142,11 @@ export function junitReport(r: ReportInput): string {
       );
     } else {
       skipped++;
-      const why = x.outcome === "inFlight" ? "still running when the run stopped" : "not started";
+      const why = x.outcome === "inFlight"
+        ? "still running when the run stopped"
+        : x.outcome === "unknown"
+        ? `outcome unknown: ${x.reason ?? "its Job was collected before it was seen"}`
+        : "not started";
       cases.push(`${head}>\n      <skipped message="${xml(why)}"/>\n    </testcase>`);
     }
   }
@@ -241,6 +246,8 @@ export class Recorder implements Reporter {
   #o: RecorderOptions;
   #pending = new Set<Promise<unknown>>();
   #refused = new Set<Kind>();
+  /** Kinds of which a record was lost to an outage (said once). */
+  #lost = new Set<Kind>();
   #lastOwnerPatch = 0;
   #ownerChain: Promise<unknown> = Promise.resolve();
 
@@ -255,6 +262,16 @@ export class Recorder implements Reporter {
       if (this.#refused.has(kind)) return;
       // A node replaced under its name fails the UID test (422): skip quietly.
       if (e instanceof ApiError && e.status === 422 && kind === "node marks") return;
+      // An outage loses this one record, not every later one.
+      if (isRetryable(e)) {
+        if (this.#lost.has(kind)) return;
+        this.#lost.add(kind);
+        this.#o.log.warn(
+          `cannot record ${kind} (${(e as Error).message}); records lost to an API outage ` +
+            "are not written again, the rollout goes on",
+        );
+        return;
+      }
       this.#refused.add(kind);
       this.#o.log.warn(
         `cannot record ${kind} (${(e as Error).message}); the rollout goes on without them`,
