@@ -165,6 +165,10 @@ export interface TrackingKeys {
   finishedAt: string;
   /** Owner Job annotation: the rollout's progress. */
   progress: string;
+  /** Node annotation: the run that cordoned the node, so only that run uncordons it. */
+  cordonedBy: string;
+  /** Owner Job annotation: `true` pauses the rollout (no new Job starts). */
+  paused: string;
 }
 
 /**
@@ -192,6 +196,8 @@ export function trackingKeys(prefix: string): TrackingKeys {
     error: `${prefix}/error`,
     finishedAt: `${prefix}/finished-at`,
     progress: `${prefix}/progress`,
+    cordonedBy: `${prefix}/cordoned-by`,
+    paused: `${prefix}/paused`,
   };
 }
 

@@ -387,6 +387,8 @@ Deno.test({
           error: `${p}/error`,
           finishedAt: `${p}/finished-at`,
           progress: `${p}/progress`,
+          cordonedBy: `${p}/cordoned-by`,
+          paused: `${p}/paused`,
         });
       });
     }
