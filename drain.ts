@@ -208,7 +208,7 @@ export interface EvictionAnswer {
   /** The Status message. */
   message?: string;
   /** The Status's `details.causes`. */
-  causes?: { type?: string; message?: string }[];
+  causes?: { reason?: string; message?: string }[];
 }
 
 /**
@@ -245,7 +245,7 @@ export const MULTIPLE_PDBS =
  * ```ts
  * interpretEviction(
  *   { metadata: { namespace: "shop", name: "web-1" } },
- *   { status: 429, message: PDB_VIOLATION, causes: [{ type: "DisruptionBudget",
+ *   { status: 429, message: PDB_VIOLATION, causes: [{ reason: "DisruptionBudget",
  *     message: "The disruption budget web needs 2 healthy pods and has 2 currently" }] },
  * ).kind; // "blocked"
  * ```
@@ -255,7 +255,7 @@ export function interpretEviction(pod: V1Pod, answer: EvictionAnswer): EvictionV
   const message = answer.message ?? "";
   if (status >= 200 && status < 300) return { kind: "evicted" };
   if (status === 404 || status === 409) return { kind: "gone" };
-  const budgetCause = answer.causes?.find((c) => c.type === "DisruptionBudget");
+  const budgetCause = answer.causes?.find((c) => c.reason === "DisruptionBudget");
   if (status === 429 && (budgetCause || message === PDB_VIOLATION)) {
     const detail = budgetCause?.message ?? message;
     const name = detail.match(/^The disruption budget (\S+) /)?.[1];
@@ -276,7 +276,7 @@ export function interpretEviction(pod: V1Pod, answer: EvictionAnswer): EvictionV
   }
   // Evicting in a namespace being deleted is forbidden until the namespace
   // controller deletes the pod, which it will: kubectl waits, so do we.
-  const terminating = answer.causes?.some((c) => c.type === "NamespaceTerminating");
+  const terminating = answer.causes?.some((c) => c.reason === "NamespaceTerminating");
   if (status === 403 && terminating) {
     return pod.metadata?.deletionTimestamp
       ? { kind: "evicted" }

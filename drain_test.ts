@@ -229,7 +229,7 @@ Deno.test({
           status: 429,
           message: PDB_VIOLATION,
           causes: [{
-            type: "DisruptionBudget",
+            reason: "DisruptionBudget",
             message: "The disruption budget web-pdb needs 2 healthy pods and has 2 currently",
           }],
         },
@@ -247,7 +247,7 @@ Deno.test({
           status: 429,
           message: PDB_VIOLATION,
           causes: [{
-            type: "DisruptionBudget",
+            reason: "DisruptionBudget",
             message: "The disruption budget web-pdb is still being processed by the server.",
           }],
         },
@@ -298,7 +298,7 @@ Deno.test({
       },
       {
         name: "a terminating namespace is waited for",
-        answer: { status: 403, message: "forbidden", causes: [{ type: "NamespaceTerminating" }] },
+        answer: { status: 403, message: "forbidden", causes: [{ reason: "NamespaceTerminating" }] },
         want: { kind: "unavailable", message: "namespace of shop/web-1 is terminating: forbidden" },
       },
       {
@@ -316,7 +316,7 @@ Deno.test({
     }
     await t.step("a terminating namespace with the pod already deleting counts as evicted", () => {
       const going = pod("web-2", { meta: { deletionTimestamp: new Date() } });
-      const answer = { status: 403, message: "x", causes: [{ type: "NamespaceTerminating" }] };
+      const answer = { status: 403, message: "x", causes: [{ reason: "NamespaceTerminating" }] };
       assert.deepEqual(interpretEviction(going, answer), { kind: "evicted" });
     });
   },

@@ -63,13 +63,21 @@ Deno.test({
   name: "evictPod() sends once and interprets the answer, leaving retries to the drain",
   async fn(t) {
     const pdbCause = {
-      type: "DisruptionBudget",
+      reason: "DisruptionBudget",
       message: "The disruption budget web-pdb needs 2 healthy pods and has 2 currently",
     };
     const cases: [string, () => Response, unknown][] = [
       [
-        "429 of a PodDisruptionBudget names it",
-        () => status(429, "TooManyRequests", { message: PDB_VIOLATION, causes: [pdbCause] }),
+        "429 of a PodDisruptionBudget names it (the body kube-apiserver 1.36 sends)",
+        () =>
+          new Response(
+            '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",' +
+              `"message":"Cannot evict pod as it would violate the pod's disruption budget.",` +
+              '"reason":"TooManyRequests","details":{"causes":[{"reason":"DisruptionBudget",' +
+              '"message":"The disruption budget web-pdb needs 2 healthy pods and has 2 currently"}]},' +
+              '"code":429}',
+            { status: 429, headers: { "content-type": "application/json" } },
+          ),
         {
           kind: "blocked",
           budget: "shop/web-pdb",
@@ -84,7 +92,7 @@ Deno.test({
             message: PDB_VIOLATION,
             headers: { "Retry-After": "10" },
             causes: [{
-              type: "DisruptionBudget",
+              reason: "DisruptionBudget",
               message: "The disruption budget web-pdb is still being processed by the server.",
             }],
           }),

@@ -67,8 +67,11 @@ export class ApiError extends Error {
 
 /** One entry of a Status's `details.causes`. */
 export interface StatusCause {
-  /** Machine-readable kind, e.g. `DisruptionBudget`, `NamespaceTerminating`, `FieldValueInvalid`. */
-  type?: string;
+  /**
+   * Machine-readable kind, e.g. `DisruptionBudget`, `NamespaceTerminating`,
+   * `FieldValueInvalid` (Go's `StatusCause.Type`, which is `reason` in JSON).
+   */
+  reason?: string;
   /** What the server says about it. */
   message?: string;
   /** The field concerned, if any. */
