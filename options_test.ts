@@ -10,16 +10,16 @@ import {
 
 const T = ["--job-template", "job.yaml"];
 
-/** The message of the UsageError that parseOptions throws for `argv`. */
-function rejection(argv: string[]): string {
+/** The message of the UsageError that `parse` (parseOptions) throws for `argv`. */
+function rejection(argv: string[], parse: (argv: string[]) => unknown = parseOptions): string {
   try {
-    parseOptions(argv);
+    parse(argv);
   } catch (e) {
     assert.ok(e instanceof UsageError, `expected a UsageError, got ${e}`);
     assert.ok(!e.message.includes("\n"), `one line: ${e.message}`);
     return e.message;
   }
-  assert.fail(`parseOptions() accepted ${JSON.stringify(argv)}`);
+  assert.fail(`${parse.name}() accepted ${JSON.stringify(argv)}`);
 }
 
 const DEFAULTS: Options = {
@@ -595,18 +595,6 @@ Deno.test({
   },
 });
 
-/** The message of the UsageError that parseMaintenanceOptions throws for `argv`. */
-function maintenanceRejection(argv: string[]): string {
-  try {
-    parseMaintenanceOptions(argv);
-  } catch (e) {
-    assert.ok(e instanceof UsageError, `expected a UsageError, got ${e}`);
-    assert.ok(!e.message.includes("\n"), `one line: ${e.message}`);
-    return e.message;
-  }
-  assert.fail(`parseMaintenanceOptions() accepted ${JSON.stringify(argv)}`);
-}
-
 Deno.test({
   name: "parseMaintenanceOptions() parses the maintenance flags, with their defaults",
   permissions: "none",
@@ -780,7 +768,10 @@ Deno.test({
       [["--drain=yes"], /--drain/],
     ];
     for (const [argv, want] of cases) {
-      await t.step(argv.join(" "), () => assert.match(maintenanceRejection(argv), want));
+      await t.step(
+        argv.join(" "),
+        () => assert.match(rejection(argv, parseMaintenanceOptions), want),
+      );
     }
   },
 });

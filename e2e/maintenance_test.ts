@@ -58,6 +58,21 @@ async function getJson<T>(cluster: Cluster, args: string[]): Promise<T> {
   return JSON.parse(r.stdout) as T;
 }
 
+/** Waits until the workload's `status[field]` is `want`. */
+async function readyCount(
+  cluster: Cluster,
+  what: string[],
+  field: "readyReplicas" | "numberReady",
+  want: number,
+): Promise<void> {
+  await eventually(
+    async () =>
+      (await getJson<{ status?: Record<string, number> }>(cluster, what)).status?.[field] === want,
+    60_000,
+    `${want} ${field} of ${what.join(" ")}`,
+  );
+}
+
 interface Pdb {
   metadata: { generation: number };
   status?: {
@@ -100,18 +115,7 @@ clusterTest("maintenance primitives on a real control plane", async (t, cluster)
     await t.step(
       "the disruption controller computes the budget of a Deployment's pods",
       async () => {
-        await eventually(
-          async () =>
-            (await getJson<{ status?: { readyReplicas?: number } }>(cluster, [
-              "deploy",
-              "web",
-              "-n",
-              ns,
-            ]))
-              .status?.readyReplicas === 3,
-          60_000,
-          "3 ready replicas of Deployment web",
-        );
+        await readyCount(cluster, ["deploy", "web", "-n", ns], "readyReplicas", 3);
         await budgetStatus(cluster, ns, {
           currentHealthy: 3,
           desiredHealthy: 3,
@@ -123,18 +127,7 @@ clusterTest("maintenance primitives on a real control plane", async (t, cluster)
     await t.step(
       "kubectl drain's rules evict a node's Deployment pod and leave its DaemonSet pod",
       async () => {
-        await eventually(
-          async () =>
-            (await getJson<{ status?: { numberReady?: number } }>(cluster, [
-              "ds",
-              "agent",
-              "-n",
-              ns,
-            ]))
-              .status?.numberReady === 3,
-          60_000,
-          "3 ready pods of DaemonSet agent",
-        );
+        await readyCount(cluster, ["ds", "agent", "-n", ns], "numberReady", 3);
         const node = (await webPods(cluster, ns))[0].spec!.nodeName!;
         const pods = await podsOnNode(kube, node);
         assert.ok(pods.every((p) => p.spec?.nodeName === node));
