@@ -287,3 +287,42 @@ export function interpretEviction(pod: V1Pod, answer: EvictionAnswer): EvictionV
   }
   return { kind: "refused", message: `cannot evict ${podRef(pod)}: ${message}` };
 }
+
+/** What a drain that ran out of time knows. */
+export interface DrainTimeout {
+  /** `--drain-timeout-secs`. */
+  timeoutSecs: number;
+  /** The last verdict of each pod whose eviction a budget blocked. */
+  blocked: readonly { pod: V1Pod; verdict: EvictionVerdict }[];
+  /** The pods to evict that are still on the node (terminating or not). */
+  remaining: readonly V1Pod[];
+}
+
+/**
+ * The reason a node fails when its drain runs out of time, naming each
+ * PodDisruptionBudget that blocked (once, with the server's own account of
+ * it) and the pods still on the node, so that the user knows whom to ask.
+ *
+ * @example
+ * ```ts
+ * drainTimeoutReason({ timeoutSecs: 10, blocked: [], remaining: [] });
+ * // "drain did not finish within 10 s"
+ * ```
+ */
+export function drainTimeoutReason(d: DrainTimeout): string {
+  const budgets = new Map<string, string>();
+  for (const { verdict } of d.blocked) {
+    if (verdict.kind === "blocked") budgets.set(verdict.budget ?? "(unnamed)", verdict.detail);
+  }
+  const parts = [`drain did not finish within ${d.timeoutSecs} s`];
+  for (const [budget, detail] of budgets) {
+    parts.push(`blocked by PodDisruptionBudget ${budget} (${detail})`);
+  }
+  if (d.remaining.length) {
+    const refs = d.remaining.map((p) =>
+      `${podRef(p)}${p.metadata?.deletionTimestamp ? " (terminating)" : ""}`
+    );
+    parts.push(`pods still on the node: ${refs.join(", ")}`);
+  }
+  return parts.join("; ");
+}

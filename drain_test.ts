@@ -3,6 +3,7 @@ import type { V1Pod } from "@kubernetes/client-node";
 import {
   describeRefusals,
   type DrainOptions,
+  drainTimeoutReason,
   type EvictionAnswer,
   interpretEviction,
   MULTIPLE_PDBS,
@@ -319,5 +320,54 @@ Deno.test({
       const answer = { status: 403, message: "x", causes: [{ reason: "NamespaceTerminating" }] };
       assert.deepEqual(interpretEviction(going, answer), { kind: "evicted" });
     });
+  },
+});
+
+Deno.test({
+  name: "drainTimeoutReason() names each blocking budget once and the pods still on the node",
+  permissions: "none",
+  async fn(t) {
+    const blocked = (name: string, budget: string) => ({
+      pod: pod(name),
+      verdict: interpretEviction(pod(name), {
+        status: 429,
+        message: PDB_VIOLATION,
+        causes: [{
+          reason: "DisruptionBudget",
+          message: `The disruption budget ${budget} needs 2 healthy pods and has 2 currently`,
+        }],
+      }),
+    });
+    const cases: [string, Parameters<typeof drainTimeoutReason>[0], string][] = [
+      [
+        "nothing known",
+        { timeoutSecs: 600, blocked: [], remaining: [] },
+        "drain did not finish within 600 s",
+      ],
+      [
+        "two pods of one budget, one of another, and a pod still terminating",
+        {
+          timeoutSecs: 10,
+          blocked: [
+            blocked("web-1", "web-pdb"),
+            blocked("web-2", "web-pdb"),
+            blocked("db-0", "db-pdb"),
+          ],
+          remaining: [
+            pod("web-1"),
+            pod("web-2"),
+            pod("db-0"),
+            pod("old", { meta: { deletionTimestamp: new Date() } }),
+          ],
+        },
+        "drain did not finish within 10 s; " +
+        "blocked by PodDisruptionBudget shop/web-pdb (The disruption budget web-pdb needs 2 healthy pods and has 2 currently); " +
+        "blocked by PodDisruptionBudget shop/db-pdb (The disruption budget db-pdb needs 2 healthy pods and has 2 currently); " +
+        "pods still on the node: shop/web-1, shop/web-2, shop/db-0, shop/old (terminating)",
+      ],
+    ];
+    for (const [name, input, want] of cases) {
+      await t.step(name, () => assert.equal(drainTimeoutReason(input), want));
+    }
   },
 });
