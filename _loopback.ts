@@ -1,6 +1,6 @@
 /**
- * A loopback HTTP server that plays the API server for tests of the API layer
- * and the informer, with a kubeconfig that points at it.
+ * A loopback HTTP server with a kubeconfig pointing at it, for unit tests of
+ * the API layer and of the modules that send requests through it.
  *
  * @module
  */
@@ -9,24 +9,35 @@ import { Kube } from "./kube.ts";
 
 /** What the server saw of one request. */
 export interface Hit {
-  /** The request's URL. */
+  /** The request URL. */
   url: string;
-  /** Its headers. */
+  /** The request method. */
+  method: string;
+  /** The request headers. */
   headers: Headers;
+  /** The request body, parsed as JSON; undefined without one. */
+  body?: unknown;
 }
 
-/** Serves `handler` on a loopback port and writes a kubeconfig that points at it. */
+/**
+ * Serves `handler` on a loopback port, connects a {@linkcode Kube} to it with
+ * a short retry policy, runs `fn`, then shuts everything down.
+ *
+ * @param user the kubeconfig's user entry, as YAML
+ */
 export async function withServer(
-  handler: (req: Request, n: number) => Response | Promise<Response>,
+  handler: (req: Request, n: number, body: unknown) => Response | Promise<Response>,
   fn: (kube: Kube, hits: Hit[]) => Promise<void>,
   user = "{token: secret-token}",
-) {
+): Promise<void> {
   const hits: Hit[] = [];
   const server = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen: () => {} },
-    (req) => {
-      hits.push({ url: req.url, headers: new Headers(req.headers) });
-      return handler(req, hits.length);
+    async (req) => {
+      const text = await req.text();
+      const body = text ? JSON.parse(text) : undefined;
+      hits.push({ url: req.url, method: req.method, headers: new Headers(req.headers), body });
+      return handler(req, hits.length, body);
     },
   );
   const dir = await Deno.makeTempDir();
@@ -54,9 +65,18 @@ current-context: ctx
   }
 }
 
-/** A Kubernetes Status answer with code `code`. */
-export const status = (code: number, reason: string, headers: Record<string, string> = {}) =>
-  Response.json({ kind: "Status", code, reason, message: `${reason} message` }, {
-    status: code,
-    headers,
-  });
+/** A Status answer, as the API server sends errors. */
+export function status(
+  code: number,
+  reason: string,
+  opts: { headers?: Record<string, string>; message?: string; causes?: unknown[] } = {},
+): Response {
+  const body: Record<string, unknown> = {
+    kind: "Status",
+    code,
+    reason,
+    message: opts.message ?? `${reason} message`,
+  };
+  if (opts.causes) body.details = { causes: opts.causes };
+  return Response.json(body, { status: code, headers: opts.headers ?? {} });
+}

@@ -167,6 +167,10 @@ export interface TrackingKeys {
   progress: string;
   /** Job annotation: the hash of the template the Job was made from ({@linkcode templateHash}). */
   templateHash: string;
+  /** Node annotation: the run that cordoned the node, so only that run uncordons it. */
+  cordonedBy: string;
+  /** Owner Job annotation: `true` pauses the rollout (no new Job starts). */
+  paused: string;
 }
 
 /**
@@ -195,6 +199,8 @@ export function trackingKeys(prefix: string): TrackingKeys {
     finishedAt: `${prefix}/finished-at`,
     progress: `${prefix}/progress`,
     templateHash: `${prefix}/template-hash`,
+    cordonedBy: `${prefix}/cordoned-by`,
+    paused: `${prefix}/paused`,
   };
 }
 

@@ -391,6 +391,8 @@ Deno.test({
           finishedAt: `${p}/finished-at`,
           progress: `${p}/progress`,
           templateHash: `${p}/template-hash`,
+          cordonedBy: `${p}/cordoned-by`,
+          paused: `${p}/paused`,
         });
       });
     }

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { type ApiError, ConfigError, Kube } from "./kube.ts";
-import { status, withServer } from "./_loopback.ts";
+import { status as loopbackStatus, withServer } from "./_loopback.ts";
 
 /** Writes a kubeconfig for a port nobody listens on; returns its folder (file "config"). */
 async function unreachableKubeconfig(): Promise<string> {
@@ -17,6 +17,9 @@ current-context: ctx
   );
   return dir;
 }
+
+const status = (code: number, reason: string, headers: Record<string, string> = {}) =>
+  loopbackStatus(code, reason, { headers });
 
 Deno.test("Kube.request() honours Retry-After on 429 and counts the throttling", async () => {
   await withServer(

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
+import { parseArgs, type ParseArgsOptionsConfig } from "node:util";
 import { isLabelKey, isLabelValue, UsageError } from "./job.ts";
 import {
   type LabelConfig,
@@ -15,6 +15,9 @@ import {
 } from "./lifecycle.ts";
 import type { LogFormat } from "./log.ts";
 import { failureBudget, type Order, parseTopologyLimit, type TopologyLimit } from "./safety.ts";
+import { type MaxUnavailable, parseMaxUnavailable } from "./budget.ts";
+import { parseLabelSelector, type Requirement } from "./label_selector.ts";
+import { parseWindow, type Window } from "./window.ts";
 
 /** Everything a run is told on its command line. */
 export interface Options {
@@ -380,6 +383,31 @@ function oneOf<T extends string>(
 }
 
 /**
+ * parseArgs, strict, with its refusals as one-line UsageErrors.
+ *
+ * @throws {UsageError} for an unknown flag, a missing value or a positional argument
+ */
+function parseFlags<F extends ParseArgsOptionsConfig>(argv: string[], flags: F) {
+  try {
+    return parseArgs({ args: argv, options: flags, strict: true, allowPositionals: false }).values;
+  } catch (e) {
+    const msg = (e as Error).message;
+    // parseArgs refuses "--parallelism -1" as ambiguous (the value looks like
+    // a flag); the user meant a value, so judge it as the value it is.
+    const ambiguous = msg.match(/^Option '--([a-z-]+)' argument is ambiguous/);
+    const at = ambiguous ? argv.indexOf(`--${ambiguous[1]}`) : -1;
+    if (at >= 0 && at + 1 < argv.length) {
+      return parseFlags([
+        ...argv.slice(0, at),
+        `--${ambiguous![1]}=${argv[at + 1]}`,
+        ...argv.slice(at + 2),
+      ], flags);
+    }
+    throw new UsageError(msg.replace(/\. To specify a positional argument.*$/s, "").split("\n")[0]);
+  }
+}
+
+/**
  * Parses argv into validated options.
  *
  * @throws {UsageError} naming the flag and what is wrong with it
@@ -389,25 +417,7 @@ function oneOf<T extends string>(
  * ```
  */
 export function parseOptions(argv: string[]): Options {
-  let values;
-  try {
-    ({ values } = parseArgs({ args: argv, options: FLAGS, strict: true, allowPositionals: false }));
-  } catch (e) {
-    const msg = (e as Error).message;
-    // parseArgs refuses "--parallelism -1" as ambiguous (the value looks like
-    // a flag); the user meant a value, so judge it as the value it is.
-    const ambiguous = msg.match(/^Option '--([a-z-]+)' argument is ambiguous/);
-    const at = ambiguous ? argv.indexOf(`--${ambiguous[1]}`) : -1;
-    if (at >= 0 && at + 1 < argv.length) {
-      return parseOptions([
-        ...argv.slice(0, at),
-        `--${ambiguous![1]}=${argv[at + 1]}`,
-        ...argv.slice(at + 2),
-      ]);
-    }
-    throw new UsageError(msg.replace(/\. To specify a positional argument.*$/s, "").split("\n")[0]);
-  }
-  const v = values;
+  const v = parseFlags(argv, FLAGS);
   const help = v.help ?? false;
   const version = v.version ?? false;
   const nodes = v.nodes?.split(",").map((s) => s.trim()).filter(Boolean);
@@ -608,4 +618,174 @@ function nodeLabels(v: Values): LabelConfig | undefined {
     throw new UsageError(`Invalid --extra-node-label ${mark}: it is this instance's mark`);
   }
   return { key, value, pendingValue, extra, claim, remove, mark, instancePrefix: prefix };
+}
+
+/** A label selector as given and as parsed. */
+export interface PodSelector {
+  /** The selector as the user wrote it. */
+  text: string;
+  /** Its requirements, for matching pods the run holds. */
+  requirements: Requirement[];
+}
+
+/** What `--drain` does; present only with `--drain`. */
+export interface DrainFlags {
+  /** Evict pods with emptyDir volumes. @default false */
+  deleteEmptyDirData: boolean;
+  /** Evict pods that declare no controller. @default false */
+  force: boolean;
+  /** Only pods this selector matches are evicted. */
+  podSelector?: PodSelector;
+  /** Seconds each pod gets to terminate; undefined: the pod's own terminationGracePeriodSeconds. */
+  gracePeriodSecs?: number;
+  /** How long a node's drain may take before the node fails naming what blocked it. @default 600 */
+  timeoutSecs: number;
+  /** Delete the pods instead of evicting them: PodDisruptionBudgets are bypassed. @default false */
+  disableEviction: boolean;
+}
+
+/**
+ * The maintenance flags (issue 14): cordon, drain, availability budget,
+ * blocking pods, windows, pause, retry and settling delay. Parsed and
+ * validated here, but not accepted by the command line until the dispatch
+ * engine carries them out: a flag that is accepted must do what it says.
+ */
+export interface MaintenanceOptions {
+  /** Cordon each node before its Job and uncordon it (only if this run cordoned it) after success. Implied by `--drain`. */
+  cordon: boolean;
+  /** Uncordon a node this run cordoned even when its Job failed. @default false */
+  uncordonOnFailure: boolean;
+  /** Evict the node's pods before its Job. */
+  drain?: DrainFlags;
+  /** `--max-unavailable`: how many nodes of the selection may be unavailable at once. */
+  maxUnavailable?: MaxUnavailable;
+  /** A node running a pod that any of these match gets no Job until the pod ends. */
+  blockingPodSelectors: PodSelector[];
+  /** How long a node may stay blocked before it ends as `blocked`; undefined: as long as the run. */
+  blockedTimeoutSecs?: number;
+  /** Maintenance windows; empty: any time. */
+  windows: Window[];
+  /** Dispatch again the nodes whose Job failed in an earlier run. @default false */
+  retryFailed: boolean;
+  /** Seconds a finished node holds its slot, for the cluster to settle. @default 0 */
+  postNodeDelaySecs: number;
+  /** While this file exists, no new Job starts (for runs without an owner Job). */
+  pauseFile?: string;
+}
+
+/**
+ * The maintenance flags, in parseArgs form. Not part of {@linkcode FLAGS}
+ * yet: they join it when the engine carries them out.
+ */
+export const MAINTENANCE_FLAGS = {
+  cordon: { type: "boolean" },
+  "uncordon-on-failure": { type: "boolean" },
+  drain: { type: "boolean" },
+  "delete-emptydir-data": { type: "boolean" },
+  force: { type: "boolean" },
+  "pod-selector": { type: "string" },
+  "grace-period": { type: "string" },
+  "drain-timeout-secs": { type: "string" },
+  "disable-eviction": { type: "boolean" },
+  "max-unavailable": { type: "string" },
+  "blocking-pod-selector": { type: "string", multiple: true },
+  "blocked-timeout-secs": { type: "string" },
+  window: { type: "string", multiple: true },
+  "retry-failed": { type: "boolean" },
+  "post-node-delay-secs": { type: "string" },
+  "pause-file": { type: "string" },
+} as const;
+
+type MaintenanceValues = ReturnType<typeof parseArgs<{ options: typeof MAINTENANCE_FLAGS }>>[
+  "values"
+];
+
+function podSelector(flag: string, text: string): PodSelector {
+  if (!text.trim()) {
+    throw new UsageError(
+      `Invalid --${flag} "": it would match every pod; give a label selector such as app=web`,
+    );
+  }
+  try {
+    return { text, requirements: parseLabelSelector(text) };
+  } catch (e) {
+    throw new UsageError(
+      `Invalid --${flag} ${JSON.stringify(text)}: ${(e as Error).message} ` +
+        "(kubectl label selector syntax, e.g. app=web,tier!=cache)",
+    );
+  }
+}
+
+/**
+ * Parses the maintenance flags of argv into validated options.
+ *
+ * @throws {UsageError} naming the flag and the fix, for a malformed value or
+ * a flag that needs another (`--force` needs `--drain`)
+ * @example
+ * ```ts
+ * parseMaintenanceOptions(["--drain", "--max-unavailable", "10%"]).cordon; // true
+ * ```
+ */
+export function parseMaintenanceOptions(argv: string[]): MaintenanceOptions {
+  return maintenanceOptions(parseFlags(argv, MAINTENANCE_FLAGS));
+}
+
+function maintenanceOptions(v: MaintenanceValues): MaintenanceOptions {
+  const drainOnly = [
+    "delete-emptydir-data",
+    "force",
+    "pod-selector",
+    "grace-period",
+    "drain-timeout-secs",
+    "disable-eviction",
+  ] as const;
+  const needsDrain = drainOnly.find((f) => v[f] !== undefined);
+  if (!v.drain && needsDrain) {
+    throw new UsageError(`Invalid --${needsDrain}: it is a drain option; add --drain`);
+  }
+  // kubectl's --grace-period -1 means "the pod's own"; so does leaving it out.
+  const grace = number("grace-period", v["grace-period"], -1, -1);
+  const drain: DrainFlags | undefined = v.drain
+    ? {
+      deleteEmptyDirData: v["delete-emptydir-data"] ?? false,
+      force: v.force ?? false,
+      podSelector: v["pod-selector"] === undefined
+        ? undefined
+        : podSelector("pod-selector", v["pod-selector"]),
+      gracePeriodSecs: grace < 0 ? undefined : grace,
+      timeoutSecs: number("drain-timeout-secs", v["drain-timeout-secs"], 600, 1, false),
+      disableEviction: v["disable-eviction"] ?? false,
+    }
+    : undefined;
+  const cordon = (v.cordon ?? false) || drain !== undefined;
+  if (v["uncordon-on-failure"] && !cordon) {
+    throw new UsageError(
+      "Invalid --uncordon-on-failure: it needs --cordon or --drain (nothing is cordoned without)",
+    );
+  }
+  const blockingPodSelectors = (v["blocking-pod-selector"] ?? []).map((s) =>
+    podSelector("blocking-pod-selector", s)
+  );
+  if (v["blocked-timeout-secs"] !== undefined && !blockingPodSelectors.length) {
+    throw new UsageError("Invalid --blocked-timeout-secs: it needs --blocking-pod-selector");
+  }
+  if (v["pause-file"] !== undefined && !v["pause-file"].trim()) {
+    throw new UsageError('Invalid --pause-file "": name a file whose existence pauses the run');
+  }
+  return {
+    cordon,
+    uncordonOnFailure: v["uncordon-on-failure"] ?? false,
+    drain,
+    maxUnavailable: v["max-unavailable"] === undefined
+      ? undefined
+      : parseMaxUnavailable(v["max-unavailable"]),
+    blockingPodSelectors,
+    blockedTimeoutSecs: v["blocked-timeout-secs"] === undefined
+      ? undefined
+      : number("blocked-timeout-secs", v["blocked-timeout-secs"], 0, 1, false),
+    windows: (v.window ?? []).map(parseWindow),
+    retryFailed: v["retry-failed"] ?? false,
+    postNodeDelaySecs: number("post-node-delay-secs", v["post-node-delay-secs"], 0, 0, false),
+    pauseFile: v["pause-file"],
+  };
 }
