@@ -157,6 +157,19 @@ export interface FanoutOptions {
    */
   recheck?: (target: Target) => Promise<string | undefined>;
   /**
+   * Work before a node's Job is created, after `recheck` (cordon, drain),
+   * holding the node's slot in phase `draining`; a string fails the node
+   * with that reason. An outage error thrown puts the node back in the queue
+   * and pauses starts: an outage during a drain never fails the node.
+   */
+  prepare?: (target: Target) => Promise<string | undefined>;
+  /**
+   * Undoes what `prepare` did to a node that gets no Job after all: it
+   * failed (`failed`), or the run stopped before its Job was created
+   * (`abandoned`). Its errors are its own to report.
+   */
+  release?: (target: Target, why: "failed" | "abandoned") => Promise<void>;
+  /**
    * Work after a node's Job succeeded (labels, taints), holding the node's
    * slot until it ends; a string fails the node with that reason. It also
    * runs for successes counted from an earlier run, whose work a crash may
@@ -225,6 +238,8 @@ export async function dispatch(opts: FanoutOptions): Promise<DispatchReport> {
 
 type Optional =
   | "recheck"
+  | "prepare"
+  | "release"
   | "afterSuccess"
   | "maxFailures"
   | "canary"
@@ -371,6 +386,8 @@ class Fanout {
       this.#o.reporter.event({ kind: "succeeded", node, job: t.name, counted });
     } else if (s.phase === "failed") {
       this.#o.reporter.event({ kind: "failed", node, job: t.name, reason: s.reason!, counted });
+      // Counted from an earlier run: this run prepared nothing on the node.
+      if (this.#o.release && !counted) this.#track(this.#o.release(t, "failed"));
     } else {
       this.#o.reporter.event({
         kind: "notice",
@@ -661,7 +678,22 @@ class Fanout {
       why = `cannot re-read node ${t.node.name}: ${errorText(e)}`;
     }
     if (why) return void this.#apply(name, { type: "fail", reason: why });
+    if (this.#o.prepare && !(this.#o.signal.aborted || this.#stoppedBy)) {
+      this.#apply(name, { type: "prepare" });
+      began = this.#now();
+      try {
+        why = await this.#o.prepare(t);
+      } catch (e) {
+        if (!isOutage(e)) why = `cannot prepare node ${t.node.name}: ${errorText(e)}`;
+        else return this.#outageHit(name, e, began);
+      }
+      if (why) return void this.#apply(name, { type: "fail", reason: why });
+      this.#apply(name, { type: "prepared" });
+    }
     if (this.#o.signal.aborted || this.#stoppedBy) {
+      // Never leave a node worse than found: a node cordoned and drained for
+      // a Job that will not come is given back.
+      if (this.#o.prepare && this.#o.release) this.#track(this.#o.release(t, "abandoned"));
       return void this.#apply(name, { type: "requeue" });
     }
     let created: V1Job;

@@ -524,3 +524,75 @@ Deno.test("dispatch() leaves a node in flight when the run stops during its post
   });
   assert.equal(results[0].outcome, "inFlight");
 });
+
+Deno.test("dispatch() prepares a node (cordon, drain) before its Job, holding its slot", async (t) => {
+  const outage = () =>
+    new ApiError({
+      status: 503,
+      reason: "ServiceUnavailable",
+      verb: "create",
+      resource: "pods/eviction",
+      message: "etcd leader changed",
+    });
+  await t.step("the Job is created only after its node's prepare ended", async () => {
+    const h = harness({ runMs: 100 });
+    const preparedAt: Record<string, number> = {};
+    const results = await run(h, targets(3), {
+      parallelism: 1,
+      prepare: async (tg) => {
+        await h.clock.sleep(200);
+        preparedAt[tg.name] = h.clock.now();
+        return undefined;
+      },
+    });
+    assert.ok(results.every((r) => r.outcome === "succeeded"));
+    assert.deepEqual(h.api.createdAt, Object.values(preparedAt));
+    // One slot: the second node's drain waits for the first node's Job.
+    assert.ok(h.api.createdAt[1] >= h.api.createdAt[0] + 100 + 200);
+  });
+  await t.step("a drain that fails fails the node, with no Job, and releases it", async () => {
+    const h = harness({ runMs: 100 });
+    const released: string[] = [];
+    const results = await run(h, targets(3), {
+      prepare: (tg) =>
+        Promise.resolve(
+          tg.node.name === "node-001" ? "drain did not finish within 10 s" : undefined,
+        ),
+      release: (tg, why) => Promise.resolve(void released.push(`${tg.node.name}:${why}`)),
+    });
+    assert.equal(results[1].outcome, "failed");
+    assert.equal(results[1].reason, "drain did not finish within 10 s");
+    assert.deepEqual(h.api.created, ["up-node-000", "up-node-002"]);
+    assert.deepEqual(released, ["node-001:failed"]);
+  });
+  await t.step(
+    "an outage during a drain requeues the node and pauses; it never fails",
+    async () => {
+      const h = harness({ runMs: 100 });
+      let tries = 0;
+      const results = await run(h, targets(1), {
+        prepare: () => ++tries < 3 ? Promise.reject(outage()) : Promise.resolve(undefined),
+      });
+      assert.equal(tries, 3);
+      assert.equal(results[0].outcome, "succeeded");
+      assert.deepEqual(h.api.created, ["up-node-000"]);
+      assert.deepEqual(kinds(h, "api").map((e) => "state" in e && e.state), ["paused", "resumed"]);
+    },
+  );
+  await t.step("a stop during a drain releases the node and creates no Job", async () => {
+    const h = harness({ runMs: 100 });
+    const released: string[] = [];
+    const results = await run(h, targets(2), {
+      parallelism: 1,
+      prepare: async () => {
+        h.stop.abort();
+        await h.clock.sleep(10);
+        return undefined;
+      },
+      release: (tg, why) => Promise.resolve(void released.push(`${tg.node.name}:${why}`)),
+    });
+    assert.deepEqual(h.api.created, []);
+    assert.deepEqual(released, ["node-000:abandoned"]);
+    assert.deepEqual(results.map((r) => r.outcome), ["notStarted", "notStarted"]);
+  });
+});

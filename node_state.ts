@@ -18,6 +18,8 @@
  *   mid-run, so the node waits, holding a slot (its pods run);
  * - `deleting`: a finished stale Job of its name is being deleted;
  * - `creating`: re-read, claim and create under way;
+ * - `draining`: the node is being cordoned and its pods evicted before its
+ *   Job is created (`--cordon`, `--drain`); it holds a slot;
  * - `running`: its Job runs;
  * - `finishing`: its Job succeeded; the post-success work runs, or waits for
  *   the Job's `Complete` condition;
@@ -30,6 +32,7 @@ export type Phase =
   | "waitingStale"
   | "deleting"
   | "creating"
+  | "draining"
   | "running"
   | "finishing"
   | "explaining"
@@ -67,6 +70,8 @@ export interface NodeState {
 export type NodeEvent =
   | { type: "start" }
   | { type: "requeue" }
+  | { type: "prepare" }
+  | { type: "prepared" }
   | { type: "created"; uid: string }
   | { type: "adopted"; uid: string; counted?: boolean }
   | { type: "staleFound"; uid: string; active: boolean }
@@ -85,6 +90,7 @@ export const IN_FLIGHT: ReadonlySet<Phase> = new Set([
   "waitingStale",
   "deleting",
   "creating",
+  "draining",
   "running",
   "finishing",
 ]);
@@ -113,7 +119,11 @@ export function next(s: NodeState, e: NodeEvent, at: number): NodeState {
     case "start":
       return s.phase === "queued" ? to("creating") : s;
     case "requeue":
-      return s.phase === "creating" ? to("queued") : s;
+      return s.phase === "creating" || s.phase === "draining" ? to("queued") : s;
+    case "prepare":
+      return s.phase === "creating" ? to("draining") : s;
+    case "prepared":
+      return s.phase === "draining" ? to("creating") : s;
     case "created":
       return s.phase === "creating" ? to("running", { uid: e.uid, startedAt: at }) : s;
     case "adopted":

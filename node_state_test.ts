@@ -25,6 +25,36 @@ Deno.test({
         want: { phase: "queued" },
       },
       {
+        name: "creating prepares (cordon, drain): draining",
+        from: at("creating"),
+        event: { type: "prepare" },
+        want: { phase: "draining" },
+      },
+      {
+        name: "draining prepared: creating",
+        from: at("draining"),
+        event: { type: "prepared" },
+        want: { phase: "creating" },
+      },
+      {
+        name: "draining requeues (outage during the drain): queued, never failed",
+        from: at("draining"),
+        event: { type: "requeue" },
+        want: { phase: "queued" },
+      },
+      {
+        name: "draining fails (drain timeout): failed with the reason",
+        from: at("draining"),
+        event: { type: "fail", reason: "drain did not finish within 10 s" },
+        want: { phase: "failed", reason: "drain did not finish within 10 s" },
+      },
+      {
+        name: "queued ignores prepared",
+        from: at("queued"),
+        event: { type: "prepared" },
+        want: { phase: "queued" },
+      },
+      {
         name: "creating created: running, started now, with the Job's UID",
         from: at("creating"),
         event: { type: "created", uid: "u1" },

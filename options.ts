@@ -107,6 +107,8 @@ export interface Options {
   requireNodeRuntimeVersion: boolean;
   /** Fail a node that reports no machine ID. */
   requireNodeMachineId: boolean;
+  /** The maintenance around each Job (cordon, drain); only the flags in FLAGS are set. */
+  maintenance: MaintenanceOptions;
   /** Print the manual. */
   help: boolean;
   /** Print the version. */
@@ -255,6 +257,29 @@ NODE LIFECYCLE (the dispatcher writes the nodes, so the per-node Jobs need no to
   Every node write tests the node UID that was selected: a node replaced under
   the same name is a refused write, and its entry fails.
 
+NODE MAINTENANCE (in the style of kubectl drain)
+  --cordon                  Before a node's Job, cordon it (spec.unschedulable,
+                            recording <P>/cordoned-by); after its Job succeeded
+                            (and, with --node-label, the node is Ready), uncordon
+                            it: only a node this run cordoned. A node someone
+                            else cordoned stays cordoned. A failed node stays
+                            cordoned; the reason is in its <P>/error annotation.
+  --uncordon-on-failure     Also uncordon (this run's cordon of) a failed node.
+  --drain                   Implies --cordon; then evict the node's pods through
+                            the Eviction API (PodDisruptionBudgets honoured) and
+                            wait until they are gone, before its Job. DaemonSet
+                            and mirror pods stay; the Job still lands (nodeName;
+                            --pin affinity tolerates unschedulable).
+  --delete-emptydir-data    Also evict pods with emptyDir volumes (data lost).
+  --force                   Also evict pods that declare no controller.
+  --pod-selector SEL        Only evict the pods this label selector matches.
+  --grace-period S          Seconds each pod gets to terminate (default: its own).
+  --drain-timeout-secs S    A budget's refusal (429) is retried until S (default
+                            600); then the node fails naming the budget and the
+                            pods still there. An API outage during a drain
+                            pauses the run, and fails no node.
+  --disable-eviction        Delete the pods instead: budgets are bypassed.
+
 CLUSTER ACCESS
   --kubeconfig PATH         Kubeconfig file (default $KUBECONFIG, ~/.kube/config,
                             then the in-cluster service account).
@@ -294,6 +319,22 @@ EXIT CODES
   130  interrupted by SIGINT; 143 by SIGTERM. Jobs already created run on; a
        re-run adopts them and finishes the rest.
 `;
+
+/**
+ * The maintenance flags the engine carries out (cordon, drain, uncordon on
+ * failure): part of {@linkcode FLAGS}.
+ */
+export const CORDON_FLAGS = {
+  cordon: { type: "boolean" },
+  "uncordon-on-failure": { type: "boolean" },
+  drain: { type: "boolean" },
+  "delete-emptydir-data": { type: "boolean" },
+  force: { type: "boolean" },
+  "pod-selector": { type: "string" },
+  "grace-period": { type: "string" },
+  "drain-timeout-secs": { type: "string" },
+  "disable-eviction": { type: "boolean" },
+} as const;
 
 const FLAGS = {
   "job-template": { type: "string" },
@@ -348,6 +389,7 @@ const FLAGS = {
   "cleanup-job-template": { type: "string" },
   "require-node-runtime-version": { type: "boolean" },
   "require-node-machine-id": { type: "boolean" },
+  ...CORDON_FLAGS,
 } as const;
 
 function number(
@@ -480,6 +522,8 @@ export function parseOptions(argv: string[]): Options {
     cleanupJobTemplate: v["cleanup-job-template"],
     requireNodeRuntimeVersion: v["require-node-runtime-version"] ?? false,
     requireNodeMachineId: v["require-node-machine-id"] ?? false,
+    // The flags of MAINTENANCE_FLAGS that FLAGS lacks are undefined here.
+    maintenance: maintenanceOptions(v as MaintenanceValues),
     help,
     version,
   };
@@ -674,19 +718,12 @@ export interface MaintenanceOptions {
 }
 
 /**
- * The maintenance flags, in parseArgs form. Not part of {@linkcode FLAGS}
- * yet: they join it when the engine carries them out.
+ * Every maintenance flag, in parseArgs form. Only {@linkcode CORDON_FLAGS}
+ * are part of {@linkcode FLAGS}: the others join it when the engine carries
+ * them out, since a flag that is accepted must do what it says.
  */
 export const MAINTENANCE_FLAGS = {
-  cordon: { type: "boolean" },
-  "uncordon-on-failure": { type: "boolean" },
-  drain: { type: "boolean" },
-  "delete-emptydir-data": { type: "boolean" },
-  force: { type: "boolean" },
-  "pod-selector": { type: "string" },
-  "grace-period": { type: "string" },
-  "drain-timeout-secs": { type: "string" },
-  "disable-eviction": { type: "boolean" },
+  ...CORDON_FLAGS,
   "max-unavailable": { type: "string" },
   "blocking-pod-selector": { type: "string", multiple: true },
   "blocked-timeout-secs": { type: "string" },

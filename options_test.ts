@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { UsageError } from "./job.ts";
 import {
+  CORDON_FLAGS,
   HELP,
   MAINTENANCE_FLAGS,
   type Options,
@@ -66,6 +67,18 @@ const DEFAULTS: Options = {
   cleanupJobTemplate: undefined,
   requireNodeRuntimeVersion: false,
   requireNodeMachineId: false,
+  maintenance: {
+    cordon: false,
+    uncordonOnFailure: false,
+    drain: undefined,
+    maxUnavailable: undefined,
+    blockingPodSelectors: [],
+    blockedTimeoutSecs: undefined,
+    windows: [],
+    retryFailed: false,
+    postNodeDelaySecs: 0,
+    pauseFile: undefined,
+  },
   help: false,
   version: false,
 };
@@ -432,6 +445,15 @@ const FLAGS: Record<string, string[]> = {
   "--cleanup-job-template": ["cleanup.yaml", "--node-label-key", "k"],
   "--require-node-runtime-version": [],
   "--require-node-machine-id": [],
+  "--cordon": [],
+  "--uncordon-on-failure": ["--cordon"],
+  "--drain": [],
+  "--delete-emptydir-data": ["--drain"],
+  "--force": ["--drain"],
+  "--pod-selector": ["app=web", "--drain"],
+  "--grace-period": ["30", "--drain"],
+  "--drain-timeout-secs": ["10", "--drain"],
+  "--disable-eviction": ["--drain"],
   "--help": [],
   "--version": [],
 };
@@ -777,14 +799,31 @@ Deno.test({
 });
 
 Deno.test({
-  name: "parseOptions() does not accept the maintenance flags until the engine carries them out",
+  name: "parseOptions() accepts only the maintenance flags the engine carries out",
   permissions: "none",
   async fn(t) {
     for (const flag of Object.keys(MAINTENANCE_FLAGS)) {
-      await t.step(`--${flag}`, () => {
-        assert.match(rejection([...T, `--${flag}`]), new RegExp(`Unknown option '--${flag}'`));
-        assert.ok(!HELP.includes(`--${flag} `), "--help does not offer it");
+      const wired = flag in CORDON_FLAGS;
+      await t.step(`--${flag}: ${wired ? "accepted, in --help" : "refused, not in --help"}`, () => {
+        if (wired) {
+          assert.ok(HELP.includes(`--${flag}`), "--help offers it");
+        } else {
+          assert.match(rejection([...T, `--${flag}`]), new RegExp(`Unknown option '--${flag}'`));
+          assert.ok(!HELP.includes(`--${flag} `), "--help does not offer it");
+        }
       });
     }
+    await t.step("--drain --force --grace-period 5 reach the options", () => {
+      const o = parseOptions([...T, "--drain", "--force", "--grace-period", "5"]).maintenance;
+      assert.equal(o.cordon, true);
+      assert.equal(o.drain?.force, true);
+      assert.equal(o.drain?.gracePeriodSecs, 5);
+    });
+    await t.step("--force without --drain is refused in one line", () => {
+      assert.match(
+        rejection([...T, "--force"]),
+        /^Invalid --force: it is a drain option; add --drain$/,
+      );
+    });
   },
 });

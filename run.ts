@@ -46,6 +46,7 @@ import {
   waitForSelection,
 } from "./select.ts";
 import { isSatisfied, ownedButUnselected } from "./lifecycle.ts";
+import { Maintenance } from "./maintenance.ts";
 import { NodeWriter } from "./node_writer.ts";
 import type { Logger } from "./log.ts";
 import type { Options } from "./options.ts";
@@ -311,6 +312,23 @@ interface Phase {
   recorder: Recorder;
   selected: Map<string, V1Node>;
   recheck?: (t: Target) => Promise<string | undefined>;
+  /** Cordon and drain around each Job (`--cordon`, `--drain`); the main phase only. */
+  maintenance?: Maintenance;
+}
+
+/**
+ * The post-success work: the node writer's (labels, Ready, taints), then the
+ * uncordon, so that a node is schedulable again only once it is ready for it.
+ */
+function afterSuccess(
+  writer: NodeWriter,
+  maintenance: Maintenance | undefined,
+  node: (t: Target) => V1Node,
+): ((t: Target) => Promise<string | undefined>) | undefined {
+  if (!writer.hasAfter && !maintenance) return undefined;
+  return async (t) =>
+    (writer.hasAfter ? await writer.after(node(t)) : undefined) ??
+      await maintenance?.afterSuccess(t.node);
 }
 
 /** What a run will do, decided before anything is created. */
@@ -683,7 +701,9 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
       // fails its own entry and is left untouched.
       recheck: async (t) =>
         (await phase.recheck?.(t)) ?? (writer.hasBefore ? await writer.before(node(t)) : undefined),
-      afterSuccess: writer.hasAfter ? (t) => writer.after(node(t)) : undefined,
+      afterSuccess: afterSuccess(writer, phase.maintenance, node),
+      prepare: phase.maintenance ? (t) => phase.maintenance!.prepare(t.node) : undefined,
+      release: phase.maintenance ? (t, why) => phase.maintenance!.release(t.node, why) : undefined,
       nodeTimeoutMs: opts.nodeTimeoutSecs === undefined ? undefined : opts.nodeTimeoutSecs * 1000,
       deleteTimedOut: opts.deleteTimedOut,
       stallAfterMs: opts.stallWarnSecs * 1000,
@@ -737,6 +757,19 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
         recorder,
         selected,
         recheck: (t) => nodeWatch.recheck(t.node.name, t.node.uid),
+        maintenance: opts.maintenance.cordon
+          ? new Maintenance({
+            kube,
+            annotation: keys.cordonedBy,
+            // The owner's UID: a retried hook pod of the same owner lifts its
+            // own cordons; without an owner, runs of one prefix are one run.
+            runId: owner?.uid ?? prefix,
+            drain: opts.maintenance.drain,
+            uncordonOnFailure: opts.maintenance.uncordonOnFailure,
+            warn: (message) => log.warn(message),
+            signal: ctx.signal,
+          })
+          : undefined,
       }, {
         maxFailures: opts.maxFailures === undefined
           ? undefined
