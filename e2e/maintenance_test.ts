@@ -14,8 +14,22 @@ import { evictPod, podsOnNode } from "../evict.ts";
 import { trackingKeys } from "../job.ts";
 import { ApiError, Kube, paths } from "../kube.ts";
 import { OUTCOME_LABEL } from "./cluster.ts";
-import { eventually } from "./_dispatcher.ts";
-import { clusterTest, namespace, SUITE, suiteNodes } from "./_fixtures.ts";
+import {
+  adminClient,
+  dispatcher,
+  eventually,
+  jobsIn,
+  jobTemplate,
+  watchEvents,
+} from "./_dispatcher.ts";
+import {
+  clusterTest,
+  namespace,
+  serviceAccount,
+  SUITE,
+  suiteNodes,
+  tempFile,
+} from "./_fixtures.ts";
 import type { Cluster } from "./cluster.ts";
 
 const KEY = trackingKeys("job-dispatcher").cordonedBy;
@@ -267,4 +281,301 @@ clusterTest("maintenance primitives on a real control plane", async (t, cluster)
   } finally {
     kube.close();
   }
+});
+
+/** A pod as the watcher sees it. */
+interface PodView {
+  metadata: {
+    uid: string;
+    name: string;
+    namespace: string;
+    labels?: Record<string, string>;
+    resourceVersion?: string;
+  };
+  spec?: { nodeName?: string };
+}
+
+/**
+ * Watches every pod of the cluster and one namespace's budgets from the API
+ * server, independently of the dispatcher, in one ordered stream each: a
+ * per-node Job pod that appears while a workload pod is still bound to its
+ * node, a budget below its desired health, a DaemonSet pod deleted.
+ */
+class DrainWatcher {
+  /** Job pods that appeared on a node still holding a workload pod. */
+  violations: string[] = [];
+  /** Job pods seen, by node. */
+  jobPods = new Map<string, string>();
+  /** The least `currentHealthy - desiredHealthy` seen. */
+  minHeadroom = Infinity;
+  /** DaemonSet pods deleted while watching. */
+  daemonDeleted: string[] = [];
+  /** Workload pods deleted while watching (the evictions). */
+  workloadDeleted = 0;
+  #workload = new Map<string, PodView>();
+  #stop = new AbortController();
+  #client: Deno.HttpClient;
+  #done: Promise<unknown>;
+  #ready: Promise<unknown>;
+
+  static async start(cluster: Cluster, ns: string, workload: string): Promise<DrainWatcher> {
+    const w = new DrainWatcher(cluster, ns, workload);
+    await w.#ready;
+    return w;
+  }
+
+  private constructor(cluster: Cluster, ns: string, workload: string) {
+    this.#client = adminClient(cluster);
+    const pods = this.#watch<PodView>(`${cluster.server}/api/v1/pods`, (type, pod) => {
+      const app = pod.metadata.labels?.app;
+      const node = pod.spec?.nodeName;
+      if (app === workload) {
+        if (type === "DELETED") {
+          this.#workload.delete(pod.metadata.uid);
+          this.workloadDeleted++;
+        } else this.#workload.set(pod.metadata.uid, pod);
+      } else if (app === "agent" && type === "DELETED") {
+        this.daemonDeleted.push(pod.metadata.name);
+      } else if (pod.metadata.labels?.["job-name"] && node && type === "ADDED") {
+        this.jobPods.set(node, pod.metadata.name);
+        const still = [...this.#workload.values()].filter((p) => p.spec?.nodeName === node);
+        if (still.length) {
+          this.violations.push(
+            `${pod.metadata.name} on ${node} while ${still.map((p) => p.metadata.name)} remain`,
+          );
+        }
+      }
+    });
+    const pdbs = this.#watch<Pdb & { metadata: { resourceVersion?: string } }>(
+      `${cluster.server}/apis/policy/v1/namespaces/${ns}/poddisruptionbudgets`,
+      (_type, pdb) => {
+        const s = pdb.status;
+        if (s?.currentHealthy === undefined || s.desiredHealthy === undefined) return;
+        this.minHeadroom = Math.min(this.minHeadroom, s.currentHealthy - s.desiredHealthy);
+      },
+    );
+    this.#ready = Promise.all([pods.ready, pdbs.ready]);
+    this.#done = Promise.all([pods.done, pdbs.done]);
+  }
+
+  #watch<T extends { metadata: { resourceVersion?: string } }>(
+    url: string,
+    apply: (type: string, obj: T) => void,
+  ): { ready: Promise<void>; done: Promise<void> } {
+    let ready = () => {};
+    const readyP = new Promise<void>((r) => (ready = r));
+    const { signal } = this.#stop;
+    const client = this.#client;
+    const done = (async () => {
+      let rv = "";
+      while (!signal.aborted) {
+        try {
+          if (!rv) {
+            const list = await (await fetch(url, { client, signal })).json();
+            for (const o of list.items as T[]) apply("ADDED", o);
+            rv = list.metadata.resourceVersion;
+            ready();
+          }
+          const res = await fetch(`${url}?watch=1&resourceVersion=${rv}`, { client, signal });
+          for await (const ev of watchEvents<T>(res)) {
+            if (ev.type === "ERROR") {
+              rv = "";
+              break;
+            }
+            rv = ev.object.metadata.resourceVersion ?? rv;
+            apply(ev.type, ev.object);
+          }
+        } catch {
+          if (signal.aborted) return;
+          await new Promise((r) => setTimeout(r, 200));
+        }
+      }
+    })();
+    return { ready: readyP, done };
+  }
+
+  async stop(): Promise<void> {
+    this.#stop.abort();
+    await this.#done;
+    this.#client.close();
+  }
+}
+
+/** Each node's cordon, the run's record of it, and the error mark. */
+async function cordons(
+  cluster: Cluster,
+  suite: string,
+): Promise<Record<string, { unschedulable: boolean; by?: string; error?: string }>> {
+  const list = await getJson<{ items: V1Node[] }>(cluster, ["nodes", "-l", `${SUITE}=${suite}`]);
+  return Object.fromEntries(list.items.map((n) => [n.metadata!.name!, {
+    unschedulable: n.spec?.unschedulable ?? false,
+    by: n.metadata?.annotations?.[KEY],
+    error: n.metadata?.annotations?.[ERROR],
+  }]));
+}
+
+const ERROR = trackingKeys("job-dispatcher").error;
+
+clusterTest("--drain dispatches on a real control plane", async (t, cluster) => {
+  await t.step(
+    "--drain --parallelism 3: every workload pod leaves before its node's Job, budget kept, DaemonSet untouched, all uncordoned",
+    async () => {
+      const ns = await namespace(cluster, "drain");
+      await cluster.createNodes(suiteNodes("drain", 6));
+      const manifest = workloads(ns).replaceAll(`${SUITE}: maint`, `${SUITE}: drain`)
+        .replace("replicas: 3", "replicas: 6").replace("minAvailable: 3", "minAvailable: 4");
+      const applied = await cluster.kubectl(["apply", "-f", "-"], manifest);
+      assert.equal(applied.code, 0, applied.stderr);
+      await readyCount(cluster, ["deploy", "web", "-n", ns], "readyReplicas", 6);
+      await readyCount(cluster, ["ds", "agent", "-n", ns], "numberReady", 6);
+      await budgetStatus(cluster, ns, { currentHealthy: 6, desiredHealthy: 4 });
+      const before = (await webPods(cluster, ns)).map((p) => p.spec?.nodeName);
+      const agentsBefore = (await getJson<{ items: V1Pod[] }>(
+        cluster,
+        ["pods", "-n", ns, "-l", "app=agent"],
+      )).items.map((p) => p.metadata!.uid).sort();
+      // Least privilege: the README's rules plus those of --drain.
+      const { kubeconfig } = await serviceAccount(cluster, ns, "dispatcher", {
+        rbac: { drain: true },
+      });
+      const watcher = await DrainWatcher.start(cluster, ns, "web");
+      let r;
+      try {
+        r = await dispatcher(cluster, [
+          "--job-template",
+          await tempFile(jobTemplate("drain", "1s")),
+          "--node-selector",
+          `${SUITE}=drain`,
+          "--kubeconfig",
+          kubeconfig,
+          "--drain",
+          "--grace-period",
+          "0",
+          "--parallelism",
+          "3",
+          "--drain-timeout-secs",
+          "120",
+        ]);
+      } finally {
+        await watcher.stop();
+      }
+      assert.equal(r.code, 0, r.stderr);
+      assert.doesNotMatch(r.stderr, /forbidden|cannot record/i, r.stderr);
+      assert.ok(new Set(before).size >= 3, `web pods spread over ${new Set(before).size} nodes`);
+      assert.deepEqual(watcher.violations, []);
+      // Every node held web pods at some point (they move as nodes drain):
+      // at least the 6 first seen were evicted.
+      assert.ok(watcher.workloadDeleted >= 6, `${watcher.workloadDeleted} web pods evicted`);
+      assert.equal(watcher.jobPods.size, 6, "a Job pod on every node");
+      assert.ok(watcher.minHeadroom >= 0, `budget headroom ${watcher.minHeadroom}`);
+      assert.deepEqual(watcher.daemonDeleted, []);
+      const agentsAfter = (await getJson<{ items: V1Pod[] }>(
+        cluster,
+        ["pods", "-n", ns, "-l", "app=agent"],
+      )).items.map((p) => p.metadata!.uid).sort();
+      assert.deepEqual(agentsAfter, agentsBefore, "DaemonSet pods untouched");
+      for (const [node, c] of Object.entries(await cordons(cluster, "drain"))) {
+        assert.deepEqual([node, c.unschedulable, c.by], [node, false, undefined]);
+      }
+      await readyCount(cluster, ["deploy", "web", "-n", ns], "readyReplicas", 6);
+    },
+  );
+
+  await t.step(
+    "a budget allowing nothing: that node fails after --drain-timeout-secs naming it and stays cordoned; a node cordoned by someone else stays cordoned",
+    async () => {
+      const ns = await namespace(cluster, "block");
+      await cluster.createNodes(suiteNodes("block", 3));
+      const applied = await cluster.kubectl(
+        ["apply", "-f", "-"],
+        `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: stuck, namespace: ${ns}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: stuck}}
+  template:
+    metadata:
+      labels: {app: stuck}
+      annotations: {${OUTCOME_LABEL}: serve}
+    spec:
+      nodeName: block-001
+      containers: [{name: stuck, image: registry.invalid/stuck:1}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: stuck-pdb, namespace: ${ns}}
+spec:
+  maxUnavailable: 0
+  selector: {matchLabels: {app: stuck}}
+`,
+      );
+      assert.equal(applied.code, 0, applied.stderr);
+      await readyCount(cluster, ["deploy", "stuck", "-n", ns], "readyReplicas", 1);
+      const operator = await cluster.kubectl(["cordon", "block-002"]);
+      assert.equal(operator.code, 0, operator.stderr);
+      const args = [
+        "--job-template",
+        await tempFile(jobTemplate("block", "1s")),
+        "--node-selector",
+        `${SUITE}=block`,
+        "--namespace",
+        ns,
+        "--drain",
+        "--drain-timeout-secs",
+        "10",
+      ];
+      const began = Date.now();
+      const r = await dispatcher(cluster, args);
+      assert.equal(r.code, 1, r.stderr);
+      assert.ok(Date.now() - began >= 10_000, "the drain was retried until its timeout");
+      const reason = new RegExp(
+        `drain did not finish within 10 s; blocked by PodDisruptionBudget ${ns}/stuck-pdb .*` +
+          `pods still on the node: ${ns}/stuck-`,
+      );
+      assert.match(r.stderr, reason);
+      const jobs = await jobsIn(cluster, ns);
+      assert.deepEqual(jobs.map((j) => j.node).sort(), ["block-000", "block-002"]);
+      assert.ok(jobs.every((j) => j.complete));
+      const after = await cordons(cluster, "block");
+      assert.deepEqual(
+        [after["block-000"].unschedulable, after["block-000"].by],
+        [false, undefined],
+        "the node that succeeded is uncordoned",
+      );
+      assert.deepEqual(
+        [after["block-001"].unschedulable, after["block-001"].by],
+        [true, "block"],
+        "the failed node stays cordoned by this run",
+      );
+      assert.match(after["block-001"].error ?? "", reason, "its reason in <P>/error");
+      assert.match(
+        r.stderr,
+        /node block-002 was cordoned already: it stays cordoned after its Job/,
+      );
+      assert.deepEqual(
+        [after["block-002"].unschedulable, after["block-002"].by],
+        [true, undefined],
+        "the operator's cordon is never lifted",
+      );
+
+      // A re-run with --uncordon-on-failure: the failed node is tried again
+      // (it got no Job), fails again, and this time gets its cordon lifted.
+      const again = await dispatcher(cluster, [...args, "--uncordon-on-failure"]);
+      assert.equal(again.code, 1, again.stderr);
+      assert.match(again.stderr, reason);
+      const last = await cordons(cluster, "block");
+      assert.deepEqual(
+        [last["block-001"].unschedulable, last["block-001"].by],
+        [false, undefined],
+        "--uncordon-on-failure lifts this run's cordon",
+      );
+      assert.deepEqual(
+        [last["block-002"].unschedulable, last["block-002"].by],
+        [true, undefined],
+        "the operator's cordon still holds",
+      );
+      assert.equal((await jobsIn(cluster, ns)).length, 2, "no Job for the failed node");
+    },
+  );
 });
