@@ -176,6 +176,17 @@ export interface FanoutOptions {
    * have cut short. When the run is stopped meanwhile, the node is in flight.
    */
   afterSuccess?: (target: Target) => Promise<string | undefined>;
+  /**
+   * A node whose Job of this owner failed before this run (`--retry-failed`)
+   * is dispatched again: the failed Job is deleted and replaced, once.
+   */
+  retryFailed?: boolean;
+  /**
+   * A node whose Job succeeded in this run holds its slot this much longer,
+   * after its post-success work, for the cluster to settle
+   * (`--post-node-delay-secs`). Successes counted from an earlier run do not wait.
+   */
+  postNodeDelayMs?: number;
   /** Failed nodes tolerated; one more stops the rollout. Default: no budget. */
   maxFailures?: number;
   /** Run the first `canary` targets first (at most that many at once); go on only if all succeed. */
@@ -237,6 +248,8 @@ export async function dispatch(opts: FanoutOptions): Promise<DispatchReport> {
 }
 
 type Optional =
+  | "postNodeDelayMs"
+  | "retryFailed"
   | "recheck"
   | "prepare"
   | "release"
@@ -276,6 +289,8 @@ class Fanout {
   #woken = false;
   #jobs: Informer<V1Job>;
   #outage: Outage;
+  /** UIDs of the Jobs this run created: never retried by `retryFailed`. */
+  #created = new Set<string>();
 
   constructor(opts: FanoutOptions) {
     this.#o = {
@@ -438,7 +453,12 @@ class Fanout {
     if (status.phase === "succeeded") {
       const n = this.#apply(
         name,
-        { type: "succeeded", afterWork: !!this.#o.afterSuccess, final: status.final, counted },
+        {
+          type: "succeeded",
+          afterWork: !!this.#o.afterSuccess || (!counted && !!this.#o.postNodeDelayMs),
+          final: status.final,
+          counted,
+        },
         this.#facts({ ...s, counted }, job),
       );
       if (n?.phase === "finishing" && n.afterStarted) this.#afterSuccess(name, job);
@@ -477,9 +497,14 @@ class Fanout {
    * ends, so one slow node holds one slot and never stalls the others.
    */
   #afterSuccess(name: string, job: V1Job): void {
-    const work = this.#o.afterSuccess!(this.#byName.get(name)!)
+    const afterSuccess = this.#o.afterSuccess;
+    const work = (afterSuccess ? afterSuccess(this.#byName.get(name)!) : Promise.resolve(undefined))
       .catch((e) => `post-success work failed: ${errorText(e)}`)
-      .then((why) => {
+      .then(async (why) => {
+        const delay = this.#o.postNodeDelayMs;
+        if (!why && delay && !this.#nodes.get(name)?.counted) {
+          await this.#o.clock.sleep(delay, this.#o.signal);
+        }
         // Stopped midway: the node is neither done nor failed, still in flight.
         if (why && this.#o.signal.aborted) return;
         const s = this.#nodes.get(name)!;
@@ -582,7 +607,8 @@ class Fanout {
       if (target) {
         // A finished stale Job is deleted when a slot allows; a running one
         // holds its slot from now, since its pods run.
-        if (disposition === "current") this.#meet(name, job, true);
+        // A failed Job to retry waits in the queue: its deletion takes a slot.
+        if (disposition === "current" && !this.#retry(job)) this.#meet(name, job, true);
         else if (disposition === "stale" && interpretStatus(job).phase === "active") {
           this.#meet(name, job, true);
         }
@@ -709,6 +735,7 @@ class Fanout {
       });
     }
     this.#ok();
+    this.#created.add(created.metadata!.uid!);
     const replaced = this.#nodes.get(name)!.replaced;
     this.#apply(name, { type: "created", uid: created.metadata!.uid! });
     this.#o.reporter.event({
@@ -801,9 +828,23 @@ class Fanout {
     }
   }
 
+  /** Whether `job` is an earlier run's failure that `--retry-failed` replaces. */
+  #retry(job: V1Job): boolean {
+    return !!this.#o.retryFailed && interpretStatus(job).phase === "failed" &&
+      !this.#created.has(job.metadata!.uid!);
+  }
+
   #begin(name: string): void {
     const job = this.#jobs.cache.get(name);
-    if (job && classifyJob(job, this.#o.run) !== "notOurs") return this.#meet(name, job, false);
+    if (job && classifyJob(job, this.#o.run) !== "notOurs") {
+      if (!this.#retry(job)) return this.#meet(name, job, false);
+      // Replaced as a stale Job is: deleted (holding the slot), then created.
+      this.#apply(name, { type: "staleFound", uid: job.metadata!.uid!, active: false });
+      return this.#track(
+        this.#deleteStale(name, job, "it failed in an earlier run (--retry-failed)"),
+        name,
+      );
+    }
     if (!this.#byName.has(name)) return this.#drop(name); // a leftover already gone
     this.#apply(name, { type: "start" });
     this.#track(this.#start(name), name);

@@ -596,3 +596,49 @@ Deno.test("dispatch() prepares a node (cordon, drain) before its Job, holding it
     assert.deepEqual(results.map((r) => r.outcome), ["notStarted", "notStarted"]);
   });
 });
+
+Deno.test("dispatch() with retryFailed replaces an earlier run's failed Job, once", async (t) => {
+  for (const retryFailed of [false, true]) {
+    await t.step(retryFailed ? "retryFailed: created again" : "by default: counted", async () => {
+      const h = harness({ runMs: 100 });
+      const ts = targets(3);
+      h.api.seed(ts[0].job(), "Complete");
+      h.api.seed(ts[1].job(), "Failed");
+      const results = await run(h, ts, { retryFailed });
+      // The retried node's Job comes after its old one's deletion.
+      assert.deepEqual(
+        [...h.api.created].sort(),
+        retryFailed ? ["up-node-001", "up-node-002"] : ["up-node-002"],
+      );
+      assert.deepEqual(results.map((r) => r.outcome), [
+        "succeeded",
+        retryFailed ? "succeeded" : "failed",
+        "succeeded",
+      ]);
+      assert.equal(h.api.calls.delete ?? 0, retryFailed ? 1 : 0);
+    });
+  }
+  await t.step("a Job of this run that fails is not retried", async () => {
+    const h = harness({ runMs: 100, failing: new Set(["node-000"]) });
+    const results = await run(h, targets(1), { retryFailed: true });
+    assert.deepEqual(h.api.created, ["up-node-000"]);
+    assert.equal(results[0].outcome, "failed");
+  });
+});
+
+Deno.test("dispatch() with postNodeDelayMs holds a finished node's slot that much longer", async (t) => {
+  await t.step("each next Job starts the delay after the last finished", async () => {
+    const h = harness({ runMs: 100 });
+    const results = await run(h, targets(3), { parallelism: 1, postNodeDelayMs: 500 });
+    assert.ok(results.every((r) => r.outcome === "succeeded"));
+    assert.deepEqual(h.api.createdAt, [0, 600, 1200]);
+  });
+  await t.step("successes counted from an earlier run do not wait", async () => {
+    const h = harness({ runMs: 100 });
+    const ts = targets(3);
+    h.api.seed(ts[0].job(), "Complete");
+    h.api.seed(ts[1].job(), "Complete");
+    await run(h, ts, { parallelism: 1, postNodeDelayMs: 500 });
+    assert.deepEqual(h.api.createdAt, [0]);
+  });
+});

@@ -279,6 +279,13 @@ NODE MAINTENANCE (in the style of kubectl drain)
                             pods still there. An API outage during a drain
                             pauses the run, and fails no node.
   --disable-eviction        Delete the pods instead: budgets are bypassed.
+  --retry-failed            On a re-run of the same owner (or prefix), dispatch
+                            again the nodes whose Job failed before: the failed
+                            Job is deleted and replaced. Without it a failure is
+                            counted, as any finished Job.
+  --post-node-delay-secs S  A node whose Job succeeded holds its slot S seconds
+                            more (after its uncordon and node lifecycle work),
+                            for the cluster to settle before the next starts.
 
 CLUSTER ACCESS
   --kubeconfig PATH         Kubeconfig file (default $KUBECONFIG, ~/.kube/config,
@@ -322,9 +329,9 @@ EXIT CODES
 
 /**
  * The maintenance flags the engine carries out (cordon, drain, uncordon on
- * failure): part of {@linkcode FLAGS}.
+ * failure, retry of failed nodes, settling delay): part of {@linkcode FLAGS}.
  */
-export const CORDON_FLAGS = {
+export const WIRED_MAINTENANCE_FLAGS = {
   cordon: { type: "boolean" },
   "uncordon-on-failure": { type: "boolean" },
   drain: { type: "boolean" },
@@ -334,6 +341,8 @@ export const CORDON_FLAGS = {
   "grace-period": { type: "string" },
   "drain-timeout-secs": { type: "string" },
   "disable-eviction": { type: "boolean" },
+  "retry-failed": { type: "boolean" },
+  "post-node-delay-secs": { type: "string" },
 } as const;
 
 const FLAGS = {
@@ -389,7 +398,7 @@ const FLAGS = {
   "cleanup-job-template": { type: "string" },
   "require-node-runtime-version": { type: "boolean" },
   "require-node-machine-id": { type: "boolean" },
-  ...CORDON_FLAGS,
+  ...WIRED_MAINTENANCE_FLAGS,
 } as const;
 
 function number(
@@ -718,18 +727,16 @@ export interface MaintenanceOptions {
 }
 
 /**
- * Every maintenance flag, in parseArgs form. Only {@linkcode CORDON_FLAGS}
+ * Every maintenance flag, in parseArgs form. Only {@linkcode WIRED_MAINTENANCE_FLAGS}
  * are part of {@linkcode FLAGS}: the others join it when the engine carries
  * them out, since a flag that is accepted must do what it says.
  */
 export const MAINTENANCE_FLAGS = {
-  ...CORDON_FLAGS,
+  ...WIRED_MAINTENANCE_FLAGS,
   "max-unavailable": { type: "string" },
   "blocking-pod-selector": { type: "string", multiple: true },
   "blocked-timeout-secs": { type: "string" },
   window: { type: "string", multiple: true },
-  "retry-failed": { type: "boolean" },
-  "post-node-delay-secs": { type: "string" },
   "pause-file": { type: "string" },
 } as const;
 

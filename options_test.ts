@@ -1,12 +1,12 @@
 import assert from "node:assert/strict";
 import { UsageError } from "./job.ts";
 import {
-  CORDON_FLAGS,
   HELP,
   MAINTENANCE_FLAGS,
   type Options,
   parseMaintenanceOptions,
   parseOptions,
+  WIRED_MAINTENANCE_FLAGS,
 } from "./options.ts";
 
 const T = ["--job-template", "job.yaml"];
@@ -454,6 +454,8 @@ const FLAGS: Record<string, string[]> = {
   "--grace-period": ["30", "--drain"],
   "--drain-timeout-secs": ["10", "--drain"],
   "--disable-eviction": ["--drain"],
+  "--retry-failed": [],
+  "--post-node-delay-secs": ["30"],
   "--help": [],
   "--version": [],
 };
@@ -803,7 +805,7 @@ Deno.test({
   permissions: "none",
   async fn(t) {
     for (const flag of Object.keys(MAINTENANCE_FLAGS)) {
-      const wired = flag in CORDON_FLAGS;
+      const wired = flag in WIRED_MAINTENANCE_FLAGS;
       await t.step(`--${flag}: ${wired ? "accepted, in --help" : "refused, not in --help"}`, () => {
         if (wired) {
           assert.ok(HELP.includes(`--${flag}`), "--help offers it");

@@ -775,6 +775,8 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
           ? undefined
           : failureBudget(opts.maxFailures, targets.length),
         canary: opts.canary,
+        retryFailed: opts.maintenance.retryFailed,
+        postNodeDelayMs: opts.maintenance.postNodeDelaySecs * 1000,
         domain,
         maxPerDomain: limit?.max,
       });
