@@ -20,6 +20,7 @@ import {
   eventually,
   jobsIn,
   jobTemplate,
+  JobWatcher,
   watchEvents,
 } from "./_dispatcher.ts";
 import {
@@ -576,6 +577,53 @@ spec:
         "the operator's cordon still holds",
       );
       assert.equal((await jobsIn(cluster, ns)).length, 2, "no Job for the failed node");
+    },
+  );
+
+  await t.step(
+    "--retry-failed: after 2 failing nodes are fixed, the re-run creates exactly 2 Jobs",
+    async () => {
+      const ns = await namespace(cluster, "retry");
+      await cluster.createNodes([
+        ...suiteNodes("retry", 2),
+        ...suiteNodes("retry", 2, { labels: { [OUTCOME_LABEL]: "fail" } }, 2),
+      ]);
+      const args = [
+        "--job-template",
+        await tempFile(jobTemplate("retry", "200ms")),
+        "--node-selector",
+        `${SUITE}=retry`,
+        "--namespace",
+        ns,
+      ];
+      const first = await dispatcher(cluster, args);
+      assert.equal(first.code, 1, first.stderr);
+      assert.match(first.stderr, /simulated failure on retry-002/);
+      const fixed = await cluster.kubectl([
+        "label",
+        "node",
+        "retry-002",
+        "retry-003",
+        `${OUTCOME_LABEL}=succeed`,
+        "--overwrite",
+      ]);
+      assert.equal(fixed.code, 0, fixed.stderr);
+      const plain = await dispatcher(cluster, args);
+      assert.equal(plain.code, 1, "without --retry-failed the failures are counted");
+      const watcher = await JobWatcher.start(cluster, ns);
+      const before = new Set(watcher.seen.keys());
+      let again;
+      try {
+        again = await dispatcher(cluster, [...args, "--retry-failed"]);
+      } finally {
+        await watcher.stop();
+      }
+      assert.equal(again.code, 0, again.stderr);
+      const created = [...watcher.seen].filter(([uid]) => !before.has(uid)).map(([, n]) => n);
+      assert.deepEqual(created.sort(), ["retry-002", "retry-003"]);
+      const jobs = await jobsIn(cluster, ns);
+      assert.equal(jobs.length, 4);
+      assert.ok(jobs.every((j) => j.complete), "every node succeeded in the end");
     },
   );
 });
