@@ -94,6 +94,18 @@ export interface Progress {
   unknown?: number;
   /** The API outage under way, if any: starts are paused. */
   outage?: OutageView;
+  /** The availability budget, as said: `unavailable 2/3 (1 in work, 1 NotReady)`. */
+  budget?: string;
+}
+
+/** An availability budget (`--max-unavailable`) on top of `parallelism`. */
+export interface StartBudget {
+  /** How many more nodes may start now, given the nodes this run works on. */
+  slots(inWork: readonly string[]): number;
+  /** The budget for the progress line. */
+  describe(inWork: readonly string[]): string;
+  /** Calls `wake` whenever a node's availability may have changed. */
+  onChange(wake: () => void): void;
 }
 
 /** Where the engine reports to; `log.ts` implements it. */
@@ -187,6 +199,8 @@ export interface FanoutOptions {
    * (`--post-node-delay-secs`). Successes counted from an earlier run do not wait.
    */
   postNodeDelayMs?: number;
+  /** An availability budget: a node starts only while the budget has room. */
+  budget?: StartBudget;
   /** Failed nodes tolerated; one more stops the rollout. Default: no budget. */
   maxFailures?: number;
   /** Run the first `canary` targets first (at most that many at once); go on only if all succeed. */
@@ -248,6 +262,7 @@ export async function dispatch(opts: FanoutOptions): Promise<DispatchReport> {
 }
 
 type Optional =
+  | "budget"
   | "postNodeDelayMs"
   | "retryFailed"
   | "recheck"
@@ -818,7 +833,9 @@ class Fanout {
     if (this.#o.signal.aborted || this.#stoppedBy) return;
     const canary = !this.#canaryPassed && this.#canary.size > 0;
     const limit = canary ? Math.min(this.#canary.size, this.#o.parallelism) : this.#o.parallelism;
-    while (this.#inFlight.size < limit) {
+    // The budget counts the nodes in work: each start below takes one of its slots.
+    let room = this.#o.budget?.slots(this.#inWork()) ?? Infinity;
+    while (this.#inFlight.size < limit && room-- > 0) {
       const paused = this.#outage.paused;
       if (paused && (this.#count("creating") > 0 || !this.#outage.mayProbe(this.#now()))) return;
       const name = this.#pick();
@@ -832,6 +849,11 @@ class Fanout {
   #retry(job: V1Job): boolean {
     return !!this.#o.retryFailed && interpretStatus(job).phase === "failed" &&
       !this.#created.has(job.metadata!.uid!);
+  }
+
+  /** The names of the nodes in flight. */
+  #inWork(): string[] {
+    return [...this.#inFlight].map((n) => this.#byName.get(n)?.node.name ?? n);
   }
 
   #begin(name: string): void {
@@ -975,6 +997,7 @@ class Fanout {
       total: this.#o.targets.length,
       elapsedMs: now - this.#began,
       outage: this.#outage.view(now),
+      budget: this.#o.budget?.describe(this.#inWork()),
     };
   }
 
@@ -983,6 +1006,7 @@ class Fanout {
     for (const t of this.#o.targets) this.#put(t.name, { phase: "queued", since: this.#began });
     await this.#jobs.start();
     this.#initial();
+    this.#o.budget?.onChange(() => this.#notify());
     const onAbort = () => this.#notify();
     this.#o.signal.addEventListener("abort", onAbort);
     let lastProgress = this.#now();
@@ -995,7 +1019,8 @@ class Fanout {
         this.#checkSilence(now);
         if (this.#o.progressOnChange) {
           const p = this.#progress();
-          const key = `${p.succeeded}/${p.failed}/${p.inFlight}/${p.queued}/${p.outage?.paused}`;
+          const key =
+            `${p.succeeded}/${p.failed}/${p.inFlight}/${p.queued}/${p.outage?.paused}/${p.budget}`;
           if (key !== lastCounts) {
             this.#o.reporter.progress(p);
             lastCounts = key;

@@ -642,3 +642,27 @@ Deno.test("dispatch() with postNodeDelayMs holds a finished node's slot that muc
     assert.deepEqual(h.api.createdAt, [0]);
   });
 });
+
+Deno.test("dispatch() with a budget starts a node only while the budget has room", async () => {
+  const h = harness({ runMs: 1000 });
+  // node-009 is down (not a target); the budget is 2 unavailable at once.
+  const down = new Set(["node-009"]);
+  let wake = () => {};
+  const count = (inWork: readonly string[]) => down.size + inWork.length;
+  h.clock.sleep(3500).then(() => {
+    down.clear();
+    wake();
+  });
+  const results = await run(h, targets(6), {
+    parallelism: 3,
+    budget: {
+      slots: (inWork) => Math.max(0, 2 - count(inWork)),
+      describe: (inWork) => `unavailable ${count(inWork)}/2`,
+      onChange: (w) => (wake = w),
+    },
+  });
+  assert.ok(results.every((r) => r.outcome === "succeeded"));
+  // One at a time while node-009 is down (0, 1000, 2000, 3000), then two at once.
+  assert.deepEqual(h.api.createdAt, [0, 1000, 2000, 3000, 3500, 4000]);
+  assert.equal(h.api.maxActive, 2);
+});

@@ -279,6 +279,12 @@ NODE MAINTENANCE (in the style of kubectl drain)
                             pods still there. An API outage during a drain
                             pauses the run, and fails no node.
   --disable-eviction        Delete the pods instead: budgets are bypassed.
+  --max-unavailable N|P%    Start a node only while fewer than N (or P% of the
+                            selection, rounded down, at least 1) of the selected
+                            nodes are unavailable: NotReady, cordoned by anyone,
+                            or worked on by this run. With --parallelism the
+                            smaller bound wins. Said in the progress line. Needs
+                            a watched selection (not --nodes).
   --retry-failed            On a re-run of the same owner (or prefix), dispatch
                             again the nodes whose Job failed before: the failed
                             Job is deleted and replaced. Without it a failure is
@@ -343,6 +349,7 @@ export const WIRED_MAINTENANCE_FLAGS = {
   "disable-eviction": { type: "boolean" },
   "retry-failed": { type: "boolean" },
   "post-node-delay-secs": { type: "string" },
+  "max-unavailable": { type: "string" },
 } as const;
 
 const FLAGS = {
@@ -552,6 +559,12 @@ export function parseOptions(argv: string[]): Options {
     throw new UsageError('Invalid --node-selector "": give a label selector such as role=worker');
   }
   if (opts.maxFailures !== undefined) failureBudget(opts.maxFailures, 0);
+  if (opts.maintenance.maxUnavailable && nodes) {
+    throw new UsageError(
+      "Invalid --max-unavailable with --nodes: the budget watches a selection; " +
+        "select with --node-selector or --node-field-selector instead",
+    );
+  }
   if (opts.deleteTimedOut && opts.nodeTimeoutSecs === undefined) {
     throw new UsageError("Invalid --delete-timed-out: it needs --node-timeout-secs");
   }

@@ -456,6 +456,7 @@ const FLAGS: Record<string, string[]> = {
   "--disable-eviction": ["--drain"],
   "--retry-failed": [],
   "--post-node-delay-secs": ["30"],
+  "--max-unavailable": ["10%"],
   "--help": [],
   "--version": [],
 };

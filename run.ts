@@ -29,6 +29,7 @@ import {
   type FanoutOptions,
   type JobApi,
   type NodeResult,
+  type StartBudget,
   type Target,
 } from "./fanout.ts";
 import {
@@ -47,6 +48,12 @@ import {
 } from "./select.ts";
 import { isSatisfied, ownedButUnselected } from "./lifecycle.ts";
 import { Maintenance } from "./maintenance.ts";
+import {
+  describeBudget,
+  resolveMaxUnavailable,
+  slotsUnderBudget,
+  unavailableCount,
+} from "./budget.ts";
 import { NodeWriter } from "./node_writer.ts";
 import type { Logger } from "./log.ts";
 import type { Options } from "./options.ts";
@@ -314,6 +321,30 @@ interface Phase {
   recheck?: (t: Target) => Promise<string | undefined>;
   /** Cordon and drain around each Job (`--cordon`, `--drain`); the main phase only. */
   maintenance?: Maintenance;
+}
+
+/**
+ * `--max-unavailable` over the watched selection: NotReady nodes, nodes
+ * cordoned by anyone, and the nodes this run works on count against it.
+ */
+function availabilityBudget(
+  max: number,
+  nodeWatch: NodeWatch,
+  onChange: (wake: () => void) => void,
+): StartBudget {
+  const count = (inWork: readonly string[]) => unavailableCount(nodeWatch.nodes(), new Set(inWork));
+  return {
+    // The engine bounds --parallelism itself: only the budget's room here.
+    slots: (inWork) =>
+      slotsUnderBudget({
+        maxUnavailable: max,
+        unavailable: count(inWork).count,
+        parallelism: Infinity,
+        inFlight: 0,
+      }),
+    describe: (inWork) => describeBudget(count(inWork), max),
+    onChange,
+  };
 }
 
 /**
@@ -739,13 +770,16 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
     // A cleanup run clears the outcome marks instead of writing them.
     const recorder = recorderFor(eligible, true, !opts.nodeLabels?.remove);
     recorder.started(targets.length);
+    let nodesChanged = () => {};
     const nodeWatch = new NodeWatch(
       kube,
       selection,
       podSpec,
       resolved.listings,
       (msg) => log.warn(msg),
+      () => nodesChanged(),
     );
+    const maxUnavailable = opts.maintenance.maxUnavailable;
     const writer = writerFor();
     const mainStarted = Date.now();
     let report: DispatchReport;
@@ -776,6 +810,11 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
           : failureBudget(opts.maxFailures, targets.length),
         canary: opts.canary,
         retryFailed: opts.maintenance.retryFailed,
+        budget: maxUnavailable && availabilityBudget(
+          resolveMaxUnavailable(maxUnavailable, resolved.matched.length),
+          nodeWatch,
+          (wake) => (nodesChanged = wake),
+        ),
         postNodeDelayMs: opts.maintenance.postNodeDelaySecs * 1000,
         domain,
         maxPerDomain: limit?.max,
