@@ -199,6 +199,11 @@ export interface FanoutOptions {
    * (`--post-node-delay-secs`). Successes counted from an earlier run do not wait.
    */
   postNodeDelayMs?: number;
+  /**
+   * When the maintenance window closes (clock ms; `--window`): no Job starts
+   * from then on, those in flight finish, and the rest is left for a re-run.
+   */
+  closesAt?: number;
   /** An availability budget: a node starts only while the budget has room. */
   budget?: StartBudget;
   /** Failed nodes tolerated; one more stops the rollout. Default: no budget. */
@@ -229,6 +234,8 @@ export interface DispatchReport {
   results: NodeResult[];
   /** Why the rollout stopped early (failure budget, canary), if it did. */
   stoppedBy?: string;
+  /** The maintenance window closed with nodes not started. */
+  windowClosed?: boolean;
 }
 
 /**
@@ -262,6 +269,7 @@ export async function dispatch(opts: FanoutOptions): Promise<DispatchReport> {
 }
 
 type Optional =
+  | "closesAt"
   | "budget"
   | "postNodeDelayMs"
   | "retryFailed"
@@ -719,7 +727,8 @@ class Fanout {
       why = `cannot re-read node ${t.node.name}: ${errorText(e)}`;
     }
     if (why) return void this.#apply(name, { type: "fail", reason: why });
-    if (this.#o.prepare && !(this.#o.signal.aborted || this.#stoppedBy)) {
+    const halted = () => this.#o.signal.aborted || !!this.#stoppedBy || this.#closed();
+    if (this.#o.prepare && !halted()) {
       this.#apply(name, { type: "prepare" });
       began = this.#now();
       try {
@@ -731,7 +740,7 @@ class Fanout {
       if (why) return void this.#apply(name, { type: "fail", reason: why });
       this.#apply(name, { type: "prepared" });
     }
-    if (this.#o.signal.aborted || this.#stoppedBy) {
+    if (halted()) {
       // Never leave a node worse than found: a node cordoned and drained for
       // a Job that will not come is given back.
       if (this.#o.prepare && this.#o.release) this.#track(this.#o.release(t, "abandoned"));
@@ -829,8 +838,13 @@ class Fanout {
   }
 
   /** Starts what the slots allow; while paused, one probe start at a time. */
+  /** Whether the maintenance window has closed: nothing more starts. */
+  #closed(): boolean {
+    return this.#o.closesAt !== undefined && this.#now() >= this.#o.closesAt;
+  }
+
   #fill(): void {
-    if (this.#o.signal.aborted || this.#stoppedBy) return;
+    if (this.#o.signal.aborted || this.#stoppedBy || this.#closed()) return;
     const canary = !this.#canaryPassed && this.#canary.size > 0;
     const limit = canary ? Math.min(this.#canary.size, this.#o.parallelism) : this.#o.parallelism;
     // The budget counts the nodes in work: each start below takes one of its slots.
@@ -983,7 +997,8 @@ class Fanout {
   #done(): boolean {
     const idle = this.#inFlight.size === 0 && this.#count("explaining") === 0;
     // A stopped rollout lets what is in flight finish and starts nothing more.
-    return idle && (this.#count("queued") === 0 || this.#stoppedBy !== undefined);
+    return idle &&
+      (this.#count("queued") === 0 || this.#stoppedBy !== undefined || this.#closed());
   }
 
   #progress(): Progress {
@@ -1026,7 +1041,9 @@ class Fanout {
             lastCounts = key;
           }
         }
-        const nextDeadline = this.#checkDeadlines(now);
+        // Wake when the window closes, once: after, nothing is waited for.
+        const closesIn = (this.#o.closesAt ?? -Infinity) > now ? this.#o.closesAt! - now : Infinity;
+        const nextDeadline = Math.min(this.#checkDeadlines(now), closesIn);
         if (now - lastProgress >= this.#o.progressIntervalMs) {
           this.#o.reporter.progress(this.#progress());
           lastProgress = now;
@@ -1059,7 +1076,11 @@ class Fanout {
       await this.#jobs.stop();
     }
     this.#o.reporter.progress(this.#progress());
-    return { results: this.#o.targets.map((t) => this.#result(t)), stoppedBy: this.#stoppedBy };
+    return {
+      results: this.#o.targets.map((t) => this.#result(t)),
+      stoppedBy: this.#stoppedBy,
+      windowClosed: this.#closed() && this.#count("queued") > 0 || undefined,
+    };
   }
 
   #result(t: Target): NodeResult {

@@ -666,3 +666,17 @@ Deno.test("dispatch() with a budget starts a node only while the budget has room
   assert.deepEqual(h.api.createdAt, [0, 1000, 2000, 3000, 3500, 4000]);
   assert.equal(h.api.maxActive, 2);
 });
+
+Deno.test("dispatch() with closesAt starts nothing after the window closed; in flight finishes", async () => {
+  const h = harness({ runMs: 1000 });
+  const { results, windowClosed } = await report(h, targets(5), { parallelism: 2, closesAt: 1500 });
+  assert.deepEqual(h.api.createdAt, [0, 0, 1000, 1000]);
+  assert.deepEqual(results.map((r) => r.outcome), [
+    "succeeded",
+    "succeeded",
+    "succeeded",
+    "succeeded",
+    "notStarted",
+  ]);
+  assert.equal(windowClosed, true);
+});

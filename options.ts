@@ -285,6 +285,14 @@ NODE MAINTENANCE (in the style of kubectl drain)
                             or worked on by this run. With --parallelism the
                             smaller bound wins. Said in the progress line. Needs
                             a watched selection (not --nodes).
+  --window SPEC             "DAYS HH:MM-HH:MM [ZONE]", e.g. "Mon-Fri 02:00-04:00
+                            Europe/Berlin" (repeatable; IANA zones, default UTC;
+                            DAYS: Mon, Mon-Fri, Sat,Sun or *; an end at or before
+                            the start is the next day). No Job starts outside a
+                            window; Jobs in flight finish. When the window closes
+                            with nodes left, or the run begins outside every
+                            window, it exits 4 naming how many are left; a
+                            re-run resumes.
   --retry-failed            On a re-run of the same owner (or prefix), dispatch
                             again the nodes whose Job failed before: the failed
                             Job is deleted and replaced. Without it a failure is
@@ -329,6 +337,8 @@ EXIT CODES
   2    bad usage or input (flags, template, selectors); nothing was created
   3    the cluster could not be used before any dispatch (unreachable,
        unauthorised, forbidden, kubeconfig unusable)
+  4    incomplete: the --window closed (or none was open) with nodes left;
+       a re-run inside a window resumes them (a failure says 1 instead)
   130  interrupted by SIGINT; 143 by SIGTERM. Jobs already created run on; a
        re-run adopts them and finishes the rest.
 `;
@@ -350,6 +360,7 @@ export const WIRED_MAINTENANCE_FLAGS = {
   "retry-failed": { type: "boolean" },
   "post-node-delay-secs": { type: "string" },
   "max-unavailable": { type: "string" },
+  window: { type: "string", multiple: true },
 } as const;
 
 const FLAGS = {
@@ -749,7 +760,6 @@ export const MAINTENANCE_FLAGS = {
   "max-unavailable": { type: "string" },
   "blocking-pod-selector": { type: "string", multiple: true },
   "blocked-timeout-secs": { type: "string" },
-  window: { type: "string", multiple: true },
   "pause-file": { type: "string" },
 } as const;
 

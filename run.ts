@@ -48,6 +48,7 @@ import {
 } from "./select.ts";
 import { isSatisfied, ownedButUnselected } from "./lifecycle.ts";
 import { Maintenance } from "./maintenance.ts";
+import { closesAt, nextOpening } from "./window.ts";
 import {
   describeBudget,
   resolveMaxUnavailable,
@@ -61,7 +62,15 @@ import { domainOf, failureBudget, orderItems } from "./safety.ts";
 import { jsonReport, junitReport, Recorder, type ReportInput } from "./report.ts";
 
 /** Exit codes, as documented in `--help`. */
-export const EXIT = { ok: 0, failed: 1, usage: 2, cluster: 3, sigint: 130, sigterm: 143 } as const;
+export const EXIT = {
+  ok: 0,
+  failed: 1,
+  usage: 2,
+  cluster: 3,
+  window: 4,
+  sigint: 130,
+  sigterm: 143,
+} as const;
 
 /** What a run needs from its surroundings. */
 export interface RunContext {
@@ -667,6 +676,21 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
     }
   }
 
+  // --window: nothing starts outside; a run begun outside ends at once.
+  const windows = opts.maintenance.windows;
+  const closes = windows.length ? closesAt(windows, Date.now()) : Infinity;
+  if (closes === undefined) {
+    const opens = nextOpening(windows, Date.now());
+    const left = targets.length + cleanupTargets.length;
+    log.warn(
+      `incomplete: outside every --window (next opening ${
+        opens === undefined ? "never" : new Date(opens).toISOString()
+      }); ${left} nodes left, none started`,
+      { event: "incomplete", reason: "window closed", left },
+    );
+    return EXIT.window;
+  }
+
   const writerFor = (labels = opts.nodeLabels) =>
     new NodeWriter({
       kube,
@@ -816,6 +840,7 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
           (wake) => (nodesChanged = wake),
         ),
         postNodeDelayMs: opts.maintenance.postNodeDelaySecs * 1000,
+        closesAt: closes === Infinity ? undefined : closes,
         domain,
         maxPerDomain: limit?.max,
       });
@@ -835,6 +860,15 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
       });
     }
     if (stoppedBy || results.some((r) => r.outcome === "failed")) code = EXIT.failed;
+    if (report.windowClosed) {
+      const left = results.filter((r) => r.outcome === "notStarted").length;
+      log.warn(
+        `incomplete: window closed; ${left} nodes left (a re-run inside a window resumes them)`,
+        { event: "incomplete", reason: "window closed", left },
+      );
+      // A failure needs a look first; otherwise the exit says: run again later.
+      if (code === EXIT.ok) code = EXIT.window;
+    }
     await recorder.finished(
       stoppedBy ? `stopped: ${stoppedBy}; ${summary}` : summary,
       code !== EXIT.ok,

@@ -626,4 +626,41 @@ spec:
       assert.ok(jobs.every((j) => j.complete), "every node succeeded in the end");
     },
   );
+
+  await t.step(
+    "--max-unavailable 2 with one node NotReady: never more than 1 Job in flight",
+    async () => {
+      const ns = await namespace(cluster, "budget");
+      await cluster.createNodes([
+        ...suiteNodes("budget", 4),
+        // In the selection, but no target: its taint is not tolerated.
+        ...suiteNodes("budget", 1, { taints: [{ key: "e2e-down", effect: "NoSchedule" }] }, 4),
+      ]);
+      await cluster.setNodeReady("budget-004", false);
+      const watcher = await JobWatcher.start(cluster, ns);
+      let r;
+      try {
+        r = await dispatcher(cluster, [
+          "--job-template",
+          await tempFile(jobTemplate("budget", "1s")),
+          "--node-selector",
+          `${SUITE}=budget`,
+          "--namespace",
+          ns,
+          "--parallelism",
+          "3",
+          "--max-unavailable",
+          "2",
+          "--progress-interval-secs",
+          "0.5",
+        ]);
+      } finally {
+        await watcher.stop();
+      }
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(watcher.seen.size, 4, "a Job on each of the 4 targets");
+      assert.equal(watcher.maxActive, 1, "the NotReady node takes one of the 2");
+      assert.match(r.stderr, /unavailable 2\/2 \(1 in work, 1 NotReady\)/);
+    },
+  );
 });
