@@ -30,6 +30,7 @@ import {
   type Phase,
 } from "./node_state.ts";
 import { isOutage, Outage, type OutageView, SILENT_MS } from "./outage.ts";
+import type { PauseGate } from "./pause.ts";
 
 export { type Clock, SYSTEM_CLOCK };
 
@@ -96,6 +97,8 @@ export interface Progress {
   outage?: OutageView;
   /** The availability budget, as said: `unavailable 2/3 (1 in work, 1 NotReady)`. */
   budget?: string;
+  /** Why starts are paused by the user (`<P>/paused`, `--pause-file`), if they are. */
+  paused?: string;
 }
 
 /** An availability budget (`--max-unavailable`) on top of `parallelism`. */
@@ -204,6 +207,8 @@ export interface FanoutOptions {
    * from then on, those in flight finish, and the rest is left for a re-run.
    */
   closesAt?: number;
+  /** Pause/resume by the user: no Job starts while it says paused; in flight finishes. */
+  pause?: PauseGate;
   /** An availability budget: a node starts only while the budget has room. */
   budget?: StartBudget;
   /** Failed nodes tolerated; one more stops the rollout. Default: no budget. */
@@ -269,6 +274,7 @@ export async function dispatch(opts: FanoutOptions): Promise<DispatchReport> {
 }
 
 type Optional =
+  | "pause"
   | "closesAt"
   | "budget"
   | "postNodeDelayMs"
@@ -304,6 +310,8 @@ class Fanout {
   /** Nodes per phase: an index of #nodes, kept by #apply. */
   #counts = new Map<Phase, number>();
   #stoppedBy?: string;
+  /** Why starts are paused by the user, as last seen. */
+  #pausedBy?: string;
   #podsUnreadable = false;
   /** Calls under way: a create sent before a stop still makes a Job. */
   #tasks = new Set<Promise<void>>();
@@ -845,6 +853,7 @@ class Fanout {
 
   #fill(): void {
     if (this.#o.signal.aborted || this.#stoppedBy || this.#closed()) return;
+    if (this.#pausedBy) return;
     const canary = !this.#canaryPassed && this.#canary.size > 0;
     const limit = canary ? Math.min(this.#canary.size, this.#o.parallelism) : this.#o.parallelism;
     // The budget counts the nodes in work: each start below takes one of its slots.
@@ -987,6 +996,19 @@ class Fanout {
     return nextIn;
   }
 
+  /** Notices the user's pause and resume, and says so once each. */
+  #checkPause(): void {
+    const by = this.#o.pause?.pausedBy();
+    if (by === this.#pausedBy) return;
+    this.#pausedBy = by;
+    this.#o.reporter.event({
+      kind: "notice",
+      message: by
+        ? `paused by ${by}: no new Job starts; Jobs in flight finish`
+        : "resumed: the pause was lifted",
+    });
+  }
+
   /** Notices an API that has gone silent, and its return. */
   #checkSilence(now: number): void {
     const silentMs = Math.max(SILENT_MS, 3 * this.#o.pollIntervalMs);
@@ -1013,6 +1035,7 @@ class Fanout {
       elapsedMs: now - this.#began,
       outage: this.#outage.view(now),
       budget: this.#o.budget?.describe(this.#inWork()),
+      paused: this.#pausedBy,
     };
   }
 
@@ -1022,20 +1045,22 @@ class Fanout {
     await this.#jobs.start();
     this.#initial();
     this.#o.budget?.onChange(() => this.#notify());
+    this.#o.pause?.onChange(() => this.#notify());
     const onAbort = () => this.#notify();
     this.#o.signal.addEventListener("abort", onAbort);
     let lastProgress = this.#now();
     let lastCounts = "";
     try {
       while (true) {
+        this.#checkPause();
         this.#fill();
         if (this.#done() || this.#o.signal.aborted) break;
         const now = this.#now();
         this.#checkSilence(now);
         if (this.#o.progressOnChange) {
           const p = this.#progress();
-          const key =
-            `${p.succeeded}/${p.failed}/${p.inFlight}/${p.queued}/${p.outage?.paused}/${p.budget}`;
+          const key = `${p.succeeded}/${p.failed}/${p.inFlight}/${p.queued}/${p.outage?.paused}/` +
+            `${p.budget}/${p.paused}`;
           if (key !== lastCounts) {
             this.#o.reporter.progress(p);
             lastCounts = key;

@@ -680,3 +680,32 @@ Deno.test("dispatch() with closesAt starts nothing after the window closed; in f
   ]);
   assert.equal(windowClosed, true);
 });
+
+Deno.test("dispatch() starts nothing while paused, lets in flight finish, and resumes", async () => {
+  const h = harness({ runMs: 1000 });
+  let paused: string | undefined;
+  let wake = () => {};
+  const set = (by: string | undefined) => {
+    paused = by;
+    wake();
+  };
+  h.clock.sleep(500).then(() => set("annotation p/paused=true on Job hook"));
+  h.clock.sleep(4000).then(() => set(undefined));
+  const progress: Progress[] = [];
+  const { results } = await report(h, targets(4), {
+    parallelism: 2,
+    progressIntervalMs: 1000,
+    pause: { pausedBy: () => paused, onChange: (w) => (wake = w) },
+  }, progress);
+  assert.ok(results.every((r) => r.outcome === "succeeded"));
+  // The two in flight at the pause finish; the next two wait for the resume.
+  assert.deepEqual(h.api.createdAt, [0, 0, 4000, 4000]);
+  assert.ok(progress.some((p) => p.paused === "annotation p/paused=true on Job hook"));
+  assert.deepEqual(
+    kinds(h, "notice").map((e) => "message" in e && e.message),
+    [
+      "paused by annotation p/paused=true on Job hook: no new Job starts; Jobs in flight finish",
+      "resumed: the pause was lifted",
+    ],
+  );
+});

@@ -83,7 +83,8 @@ export function describeProgress(p: Progress): string {
     return `API ${p.outage.word} for ${clock(p.outage.forMs / 1000)}: ` +
       `${p.outage.paused ? "paused, " : ""}${p.inFlight} in flight; ${counts}`;
   }
-  const line = p.budget ? `${counts}; ${p.budget}` : counts;
+  const budget = p.budget ? `${counts}; ${p.budget}` : counts;
+  const line = p.paused ? `paused by ${p.paused}: ${budget}` : budget;
   const done = p.succeeded + p.failed + (p.unknown ?? 0);
   if (done === 0 || p.elapsedMs <= 0 || done === p.total) return line;
   const rate = done / (p.elapsedMs / 1000);

@@ -293,6 +293,11 @@ NODE MAINTENANCE (in the style of kubectl drain)
                             with nodes left, or the run begins outside every
                             window, it exits 4 naming how many are left; a
                             re-run resumes.
+  --pause-file PATH         While PATH exists, no new Job starts (Jobs in flight
+                            finish); removing it resumes. With an owner Job, the
+                            annotation <P>/paused=true on it does the same:
+                            "kubectl annotate job OWNER <P>/paused=true";
+                            "kubectl annotate job OWNER <P>/paused-" resumes.
   --retry-failed            On a re-run of the same owner (or prefix), dispatch
                             again the nodes whose Job failed before: the failed
                             Job is deleted and replaced. Without it a failure is
@@ -361,6 +366,7 @@ export const WIRED_MAINTENANCE_FLAGS = {
   "post-node-delay-secs": { type: "string" },
   "max-unavailable": { type: "string" },
   window: { type: "string", multiple: true },
+  "pause-file": { type: "string" },
 } as const;
 
 const FLAGS = {
@@ -757,10 +763,8 @@ export interface MaintenanceOptions {
  */
 export const MAINTENANCE_FLAGS = {
   ...WIRED_MAINTENANCE_FLAGS,
-  "max-unavailable": { type: "string" },
   "blocking-pod-selector": { type: "string", multiple: true },
   "blocked-timeout-secs": { type: "string" },
-  "pause-file": { type: "string" },
 } as const;
 
 type MaintenanceValues = ReturnType<typeof parseArgs<{ options: typeof MAINTENANCE_FLAGS }>>[

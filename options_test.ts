@@ -457,6 +457,7 @@ const FLAGS: Record<string, string[]> = {
   "--retry-failed": [],
   "--post-node-delay-secs": ["30"],
   "--max-unavailable": ["10%"],
+  "--pause-file": ["/tmp/pause"],
   "--window": ["Mon-Fri 02:00-04:00 Europe/Berlin"],
   "--help": [],
   "--version": [],

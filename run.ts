@@ -49,6 +49,7 @@ import {
 import { isSatisfied, ownedButUnselected } from "./lifecycle.ts";
 import { Maintenance } from "./maintenance.ts";
 import { closesAt, nextOpening } from "./window.ts";
+import { FilePause, OwnerPause } from "./pause.ts";
 import {
   describeBudget,
   resolveMaxUnavailable,
@@ -804,6 +805,13 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
       () => nodesChanged(),
     );
     const maxUnavailable = opts.maintenance.maxUnavailable;
+    // Pause/resume: the owner's annotation (one watch on the owner Job), or a file.
+    const ownerPause = owner && new OwnerPause(kube, namespace, owner, keys.paused);
+    const filePause = opts.maintenance.pauseFile
+      ? new FilePause(opts.maintenance.pauseFile)
+      : undefined;
+    const gates = [ownerPause, filePause].filter((g) => g !== undefined);
+    await ownerPause?.start();
     const writer = writerFor();
     const mainStarted = Date.now();
     let report: DispatchReport;
@@ -841,10 +849,17 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
         ),
         postNodeDelayMs: opts.maintenance.postNodeDelaySecs * 1000,
         closesAt: closes === Infinity ? undefined : closes,
+        pause: gates.length
+          ? {
+            pausedBy: () => gates.map((g) => g.pausedBy()).find((by) => by !== undefined),
+            onChange: (wake) => gates.forEach((g) => g.onChange(wake)),
+          }
+          : undefined,
         domain,
         maxPerDomain: limit?.max,
       });
     } finally {
+      await Promise.all(gates.map((g) => g.stop()));
       await nodeWatch.stop();
       await writer.settle();
     }

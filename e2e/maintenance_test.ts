@@ -663,4 +663,56 @@ spec:
       assert.match(r.stderr, /unavailable 2\/2 \(1 in work, 1 NotReady\)/);
     },
   );
+
+  await t.step(
+    "--window closing 20 s into the run: exit 4 naming what is left; a re-run inside a window finishes",
+    async () => {
+      const ns = await namespace(cluster, "window");
+      await cluster.createNodes(suiteNodes("window", 6));
+      const args = [
+        "--job-template",
+        await tempFile(jobTemplate("window", "8s")),
+        "--node-selector",
+        `${SUITE}=window`,
+        "--namespace",
+        ns,
+        "--parallelism",
+        "1",
+      ];
+      const days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+      const outside = `${days[(new Date().getUTCDay() + 2) % 7]} 00:00-01:00 UTC`;
+      const early = await dispatcher(cluster, [...args, "--window", outside]);
+      assert.equal(early.code, 4, early.stderr);
+      assert.match(
+        early.stderr,
+        /incomplete: outside every --window .*; 6 nodes left, none started/,
+      );
+      assert.equal((await jobsIn(cluster, ns)).length, 0);
+
+      // A window of whole minutes that closes 20 s from now.
+      while (new Date().getUTCSeconds() !== 40) await new Promise((r) => setTimeout(r, 200));
+      const now = new Date();
+      const minute = now.getUTCHours() * 60 + now.getUTCMinutes();
+      const hhmm = (m: number) =>
+        `${String(Math.floor(m / 60)).padStart(2, "0")}:${String(m % 60).padStart(2, "0")}`;
+      const closing = `* ${hhmm(Math.max(0, minute - 5))}-${hhmm(minute + 1)} UTC`;
+      const closesAt = Date.now() + 20_000;
+      const r = await dispatcher(cluster, [...args, "--window", closing]);
+      assert.equal(r.code, 4, r.stderr);
+      const left = Number(r.stderr.match(/incomplete: window closed; (\d+) nodes left/)?.[1]);
+      assert.ok(left >= 1 && left <= 5, `${left} left:\n${r.stderr}`);
+      const jobs = await jobsIn(cluster, ns);
+      assert.equal(jobs.length, 6 - left, "the rest not started");
+      const created = jobs.map((j) => Date.parse(j.created));
+      // creationTimestamp has whole seconds: a start at :59.9 reads :59.
+      assert.ok(created.every((c) => c < closesAt), `no Job created after the window closed`);
+      assert.ok(jobs.every((j) => j.complete), "the Jobs in flight finished");
+
+      const again = await dispatcher(cluster, [...args, "--window", "* 00:00-24:00 UTC"]);
+      assert.equal(again.code, 0, again.stderr);
+      const all = await jobsIn(cluster, ns);
+      assert.equal(all.length, 6);
+      assert.ok(all.every((j) => j.complete));
+    },
+  );
 });
