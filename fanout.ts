@@ -93,6 +93,8 @@ export interface Progress {
   elapsedMs: number;
   /** Nodes whose outcome is unknown (their Job was collected unseen). */
   unknown?: number;
+  /** Nodes waiting for their blocking pods, or that ended blocked. */
+  blocked?: number;
   /** The API outage under way, if any: starts are paused. */
   outage?: OutageView;
   /** The availability budget, as said: `unavailable 2/3 (1 in work, 1 NotReady)`. */
@@ -128,9 +130,10 @@ export interface NodeResult {
   /**
    * `notStarted` and `inFlight` only occur when the run was stopped;
    * `unknown`: its Job was collected before its outcome was seen and no pod
-   * was left to tell; it is not a failure.
+   * was left to tell; it is not a failure. `blocked`: a blocking pod still ran
+   * on it at `--blocked-timeout-secs`; it got no Job.
    */
-  outcome: "succeeded" | "failed" | "unknown" | "notStarted" | "inFlight";
+  outcome: "succeeded" | "failed" | "unknown" | "blocked" | "notStarted" | "inFlight";
   /** Why it failed, or why its outcome is unknown. */
   reason?: string;
   /** When its Job started (ms since the epoch on the real clock). */
@@ -207,6 +210,17 @@ export interface FanoutOptions {
    * from then on, those in flight finish, and the rest is left for a re-run.
    */
   closesAt?: number;
+  /**
+   * Checked before a node is prepared and its Job created: a string names the
+   * pods that block it (`--blocking-pod-selector`). A blocked node waits
+   * without a slot and is checked again after `blockedRetryMs`. An outage
+   * error thrown requeues it and pauses starts.
+   */
+  blockers?: (target: Target) => Promise<string | undefined>;
+  /** A node still blocked this long after it was first blocked ends as `blocked`. */
+  blockedTimeoutMs?: number;
+  /** How long a blocked node waits before it is checked again. @default 5000 */
+  blockedRetryMs?: number;
   /** Pause/resume by the user: no Job starts while it says paused; in flight finishes. */
   pause?: PauseGate;
   /** An availability budget: a node starts only while the budget has room. */
@@ -274,6 +288,9 @@ export async function dispatch(opts: FanoutOptions): Promise<DispatchReport> {
 }
 
 type Optional =
+  | "blockers"
+  | "blockedTimeoutMs"
+  | "blockedRetryMs"
   | "pause"
   | "closesAt"
   | "budget"
@@ -307,6 +324,8 @@ class Fanout {
   #queue: string[] = [];
   /** Names whose phase holds a slot: an index of #nodes, kept by #apply. */
   #inFlight = new Set<string>();
+  /** Names of the blocked nodes: an index of #nodes, kept by #put. */
+  #blocked = new Set<string>();
   /** Nodes per phase: an index of #nodes, kept by #apply. */
   #counts = new Map<Phase, number>();
   #stoppedBy?: string;
@@ -382,6 +401,8 @@ class Fanout {
     this.#counts.set(s.phase, this.#count(s.phase) + 1);
     if (IN_FLIGHT.has(s.phase)) this.#inFlight.add(name);
     else this.#inFlight.delete(name);
+    if (s.phase === "blocked") this.#blocked.add(name);
+    else this.#blocked.delete(name);
   }
 
   #drop(name: string): void {
@@ -390,6 +411,7 @@ class Fanout {
     this.#counts.set(before.phase, this.#count(before.phase) - 1);
     this.#nodes.delete(name);
     this.#inFlight.delete(name);
+    this.#blocked.delete(name);
   }
 
   /** Applies one event to a node's state; reports what became final. */
@@ -407,7 +429,12 @@ class Fanout {
     }
     const s = FINAL.has(after.phase) ? { ...after, ...facts } : after;
     this.#put(name, s);
-    if (s.phase === "queued") this.#queue.unshift(name);
+    // A requeued node goes first; a blocked one last, so that the others
+    // use the slot meanwhile.
+    if (s.phase === "queued") {
+      if (before.phase === "blocked") this.#queue.push(name);
+      else this.#queue.unshift(name);
+    }
     if (FINAL.has(s.phase) && target) this.#settled(target, s);
     this.#notify();
     return s;
@@ -434,6 +461,8 @@ class Fanout {
       this.#o.reporter.event({ kind: "failed", node, job: t.name, reason: s.reason!, counted });
       // Counted from an earlier run: this run prepared nothing on the node.
       if (this.#o.release && !counted) this.#track(this.#o.release(t, "failed"));
+    } else if (s.phase === "stillBlocked") {
+      this.#o.reporter.event({ kind: "notice", message: `node ${node}: blocked: ${s.reason}` });
     } else {
       this.#o.reporter.event({
         kind: "notice",
@@ -735,6 +764,19 @@ class Fanout {
       why = `cannot re-read node ${t.node.name}: ${errorText(e)}`;
     }
     if (why) return void this.#apply(name, { type: "fail", reason: why });
+    if (this.#o.blockers) {
+      began = this.#now();
+      try {
+        const blocking = await this.#o.blockers(t);
+        if (blocking) return void this.#apply(name, { type: "blocked", reason: blocking });
+      } catch (e) {
+        if (isOutage(e)) return this.#outageHit(name, e, began);
+        return void this.#apply(name, {
+          type: "fail",
+          reason: `cannot list the pods of node ${t.node.name}: ${errorText(e)}`,
+        });
+      }
+    }
     const halted = () => this.#o.signal.aborted || !!this.#stoppedBy || this.#closed();
     if (this.#o.prepare && !halted()) {
       this.#apply(name, { type: "prepare" });
@@ -996,6 +1038,25 @@ class Fanout {
     return nextIn;
   }
 
+  /**
+   * Sends blocked nodes back to the queue once their wait is over, or ends
+   * them as blocked past the timeout; returns ms until the next is due.
+   */
+  #checkBlocked(now: number): number {
+    let nextIn = Infinity;
+    const retry = this.#o.blockedRetryMs ?? 5_000;
+    const timeout = this.#o.blockedTimeoutMs;
+    for (const name of [...this.#blocked]) {
+      const s = this.#nodes.get(name)!;
+      if (timeout !== undefined && s.blockedAt! + timeout <= now) {
+        const reason = `still blocked after ${timeout / 1000} s: ${s.reason}`;
+        this.#apply(name, { type: "blockedTimeout", reason }, { finishedAt: now });
+      } else if (s.since + retry <= now) this.#apply(name, { type: "unblock" });
+      else nextIn = Math.min(nextIn, s.since + retry - now);
+    }
+    return nextIn;
+  }
+
   /** Notices the user's pause and resume, and says so once each. */
   #checkPause(): void {
     const by = this.#o.pause?.pausedBy();
@@ -1019,8 +1080,8 @@ class Fanout {
   #done(): boolean {
     const idle = this.#inFlight.size === 0 && this.#count("explaining") === 0;
     // A stopped rollout lets what is in flight finish and starts nothing more.
-    return idle &&
-      (this.#count("queued") === 0 || this.#stoppedBy !== undefined || this.#closed());
+    const waiting = this.#count("queued") + this.#count("blocked");
+    return idle && (waiting === 0 || this.#stoppedBy !== undefined || this.#closed());
   }
 
   #progress(): Progress {
@@ -1029,6 +1090,7 @@ class Fanout {
       succeeded: this.#count("succeeded"),
       failed: this.#count("failed"),
       unknown: this.#count("unknown") || undefined,
+      blocked: this.#count("blocked") + this.#count("stillBlocked") || undefined,
       inFlight: this.#inFlight.size,
       queued: this.#count("queued"),
       total: this.#o.targets.length,
@@ -1068,7 +1130,11 @@ class Fanout {
         }
         // Wake when the window closes, once: after, nothing is waited for.
         const closesIn = (this.#o.closesAt ?? -Infinity) > now ? this.#o.closesAt! - now : Infinity;
-        const nextDeadline = Math.min(this.#checkDeadlines(now), closesIn);
+        const nextDeadline = Math.min(
+          this.#checkDeadlines(now),
+          this.#checkBlocked(now),
+          closesIn,
+        );
         if (now - lastProgress >= this.#o.progressIntervalMs) {
           this.#o.reporter.progress(this.#progress());
           lastProgress = now;
@@ -1104,7 +1170,8 @@ class Fanout {
     return {
       results: this.#o.targets.map((t) => this.#result(t)),
       stoppedBy: this.#stoppedBy,
-      windowClosed: this.#closed() && this.#count("queued") > 0 || undefined,
+      windowClosed: this.#closed() && this.#count("queued") + this.#count("blocked") > 0 ||
+        undefined,
     };
   }
 
@@ -1114,7 +1181,9 @@ class Fanout {
     if (FINAL.has(s.phase)) {
       return {
         ...base,
-        outcome: s.phase as "succeeded" | "failed" | "unknown",
+        outcome: s.phase === "stillBlocked"
+          ? "blocked"
+          : s.phase as "succeeded" | "failed" | "unknown",
         reason: s.reason,
         startedAt: s.startedAt,
         finishedAt: s.finishedAt,

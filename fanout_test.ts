@@ -709,3 +709,32 @@ Deno.test("dispatch() starts nothing while paused, lets in flight finish, and re
     ],
   );
 });
+
+Deno.test("dispatch() with blockers: a blocked node waits without a slot, then runs or ends blocked", async (t) => {
+  await t.step("blocked until its pod ends: the others use the slot meanwhile", async () => {
+    const h = harness({ runMs: 1000 });
+    let podRuns = true;
+    h.clock.sleep(6500).then(() => (podRuns = false));
+    const results = await run(h, targets(3), {
+      parallelism: 1,
+      blockedRetryMs: 2000,
+      blockers: (tg) =>
+        Promise.resolve(tg.node.name === "node-000" && podRuns ? "pod a/db-0" : undefined),
+    });
+    assert.ok(results.every((r) => r.outcome === "succeeded"));
+    assert.deepEqual(h.api.created, ["up-node-001", "up-node-002", "up-node-000"]);
+    // Checked again at 2000, 4000 (node-002 runs), 6000, then free at 8000.
+    assert.deepEqual(h.api.createdAt, [0, 1000, 8000]);
+  });
+  await t.step("still blocked at the timeout: outcome blocked, no Job", async () => {
+    const h = harness({ runMs: 100 });
+    const results = await run(h, targets(2), {
+      blockedRetryMs: 1000,
+      blockedTimeoutMs: 5000,
+      blockers: (tg) => Promise.resolve(tg.node.name === "node-001" ? "pod a/db-0" : undefined),
+    });
+    assert.deepEqual(results.map((r) => r.outcome), ["succeeded", "blocked"]);
+    assert.equal(results[1].reason, "still blocked after 5 s: pod a/db-0");
+    assert.deepEqual(h.api.created, ["up-node-000"]);
+  });
+});

@@ -75,7 +75,8 @@ export function describeEvent(e: DispatchEvent): string {
  * ```
  */
 export function describeProgress(p: Progress): string {
-  const unknown = p.unknown ? `, ${p.unknown} unknown` : "";
+  const unknown = (p.unknown ? `, ${p.unknown} unknown` : "") +
+    (p.blocked ? `, ${p.blocked} blocked` : "");
   const counts = `${p.succeeded}/${p.total} succeeded, ${p.failed} failed${unknown}, ` +
     `${p.inFlight} in flight, ${p.queued} queued`;
   // During an outage a rate and an ETA would be fiction: say what is going on.

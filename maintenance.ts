@@ -16,10 +16,11 @@ import {
   drainTimeoutReason,
   type EvictionVerdict,
   planDrain,
+  podRef,
 } from "./drain.ts";
 import { evictPod, podsOnNode } from "./evict.ts";
-import { ApiError, type Kube } from "./kube.ts";
-import type { DrainFlags } from "./options.ts";
+import { ApiError, type Kube, paths } from "./kube.ts";
+import type { DrainFlags, PodSelector } from "./options.ts";
 
 /** Options of {@linkcode Maintenance}. */
 export interface NodeMaintenanceOptions {
@@ -175,4 +176,28 @@ export class Maintenance {
       this.#o.warn(`Cannot uncordon node ${node.name}: ${(e as Error).message}`);
     }
   }
+}
+
+/**
+ * The pods on `node` that block its Job (`--blocking-pod-selector`, each
+ * selector a label selector the API server applies): those not finished, in
+ * one line, or undefined when none runs. Needs `list pods` cluster-wide.
+ *
+ * @throws {ApiError} when the list fails under the retry policy
+ */
+export async function blockingPods(
+  kube: Kube,
+  node: string,
+  selectors: readonly PodSelector[],
+): Promise<string | undefined> {
+  const parts: string[] = [];
+  for (const sel of selectors) {
+    const query = { fieldSelector: `spec.nodeName=${node}`, labelSelector: sel.text };
+    const pods = (await kube.list<V1Pod>(paths.allPods(), query, 100)).items
+      .filter((p) => p.status?.phase !== "Succeeded" && p.status?.phase !== "Failed");
+    if (pods.length) {
+      parts.push(`pods ${pods.map(podRef).join(", ")} match --blocking-pod-selector ${sel.text}`);
+    }
+  }
+  return parts.length ? parts.join("; ") : undefined;
 }

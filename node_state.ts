@@ -24,7 +24,10 @@
  * - `finishing`: its Job succeeded; the post-success work runs, or waits for
  *   the Job's `Complete` condition;
  * - `explaining`: its Job failed or vanished; its pods are read for the reason;
+ * - `blocked`: a pod of `--blocking-pod-selector` runs on it; it waits
+ *   without a slot and goes back to the queue to be checked again;
  * - `succeeded`, `failed`: final;
+ * - `stillBlocked`: final; still blocked at `--blocked-timeout-secs`, no Job;
  * - `unknown`: final; its Job was collected before its outcome was seen.
  */
 export type Phase =
@@ -36,6 +39,8 @@ export type Phase =
   | "running"
   | "finishing"
   | "explaining"
+  | "blocked"
+  | "stillBlocked"
   | "succeeded"
   | "failed"
   | "unknown";
@@ -64,6 +69,8 @@ export interface NodeState {
   finishedAt?: number;
   /** Pods its Job ran, when known (final states). */
   attempts?: number;
+  /** When it was first found blocked (clock ms), for `--blocked-timeout-secs`. */
+  blockedAt?: number;
 }
 
 /** What happened to a node. */
@@ -72,6 +79,9 @@ export type NodeEvent =
   | { type: "requeue" }
   | { type: "prepare" }
   | { type: "prepared" }
+  | { type: "blocked"; reason: string }
+  | { type: "unblock" }
+  | { type: "blockedTimeout"; reason: string }
   | { type: "created"; uid: string }
   | { type: "adopted"; uid: string; counted?: boolean }
   | { type: "staleFound"; uid: string; active: boolean }
@@ -96,7 +106,12 @@ export const IN_FLIGHT: ReadonlySet<Phase> = new Set([
 ]);
 
 /** Phases that are final. */
-export const FINAL: ReadonlySet<Phase> = new Set(["succeeded", "failed", "unknown"]);
+export const FINAL: ReadonlySet<Phase> = new Set([
+  "succeeded",
+  "failed",
+  "unknown",
+  "stillBlocked",
+]);
 
 /**
  * The state after `event` at clock time `at`; the same state when the event
@@ -124,6 +139,14 @@ export function next(s: NodeState, e: NodeEvent, at: number): NodeState {
       return s.phase === "creating" ? to("draining") : s;
     case "prepared":
       return s.phase === "draining" ? to("creating") : s;
+    case "blocked":
+      return s.phase === "creating"
+        ? to("blocked", { reason: e.reason, blockedAt: s.blockedAt ?? at })
+        : s;
+    case "unblock":
+      return s.phase === "blocked" ? to("queued") : s;
+    case "blockedTimeout":
+      return s.phase === "blocked" ? to("stillBlocked", { reason: e.reason }) : s;
     case "created":
       return s.phase === "creating" ? to("running", { uid: e.uid, startedAt: at }) : s;
     case "adopted":

@@ -49,6 +49,30 @@ Deno.test({
         want: { phase: "failed", reason: "drain did not finish within 10 s" },
       },
       {
+        name: "creating blocked by a pod: blocked, first blocked now",
+        from: at("creating"),
+        event: { type: "blocked", reason: "pod a/db-0" },
+        want: { phase: "blocked", reason: "pod a/db-0", blockedAt: 7 },
+      },
+      {
+        name: "blocked again keeps when it was first blocked",
+        from: at("creating", { blockedAt: 2 }),
+        event: { type: "blocked", reason: "pod a/db-0" },
+        want: { phase: "blocked", blockedAt: 2 },
+      },
+      {
+        name: "blocked unblocks: queued, to be checked again",
+        from: at("blocked", { blockedAt: 2 }),
+        event: { type: "unblock" },
+        want: { phase: "queued", blockedAt: 2 },
+      },
+      {
+        name: "blocked past its timeout: stillBlocked, final",
+        from: at("blocked", { blockedAt: 2 }),
+        event: { type: "blockedTimeout", reason: "still blocked after 60 s" },
+        want: { phase: "stillBlocked", reason: "still blocked after 60 s" },
+      },
+      {
         name: "queued ignores prepared",
         from: at("queued"),
         event: { type: "prepared" },

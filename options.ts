@@ -293,6 +293,13 @@ NODE MAINTENANCE (in the style of kubectl drain)
                             with nodes left, or the run begins outside every
                             window, it exits 4 naming how many are left; a
                             re-run resumes.
+  --blocking-pod-selector SEL  A node running a pod this label selector matches
+                            (kubectl syntax; repeatable: any of them) gets no Job:
+                            it goes back to the queue without holding a slot and
+                            is checked again every 5 s.
+  --blocked-timeout-secs S  A node still blocked S seconds after it was first
+                            found blocked ends as "blocked", naming the pods (exit
+                            1). Default: it waits as long as the run.
   --pause-file PATH         While PATH exists, no new Job starts (Jobs in flight
                             finish); removing it resumes. With an owner Job, the
                             annotation <P>/paused=true on it does the same:
@@ -367,6 +374,8 @@ export const WIRED_MAINTENANCE_FLAGS = {
   "max-unavailable": { type: "string" },
   window: { type: "string", multiple: true },
   "pause-file": { type: "string" },
+  "blocking-pod-selector": { type: "string", multiple: true },
+  "blocked-timeout-secs": { type: "string" },
 } as const;
 
 const FLAGS = {
@@ -763,8 +772,6 @@ export interface MaintenanceOptions {
  */
 export const MAINTENANCE_FLAGS = {
   ...WIRED_MAINTENANCE_FLAGS,
-  "blocking-pod-selector": { type: "string", multiple: true },
-  "blocked-timeout-secs": { type: "string" },
 } as const;
 
 type MaintenanceValues = ReturnType<typeof parseArgs<{ options: typeof MAINTENANCE_FLAGS }>>[

@@ -458,6 +458,8 @@ const FLAGS: Record<string, string[]> = {
   "--post-node-delay-secs": ["30"],
   "--max-unavailable": ["10%"],
   "--pause-file": ["/tmp/pause"],
+  "--blocking-pod-selector": ["app=db"],
+  "--blocked-timeout-secs": ["60", "--blocking-pod-selector", "app=db"],
   "--window": ["Mon-Fri 02:00-04:00 Europe/Berlin"],
   "--help": [],
   "--version": [],

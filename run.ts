@@ -47,7 +47,7 @@ import {
   waitForSelection,
 } from "./select.ts";
 import { isSatisfied, ownedButUnselected } from "./lifecycle.ts";
-import { Maintenance } from "./maintenance.ts";
+import { blockingPods, Maintenance } from "./maintenance.ts";
 import { closesAt, nextOpening } from "./window.ts";
 import { FilePause, OwnerPause } from "./pause.ts";
 import {
@@ -239,6 +239,7 @@ function summarise(
   // Not a failure: the Job was collected (ttlSecondsAfterFinished) before
   // its outcome was seen and no pod was left to tell.
   if (count("unknown")) parts.push(`${count("unknown")} unknown (collected before seen)`);
+  if (count("blocked")) parts.push(`${count("blocked")} blocked`);
   if (count("inFlight")) parts.push(`${count("inFlight")} still running`);
   if (count("notStarted")) parts.push(`${count("notStarted")} not started`);
   const summary = `${parts.join(", ")} of ${results.length} nodes in ${secs} s`;
@@ -247,6 +248,7 @@ function summarise(
     succeeded: count("succeeded"),
     failed: count("failed"),
     unknown: count("unknown"),
+    blocked: count("blocked"),
     inFlight: count("inFlight"),
     notStarted: count("notStarted"),
     total: results.length,
@@ -254,6 +256,9 @@ function summarise(
   const failed = results.filter((r) => r.outcome === "failed");
   for (const r of failed) {
     ctx.log.warn(`failed node ${r.node}: job ${r.job}: ${r.reason}`, { event: "nodeFailed", ...r });
+  }
+  for (const r of results.filter((r) => r.outcome === "blocked")) {
+    ctx.log.warn(`blocked node ${r.node}: no job: ${r.reason}`, { event: "nodeBlocked", ...r });
   }
   if (failed.length) {
     ctx.log.info(
@@ -849,6 +854,12 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
         ),
         postNodeDelayMs: opts.maintenance.postNodeDelaySecs * 1000,
         closesAt: closes === Infinity ? undefined : closes,
+        blockers: opts.maintenance.blockingPodSelectors.length
+          ? (t) => blockingPods(kube, t.node.name, opts.maintenance.blockingPodSelectors)
+          : undefined,
+        blockedTimeoutMs: opts.maintenance.blockedTimeoutSecs === undefined
+          ? undefined
+          : opts.maintenance.blockedTimeoutSecs * 1000,
         pause: gates.length
           ? {
             pausedBy: () => gates.map((g) => g.pausedBy()).find((by) => by !== undefined),
@@ -874,7 +885,9 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
         notStarted: never,
       });
     }
-    if (stoppedBy || results.some((r) => r.outcome === "failed")) code = EXIT.failed;
+    if (stoppedBy || results.some((r) => r.outcome === "failed" || r.outcome === "blocked")) {
+      code = EXIT.failed;
+    }
     if (report.windowClosed) {
       const left = results.filter((r) => r.outcome === "notStarted").length;
       log.warn(

@@ -99,6 +99,27 @@ function maintenanceCases(): Case[] {
       /Invalid --uncordon-on-failure: it needs --cordon or --drain/,
     ],
     [
+      "--window with a bad day",
+      ["--window", "Mon-Fry 02:00-04:00"],
+      /Invalid --window "Mon-Fry 02:00-04:00": unknown day "Fry"/,
+    ],
+    [
+      "--window in an unknown time zone",
+      ["--window", "* 02:00-04:00 Mars/Olympus"],
+      /Invalid --window .*unknown time zone "Mars\/Olympus"; give an IANA zone/,
+    ],
+    [
+      "--max-unavailable over 100%",
+      ["--max-unavailable", "101%"],
+      /Invalid --max-unavailable "101%": a percentage is at most 100%/,
+    ],
+    [
+      "--max-unavailable with --nodes",
+      ["--max-unavailable", "1", "--nodes", "bad-000"],
+      /Invalid --max-unavailable with --nodes: .*--node-selector/,
+    ],
+    ['--pause-file ""', ["--pause-file", ""], /Invalid --pause-file "": name a file/],
+    [
       "--post-node-delay-secs -1",
       ["--post-node-delay-secs", "-1"],
       /Invalid --post-node-delay-secs -1: it must be at least 0/,
@@ -106,7 +127,13 @@ function maintenanceCases(): Case[] {
   ];
   return cases.map(([name, flags, message]) => ({
     name,
-    args: async (tpl) => ["--job-template", await tpl(GOOD), ...flags, ...SELECT],
+    args: async (tpl) => [
+      "--job-template",
+      await tpl(GOOD),
+      ...flags,
+      // --nodes is a selection of its own.
+      ...(flags.includes("--nodes") ? ["-n", NS] : SELECT),
+    ],
     code: 2,
     message,
   }));

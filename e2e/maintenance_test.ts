@@ -26,6 +26,7 @@ import {
 import {
   clusterTest,
   namespace,
+  ownerJob,
   serviceAccount,
   SUITE,
   suiteNodes,
@@ -713,6 +714,61 @@ spec:
       const all = await jobsIn(cluster, ns);
       assert.equal(all.length, 6);
       assert.ok(all.every((j) => j.complete));
+    },
+  );
+
+  await t.step(
+    "pause: the owner annotated <P>/paused=true creates no Job while set; removing it resumes",
+    async () => {
+      const ns = await namespace(cluster, "pause");
+      await cluster.createNodes(suiteNodes("pause", 4));
+      await ownerJob(cluster, ns, "hook");
+      const annotate = async (value: string) => {
+        const r = await cluster.kubectl([
+          "annotate",
+          "job",
+          "hook",
+          "-n",
+          ns,
+          value,
+          "--overwrite",
+        ]);
+        assert.equal(r.code, 0, r.stderr);
+      };
+      const watcher = await JobWatcher.start(cluster, ns);
+      try {
+        const run = dispatcher(cluster, [
+          "--job-template",
+          await tempFile(jobTemplate("pause", "3s")),
+          "--node-selector",
+          `${SUITE}=pause`,
+          "--namespace",
+          ns,
+          "--owner-job-name",
+          "hook",
+          "--parallelism",
+          "1",
+        ]);
+        await eventually(() => Promise.resolve(watcher.seen.size >= 1), 30_000, "the first Job");
+        await annotate("job-dispatcher/paused=true");
+        // The watch takes a moment to bring the annotation; a start under way may land.
+        await new Promise((r) => setTimeout(r, 1000));
+        const atPause = watcher.seen.size;
+        await new Promise((r) => setTimeout(r, 8000));
+        assert.equal(watcher.seen.size, atPause, "no Job created while paused");
+        assert.ok(atPause < 4, `${atPause} Jobs before the pause`);
+        await annotate("job-dispatcher/paused-");
+        const r = await run;
+        assert.equal(r.code, 0, r.stderr);
+        assert.match(
+          r.stderr,
+          /paused by annotation job-dispatcher\/paused=true on Job hook: no new Job starts/,
+        );
+        assert.match(r.stderr, /resumed: the pause was lifted/);
+        assert.equal(watcher.seen.size, 4, "resumed: every node got its Job");
+      } finally {
+        await watcher.stop();
+      }
     },
   );
 });
