@@ -355,11 +355,8 @@ EXIT CODES
        re-run adopts them and finishes the rest.
 `;
 
-/**
- * The maintenance flags the engine carries out (cordon, drain, uncordon on
- * failure, retry of failed nodes, settling delay): part of {@linkcode FLAGS}.
- */
-export const WIRED_MAINTENANCE_FLAGS = {
+/** The maintenance flags (issue 14), in parseArgs form: part of {@linkcode FLAGS}. */
+export const MAINTENANCE_FLAGS = {
   cordon: { type: "boolean" },
   "uncordon-on-failure": { type: "boolean" },
   drain: { type: "boolean" },
@@ -431,7 +428,7 @@ const FLAGS = {
   "cleanup-job-template": { type: "string" },
   "require-node-runtime-version": { type: "boolean" },
   "require-node-machine-id": { type: "boolean" },
-  ...WIRED_MAINTENANCE_FLAGS,
+  ...MAINTENANCE_FLAGS,
 } as const;
 
 function number(
@@ -564,8 +561,7 @@ export function parseOptions(argv: string[]): Options {
     cleanupJobTemplate: v["cleanup-job-template"],
     requireNodeRuntimeVersion: v["require-node-runtime-version"] ?? false,
     requireNodeMachineId: v["require-node-machine-id"] ?? false,
-    // The flags of MAINTENANCE_FLAGS that FLAGS lacks are undefined here.
-    maintenance: maintenanceOptions(v as MaintenanceValues),
+    maintenance: maintenanceOptions(v),
     help,
     version,
   };
@@ -738,9 +734,8 @@ export interface DrainFlags {
 
 /**
  * The maintenance flags (issue 14): cordon, drain, availability budget,
- * blocking pods, windows, pause, retry and settling delay. Parsed and
- * validated here, but not accepted by the command line until the dispatch
- * engine carries them out: a flag that is accepted must do what it says.
+ * blocking pods, windows, pause, retry and settling delay, parsed and
+ * validated; the engine carries them out (`fanout.ts`, `maintenance.ts`).
  */
 export interface MaintenanceOptions {
   /** Cordon each node before its Job and uncordon it (only if this run cordoned it) after success. Implied by `--drain`. */
@@ -764,15 +759,6 @@ export interface MaintenanceOptions {
   /** While this file exists, no new Job starts (for runs without an owner Job). */
   pauseFile?: string;
 }
-
-/**
- * Every maintenance flag, in parseArgs form. Only {@linkcode WIRED_MAINTENANCE_FLAGS}
- * are part of {@linkcode FLAGS}: the others join it when the engine carries
- * them out, since a flag that is accepted must do what it says.
- */
-export const MAINTENANCE_FLAGS = {
-  ...WIRED_MAINTENANCE_FLAGS,
-} as const;
 
 type MaintenanceValues = ReturnType<typeof parseArgs<{ options: typeof MAINTENANCE_FLAGS }>>[
   "values"
