@@ -66,18 +66,8 @@ const DEFAULTS: Options = {
   cleanupJobTemplate: undefined,
   requireNodeRuntimeVersion: false,
   requireNodeMachineId: false,
-  maintenance: {
-    cordon: false,
-    uncordonOnFailure: false,
-    drain: undefined,
-    maxUnavailable: undefined,
-    blockingPodSelectors: [],
-    blockedTimeoutSecs: undefined,
-    windows: [],
-    retryFailed: false,
-    postNodeDelaySecs: 0,
-    pauseFile: undefined,
-  },
+  // Its defaults are spelled out in the parseMaintenanceOptions() test.
+  maintenance: parseMaintenanceOptions([]),
   help: false,
   version: false,
 };

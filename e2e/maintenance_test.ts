@@ -416,6 +416,18 @@ async function cordons(
   }]));
 }
 
+/** The arguments every run of a suite shares: its template, its nodes, its namespace. */
+async function suiteArgs(suite: string, ns: string, duration: string): Promise<string[]> {
+  return [
+    "--job-template",
+    await tempFile(jobTemplate(suite, duration)),
+    "--node-selector",
+    `${SUITE}=${suite}`,
+    "--namespace",
+    ns,
+  ];
+}
+
 const ERROR = trackingKeys("job-dispatcher").error;
 
 clusterTest("--drain dispatches on a real control plane", async (t, cluster) => {
@@ -517,12 +529,7 @@ spec:
       const operator = await cluster.kubectl(["cordon", "block-002"]);
       assert.equal(operator.code, 0, operator.stderr);
       const args = [
-        "--job-template",
-        await tempFile(jobTemplate("block", "1s")),
-        "--node-selector",
-        `${SUITE}=block`,
-        "--namespace",
-        ns,
+        ...(await suiteArgs("block", ns, "1s")),
         "--drain",
         "--drain-timeout-secs",
         "10",
@@ -590,12 +597,7 @@ spec:
         ...suiteNodes("retry", 2, { labels: { [OUTCOME_LABEL]: "fail" } }, 2),
       ]);
       const args = [
-        "--job-template",
-        await tempFile(jobTemplate("retry", "200ms")),
-        "--node-selector",
-        `${SUITE}=retry`,
-        "--namespace",
-        ns,
+        ...(await suiteArgs("retry", ns, "200ms")),
       ];
       const first = await dispatcher(cluster, args);
       assert.equal(first.code, 1, first.stderr);
@@ -642,12 +644,7 @@ spec:
       let r;
       try {
         r = await dispatcher(cluster, [
-          "--job-template",
-          await tempFile(jobTemplate("budget", "1s")),
-          "--node-selector",
-          `${SUITE}=budget`,
-          "--namespace",
-          ns,
+          ...(await suiteArgs("budget", ns, "1s")),
           "--parallelism",
           "3",
           "--max-unavailable",
@@ -670,16 +667,8 @@ spec:
     async () => {
       const ns = await namespace(cluster, "window");
       await cluster.createNodes(suiteNodes("window", 6));
-      const args = [
-        "--job-template",
-        await tempFile(jobTemplate("window", "8s")),
-        "--node-selector",
-        `${SUITE}=window`,
-        "--namespace",
-        ns,
-        "--parallelism",
-        "1",
-      ];
+      const base = await suiteArgs("window", ns, "8s");
+      const args = [...base, "--parallelism", "1"];
       const days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
       const outside = `${days[(new Date().getUTCDay() + 2) % 7]} 00:00-01:00 UTC`;
       const early = await dispatcher(cluster, [...args, "--window", outside]);
@@ -709,7 +698,7 @@ spec:
       assert.ok(created.every((c) => c < closesAt), `no Job created after the window closed`);
       assert.ok(jobs.every((j) => j.complete), "the Jobs in flight finished");
 
-      const again = await dispatcher(cluster, [...args, "--window", "* 00:00-24:00 UTC"]);
+      const again = await dispatcher(cluster, [...base, "--window", "* 00:00-24:00 UTC"]);
       assert.equal(again.code, 0, again.stderr);
       const all = await jobsIn(cluster, ns);
       assert.equal(all.length, 6);
@@ -738,12 +727,7 @@ spec:
       const watcher = await JobWatcher.start(cluster, ns);
       try {
         const run = dispatcher(cluster, [
-          "--job-template",
-          await tempFile(jobTemplate("pause", "3s")),
-          "--node-selector",
-          `${SUITE}=pause`,
-          "--namespace",
-          ns,
+          ...(await suiteArgs("pause", ns, "3s")),
           "--owner-job-name",
           "hook",
           "--parallelism",
@@ -769,6 +753,72 @@ spec:
       } finally {
         await watcher.stop();
       }
+    },
+  );
+
+  await t.step(
+    "blocking pods: a node with a matching pod gets no Job until it ends; the slot serves the others",
+    async () => {
+      const ns = await namespace(cluster, "blocking");
+      await cluster.createNodes(suiteNodes("blk", 3));
+      const pod = (name: string, node: string) =>
+        `apiVersion: v1
+kind: Pod
+metadata:
+  name: ${name}
+  namespace: ${ns}
+  labels: {app: db}
+  annotations: {${OUTCOME_LABEL}: serve}
+spec:
+  nodeName: ${node}
+  terminationGracePeriodSeconds: 0
+  containers: [{name: db, image: registry.invalid/db:1}]
+`;
+      const applied = await cluster.kubectl(
+        ["apply", "-f", "-"],
+        `${pod("db-0", "blk-000")}---\n${pod("db-1", "blk-001")}`,
+      );
+      assert.equal(applied.code, 0, applied.stderr);
+      const watcher = await JobWatcher.start(cluster, ns);
+      let r;
+      let releasedAt = 0;
+      try {
+        const run = dispatcher(cluster, [
+          ...(await suiteArgs("blk", ns, "2s")),
+          "--parallelism",
+          "1",
+          "--blocking-pod-selector",
+          "app=db",
+          "--blocked-timeout-secs",
+          "15",
+        ]);
+        await eventually(
+          () => Promise.resolve(watcher.seen.size >= 1),
+          30_000,
+          "the free node's Job",
+        );
+        assert.deepEqual([...watcher.seen.values()], ["blk-002"], "the free node goes first");
+        releasedAt = Date.now();
+        const del = await cluster.kubectl(["delete", "pod", "db-0", "-n", ns, "--wait"]);
+        assert.equal(del.code, 0, del.stderr);
+        r = await run;
+      } finally {
+        await watcher.stop();
+      }
+      assert.equal(r.code, 1, r.stderr);
+      assert.match(
+        r.stderr,
+        new RegExp(
+          `blocked node blk-001: no job: still blocked after 15 s: pods ${ns}/db-1 ` +
+            "match --blocking-pod-selector app=db",
+        ),
+      );
+      const jobs = await jobsIn(cluster, ns);
+      assert.deepEqual(jobs.map((j) => j.node).sort(), ["blk-000", "blk-002"], "no Job on blk-001");
+      const blk000 = jobs.find((j) => j.node === "blk-000")!;
+      // creationTimestamp has whole seconds.
+      assert.ok(Date.parse(blk000.created) >= Math.floor(releasedAt / 1000) * 1000);
+      assert.ok(jobs.every((j) => j.complete));
     },
   );
 });
