@@ -128,6 +128,8 @@ export class FakeJobApi implements JobApi {
   failLists = false;
   /** The API is unreachable: every call fails, every watch breaks. */
   down = false;
+  /** Creates are refused with this 5xx message (a failing admission webhook); reads work. */
+  refuseCreates?: string;
   #rv = 1;
   /** Every event sent, for watches from an older resourceVersion, as the server keeps them. */
   #history: { rv: number; ev: WatchEvent<V1Job> }[] = [];
@@ -185,9 +187,10 @@ export class FakeJobApi implements JobApi {
   /** Finishes a Job; `silent` changes it without a watch event, as if the event was compacted away. */
   finish(name: string, type: "Complete" | "Failed", silent = false): void {
     const job = this.jobs.get(name);
-    if (!job || job.status?.conditions?.length) return;
+    const terminal = (c: { type: string }) => c.type === "Complete" || c.type === "Failed";
+    if (!job || job.status?.conditions?.some(terminal)) return;
     job.status = {
-      conditions: [{
+      conditions: [...job.status?.conditions ?? [], {
         type,
         status: "True",
         reason: type === "Failed" ? "BackoffLimitExceeded" : undefined,
@@ -196,6 +199,14 @@ export class FakeJobApi implements JobApi {
     };
     this.#emit("MODIFIED", job, silent);
     if (this.#o.ttlZero) this.remove(name);
+  }
+
+  /** Sets `SuccessCriteriaMet`, as the Job controller does before `Complete`. */
+  meetCriteria(name: string): void {
+    const job = this.jobs.get(name);
+    if (!job) return;
+    job.status = { conditions: [{ type: "SuccessCriteriaMet", status: "True" }] };
+    this.#emit("MODIFIED", job);
   }
 
   /** Deletes a Job at once, as `kubectl delete` by someone else would. */
@@ -301,6 +312,17 @@ export class FakeJobApi implements JobApi {
   createJob(job: V1Job): Promise<V1Job> {
     this.#count("create");
     if (this.down) return Promise.reject(this.#unreachable("create"));
+    if (this.refuseCreates) {
+      return Promise.reject(
+        new ApiError({
+          status: 500,
+          reason: "InternalError",
+          verb: "create",
+          resource: "jobs",
+          message: this.refuseCreates,
+        }),
+      );
+    }
     const name = job.metadata!.name!;
     if (this.jobs.has(name)) {
       return Promise.reject(

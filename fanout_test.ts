@@ -33,7 +33,7 @@ spec:
   "test",
 );
 
-function targets(n: number, owner = OWNER): Target[] {
+function targets(n: number, owner: typeof OWNER | undefined = OWNER, hash?: string): Target[] {
   return Array.from({ length: n }, (_, i) => {
     const node = { name: `node-${String(i).padStart(3, "0")}`, uid: `node-uid-${i}` };
     const job = instantiateJob({
@@ -43,6 +43,7 @@ function targets(n: number, owner = OWNER): Target[] {
       namespace: "ns",
       keys: KEYS,
       owner,
+      templateHash: hash,
     });
     return { node, name: job.metadata!.name!, job: () => structuredClone(job) };
   });
@@ -523,6 +524,113 @@ Deno.test("dispatch() leaves a node in flight when the run stops during its post
     },
   });
   assert.equal(results[0].outcome, "inFlight");
+});
+
+Deno.test("dispatch() pauses while Job creates are refused and reads work, naming the error once", async () => {
+  const h = harness({ runMs: 1000 });
+  const webhook = 'Internal error occurred: failed calling webhook "deny.example.com": ' +
+    "connection refused";
+  h.api.refuseCreates = webhook;
+  const progress: Progress[] = [];
+  const promise = report(h, targets(6), { parallelism: 3 }, progress);
+  h.clock.sleep(120_000).then(() => (h.api.refuseCreates = undefined));
+  const { results } = await promise;
+  assert.ok(results.every((r) => r.outcome === "succeeded"), JSON.stringify(results));
+  const api = kinds(h, "api");
+  assert.equal(api.length, 2, JSON.stringify(api));
+  assert.deepEqual(api[0], {
+    kind: "api",
+    state: "paused",
+    detail: `Cannot create jobs: ${webhook}`,
+  });
+  assert.equal(api[1].kind === "api" && api[1].state, "resumed");
+  // Paused: one probe every 5 s, not a create per node per retry (the first
+  // three were sent together, before the first answer).
+  assert.ok(h.api.calls.create <= 3 + 120 / 5 + 6, `${h.api.calls.create} creates`);
+  const during = progress.filter((p) => p.outage);
+  assert.ok(during.length > 0 && during.every((p) => p.outage!.word === "failing"));
+});
+
+Deno.test("dispatch() without an owner replaces Jobs of another template and counts its own", async () => {
+  const h = harness({ runMs: 1000 });
+  const run1 = { keys: KEYS, prefix: PREFIX, templateHash: "hash-1" };
+  await report(h, targets(3, undefined, "hash-1"), { run: run1 });
+  assert.equal(h.api.created.length, 3);
+  // The same template again: nothing created.
+  const again = await report(h, targets(3, undefined, "hash-1"), { run: run1 });
+  assert.equal(h.api.created.length, 3);
+  assert.ok(again.results.every((r) => r.outcome === "succeeded"));
+  // Another template: every node runs once more.
+  const run2 = { keys: KEYS, prefix: PREFIX, templateHash: "hash-2" };
+  const changed = await report(h, targets(3, undefined, "hash-2"), { run: run2 });
+  assert.equal(h.api.created.length, 6);
+  assert.ok(changed.results.every((r) => r.outcome === "succeeded"));
+  assert.equal(kinds(h, "replaced").length, 3);
+});
+
+Deno.test("dispatch() frees a slot on SuccessCriteriaMet but starts post-success work only on Complete", async () => {
+  const h = harness();
+  const ts = targets(1);
+  let afterAt: number | undefined;
+  const promise = run(h, ts, {
+    parallelism: 1,
+    afterSuccess: () => {
+      afterAt = h.clock.now();
+      return Promise.resolve(undefined);
+    },
+  });
+  h.clock.sleep(1_000).then(() => h.api.meetCriteria(ts[0].name));
+  h.clock.sleep(4_000).then(() => h.api.finish(ts[0].name, "Complete"));
+  const results = await promise;
+  assert.equal(results[0].outcome, "succeeded");
+  assert.equal(afterAt, 4_000);
+});
+
+Deno.test("dispatch() queues a node again when its post-success work meets an outage", async () => {
+  const h = harness({ runMs: 1000 });
+  let calls = 0;
+  const results = await run(h, targets(2), {
+    parallelism: 2,
+    afterSuccess: () => {
+      calls++;
+      if (calls > 1) return Promise.resolve(undefined);
+      return Promise.reject(
+        new ApiError({
+          status: 503,
+          reason: "ServiceUnavailable",
+          verb: "patch",
+          resource: "nodes",
+          message: "the server is currently unable to handle the request",
+        }),
+      );
+    },
+  });
+  assert.ok(results.every((r) => r.outcome === "succeeded"), JSON.stringify(results));
+  assert.equal(calls, 3, "the work ran again for the node that met the outage");
+  assert.equal(h.api.created.length, 2, "its Job was not run again");
+  assert.deepEqual(kinds(h, "api").map((e) => e.kind === "api" && e.state), ["paused", "resumed"]);
+});
+
+Deno.test("dispatch() counts a failure against the budget before its pods have told why", async () => {
+  const failing = new Set(["node-000", "node-001", "node-002", "node-003", "node-004"]);
+  const h = harness({ runMs: 300, failing });
+  h.api.listPods = () => h.clock.sleep(50).then(() => []);
+  const { stoppedBy } = await report(h, targets(10), { parallelism: 2, maxFailures: 2 });
+  assert.match(stoppedBy!, /failure budget of 2 was exceeded/);
+  // The third failure exceeds it; at most one more was in flight.
+  assert.ok(h.api.created.length <= 4, `created ${h.api.created.length}`);
+});
+
+Deno.test("dispatch() bounds the wait for a stale Job that still runs by the node timeout", async () => {
+  const h = harness({ runMs: 1000 });
+  const ts = targets(2);
+  const [stale] = targets(1, { name: "old-owner", uid: "old-uid" });
+  h.api.seed({ ...stale.job(), metadata: { ...stale.job().metadata, name: ts[0].name } });
+  const results = await run(h, ts, { parallelism: 2, nodeTimeoutMs: 60_000 });
+  assert.equal(results[0].outcome, "failed");
+  assert.match(results[0].reason!, /still ran after 60 s; it was left running/);
+  assert.equal(results[1].outcome, "succeeded");
+  assert.equal(h.api.calls.delete, undefined, "the running stale Job was never deleted");
 });
 
 Deno.test("dispatch() prepares a node (cordon, drain) before its Job, holding its slot", async (t) => {

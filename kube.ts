@@ -577,6 +577,9 @@ export class Kube {
     try {
       while (true) {
         const { value, done } = await reader.read();
+        // The idle timer cancels the reader, which ends the stream: that end
+        // is silence, not the server closing the watch.
+        if (done && idle.signal.aborted && !signal.aborted) throw new Error("quiet");
         if (done) return;
         clearTimeout(timer);
         timer = setTimeout(() => idle.abort(), idleMs);

@@ -19,7 +19,7 @@ import {
   podRef,
 } from "./drain.ts";
 import { evictPod, podsOnNode } from "./evict.ts";
-import { ApiError, type Kube, paths } from "./kube.ts";
+import { ApiError, isRetryable, type Kube, paths } from "./kube.ts";
 import type { DrainFlags, PodSelector } from "./options.ts";
 
 /** Options of {@linkcode Maintenance}. */
@@ -154,12 +154,16 @@ export class Maintenance {
   /**
    * Lifts this run's cordon after the node's Job succeeded; a string fails
    * the node (it stays cordoned, which is safe, and says so).
+   *
+   * @throws {ApiError} an outage: the engine queues the node again, finds its
+   * Job Complete and uncordons it then
    */
   async afterSuccess(node: MaintainedNode): Promise<string | undefined> {
     try {
       await uncordonNode(this.#o.kube, this.#target(node));
       return undefined;
     } catch (e) {
+      if (isRetryable(e)) throw e;
       return `cannot uncordon node ${node.name} after its Job succeeded: ${(e as Error).message}`;
     }
   }

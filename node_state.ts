@@ -134,7 +134,11 @@ export function next(s: NodeState, e: NodeEvent, at: number): NodeState {
     case "start":
       return s.phase === "queued" ? to("creating") : s;
     case "requeue":
-      return s.phase === "creating" || s.phase === "draining" ? to("queued") : s;
+      // From finishing: the post-success work met an outage; the node comes
+      // back, finds its Job Complete, and does the work again.
+      return ["creating", "draining", "finishing"].includes(s.phase)
+        ? to("queued", { afterStarted: undefined })
+        : s;
     case "prepare":
       return s.phase === "creating" ? to("draining") : s;
     case "prepared":

@@ -79,6 +79,12 @@ Deno.test({
         want: { phase: "queued" },
       },
       {
+        name: "finishing requeues (outage in the post-success work): queued",
+        from: at("finishing", { afterStarted: true }),
+        event: { type: "requeue" },
+        want: { phase: "queued", afterStarted: undefined },
+      },
+      {
         name: "creating created: running, started now, with the Job's UID",
         from: at("creating"),
         event: { type: "created", uid: "u1" },

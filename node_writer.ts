@@ -166,6 +166,8 @@ export class NodeWriter {
       return undefined;
     } catch (e) {
       if (this.#o.signal.aborted) return STOPPED;
+      // An outage is not the node's fault: the engine queues the node again.
+      if (isRetryable(e)) throw e;
       return `cannot ${cfg.remove ? "unlabel" : "label"} node ${name}: ${errorText(e)}`;
     }
   }

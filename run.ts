@@ -653,30 +653,14 @@ export async function runDispatcher(
  */
 async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<number> {
   const { kube, log } = ctx;
-  const {
-    namespace,
-    keys,
-    prefix,
-    owner,
-    run,
-    podSpec,
-    selection,
-    resolved,
-    eligible,
-    selected,
-    targets,
-    domain,
-    cleanup,
-    cleanupRun,
-    cleanupTargets,
-  } = plan;
+  const { namespace, keys, owner, targets, cleanupTargets, cleanupRun, resolved } = plan;
   const limit = opts.maxPerTopology;
-  const api = jobApiFor(kube, namespace, `${keys.owner}=${labelValue(prefix)}`);
+  const api = jobApiFor(kube, namespace, `${keys.owner}=${labelValue(plan.prefix)}`);
   if (opts.yieldToLiveRun && owner) {
     const live = await liveRun(kube, namespace, api, owner);
     if (live) {
       log.info(
-        `yielding: run of owner job ${live.name} (uid ${live.uid}) is still live for prefix ${prefix}`,
+        `yielding: run of owner job ${live.name} (uid ${live.uid}) is still live for prefix ${plan.prefix}`,
       );
       return EXIT.ok;
     }
@@ -775,14 +759,14 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
   let cleanupResults: NodeResult[] = [];
   if (cleanupTargets.length) {
     const writer = writerFor({ ...opts.nodeLabels!, value: undefined, claim: false, remove: true });
-    const recorder = recorderFor(cleanup!.nodes, false, false);
+    const recorder = recorderFor(plan.cleanup!.nodes, false, false);
     try {
       const report = await fanout({
         targets: cleanupTargets,
         run: cleanupRun!,
         writer,
         recorder,
-        selected: new Map(cleanup!.nodes.map((n) => [n.metadata!.name!, n])),
+        selected: new Map(plan.cleanup!.nodes.map((n) => [n.metadata!.name!, n])),
       }, {});
       cleanupResults = report.results;
     } finally {
@@ -798,13 +782,13 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
   let code: number = cleanupResults.some((r) => r.outcome === "failed") ? EXIT.failed : EXIT.ok;
   if (targets.length) {
     // A cleanup run clears the outcome marks instead of writing them.
-    const recorder = recorderFor(eligible, true, !opts.nodeLabels?.remove);
+    const recorder = recorderFor(plan.eligible, true, !opts.nodeLabels?.remove);
     recorder.started(targets.length);
     let nodesChanged = () => {};
     const nodeWatch = new NodeWatch(
       kube,
-      selection,
-      podSpec,
+      plan.selection,
+      plan.podSpec,
       resolved.listings,
       (msg) => log.warn(msg),
       () => nodesChanged(),
@@ -823,10 +807,10 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
     try {
       report = await fanout({
         targets,
-        run,
+        run: plan.run,
         writer,
         recorder,
-        selected,
+        selected: plan.selected,
         recheck: (t) => nodeWatch.recheck(t.node.name, t.node.uid),
         maintenance: opts.maintenance.cordon
           ? new Maintenance({
@@ -834,7 +818,7 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
             annotation: keys.cordonedBy,
             // The owner's UID: a retried hook pod of the same owner lifts its
             // own cordons; without an owner, runs of one prefix are one run.
-            runId: owner?.uid ?? prefix,
+            runId: owner?.uid ?? plan.prefix,
             drain: opts.maintenance.drain,
             uncordonOnFailure: opts.maintenance.uncordonOnFailure,
             warn: (message) => log.warn(message),
@@ -866,7 +850,7 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
             onChange: (wake) => gates.forEach((g) => g.onChange(wake)),
           }
           : undefined,
-        domain,
+        domain: plan.domain,
         maxPerDomain: limit?.max,
       });
     } finally {
@@ -876,7 +860,7 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
     }
     ({ results, stoppedBy } = report);
     log.done();
-    const summary = summarise(results, ctx, namespace, run, mainStarted);
+    const summary = summarise(results, ctx, namespace, plan.run, mainStarted);
     if (stoppedBy) {
       const never = results.filter((r) => r.outcome === "notStarted").length;
       log.warn(`rollout stopped: ${stoppedBy}; ${never} nodes were never started`, {
@@ -907,12 +891,12 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
       startedAt: new Date(started),
       finishedAt: new Date(),
       namespace,
-      prefix,
+      prefix: plan.prefix,
       owner,
       stoppedBy,
       results: [...cleanupResults, ...results],
       uids: new Map(
-        [...resolved.matched, ...cleanup?.nodes ?? []].map((n) => [
+        [...resolved.matched, ...plan.cleanup?.nodes ?? []].map((n) => [
           n.metadata!.name!,
           n.metadata!.uid!,
         ]),
