@@ -180,8 +180,29 @@ Deno.test({
       assert.deepEqual(nodeEvents.rules, [
         { apiGroups: [""], resources: ["events"], verbs: ["create"] },
       ]);
-      assert.deepEqual(find(byName, "ClusterRole").rules, [
-        { apiGroups: [""], resources: ["nodes"], verbs: ["get", "list", "watch", "patch"] },
+      const nodesRule = {
+        apiGroups: [""],
+        resources: ["nodes"],
+        verbs: ["get", "list", "watch", "patch"],
+      };
+      assert.deepEqual(find(byName, "ClusterRole").rules, [nodesRule]);
+      const drain = objects(
+        await offline([
+          "template",
+          RELEASE,
+          CHART,
+          "-n",
+          NS,
+          "-f",
+          values,
+          "--set",
+          "rbac.drain=true",
+        ]),
+      );
+      assert.deepEqual(find(drain, "ClusterRole").rules, [
+        nodesRule,
+        { apiGroups: [""], resources: ["pods"], verbs: ["list"] },
+        { apiGroups: [""], resources: ["pods/eviction"], verbs: ["create"] },
       ]);
       const hook = find(byName, "Job");
       assert.equal(
