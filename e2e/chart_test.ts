@@ -164,7 +164,21 @@ Deno.test({
     await t.step("helm lint and helm template are clean; RBAC follows the owner mode", async () => {
       const lint = await offline(["lint", "--strict", CHART, "-f", values]);
       assert.match(lint, /0 chart\(s\) failed/);
-      const byName = objects(await offline(["template", RELEASE, CHART, "-n", NS, "-f", values]));
+      /** The chart's objects with the values and `set` (helm --set). */
+      const rendered = async (...set: string[]) =>
+        objects(
+          await offline([
+            "template",
+            RELEASE,
+            CHART,
+            "-n",
+            NS,
+            "-f",
+            values,
+            ...set.flatMap((v) => ["--set", v]),
+          ]),
+        );
+      const byName = await rendered();
       const roles = byName.filter((o) => o.kind === "Role");
       const role = roles.find((r) => r.metadata.namespace === NS)!;
       assert.deepEqual(role.rules, [
@@ -186,19 +200,7 @@ Deno.test({
         verbs: ["get", "list", "watch", "patch"],
       };
       assert.deepEqual(find(byName, "ClusterRole").rules, [nodesRule]);
-      const drain = objects(
-        await offline([
-          "template",
-          RELEASE,
-          CHART,
-          "-n",
-          NS,
-          "-f",
-          values,
-          "--set",
-          "rbac.drain=true",
-        ]),
-      );
+      const drain = await rendered("rbac.drain=true");
       assert.deepEqual(find(drain, "ClusterRole").rules, [
         nodesRule,
         { apiGroups: [""], resources: ["pods"], verbs: ["list"] },
@@ -213,19 +215,7 @@ Deno.test({
         hook.spec.template.spec.containers[0].args.includes(`--owner-job-name=${HOOK_JOB}`),
       );
 
-      const pod = objects(
-        await offline([
-          "template",
-          RELEASE,
-          CHART,
-          "-n",
-          NS,
-          "-f",
-          values,
-          "--set",
-          "owner.mode=pod",
-        ]),
-      );
+      const pod = await rendered("owner.mode=pod");
       assert.deepEqual(find(pod, "Role").rules[1], {
         apiGroups: [""],
         resources: ["pods"],
