@@ -30,6 +30,7 @@ import {
   type Phase,
 } from "./node_state.ts";
 import { isOutage, Outage, type OutageView, SILENT_MS } from "./outage.ts";
+import type { PauseGate } from "./pause.ts";
 
 export { type Clock, SYSTEM_CLOCK };
 
@@ -92,8 +93,24 @@ export interface Progress {
   elapsedMs: number;
   /** Nodes whose outcome is unknown (their Job was collected unseen). */
   unknown?: number;
+  /** Nodes waiting for their blocking pods, or that ended blocked. */
+  blocked?: number;
   /** The API outage under way, if any: starts are paused. */
   outage?: OutageView;
+  /** The availability budget, as said: `unavailable 2/3 (1 in work, 1 NotReady)`. */
+  budget?: string;
+  /** Why starts are paused by the user (`<P>/paused`, `--pause-file`), if they are. */
+  paused?: string;
+}
+
+/** An availability budget (`--max-unavailable`) on top of `parallelism`. */
+export interface StartBudget {
+  /** How many more nodes may start now, given the nodes this run works on. */
+  slots(inWork: readonly string[]): number;
+  /** The budget for the progress line. */
+  describe(inWork: readonly string[]): string;
+  /** Calls `wake` whenever a node's availability may have changed. */
+  onChange(wake: () => void): void;
 }
 
 /** Where the engine reports to; `log.ts` implements it. */
@@ -113,9 +130,10 @@ export interface NodeResult {
   /**
    * `notStarted` and `inFlight` only occur when the run was stopped;
    * `unknown`: its Job was collected before its outcome was seen and no pod
-   * was left to tell; it is not a failure.
+   * was left to tell; it is not a failure. `blocked`: a blocking pod still ran
+   * on it at `--blocked-timeout-secs`; it got no Job.
    */
-  outcome: "succeeded" | "failed" | "unknown" | "notStarted" | "inFlight";
+  outcome: "succeeded" | "failed" | "unknown" | "blocked" | "notStarted" | "inFlight";
   /** Why it failed, or why its outcome is unknown. */
   reason?: string;
   /** When its Job started (ms since the epoch on the real clock). */
@@ -157,6 +175,19 @@ export interface FanoutOptions {
    */
   recheck?: (target: Target) => Promise<string | undefined>;
   /**
+   * Work before a node's Job is created, after `recheck` (cordon, drain),
+   * holding the node's slot in phase `draining`; a string fails the node
+   * with that reason. An outage error thrown puts the node back in the queue
+   * and pauses starts: an outage during a drain never fails the node.
+   */
+  prepare?: (target: Target) => Promise<string | undefined>;
+  /**
+   * Undoes what `prepare` did to a node that gets no Job after all: it
+   * failed (`failed`), or the run stopped before its Job was created
+   * (`abandoned`). Its errors are its own to report.
+   */
+  release?: (target: Target, why: "failed" | "abandoned") => Promise<void>;
+  /**
    * Work after a node's Job succeeded (labels, taints), holding the node's
    * slot until it ends; a string fails the node with that reason, an outage
    * error thrown puts the node back in the queue (its Job is found Complete
@@ -165,6 +196,37 @@ export interface FanoutOptions {
    * have cut short. When the run is stopped meanwhile, the node is in flight.
    */
   afterSuccess?: (target: Target) => Promise<string | undefined>;
+  /**
+   * A node whose Job of this owner failed before this run (`--retry-failed`)
+   * is dispatched again: the failed Job is deleted and replaced, once.
+   */
+  retryFailed?: boolean;
+  /**
+   * A node whose Job succeeded in this run holds its slot this much longer,
+   * after its post-success work, for the cluster to settle
+   * (`--post-node-delay-secs`). Successes counted from an earlier run do not wait.
+   */
+  postNodeDelayMs?: number;
+  /**
+   * When the maintenance window closes (clock ms; `--window`): no Job starts
+   * from then on, those in flight finish, and the rest is left for a re-run.
+   */
+  closesAt?: number;
+  /**
+   * Checked before a node is prepared and its Job created: a string names the
+   * pods that block it (`--blocking-pod-selector`). A blocked node waits
+   * without a slot and is checked again after `blockedRetryMs`. An outage
+   * error thrown requeues it and pauses starts.
+   */
+  blockers?: (target: Target) => Promise<string | undefined>;
+  /** A node still blocked this long after it was first blocked ends as `blocked`. */
+  blockedTimeoutMs?: number;
+  /** How long a blocked node waits before it is checked again. @default 5000 */
+  blockedRetryMs?: number;
+  /** Pause/resume by the user: no Job starts while it says paused; in flight finishes. */
+  pause?: PauseGate;
+  /** An availability budget: a node starts only while the budget has room. */
+  budget?: StartBudget;
   /** Failed nodes tolerated; one more stops the rollout. Default: no budget. */
   maxFailures?: number;
   /** Run the first `canary` targets first (at most that many at once); go on only if all succeed. */
@@ -193,6 +255,8 @@ export interface DispatchReport {
   results: NodeResult[];
   /** Why the rollout stopped early (failure budget, canary), if it did. */
   stoppedBy?: string;
+  /** The maintenance window closed with nodes not started. */
+  windowClosed?: boolean;
 }
 
 /**
@@ -229,7 +293,17 @@ export async function dispatch(opts: FanoutOptions): Promise<DispatchReport> {
 }
 
 type Optional =
+  | "blockers"
+  | "blockedTimeoutMs"
+  | "blockedRetryMs"
+  | "pause"
+  | "closesAt"
+  | "budget"
+  | "postNodeDelayMs"
+  | "retryFailed"
   | "recheck"
+  | "prepare"
+  | "release"
   | "afterSuccess"
   | "maxFailures"
   | "canary"
@@ -255,9 +329,13 @@ class Fanout {
   #queue: string[] = [];
   /** Names whose phase holds a slot: an index of #nodes, kept by #apply. */
   #inFlight = new Set<string>();
+  /** Names of the blocked nodes: an index of #nodes, kept by #put. */
+  #blocked = new Set<string>();
   /** Nodes per phase: an index of #nodes, kept by #apply. */
   #counts = new Map<Phase, number>();
   #stoppedBy?: string;
+  /** Why starts are paused by the user, as last seen. */
+  #pausedBy?: string;
   #podsUnreadable = false;
   /** Calls under way: a create sent before a stop still makes a Job. */
   #tasks = new Set<Promise<void>>();
@@ -266,6 +344,8 @@ class Fanout {
   #woken = false;
   #jobs: Informer<V1Job>;
   #outage: Outage;
+  /** UIDs of the Jobs this run created: never retried by `retryFailed`. */
+  #created = new Set<string>();
 
   constructor(opts: FanoutOptions) {
     this.#o = {
@@ -326,6 +406,8 @@ class Fanout {
     this.#counts.set(s.phase, this.#count(s.phase) + 1);
     if (IN_FLIGHT.has(s.phase)) this.#inFlight.add(name);
     else this.#inFlight.delete(name);
+    if (s.phase === "blocked") this.#blocked.add(name);
+    else this.#blocked.delete(name);
   }
 
   #drop(name: string): void {
@@ -334,6 +416,7 @@ class Fanout {
     this.#counts.set(before.phase, this.#count(before.phase) - 1);
     this.#nodes.delete(name);
     this.#inFlight.delete(name);
+    this.#blocked.delete(name);
   }
 
   /** Applies one event to a node's state; reports what became final. */
@@ -351,7 +434,12 @@ class Fanout {
     }
     const s = FINAL.has(after.phase) ? { ...after, ...facts } : after;
     this.#put(name, s);
-    if (s.phase === "queued") this.#queue.unshift(name);
+    // A requeued node goes first; a blocked one last, so that the others
+    // use the slot meanwhile.
+    if (s.phase === "queued") {
+      if (before.phase === "blocked") this.#queue.push(name);
+      else this.#queue.unshift(name);
+    }
     // A failed Job counts against the budget at once, not once its pods
     // have told why: the slot it frees must not start one node too many.
     const failed = this.#count("failed") + this.#count("explaining");
@@ -380,6 +468,10 @@ class Fanout {
       this.#o.reporter.event({ kind: "succeeded", node, job: t.name, counted });
     } else if (s.phase === "failed") {
       this.#o.reporter.event({ kind: "failed", node, job: t.name, reason: s.reason!, counted });
+      // Counted from an earlier run: this run prepared nothing on the node.
+      if (this.#o.release && !counted) this.#track(this.#o.release(t, "failed"));
+    } else if (s.phase === "stillBlocked") {
+      this.#o.reporter.event({ kind: "notice", message: `node ${node}: blocked: ${s.reason}` });
     } else {
       this.#o.reporter.event({
         kind: "notice",
@@ -430,7 +522,12 @@ class Fanout {
     if (status.phase === "succeeded") {
       const n = this.#apply(
         name,
-        { type: "succeeded", afterWork: !!this.#o.afterSuccess, final: status.final, counted },
+        {
+          type: "succeeded",
+          afterWork: !!this.#o.afterSuccess || (!counted && !!this.#o.postNodeDelayMs),
+          final: status.final,
+          counted,
+        },
         this.#facts({ ...s, counted }, job),
       );
       if (n?.phase === "finishing" && n.afterStarted) this.#afterSuccess(name, job);
@@ -470,15 +567,20 @@ class Fanout {
    */
   #afterSuccess(name: string, job: V1Job): void {
     const began = this.#now();
-    const work = this.#o.afterSuccess!(this.#byName.get(name)!)
+    const afterSuccess = this.#o.afterSuccess;
+    const work = (afterSuccess ? afterSuccess(this.#byName.get(name)!) : Promise.resolve(undefined))
       .catch((e) => {
         if (!isOutage(e)) return `post-success work failed: ${errorText(e)}`;
         this.#outageHit(name, e, began);
         return OUTAGE;
       })
-      .then((why) => {
+      .then(async (why) => {
         if (why === OUTAGE) return;
         if (!why) this.#ok(); // its node writes went through
+        const delay = this.#o.postNodeDelayMs;
+        if (!why && delay && !this.#nodes.get(name)?.counted) {
+          await this.#o.clock.sleep(delay, this.#o.signal);
+        }
         // Stopped midway: the node is neither done nor failed, still in flight.
         if (why && this.#o.signal.aborted) return;
         const s = this.#nodes.get(name)!;
@@ -581,7 +683,8 @@ class Fanout {
       if (target) {
         // A finished stale Job is deleted when a slot allows; a running one
         // holds its slot from now, since its pods run.
-        if (disposition === "current") this.#meet(name, job, true);
+        // A failed Job to retry waits in the queue: its deletion takes a slot.
+        if (disposition === "current" && !this.#retry(job)) this.#meet(name, job, true);
         else if (disposition === "stale" && interpretStatus(job).phase === "active") {
           this.#meet(name, job, true);
         }
@@ -668,7 +771,36 @@ class Fanout {
       why = `cannot re-read node ${t.node.name}: ${errorText(e)}`;
     }
     if (why) return void this.#apply(name, { type: "fail", reason: why });
-    if (this.#o.signal.aborted || this.#stoppedBy) {
+    if (this.#o.blockers) {
+      began = this.#now();
+      try {
+        const blocking = await this.#o.blockers(t);
+        if (blocking) return void this.#apply(name, { type: "blocked", reason: blocking });
+      } catch (e) {
+        if (isOutage(e)) return this.#outageHit(name, e, began);
+        return void this.#apply(name, {
+          type: "fail",
+          reason: `cannot list the pods of node ${t.node.name}: ${errorText(e)}`,
+        });
+      }
+    }
+    const halted = () => this.#o.signal.aborted || !!this.#stoppedBy || this.#closed();
+    if (this.#o.prepare && !halted()) {
+      this.#apply(name, { type: "prepare" });
+      began = this.#now();
+      try {
+        why = await this.#o.prepare(t);
+      } catch (e) {
+        if (!isOutage(e)) why = `cannot prepare node ${t.node.name}: ${errorText(e)}`;
+        else return this.#outageHit(name, e, began);
+      }
+      if (why) return void this.#apply(name, { type: "fail", reason: why });
+      this.#apply(name, { type: "prepared" });
+    }
+    if (halted()) {
+      // Never leave a node worse than found: a node cordoned and drained for
+      // a Job that will not come is given back.
+      if (this.#o.prepare && this.#o.release) this.#track(this.#o.release(t, "abandoned"));
       return void this.#apply(name, { type: "requeue" });
     }
     let created: V1Job;
@@ -684,6 +816,7 @@ class Fanout {
       });
     }
     this.#ok();
+    this.#created.add(created.metadata!.uid!);
     const replaced = this.#nodes.get(name)!.replaced;
     this.#apply(name, { type: "created", uid: created.metadata!.uid! });
     this.#o.reporter.event({
@@ -762,11 +895,19 @@ class Fanout {
   }
 
   /** Starts what the slots allow; while paused, one probe start at a time. */
+  /** Whether the maintenance window has closed: nothing more starts. */
+  #closed(): boolean {
+    return this.#o.closesAt !== undefined && this.#now() >= this.#o.closesAt;
+  }
+
   #fill(): void {
-    if (this.#o.signal.aborted || this.#stoppedBy) return;
+    if (this.#o.signal.aborted || this.#stoppedBy || this.#closed()) return;
+    if (this.#pausedBy) return;
     const canary = !this.#canaryPassed && this.#canary.size > 0;
     const limit = canary ? Math.min(this.#canary.size, this.#o.parallelism) : this.#o.parallelism;
-    while (this.#inFlight.size < limit) {
+    // The budget counts the nodes in work: each start below takes one of its slots.
+    let room = this.#o.budget?.slots(this.#inWork()) ?? Infinity;
+    while (this.#inFlight.size < limit && room-- > 0) {
       const paused = this.#outage.paused;
       if (paused && (this.#count("creating") > 0 || !this.#outage.mayProbe(this.#now()))) return;
       const name = this.#pick();
@@ -776,9 +917,28 @@ class Fanout {
     }
   }
 
+  /** Whether `job` is an earlier run's failure that `--retry-failed` replaces. */
+  #retry(job: V1Job): boolean {
+    return !!this.#o.retryFailed && interpretStatus(job).phase === "failed" &&
+      !this.#created.has(job.metadata!.uid!);
+  }
+
+  /** The names of the nodes in flight. */
+  #inWork(): string[] {
+    return [...this.#inFlight].map((n) => this.#byName.get(n)?.node.name ?? n);
+  }
+
   #begin(name: string): void {
     const job = this.#jobs.cache.get(name);
-    if (job && classifyJob(job, this.#o.run) !== "notOurs") return this.#meet(name, job, false);
+    if (job && classifyJob(job, this.#o.run) !== "notOurs") {
+      if (!this.#retry(job)) return this.#meet(name, job, false);
+      // Replaced as a stale Job is: deleted (holding the slot), then created.
+      this.#apply(name, { type: "staleFound", uid: job.metadata!.uid!, active: false });
+      return this.#track(
+        this.#deleteStale(name, job, "it failed in an earlier run (--retry-failed)"),
+        name,
+      );
+    }
     if (!this.#byName.has(name)) return this.#drop(name); // a leftover already gone
     this.#apply(name, { type: "start" });
     this.#track(this.#start(name), name);
@@ -888,6 +1048,38 @@ class Fanout {
     return nextIn;
   }
 
+  /**
+   * Sends blocked nodes back to the queue once their wait is over, or ends
+   * them as blocked past the timeout; returns ms until the next is due.
+   */
+  #checkBlocked(now: number): number {
+    let nextIn = Infinity;
+    const retry = this.#o.blockedRetryMs ?? 5_000;
+    const timeout = this.#o.blockedTimeoutMs;
+    for (const name of [...this.#blocked]) {
+      const s = this.#nodes.get(name)!;
+      if (timeout !== undefined && s.blockedAt! + timeout <= now) {
+        const reason = `still blocked after ${timeout / 1000} s: ${s.reason}`;
+        this.#apply(name, { type: "blockedTimeout", reason }, { finishedAt: now });
+      } else if (s.since + retry <= now) this.#apply(name, { type: "unblock" });
+      else nextIn = Math.min(nextIn, s.since + retry - now);
+    }
+    return nextIn;
+  }
+
+  /** Notices the user's pause and resume, and says so once each. */
+  #checkPause(): void {
+    const by = this.#o.pause?.pausedBy();
+    if (by === this.#pausedBy) return;
+    this.#pausedBy = by;
+    this.#o.reporter.event({
+      kind: "notice",
+      message: by
+        ? `paused by ${by}: no new Job starts; Jobs in flight finish`
+        : "resumed: the pause was lifted",
+    });
+  }
+
   /** Notices an API that has gone silent, and its return. */
   #checkSilence(now: number): void {
     const silentMs = Math.max(SILENT_MS, 3 * this.#o.pollIntervalMs);
@@ -898,7 +1090,8 @@ class Fanout {
   #done(): boolean {
     const idle = this.#inFlight.size === 0 && this.#count("explaining") === 0;
     // A stopped rollout lets what is in flight finish and starts nothing more.
-    return idle && (this.#count("queued") === 0 || this.#stoppedBy !== undefined);
+    const waiting = this.#count("queued") + this.#count("blocked");
+    return idle && (waiting === 0 || this.#stoppedBy !== undefined || this.#closed());
   }
 
   #progress(): Progress {
@@ -907,11 +1100,14 @@ class Fanout {
       succeeded: this.#count("succeeded"),
       failed: this.#count("failed"),
       unknown: this.#count("unknown") || undefined,
+      blocked: this.#count("blocked") + this.#count("stillBlocked") || undefined,
       inFlight: this.#inFlight.size,
       queued: this.#count("queued"),
       total: this.#o.targets.length,
       elapsedMs: now - this.#began,
       outage: this.#outage.view(now),
+      budget: this.#o.budget?.describe(this.#inWork()),
+      paused: this.#pausedBy,
     };
   }
 
@@ -920,25 +1116,35 @@ class Fanout {
     for (const t of this.#o.targets) this.#put(t.name, { phase: "queued", since: this.#began });
     await this.#jobs.start();
     this.#initial();
+    this.#o.budget?.onChange(() => this.#notify());
+    this.#o.pause?.onChange(() => this.#notify());
     const onAbort = () => this.#notify();
     this.#o.signal.addEventListener("abort", onAbort);
     let lastProgress = this.#now();
     let lastCounts = "";
     try {
       while (true) {
+        this.#checkPause();
         this.#fill();
         if (this.#done() || this.#o.signal.aborted) break;
         const now = this.#now();
         this.#checkSilence(now);
         if (this.#o.progressOnChange) {
           const p = this.#progress();
-          const key = `${p.succeeded}/${p.failed}/${p.inFlight}/${p.queued}/${p.outage?.paused}`;
+          const key = `${p.succeeded}/${p.failed}/${p.inFlight}/${p.queued}/${p.outage?.paused}/` +
+            `${p.budget}/${p.paused}`;
           if (key !== lastCounts) {
             this.#o.reporter.progress(p);
             lastCounts = key;
           }
         }
-        const nextDeadline = this.#checkDeadlines(now);
+        // Wake when the window closes, once: after, nothing is waited for.
+        const closesIn = (this.#o.closesAt ?? -Infinity) > now ? this.#o.closesAt! - now : Infinity;
+        const nextDeadline = Math.min(
+          this.#checkDeadlines(now),
+          this.#checkBlocked(now),
+          closesIn,
+        );
         if (now - lastProgress >= this.#o.progressIntervalMs) {
           this.#o.reporter.progress(this.#progress());
           lastProgress = now;
@@ -971,7 +1177,12 @@ class Fanout {
       await this.#jobs.stop();
     }
     this.#o.reporter.progress(this.#progress());
-    return { results: this.#o.targets.map((t) => this.#result(t)), stoppedBy: this.#stoppedBy };
+    return {
+      results: this.#o.targets.map((t) => this.#result(t)),
+      stoppedBy: this.#stoppedBy,
+      windowClosed: this.#closed() && this.#count("queued") + this.#count("blocked") > 0 ||
+        undefined,
+    };
   }
 
   #result(t: Target): NodeResult {
@@ -980,7 +1191,9 @@ class Fanout {
     if (FINAL.has(s.phase)) {
       return {
         ...base,
-        outcome: s.phase as "succeeded" | "failed" | "unknown",
+        outcome: s.phase === "stillBlocked"
+          ? "blocked"
+          : s.phase as "succeeded" | "failed" | "unknown",
         reason: s.reason,
         startedAt: s.startedAt,
         finishedAt: s.finishedAt,

@@ -632,3 +632,217 @@ Deno.test("dispatch() bounds the wait for a stale Job that still runs by the nod
   assert.equal(results[1].outcome, "succeeded");
   assert.equal(h.api.calls.delete, undefined, "the running stale Job was never deleted");
 });
+
+Deno.test("dispatch() prepares a node (cordon, drain) before its Job, holding its slot", async (t) => {
+  const outage = () =>
+    new ApiError({
+      status: 503,
+      reason: "ServiceUnavailable",
+      verb: "create",
+      resource: "pods/eviction",
+      message: "etcd leader changed",
+    });
+  await t.step("the Job is created only after its node's prepare ended", async () => {
+    const h = harness({ runMs: 100 });
+    const preparedAt: Record<string, number> = {};
+    const results = await run(h, targets(3), {
+      parallelism: 1,
+      prepare: async (tg) => {
+        await h.clock.sleep(200);
+        preparedAt[tg.name] = h.clock.now();
+        return undefined;
+      },
+    });
+    assert.ok(results.every((r) => r.outcome === "succeeded"));
+    assert.deepEqual(h.api.createdAt, Object.values(preparedAt));
+    // One slot: the second node's drain waits for the first node's Job.
+    assert.ok(h.api.createdAt[1] >= h.api.createdAt[0] + 100 + 200);
+  });
+  await t.step("a drain that fails fails the node, with no Job, and releases it", async () => {
+    const h = harness({ runMs: 100 });
+    const released: string[] = [];
+    const results = await run(h, targets(3), {
+      prepare: (tg) =>
+        Promise.resolve(
+          tg.node.name === "node-001" ? "drain did not finish within 10 s" : undefined,
+        ),
+      release: (tg, why) => Promise.resolve(void released.push(`${tg.node.name}:${why}`)),
+    });
+    assert.equal(results[1].outcome, "failed");
+    assert.equal(results[1].reason, "drain did not finish within 10 s");
+    assert.deepEqual(h.api.created, ["up-node-000", "up-node-002"]);
+    assert.deepEqual(released, ["node-001:failed"]);
+  });
+  await t.step(
+    "an outage during a drain requeues the node and pauses; it never fails",
+    async () => {
+      const h = harness({ runMs: 100 });
+      let tries = 0;
+      const results = await run(h, targets(1), {
+        prepare: () => ++tries < 3 ? Promise.reject(outage()) : Promise.resolve(undefined),
+      });
+      assert.equal(tries, 3);
+      assert.equal(results[0].outcome, "succeeded");
+      assert.deepEqual(h.api.created, ["up-node-000"]);
+      assert.deepEqual(kinds(h, "api").map((e) => "state" in e && e.state), ["paused", "resumed"]);
+    },
+  );
+  await t.step("a stop during a drain releases the node and creates no Job", async () => {
+    const h = harness({ runMs: 100 });
+    const released: string[] = [];
+    const results = await run(h, targets(2), {
+      parallelism: 1,
+      prepare: async () => {
+        h.stop.abort();
+        await h.clock.sleep(10);
+        return undefined;
+      },
+      release: (tg, why) => Promise.resolve(void released.push(`${tg.node.name}:${why}`)),
+    });
+    assert.deepEqual(h.api.created, []);
+    assert.deepEqual(released, ["node-000:abandoned"]);
+    assert.deepEqual(results.map((r) => r.outcome), ["notStarted", "notStarted"]);
+  });
+});
+
+Deno.test("dispatch() with retryFailed replaces an earlier run's failed Job, once", async (t) => {
+  for (const retryFailed of [false, true]) {
+    await t.step(retryFailed ? "retryFailed: created again" : "by default: counted", async () => {
+      const h = harness({ runMs: 100 });
+      const ts = targets(3);
+      h.api.seed(ts[0].job(), "Complete");
+      h.api.seed(ts[1].job(), "Failed");
+      const results = await run(h, ts, { retryFailed });
+      // The retried node's Job comes after its old one's deletion.
+      assert.deepEqual(
+        [...h.api.created].sort(),
+        retryFailed ? ["up-node-001", "up-node-002"] : ["up-node-002"],
+      );
+      assert.deepEqual(results.map((r) => r.outcome), [
+        "succeeded",
+        retryFailed ? "succeeded" : "failed",
+        "succeeded",
+      ]);
+      assert.equal(h.api.calls.delete ?? 0, retryFailed ? 1 : 0);
+    });
+  }
+  await t.step("a Job of this run that fails is not retried", async () => {
+    const h = harness({ runMs: 100, failing: new Set(["node-000"]) });
+    const results = await run(h, targets(1), { retryFailed: true });
+    assert.deepEqual(h.api.created, ["up-node-000"]);
+    assert.equal(results[0].outcome, "failed");
+  });
+});
+
+Deno.test("dispatch() with postNodeDelayMs holds a finished node's slot that much longer", async (t) => {
+  await t.step("each next Job starts the delay after the last finished", async () => {
+    const h = harness({ runMs: 100 });
+    const results = await run(h, targets(3), { parallelism: 1, postNodeDelayMs: 500 });
+    assert.ok(results.every((r) => r.outcome === "succeeded"));
+    assert.deepEqual(h.api.createdAt, [0, 600, 1200]);
+  });
+  await t.step("successes counted from an earlier run do not wait", async () => {
+    const h = harness({ runMs: 100 });
+    const ts = targets(3);
+    h.api.seed(ts[0].job(), "Complete");
+    h.api.seed(ts[1].job(), "Complete");
+    await run(h, ts, { parallelism: 1, postNodeDelayMs: 500 });
+    assert.deepEqual(h.api.createdAt, [0]);
+  });
+});
+
+Deno.test("dispatch() with a budget starts a node only while the budget has room", async () => {
+  const h = harness({ runMs: 1000 });
+  // node-009 is down (not a target); the budget is 2 unavailable at once.
+  const down = new Set(["node-009"]);
+  let wake = () => {};
+  const count = (inWork: readonly string[]) => down.size + inWork.length;
+  h.clock.sleep(3500).then(() => {
+    down.clear();
+    wake();
+  });
+  const results = await run(h, targets(6), {
+    parallelism: 3,
+    budget: {
+      slots: (inWork) => Math.max(0, 2 - count(inWork)),
+      describe: (inWork) => `unavailable ${count(inWork)}/2`,
+      onChange: (w) => (wake = w),
+    },
+  });
+  assert.ok(results.every((r) => r.outcome === "succeeded"));
+  // One at a time while node-009 is down (0, 1000, 2000, 3000), then two at once.
+  assert.deepEqual(h.api.createdAt, [0, 1000, 2000, 3000, 3500, 4000]);
+  assert.equal(h.api.maxActive, 2);
+});
+
+Deno.test("dispatch() with closesAt starts nothing after the window closed; in flight finishes", async () => {
+  const h = harness({ runMs: 1000 });
+  const { results, windowClosed } = await report(h, targets(5), { parallelism: 2, closesAt: 1500 });
+  assert.deepEqual(h.api.createdAt, [0, 0, 1000, 1000]);
+  assert.deepEqual(results.map((r) => r.outcome), [
+    "succeeded",
+    "succeeded",
+    "succeeded",
+    "succeeded",
+    "notStarted",
+  ]);
+  assert.equal(windowClosed, true);
+});
+
+Deno.test("dispatch() starts nothing while paused, lets in flight finish, and resumes", async () => {
+  const h = harness({ runMs: 1000 });
+  let paused: string | undefined;
+  let wake = () => {};
+  const set = (by: string | undefined) => {
+    paused = by;
+    wake();
+  };
+  h.clock.sleep(500).then(() => set("annotation p/paused=true on Job hook"));
+  h.clock.sleep(4000).then(() => set(undefined));
+  const progress: Progress[] = [];
+  const { results } = await report(h, targets(4), {
+    parallelism: 2,
+    progressIntervalMs: 1000,
+    pause: { pausedBy: () => paused, onChange: (w) => (wake = w) },
+  }, progress);
+  assert.ok(results.every((r) => r.outcome === "succeeded"));
+  // The two in flight at the pause finish; the next two wait for the resume.
+  assert.deepEqual(h.api.createdAt, [0, 0, 4000, 4000]);
+  assert.ok(progress.some((p) => p.paused === "annotation p/paused=true on Job hook"));
+  assert.deepEqual(
+    kinds(h, "notice").map((e) => "message" in e && e.message),
+    [
+      "paused by annotation p/paused=true on Job hook: no new Job starts; Jobs in flight finish",
+      "resumed: the pause was lifted",
+    ],
+  );
+});
+
+Deno.test("dispatch() with blockers: a blocked node waits without a slot, then runs or ends blocked", async (t) => {
+  await t.step("blocked until its pod ends: the others use the slot meanwhile", async () => {
+    const h = harness({ runMs: 1000 });
+    let podRuns = true;
+    h.clock.sleep(6500).then(() => (podRuns = false));
+    const results = await run(h, targets(3), {
+      parallelism: 1,
+      blockedRetryMs: 2000,
+      blockers: (tg) =>
+        Promise.resolve(tg.node.name === "node-000" && podRuns ? "pod a/db-0" : undefined),
+    });
+    assert.ok(results.every((r) => r.outcome === "succeeded"));
+    assert.deepEqual(h.api.created, ["up-node-001", "up-node-002", "up-node-000"]);
+    // Checked again at 2000, 4000 (node-002 runs), 6000, then free at 8000.
+    assert.deepEqual(h.api.createdAt, [0, 1000, 8000]);
+  });
+  await t.step("still blocked at the timeout: outcome blocked, no Job", async () => {
+    const h = harness({ runMs: 100 });
+    const results = await run(h, targets(2), {
+      blockedRetryMs: 1000,
+      blockedTimeoutMs: 5000,
+      blockers: (tg) => Promise.resolve(tg.node.name === "node-001" ? "pod a/db-0" : undefined),
+    });
+    assert.deepEqual(results.map((r) => r.outcome), ["succeeded", "blocked"]);
+    assert.equal(results[1].reason, "still blocked after 5 s: pod a/db-0");
+    assert.deepEqual(h.api.created, ["up-node-000"]);
+  });
+});

@@ -169,6 +169,10 @@ export interface TrackingKeys {
   guard: string;
   /** Job annotation: the hash of the template the Job was made from ({@linkcode templateHash}). */
   templateHash: string;
+  /** Node annotation: the run that cordoned the node, so only that run uncordons it. */
+  cordonedBy: string;
+  /** Owner Job annotation: `true` pauses the rollout (no new Job starts). */
+  paused: string;
 }
 
 /**
@@ -198,6 +202,8 @@ export function trackingKeys(prefix: string): TrackingKeys {
     progress: `${prefix}/progress`,
     guard: `${prefix}/per-node-jobs`,
     templateHash: `${prefix}/template-hash`,
+    cordonedBy: `${prefix}/cordoned-by`,
+    paused: `${prefix}/paused`,
   };
 }
 

@@ -393,6 +393,8 @@ Deno.test({
           progress: `${p}/progress`,
           guard: `${p}/per-node-jobs`,
           templateHash: `${p}/template-hash`,
+          cordonedBy: `${p}/cordoned-by`,
+          paused: `${p}/paused`,
         });
       });
     }

@@ -31,10 +31,22 @@ export class ApiError extends Error {
   resource: string;
   /** How long the server asked us to wait (429), in milliseconds. */
   retryAfterMs?: number;
+  /**
+   * The Status's `details.causes`: what tells a PodDisruptionBudget's 429
+   * (cause `DisruptionBudget`, naming the budget) from throttling.
+   */
+  causes?: StatusCause[];
 
   /** Builds an error; `message` is the server's Status message or the network error. */
   constructor(
-    init: { status: number; reason: string; verb: string; resource: string; message: string },
+    init: {
+      status: number;
+      reason: string;
+      verb: string;
+      resource: string;
+      message: string;
+      causes?: StatusCause[];
+    },
     retryAfterMs?: number,
   ) {
     super(`Cannot ${init.verb} ${init.resource}: ${init.message}`);
@@ -44,7 +56,21 @@ export class ApiError extends Error {
     this.verb = init.verb;
     this.resource = init.resource;
     this.retryAfterMs = retryAfterMs;
+    this.causes = init.causes;
   }
+}
+
+/** One entry of a Status's `details.causes`. */
+export interface StatusCause {
+  /**
+   * Machine-readable kind, e.g. `DisruptionBudget`, `NamespaceTerminating`,
+   * `FieldValueInvalid` (Go's `StatusCause.Type`, which is `reason` in JSON).
+   */
+  reason?: string;
+  /** What the server says about it. */
+  message?: string;
+  /** The field concerned, if any. */
+  field?: string;
 }
 
 /** The retry policy every request of the tool follows. */
@@ -418,7 +444,7 @@ export class Kube {
   }
 
   static async #errorOf(res: Response, verb: string, path: string): Promise<ApiError> {
-    let status: { reason?: string; message?: string } = {};
+    let status: { reason?: string; message?: string; details?: { causes?: StatusCause[] } } = {};
     const text = await res.text().catch(() => "");
     try {
       status = JSON.parse(text);
@@ -434,6 +460,7 @@ export class Kube {
         verb,
         resource: resourceOf(path),
         message: status.message || res.statusText,
+        causes: status.details?.causes,
       },
       Number.isFinite(seconds) ? seconds * 1000 : undefined,
     );
@@ -648,6 +675,9 @@ export const paths = {
   pods: (ns: string) => `/api/v1/namespaces/${encodeURIComponent(ns)}/pods`,
   pod: (ns: string, name: string) =>
     `/api/v1/namespaces/${encodeURIComponent(ns)}/pods/${encodeURIComponent(name)}`,
+  eviction: (ns: string, name: string) =>
+    `/api/v1/namespaces/${encodeURIComponent(ns)}/pods/${encodeURIComponent(name)}/eviction`,
+  allPods: () => "/api/v1/pods",
   namespace: (ns: string) => `/api/v1/namespaces/${encodeURIComponent(ns)}`,
 };
 

@@ -75,7 +75,8 @@ export function describeEvent(e: DispatchEvent): string {
  * ```
  */
 export function describeProgress(p: Progress): string {
-  const unknown = p.unknown ? `, ${p.unknown} unknown` : "";
+  const unknown = (p.unknown ? `, ${p.unknown} unknown` : "") +
+    (p.blocked ? `, ${p.blocked} blocked` : "");
   const counts = `${p.succeeded}/${p.total} succeeded, ${p.failed} failed${unknown}, ` +
     `${p.inFlight} in flight, ${p.queued} queued`;
   // During an outage a rate and an ETA would be fiction: say what is going on.
@@ -83,7 +84,8 @@ export function describeProgress(p: Progress): string {
     return `API ${p.outage.word} for ${clock(p.outage.forMs / 1000)}: ` +
       `${p.outage.paused ? "paused, " : ""}${p.inFlight} in flight; ${counts}`;
   }
-  const line = counts;
+  const budget = p.budget ? `${counts}; ${p.budget}` : counts;
+  const line = p.paused ? `paused by ${p.paused}: ${budget}` : budget;
   const done = p.succeeded + p.failed + (p.unknown ?? 0);
   if (done === 0 || p.elapsedMs <= 0 || done === p.total) return line;
   const rate = done / (p.elapsedMs / 1000);

@@ -105,6 +105,23 @@ Deno.test({
       "API unreachable for 2m10s: paused, 37 in flight; " +
         "8/56 succeeded, 0 failed, 1 unknown, 37 in flight, 10 queued",
     );
+    // Paused by the user, a blocked node, the availability budget: all said.
+    assert.equal(
+      describeProgress({
+        succeeded: 2,
+        failed: 0,
+        blocked: 1,
+        inFlight: 1,
+        queued: 6,
+        total: 10,
+        elapsedMs: 0,
+        budget: "unavailable 2/2 (1 in work, 1 NotReady)",
+        paused: "annotation job-dispatcher/paused=true on Job hook",
+      }),
+      "paused by annotation job-dispatcher/paused=true on Job hook: " +
+        "2/10 succeeded, 0 failed, 1 blocked, 1 in flight, 6 queued; " +
+        "unavailable 2/2 (1 in work, 1 NotReady)",
+    );
   },
 });
 

@@ -18,11 +18,16 @@
  *   mid-run, so the node waits, holding a slot (its pods run);
  * - `deleting`: a finished stale Job of its name is being deleted;
  * - `creating`: re-read, claim and create under way;
+ * - `draining`: the node is being cordoned and its pods evicted before its
+ *   Job is created (`--cordon`, `--drain`); it holds a slot;
  * - `running`: its Job runs;
  * - `finishing`: its Job succeeded; the post-success work runs, or waits for
  *   the Job's `Complete` condition;
  * - `explaining`: its Job failed or vanished; its pods are read for the reason;
+ * - `blocked`: a pod of `--blocking-pod-selector` runs on it; it waits
+ *   without a slot and goes back to the queue to be checked again;
  * - `succeeded`, `failed`: final;
+ * - `stillBlocked`: final; still blocked at `--blocked-timeout-secs`, no Job;
  * - `unknown`: final; its Job was collected before its outcome was seen.
  */
 export type Phase =
@@ -30,9 +35,12 @@ export type Phase =
   | "waitingStale"
   | "deleting"
   | "creating"
+  | "draining"
   | "running"
   | "finishing"
   | "explaining"
+  | "blocked"
+  | "stillBlocked"
   | "succeeded"
   | "failed"
   | "unknown";
@@ -61,12 +69,19 @@ export interface NodeState {
   finishedAt?: number;
   /** Pods its Job ran, when known (final states). */
   attempts?: number;
+  /** When it was first found blocked (clock ms), for `--blocked-timeout-secs`. */
+  blockedAt?: number;
 }
 
 /** What happened to a node. */
 export type NodeEvent =
   | { type: "start" }
   | { type: "requeue" }
+  | { type: "prepare" }
+  | { type: "prepared" }
+  | { type: "blocked"; reason: string }
+  | { type: "unblock" }
+  | { type: "blockedTimeout"; reason: string }
   | { type: "created"; uid: string }
   | { type: "adopted"; uid: string; counted?: boolean }
   | { type: "staleFound"; uid: string; active: boolean }
@@ -85,12 +100,18 @@ export const IN_FLIGHT: ReadonlySet<Phase> = new Set([
   "waitingStale",
   "deleting",
   "creating",
+  "draining",
   "running",
   "finishing",
 ]);
 
 /** Phases that are final. */
-export const FINAL: ReadonlySet<Phase> = new Set(["succeeded", "failed", "unknown"]);
+export const FINAL: ReadonlySet<Phase> = new Set([
+  "succeeded",
+  "failed",
+  "unknown",
+  "stillBlocked",
+]);
 
 /**
  * The state after `event` at clock time `at`; the same state when the event
@@ -115,9 +136,21 @@ export function next(s: NodeState, e: NodeEvent, at: number): NodeState {
     case "requeue":
       // From finishing: the post-success work met an outage; the node comes
       // back, finds its Job Complete, and does the work again.
-      return s.phase === "creating" || s.phase === "finishing"
+      return ["creating", "draining", "finishing"].includes(s.phase)
         ? to("queued", { afterStarted: undefined })
         : s;
+    case "prepare":
+      return s.phase === "creating" ? to("draining") : s;
+    case "prepared":
+      return s.phase === "draining" ? to("creating") : s;
+    case "blocked":
+      return s.phase === "creating"
+        ? to("blocked", { reason: e.reason, blockedAt: s.blockedAt ?? at })
+        : s;
+    case "unblock":
+      return s.phase === "blocked" ? to("queued") : s;
+    case "blockedTimeout":
+      return s.phase === "blocked" ? to("stillBlocked", { reason: e.reason }) : s;
     case "created":
       return s.phase === "creating" ? to("running", { uid: e.uid, startedAt: at }) : s;
     case "adopted":

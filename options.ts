@@ -5,7 +5,7 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
+import { parseArgs, type ParseArgsOptionsConfig } from "node:util";
 import { isLabelKey, isLabelValue, UsageError } from "./job.ts";
 import {
   type LabelConfig,
@@ -15,6 +15,9 @@ import {
 } from "./lifecycle.ts";
 import type { LogFormat } from "./log.ts";
 import { failureBudget, type Order, parseTopologyLimit, type TopologyLimit } from "./safety.ts";
+import { type MaxUnavailable, parseMaxUnavailable } from "./budget.ts";
+import { parseLabelSelector, type Requirement } from "./label_selector.ts";
+import { parseWindow, type Window } from "./window.ts";
 
 /** Everything a run is told on its command line. */
 export interface Options {
@@ -110,6 +113,8 @@ export interface Options {
   requireNodeRuntimeVersion: boolean;
   /** Fail a node that reports no machine ID. */
   requireNodeMachineId: boolean;
+  /** The maintenance around each Job (cordon, drain); only the flags in FLAGS are set. */
+  maintenance: MaintenanceOptions;
   /** Print the manual. */
   help: boolean;
   /** Print the version. */
@@ -274,6 +279,62 @@ NODE LIFECYCLE (the dispatcher writes the nodes, so the per-node Jobs need no to
   Every node write tests the node UID that was selected: a node replaced under
   the same name is a refused write, and its entry fails.
 
+NODE MAINTENANCE (in the style of kubectl drain)
+  --cordon                  Before a node's Job, cordon it (spec.unschedulable,
+                            recording <P>/cordoned-by); after its Job succeeded
+                            (and, with --node-label, the node is Ready), uncordon
+                            it: only a node this run cordoned. A node someone
+                            else cordoned stays cordoned. A failed node stays
+                            cordoned; the reason is in its <P>/error annotation.
+  --uncordon-on-failure     Also uncordon (this run's cordon of) a failed node.
+  --drain                   Implies --cordon; then evict the node's pods through
+                            the Eviction API (PodDisruptionBudgets honoured) and
+                            wait until they are gone, before its Job. DaemonSet
+                            and mirror pods stay; the Job still lands (nodeName;
+                            --pin affinity tolerates unschedulable).
+  --delete-emptydir-data    Also evict pods with emptyDir volumes (data lost).
+  --force                   Also evict pods that declare no controller.
+  --pod-selector SEL        Only evict the pods this label selector matches.
+  --grace-period S          Seconds each pod gets to terminate (default: its own).
+  --drain-timeout-secs S    A budget's refusal (429) is retried until S (default
+                            600); then the node fails naming the budget and the
+                            pods still there. An API outage during a drain
+                            pauses the run, and fails no node.
+  --disable-eviction        Delete the pods instead: budgets are bypassed.
+  --max-unavailable N|P%    Start a node only while fewer than N (or P% of the
+                            selection, rounded down, at least 1) of the selected
+                            nodes are unavailable: NotReady, cordoned by anyone,
+                            or worked on by this run. With --parallelism the
+                            smaller bound wins. Said in the progress line. Needs
+                            a watched selection (not --nodes).
+  --window SPEC             "DAYS HH:MM-HH:MM [ZONE]", e.g. "Mon-Fri 02:00-04:00
+                            Europe/Berlin" (repeatable; IANA zones, default UTC;
+                            DAYS: Mon, Mon-Fri, Sat,Sun or *; an end at or before
+                            the start is the next day). No Job starts outside a
+                            window; Jobs in flight finish. When the window closes
+                            with nodes left, or the run begins outside every
+                            window, it exits 4 naming how many are left; a
+                            re-run resumes.
+  --blocking-pod-selector SEL  A node running a pod this label selector matches
+                            (kubectl syntax; repeatable: any of them) gets no Job:
+                            it goes back to the queue without holding a slot and
+                            is checked again every 5 s.
+  --blocked-timeout-secs S  A node still blocked S seconds after it was first
+                            found blocked ends as "blocked", naming the pods (exit
+                            1). Default: it waits as long as the run.
+  --pause-file PATH         While PATH exists, no new Job starts (Jobs in flight
+                            finish); removing it resumes. With an owner Job, the
+                            annotation <P>/paused=true on it does the same:
+                            "kubectl annotate job OWNER <P>/paused=true";
+                            "kubectl annotate job OWNER <P>/paused-" resumes.
+  --retry-failed            On a re-run of the same owner (or prefix), dispatch
+                            again the nodes whose Job failed before: the failed
+                            Job is deleted and replaced. Without it a failure is
+                            counted, as any finished Job.
+  --post-node-delay-secs S  A node whose Job succeeded holds its slot S seconds
+                            more (after its uncordon and node lifecycle work),
+                            for the cluster to settle before the next starts.
+
 CLUSTER ACCESS
   --kubeconfig PATH         Kubeconfig file (default $KUBECONFIG, ~/.kube/config,
                             then the in-cluster service account).
@@ -310,9 +371,31 @@ EXIT CODES
   2    bad usage or input (flags, template, selectors); nothing was created
   3    the cluster could not be used before any dispatch (unreachable,
        unauthorised, forbidden, kubeconfig unusable)
+  4    incomplete: the --window closed (or none was open) with nodes left;
+       a re-run inside a window resumes them (a failure says 1 instead)
   130  interrupted by SIGINT; 143 by SIGTERM. Jobs already created run on; a
        re-run adopts them and finishes the rest.
 `;
+
+/** The maintenance flags (issue 14), in parseArgs form: part of {@linkcode FLAGS}. */
+export const MAINTENANCE_FLAGS = {
+  cordon: { type: "boolean" },
+  "uncordon-on-failure": { type: "boolean" },
+  drain: { type: "boolean" },
+  "delete-emptydir-data": { type: "boolean" },
+  force: { type: "boolean" },
+  "pod-selector": { type: "string" },
+  "grace-period": { type: "string" },
+  "drain-timeout-secs": { type: "string" },
+  "disable-eviction": { type: "boolean" },
+  "retry-failed": { type: "boolean" },
+  "post-node-delay-secs": { type: "string" },
+  "max-unavailable": { type: "string" },
+  window: { type: "string", multiple: true },
+  "pause-file": { type: "string" },
+  "blocking-pod-selector": { type: "string", multiple: true },
+  "blocked-timeout-secs": { type: "string" },
+} as const;
 
 const FLAGS = {
   "job-template": { type: "string" },
@@ -370,6 +453,7 @@ const FLAGS = {
   "cleanup-job-template": { type: "string" },
   "require-node-runtime-version": { type: "boolean" },
   "require-node-machine-id": { type: "boolean" },
+  ...MAINTENANCE_FLAGS,
 } as const;
 
 function number(
@@ -409,6 +493,31 @@ function oneOf<T extends string>(
 }
 
 /**
+ * parseArgs, strict, with its refusals as one-line UsageErrors.
+ *
+ * @throws {UsageError} for an unknown flag, a missing value or a positional argument
+ */
+function parseFlags<F extends ParseArgsOptionsConfig>(argv: string[], flags: F) {
+  try {
+    return parseArgs({ args: argv, options: flags, strict: true, allowPositionals: false }).values;
+  } catch (e) {
+    const msg = (e as Error).message;
+    // parseArgs refuses "--parallelism -1" as ambiguous (the value looks like
+    // a flag); the user meant a value, so judge it as the value it is.
+    const ambiguous = msg.match(/^Option '--([a-z-]+)' argument is ambiguous/);
+    const at = ambiguous ? argv.indexOf(`--${ambiguous[1]}`) : -1;
+    if (at >= 0 && at + 1 < argv.length) {
+      return parseFlags([
+        ...argv.slice(0, at),
+        `--${ambiguous![1]}=${argv[at + 1]}`,
+        ...argv.slice(at + 2),
+      ], flags);
+    }
+    throw new UsageError(msg.replace(/\. To specify a positional argument.*$/s, "").split("\n")[0]);
+  }
+}
+
+/**
  * Parses argv into validated options.
  *
  * @throws {UsageError} naming the flag and what is wrong with it
@@ -418,25 +527,7 @@ function oneOf<T extends string>(
  * ```
  */
 export function parseOptions(argv: string[]): Options {
-  let values;
-  try {
-    ({ values } = parseArgs({ args: argv, options: FLAGS, strict: true, allowPositionals: false }));
-  } catch (e) {
-    const msg = (e as Error).message;
-    // parseArgs refuses "--parallelism -1" as ambiguous (the value looks like
-    // a flag); the user meant a value, so judge it as the value it is.
-    const ambiguous = msg.match(/^Option '--([a-z-]+)' argument is ambiguous/);
-    const at = ambiguous ? argv.indexOf(`--${ambiguous[1]}`) : -1;
-    if (at >= 0 && at + 1 < argv.length) {
-      return parseOptions([
-        ...argv.slice(0, at),
-        `--${ambiguous![1]}=${argv[at + 1]}`,
-        ...argv.slice(at + 2),
-      ]);
-    }
-    throw new UsageError(msg.replace(/\. To specify a positional argument.*$/s, "").split("\n")[0]);
-  }
-  const v = values;
+  const v = parseFlags(argv, FLAGS);
   const help = v.help ?? false;
   const version = v.version ?? false;
   const nodes = v.nodes?.split(",").map((s) => s.trim()).filter(Boolean);
@@ -502,6 +593,7 @@ export function parseOptions(argv: string[]): Options {
     cleanupJobTemplate: v["cleanup-job-template"],
     requireNodeRuntimeVersion: v["require-node-runtime-version"] ?? false,
     requireNodeMachineId: v["require-node-machine-id"] ?? false,
+    maintenance: maintenanceOptions(v),
     help,
     version,
   };
@@ -521,6 +613,12 @@ export function parseOptions(argv: string[]): Options {
     throw new UsageError('Invalid --node-selector "": give a label selector such as role=worker');
   }
   if (opts.maxFailures !== undefined) failureBudget(opts.maxFailures, 0);
+  if (opts.maintenance.maxUnavailable && nodes) {
+    throw new UsageError(
+      "Invalid --max-unavailable with --nodes: the budget watches a selection; " +
+        "select with --node-selector or --node-field-selector instead",
+    );
+  }
   if (opts.deleteTimedOut && opts.nodeTimeoutSecs === undefined) {
     throw new UsageError("Invalid --delete-timed-out: it needs --node-timeout-secs");
   }
@@ -640,4 +738,150 @@ function nodeLabels(v: Values): LabelConfig | undefined {
     throw new UsageError(`Invalid --extra-node-label ${mark}: it is this instance's mark`);
   }
   return { key, value, pendingValue, extra, claim, remove, mark, instancePrefix: prefix };
+}
+
+/** A label selector as given and as parsed. */
+export interface PodSelector {
+  /** The selector as the user wrote it. */
+  text: string;
+  /** Its requirements, for matching pods the run holds. */
+  requirements: Requirement[];
+}
+
+/** What `--drain` does; present only with `--drain`. */
+export interface DrainFlags {
+  /** Evict pods with emptyDir volumes. @default false */
+  deleteEmptyDirData: boolean;
+  /** Evict pods that declare no controller. @default false */
+  force: boolean;
+  /** Only pods this selector matches are evicted. */
+  podSelector?: PodSelector;
+  /** Seconds each pod gets to terminate; undefined: the pod's own terminationGracePeriodSeconds. */
+  gracePeriodSecs?: number;
+  /** How long a node's drain may take before the node fails naming what blocked it. @default 600 */
+  timeoutSecs: number;
+  /** Delete the pods instead of evicting them: PodDisruptionBudgets are bypassed. @default false */
+  disableEviction: boolean;
+}
+
+/**
+ * The maintenance flags (issue 14): cordon, drain, availability budget,
+ * blocking pods, windows, pause, retry and settling delay, parsed and
+ * validated; the engine carries them out (`fanout.ts`, `maintenance.ts`).
+ */
+export interface MaintenanceOptions {
+  /** Cordon each node before its Job and uncordon it (only if this run cordoned it) after success. Implied by `--drain`. */
+  cordon: boolean;
+  /** Uncordon a node this run cordoned even when its Job failed. @default false */
+  uncordonOnFailure: boolean;
+  /** Evict the node's pods before its Job. */
+  drain?: DrainFlags;
+  /** `--max-unavailable`: how many nodes of the selection may be unavailable at once. */
+  maxUnavailable?: MaxUnavailable;
+  /** A node running a pod that any of these match gets no Job until the pod ends. */
+  blockingPodSelectors: PodSelector[];
+  /** How long a node may stay blocked before it ends as `blocked`; undefined: as long as the run. */
+  blockedTimeoutSecs?: number;
+  /** Maintenance windows; empty: any time. */
+  windows: Window[];
+  /** Dispatch again the nodes whose Job failed in an earlier run. @default false */
+  retryFailed: boolean;
+  /** Seconds a finished node holds its slot, for the cluster to settle. @default 0 */
+  postNodeDelaySecs: number;
+  /** While this file exists, no new Job starts (for runs without an owner Job). */
+  pauseFile?: string;
+}
+
+type MaintenanceValues = ReturnType<typeof parseArgs<{ options: typeof MAINTENANCE_FLAGS }>>[
+  "values"
+];
+
+function podSelector(flag: string, text: string): PodSelector {
+  if (!text.trim()) {
+    throw new UsageError(
+      `Invalid --${flag} "": it would match every pod; give a label selector such as app=web`,
+    );
+  }
+  try {
+    return { text, requirements: parseLabelSelector(text) };
+  } catch (e) {
+    throw new UsageError(
+      `Invalid --${flag} ${JSON.stringify(text)}: ${(e as Error).message} ` +
+        "(kubectl label selector syntax, e.g. app=web,tier!=cache)",
+    );
+  }
+}
+
+/**
+ * Parses the maintenance flags of argv into validated options.
+ *
+ * @throws {UsageError} naming the flag and the fix, for a malformed value or
+ * a flag that needs another (`--force` needs `--drain`)
+ * @example
+ * ```ts
+ * parseMaintenanceOptions(["--drain", "--max-unavailable", "10%"]).cordon; // true
+ * ```
+ */
+export function parseMaintenanceOptions(argv: string[]): MaintenanceOptions {
+  return maintenanceOptions(parseFlags(argv, MAINTENANCE_FLAGS));
+}
+
+function maintenanceOptions(v: MaintenanceValues): MaintenanceOptions {
+  const drainOnly = [
+    "delete-emptydir-data",
+    "force",
+    "pod-selector",
+    "grace-period",
+    "drain-timeout-secs",
+    "disable-eviction",
+  ] as const;
+  const needsDrain = drainOnly.find((f) => v[f] !== undefined);
+  if (!v.drain && needsDrain) {
+    throw new UsageError(`Invalid --${needsDrain}: it is a drain option; add --drain`);
+  }
+  // kubectl's --grace-period -1 means "the pod's own"; so does leaving it out.
+  const grace = number("grace-period", v["grace-period"], -1, -1);
+  const drain: DrainFlags | undefined = v.drain
+    ? {
+      deleteEmptyDirData: v["delete-emptydir-data"] ?? false,
+      force: v.force ?? false,
+      podSelector: v["pod-selector"] === undefined
+        ? undefined
+        : podSelector("pod-selector", v["pod-selector"]),
+      gracePeriodSecs: grace < 0 ? undefined : grace,
+      timeoutSecs: number("drain-timeout-secs", v["drain-timeout-secs"], 600, 1, false),
+      disableEviction: v["disable-eviction"] ?? false,
+    }
+    : undefined;
+  const cordon = (v.cordon ?? false) || drain !== undefined;
+  if (v["uncordon-on-failure"] && !cordon) {
+    throw new UsageError(
+      "Invalid --uncordon-on-failure: it needs --cordon or --drain (nothing is cordoned without)",
+    );
+  }
+  const blockingPodSelectors = (v["blocking-pod-selector"] ?? []).map((s) =>
+    podSelector("blocking-pod-selector", s)
+  );
+  if (v["blocked-timeout-secs"] !== undefined && !blockingPodSelectors.length) {
+    throw new UsageError("Invalid --blocked-timeout-secs: it needs --blocking-pod-selector");
+  }
+  if (v["pause-file"] !== undefined && !v["pause-file"].trim()) {
+    throw new UsageError('Invalid --pause-file "": name a file whose existence pauses the run');
+  }
+  return {
+    cordon,
+    uncordonOnFailure: v["uncordon-on-failure"] ?? false,
+    drain,
+    maxUnavailable: v["max-unavailable"] === undefined
+      ? undefined
+      : parseMaxUnavailable(v["max-unavailable"]),
+    blockingPodSelectors,
+    blockedTimeoutSecs: v["blocked-timeout-secs"] === undefined
+      ? undefined
+      : number("blocked-timeout-secs", v["blocked-timeout-secs"], 0, 1, false),
+    windows: (v.window ?? []).map(parseWindow),
+    retryFailed: v["retry-failed"] ?? false,
+    postNodeDelaySecs: number("post-node-delay-secs", v["post-node-delay-secs"], 0, 0, false),
+    pauseFile: v["pause-file"],
+  };
 }

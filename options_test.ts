@@ -1,19 +1,25 @@
 import assert from "node:assert/strict";
 import { UsageError } from "./job.ts";
-import { HELP, type Options, parseOptions } from "./options.ts";
+import {
+  HELP,
+  MAINTENANCE_FLAGS,
+  type Options,
+  parseMaintenanceOptions,
+  parseOptions,
+} from "./options.ts";
 
 const T = ["--job-template", "job.yaml"];
 
-/** The message of the UsageError that parseOptions throws for `argv`. */
-function rejection(argv: string[]): string {
+/** The message of the UsageError that `parse` (parseOptions) throws for `argv`. */
+function rejection(argv: string[], parse: (argv: string[]) => unknown = parseOptions): string {
   try {
-    parseOptions(argv);
+    parse(argv);
   } catch (e) {
     assert.ok(e instanceof UsageError, `expected a UsageError, got ${e}`);
     assert.ok(!e.message.includes("\n"), `one line: ${e.message}`);
     return e.message;
   }
-  assert.fail(`parseOptions() accepted ${JSON.stringify(argv)}`);
+  assert.fail(`${parse.name}() accepted ${JSON.stringify(argv)}`);
 }
 
 const DEFAULTS: Options = {
@@ -63,6 +69,8 @@ const DEFAULTS: Options = {
   cleanupJobTemplate: undefined,
   requireNodeRuntimeVersion: false,
   requireNodeMachineId: false,
+  // Its defaults are spelled out in the parseMaintenanceOptions() test.
+  maintenance: parseMaintenanceOptions([]),
   help: false,
   version: false,
 };
@@ -455,6 +463,22 @@ const FLAGS: Record<string, string[]> = {
   "--cleanup-job-template": ["cleanup.yaml", "--node-label-key", "k"],
   "--require-node-runtime-version": [],
   "--require-node-machine-id": [],
+  "--cordon": [],
+  "--uncordon-on-failure": ["--cordon"],
+  "--drain": [],
+  "--delete-emptydir-data": ["--drain"],
+  "--force": ["--drain"],
+  "--pod-selector": ["app=web", "--drain"],
+  "--grace-period": ["30", "--drain"],
+  "--drain-timeout-secs": ["10", "--drain"],
+  "--disable-eviction": ["--drain"],
+  "--retry-failed": [],
+  "--post-node-delay-secs": ["30"],
+  "--max-unavailable": ["10%"],
+  "--pause-file": ["/tmp/pause"],
+  "--blocking-pod-selector": ["app=db"],
+  "--blocked-timeout-secs": ["60", "--blocking-pod-selector", "app=db"],
+  "--window": ["Mon-Fri 02:00-04:00 Europe/Berlin"],
   "--help": [],
   "--version": [],
 };
@@ -615,5 +639,210 @@ Deno.test({
         assert.match(rejection([...T, ...c.argv]), c.says);
       });
     }
+  },
+});
+
+Deno.test({
+  name: "parseMaintenanceOptions() parses the maintenance flags, with their defaults",
+  permissions: "none",
+  async fn(t) {
+    await t.step("none given: nothing is cordoned, drained or waited for", () => {
+      assert.deepEqual(parseMaintenanceOptions([]), {
+        cordon: false,
+        uncordonOnFailure: false,
+        drain: undefined,
+        maxUnavailable: undefined,
+        blockingPodSelectors: [],
+        blockedTimeoutSecs: undefined,
+        windows: [],
+        retryFailed: false,
+        postNodeDelaySecs: 0,
+        pauseFile: undefined,
+      });
+    });
+    await t.step("--drain implies --cordon and has kubectl's defaults", () => {
+      const o = parseMaintenanceOptions(["--drain"]);
+      assert.equal(o.cordon, true);
+      assert.deepEqual(o.drain, {
+        deleteEmptyDirData: false,
+        force: false,
+        podSelector: undefined,
+        gracePeriodSecs: undefined,
+        timeoutSecs: 600,
+        disableEviction: false,
+      });
+    });
+    await t.step("every flag", () => {
+      const o = parseMaintenanceOptions([
+        "--drain",
+        "--uncordon-on-failure",
+        "--delete-emptydir-data",
+        "--force",
+        "--pod-selector",
+        "app=web",
+        "--grace-period",
+        "30",
+        "--drain-timeout-secs",
+        "10",
+        "--disable-eviction",
+        "--max-unavailable",
+        "25%",
+        "--blocking-pod-selector",
+        "app=batch",
+        "--blocking-pod-selector=team in (ml)",
+        "--blocked-timeout-secs",
+        "900",
+        "--window",
+        "Mon-Fri 02:00-04:00 Europe/Berlin",
+        "--window",
+        "Sat,Sun 00:00-24:00",
+        "--retry-failed",
+        "--post-node-delay-secs",
+        "2.5",
+        "--pause-file",
+        "/run/pause",
+      ]);
+      assert.deepEqual(o.drain, {
+        deleteEmptyDirData: true,
+        force: true,
+        podSelector: {
+          text: "app=web",
+          requirements: [{ key: "app", operator: "=", values: ["web"] }],
+        },
+        gracePeriodSecs: 30,
+        timeoutSecs: 10,
+        disableEviction: true,
+      });
+      assert.equal(o.uncordonOnFailure, true);
+      assert.deepEqual(o.maxUnavailable, { kind: "percent", percent: 25, text: "25%" });
+      assert.deepEqual(o.blockingPodSelectors.map((s) => s.text), ["app=batch", "team in (ml)"]);
+      assert.equal(o.blockedTimeoutSecs, 900);
+      assert.deepEqual(o.windows.map((w) => [w.zone, w.startMin, w.endMin, w.days.size]), [
+        ["Europe/Berlin", 120, 240, 5],
+        ["UTC", 0, 1440, 2],
+      ]);
+      assert.equal(o.retryFailed, true);
+      assert.equal(o.postNodeDelaySecs, 2.5);
+      assert.equal(o.pauseFile, "/run/pause");
+    });
+    await t.step("--grace-period -1 is kubectl's 'the pod's own', as leaving it out", () => {
+      assert.equal(
+        parseMaintenanceOptions(["--drain", "--grace-period", "-1"]).drain?.gracePeriodSecs,
+        undefined,
+      );
+      assert.equal(
+        parseMaintenanceOptions(["--drain", "--grace-period", "0"]).drain?.gracePeriodSecs,
+        0,
+      );
+    });
+  },
+});
+
+Deno.test({
+  name:
+    "parseMaintenanceOptions() refuses every malformed value in one line naming the flag and the fix",
+  permissions: "none",
+  async fn(t) {
+    const cases: [string[], RegExp][] = [
+      [
+        ["--window", "Mon-Fry 02:00-04:00"],
+        /^Invalid --window "Mon-Fry 02:00-04:00": unknown day "Fry"/,
+      ],
+      [["--window", "Mon 2-4"], /^Invalid --window "Mon 2-4": bad time "2"/],
+      [
+        ["--window", "02:00-04:00"],
+        /^Invalid --window "02:00-04:00": expected DAYS HH:MM-HH:MM \[ZONE\]/,
+      ],
+      [
+        ["--window", "* 02:00-04:00 Mars/Olympus"],
+        /unknown time zone "Mars\/Olympus"; give an IANA zone/,
+      ],
+      [
+        ["--max-unavailable", "101%"],
+        /^Invalid --max-unavailable "101%": a percentage is at most 100%/,
+      ],
+      [
+        ["--max-unavailable", "0"],
+        /^Invalid --max-unavailable "0": 0 would never let a node start/,
+      ],
+      [["--max-unavailable", "two"], /^Invalid --max-unavailable "two": expected a whole number/],
+      [
+        ["--drain", "--pod-selector", "app=web=x"],
+        /^Invalid --pod-selector "app=web=x": found '='.*\(kubectl label selector syntax/,
+      ],
+      [["--drain", "--pod-selector", ""], /^Invalid --pod-selector "": it would match every pod/],
+      [
+        ["--blocking-pod-selector", "app in web"],
+        /^Invalid --blocking-pod-selector "app in web": found 'web', expected: '\('/,
+      ],
+      [
+        ["--blocking-pod-selector", "a/b/c"],
+        /^Invalid --blocking-pod-selector "a\/b\/c": invalid label key/,
+      ],
+      [
+        ["--blocking-pod-selector", " "],
+        /^Invalid --blocking-pod-selector "": it would match every pod/,
+      ],
+      [
+        ["--drain", "--grace-period", "soon"],
+        /^Invalid --grace-period "soon": expected a whole number/,
+      ],
+      [["--drain", "--grace-period", "-2"], /^Invalid --grace-period -2: it must be at least -1/],
+      [
+        ["--drain", "--drain-timeout-secs", "0"],
+        /^Invalid --drain-timeout-secs 0: it must be at least 1/,
+      ],
+      [
+        ["--blocking-pod-selector", "a=b", "--blocked-timeout-secs", "0"],
+        /^Invalid --blocked-timeout-secs 0/,
+      ],
+      [
+        ["--post-node-delay-secs", "-1"],
+        /^Invalid --post-node-delay-secs -1: it must be at least 0/,
+      ],
+      [["--force"], /^Invalid --force: it is a drain option; add --drain/],
+      [
+        ["--cordon", "--delete-emptydir-data"],
+        /^Invalid --delete-emptydir-data: it is a drain option; add --drain/,
+      ],
+      [["--disable-eviction"], /^Invalid --disable-eviction: it is a drain option/],
+      [["--uncordon-on-failure"], /^Invalid --uncordon-on-failure: it needs --cordon or --drain/],
+      [
+        ["--blocked-timeout-secs", "60"],
+        /^Invalid --blocked-timeout-secs: it needs --blocking-pod-selector/,
+      ],
+      [["--pause-file", ""], /^Invalid --pause-file "": name a file/],
+      [["--drain=yes"], /--drain/],
+    ];
+    for (const [argv, want] of cases) {
+      await t.step(
+        argv.join(" "),
+        () => assert.match(rejection(argv, parseMaintenanceOptions), want),
+      );
+    }
+  },
+});
+
+Deno.test({
+  name: "parseOptions() accepts the maintenance flags, and --help offers each",
+  permissions: "none",
+  async fn(t) {
+    for (const flag of Object.keys(MAINTENANCE_FLAGS)) {
+      await t.step(`--${flag} is in --help`, () => {
+        assert.ok(HELP.includes(`--${flag} `), "--help offers it");
+      });
+    }
+    await t.step("--drain --force --grace-period 5 reach the options", () => {
+      const o = parseOptions([...T, "--drain", "--force", "--grace-period", "5"]).maintenance;
+      assert.equal(o.cordon, true);
+      assert.equal(o.drain?.force, true);
+      assert.equal(o.drain?.gracePeriodSecs, 5);
+    });
+    await t.step("--force without --drain is refused in one line", () => {
+      assert.match(
+        rejection([...T, "--force"]),
+        /^Invalid --force: it is a drain option; add --drain$/,
+      );
+    });
   },
 });

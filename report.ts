@@ -70,6 +70,7 @@ export function jsonReport(r: ReportInput): string {
         succeeded: count("succeeded"),
         failed: count("failed"),
         unknown: count("unknown"),
+        blocked: count("blocked"),
         inFlight: count("inFlight"),
         notStarted: count("notStarted"),
         skipped: r.skipped.length,
@@ -133,11 +134,12 @@ export function junitReport(r: ReportInput): string {
       `time="${secs}"`;
     if (x.outcome === "succeeded") {
       cases.push(`${head}/>`);
-    } else if (x.outcome === "failed") {
+    } else if (x.outcome === "failed" || x.outcome === "blocked") {
       failures++;
-      const reason = x.reason ?? "failed";
+      const reason = x.reason ?? x.outcome;
+      const type = x.outcome === "blocked" ? "NodeBlocked" : "JobFailed";
       cases.push(
-        `${head}>\n      <failure message="${xml(reason)}" type="JobFailed">` +
+        `${head}>\n      <failure message="${xml(reason)}" type="${type}">` +
           `job ${xml(x.job)}: ${xml(reason)}</failure>\n    </testcase>`,
       );
     } else {

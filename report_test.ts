@@ -54,6 +54,7 @@ Deno.test({
       succeeded: 1,
       failed: 1,
       unknown: 0,
+      blocked: 0,
       inFlight: 0,
       notStarted: 1,
       skipped: 1,

@@ -30,6 +30,7 @@ import {
   type FanoutOptions,
   type JobApi,
   type NodeResult,
+  type StartBudget,
   type Target,
 } from "./fanout.ts";
 import {
@@ -47,6 +48,15 @@ import {
   waitForSelection,
 } from "./select.ts";
 import { isSatisfied, ownedButUnselected } from "./lifecycle.ts";
+import { blockingPods, Maintenance } from "./maintenance.ts";
+import { closesAt, nextOpening } from "./window.ts";
+import { FilePause, OwnerPause } from "./pause.ts";
+import {
+  describeBudget,
+  resolveMaxUnavailable,
+  slotsUnderBudget,
+  unavailableCount,
+} from "./budget.ts";
 import { NodeWriter } from "./node_writer.ts";
 import type { Logger } from "./log.ts";
 import type { Options } from "./options.ts";
@@ -55,7 +65,15 @@ import { jsonReport, junitReport, Recorder, type ReportInput } from "./report.ts
 import { holdOwner } from "./owner_guard.ts";
 
 /** Exit codes, as documented in `--help`. */
-export const EXIT = { ok: 0, failed: 1, usage: 2, cluster: 3, sigint: 130, sigterm: 143 } as const;
+export const EXIT = {
+  ok: 0,
+  failed: 1,
+  usage: 2,
+  cluster: 3,
+  window: 4,
+  sigint: 130,
+  sigterm: 143,
+} as const;
 
 /** What a run needs from its surroundings. */
 export interface RunContext {
@@ -227,6 +245,7 @@ function summarise(
   // Not a failure: the Job was collected (ttlSecondsAfterFinished) before
   // its outcome was seen and no pod was left to tell.
   if (count("unknown")) parts.push(`${count("unknown")} unknown (collected before seen)`);
+  if (count("blocked")) parts.push(`${count("blocked")} blocked`);
   if (count("inFlight")) parts.push(`${count("inFlight")} still running`);
   if (count("notStarted")) parts.push(`${count("notStarted")} not started`);
   const summary = `${parts.join(", ")} of ${results.length} nodes in ${secs} s`;
@@ -235,6 +254,7 @@ function summarise(
     succeeded: count("succeeded"),
     failed: count("failed"),
     unknown: count("unknown"),
+    blocked: count("blocked"),
     inFlight: count("inFlight"),
     notStarted: count("notStarted"),
     total: results.length,
@@ -242,6 +262,9 @@ function summarise(
   const failed = results.filter((r) => r.outcome === "failed");
   for (const r of failed) {
     ctx.log.warn(`failed node ${r.node}: job ${r.job}: ${r.reason}`, { event: "nodeFailed", ...r });
+  }
+  for (const r of results.filter((r) => r.outcome === "blocked")) {
+    ctx.log.warn(`blocked node ${r.node}: no job: ${r.reason}`, { event: "nodeBlocked", ...r });
   }
   if (failed.length) {
     ctx.log.info(
@@ -317,6 +340,47 @@ interface Phase {
   recorder: Recorder;
   selected: Map<string, V1Node>;
   recheck?: (t: Target) => Promise<string | undefined>;
+  /** Cordon and drain around each Job (`--cordon`, `--drain`); the main phase only. */
+  maintenance?: Maintenance;
+}
+
+/**
+ * `--max-unavailable` over the watched selection: NotReady nodes, nodes
+ * cordoned by anyone, and the nodes this run works on count against it.
+ */
+function availabilityBudget(
+  max: number,
+  nodeWatch: NodeWatch,
+  onChange: (wake: () => void) => void,
+): StartBudget {
+  const count = (inWork: readonly string[]) => unavailableCount(nodeWatch.nodes(), new Set(inWork));
+  return {
+    // The engine bounds --parallelism itself: only the budget's room here.
+    slots: (inWork) =>
+      slotsUnderBudget({
+        maxUnavailable: max,
+        unavailable: count(inWork).count,
+        parallelism: Infinity,
+        inFlight: 0,
+      }),
+    describe: (inWork) => describeBudget(count(inWork), max),
+    onChange,
+  };
+}
+
+/**
+ * The post-success work: the node writer's (labels, Ready, taints), then the
+ * uncordon, so that a node is schedulable again only once it is ready for it.
+ */
+function afterSuccess(
+  writer: NodeWriter,
+  maintenance: Maintenance | undefined,
+  node: (t: Target) => V1Node,
+): ((t: Target) => Promise<string | undefined>) | undefined {
+  if (!writer.hasAfter && !maintenance) return undefined;
+  return async (t) =>
+    (writer.hasAfter ? await writer.after(node(t)) : undefined) ??
+      await maintenance?.afterSuccess(t.node);
 }
 
 /** What a run will do, decided before anything is created. */
@@ -613,6 +677,21 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
   // garbage-collected mid-run (owner_guard.ts).
   const guard = owner && await holdOwner({ kube, namespace, owner, keys, log });
 
+  // --window: nothing starts outside; a run begun outside ends at once.
+  const windows = opts.maintenance.windows;
+  const closes = windows.length ? closesAt(windows, Date.now()) : Infinity;
+  if (closes === undefined) {
+    const opens = nextOpening(windows, Date.now());
+    const left = targets.length + cleanupTargets.length;
+    log.warn(
+      `incomplete: outside every --window (next opening ${
+        opens === undefined ? "never" : new Date(opens).toISOString()
+      }); ${left} nodes left, none started`,
+      { event: "incomplete", reason: "window closed", left },
+    );
+    return EXIT.window;
+  }
+
   const writerFor = (labels = opts.nodeLabels) =>
     new NodeWriter({
       kube,
@@ -678,7 +757,9 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
       // fails its own entry and is left untouched.
       recheck: async (t) =>
         (await phase.recheck?.(t)) ?? (writer.hasBefore ? await writer.before(node(t)) : undefined),
-      afterSuccess: writer.hasAfter ? (t) => writer.after(node(t)) : undefined,
+      afterSuccess: afterSuccess(writer, phase.maintenance, node),
+      prepare: phase.maintenance ? (t) => phase.maintenance!.prepare(t.node) : undefined,
+      release: phase.maintenance ? (t, why) => phase.maintenance!.release(t.node, why) : undefined,
       nodeTimeoutMs: opts.nodeTimeoutSecs === undefined ? undefined : opts.nodeTimeoutSecs * 1000,
       deleteTimedOut: opts.deleteTimedOut,
       stallAfterMs: opts.stallWarnSecs * 1000,
@@ -714,13 +795,23 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
     // A cleanup run clears the outcome marks instead of writing them.
     const recorder = recorderFor(plan.eligible, true, !opts.nodeLabels?.remove);
     recorder.started(targets.length);
+    let nodesChanged = () => {};
     const nodeWatch = new NodeWatch(
       kube,
       plan.selection,
       plan.podSpec,
       resolved.listings,
       (msg) => log.warn(msg),
+      () => nodesChanged(),
     );
+    const maxUnavailable = opts.maintenance.maxUnavailable;
+    // Pause/resume: the owner's annotation (one watch on the owner Job), or a file.
+    const ownerPause = owner && new OwnerPause(kube, namespace, owner, keys.paused);
+    const filePause = opts.maintenance.pauseFile
+      ? new FilePause(opts.maintenance.pauseFile)
+      : undefined;
+    const gates = [ownerPause, filePause].filter((g) => g !== undefined);
+    await ownerPause?.start();
     const writer = writerFor();
     const mainStarted = Date.now();
     let report: DispatchReport;
@@ -732,15 +823,49 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
         recorder,
         selected: plan.selected,
         recheck: (t) => nodeWatch.recheck(t.node.name, t.node.uid),
+        maintenance: opts.maintenance.cordon
+          ? new Maintenance({
+            kube,
+            annotation: keys.cordonedBy,
+            // The owner's UID: a retried hook pod of the same owner lifts its
+            // own cordons; without an owner, runs of one prefix are one run.
+            runId: owner?.uid ?? plan.prefix,
+            drain: opts.maintenance.drain,
+            uncordonOnFailure: opts.maintenance.uncordonOnFailure,
+            warn: (message) => log.warn(message),
+            signal: ctx.signal,
+          })
+          : undefined,
       }, {
         maxFailures: opts.maxFailures === undefined
           ? undefined
           : failureBudget(opts.maxFailures, targets.length),
         canary: opts.canary,
+        retryFailed: opts.maintenance.retryFailed,
+        budget: maxUnavailable && availabilityBudget(
+          resolveMaxUnavailable(maxUnavailable, resolved.matched.length),
+          nodeWatch,
+          (wake) => (nodesChanged = wake),
+        ),
+        postNodeDelayMs: opts.maintenance.postNodeDelaySecs * 1000,
+        closesAt: closes === Infinity ? undefined : closes,
+        blockers: opts.maintenance.blockingPodSelectors.length
+          ? (t) => blockingPods(kube, t.node.name, opts.maintenance.blockingPodSelectors)
+          : undefined,
+        blockedTimeoutMs: opts.maintenance.blockedTimeoutSecs === undefined
+          ? undefined
+          : opts.maintenance.blockedTimeoutSecs * 1000,
+        pause: gates.length
+          ? {
+            pausedBy: () => gates.map((g) => g.pausedBy()).find((by) => by !== undefined),
+            onChange: (wake) => gates.forEach((g) => g.onChange(wake)),
+          }
+          : undefined,
         domain: plan.domain,
         maxPerDomain: limit?.max,
       });
     } finally {
+      await Promise.all(gates.map((g) => g.stop()));
       await nodeWatch.stop();
       await writer.settle();
     }
@@ -755,7 +880,18 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
         notStarted: never,
       });
     }
-    if (stoppedBy || results.some((r) => r.outcome === "failed")) code = EXIT.failed;
+    if (stoppedBy || results.some((r) => r.outcome === "failed" || r.outcome === "blocked")) {
+      code = EXIT.failed;
+    }
+    if (report.windowClosed) {
+      const left = results.filter((r) => r.outcome === "notStarted").length;
+      log.warn(
+        `incomplete: window closed; ${left} nodes left (a re-run inside a window resumes them)`,
+        { event: "incomplete", reason: "window closed", left },
+      );
+      // A failure needs a look first; otherwise the exit says: run again later.
+      if (code === EXIT.ok) code = EXIT.window;
+    }
     await recorder.finished(
       stoppedBy ? `stopped: ${stoppedBy}; ${summary}` : summary,
       code !== EXIT.ok,

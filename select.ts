@@ -70,7 +70,8 @@ export function describeSelection(s: Selection): string {
  * Keeps of a Node what the dispatcher reads: its metadata without
  * managedFields (name, UID, labels, annotations), its spec (taints),
  * status.nodeInfo (the Job's environment) and status.runtimeHandlers
- * (`--skip-satisfied-nodes`). The selection is held for the
+ * (`--skip-satisfied-nodes`), and of the conditions only Ready's status
+ * (`--max-unavailable` counts NotReady nodes). The selection is held for the
  * whole run, and after the node marks the watch cache holds a second copy;
  * the rest of a Node (managedFields, conditions, and on a real node
  * status.images, often tens of KB) is most of its size.
@@ -78,10 +79,12 @@ export function describeSelection(s: Selection): string {
 export function slimNode(node: V1Node): V1Node {
   const { managedFields: _, ...metadata } = node.metadata ?? {};
   const { nodeInfo, runtimeHandlers } = node.status ?? {};
+  const ready = node.status?.conditions?.find((c) => c.type === "Ready");
   const status: V1Node["status"] = {};
   if (nodeInfo) status.nodeInfo = nodeInfo;
   if (runtimeHandlers) status.runtimeHandlers = runtimeHandlers;
-  return { ...node, metadata, status: nodeInfo || runtimeHandlers ? status : undefined };
+  if (ready) status.conditions = [{ type: "Ready", status: ready.status }];
+  return { ...node, metadata, status: nodeInfo || runtimeHandlers || ready ? status : undefined };
 }
 
 function badSelector(e: unknown, what: string): never {
@@ -265,6 +268,7 @@ export class NodeWatch {
     podSpec: V1PodSpec,
     listings: Listing[],
     onNotice: (msg: string) => void,
+    onChange: () => void = () => {},
   ) {
     this.#kube = kube;
     this.#s = s;
@@ -278,6 +282,8 @@ export class NodeWatch {
           watch: (rv, signal) => kube.watch<V1Node>(paths.nodes(), query, rv, signal),
         },
         keep: slimNode,
+        onUpsert: onChange,
+        onDelete: onChange,
         // While polling, a re-read goes to the API server anyway (recheck):
         // the LIST only keeps the cache from ageing, so it need not be often.
         pollIntervalMs: 30_000,
@@ -304,6 +310,18 @@ export class NodeWatch {
     // Gone from every selector: deleted, or no longer matching. Ask which.
     if (!(await this.#kube.get<V1Node>(paths.node(name)))) return "the node was deleted";
     return "the node no longer matches the selection";
+  }
+
+  /**
+   * The selected nodes as last seen (each once), for the availability
+   * budget; empty with explicit `--nodes`, which are not watched.
+   */
+  nodes(): V1Node[] {
+    const byName = new Map<string, V1Node>();
+    for (const i of this.#informers) {
+      for (const [name, node] of i.cache) byName.set(name, node);
+    }
+    return [...byName.values()];
   }
 
   /** Stops the informers. */

@@ -31,7 +31,10 @@ Deno.test({
           systemUUID: "",
         },
         images: [{ names: ["registry/app:1"], sizeBytes: 1 }],
-        conditions: [{ type: "Ready", status: "True" }],
+        conditions: [
+          { type: "MemoryPressure", status: "False", message: "kubelet has sufficient memory" },
+          { type: "Ready", status: "True", message: "kubelet is posting ready status" },
+        ],
         runtimeHandlers: [{ name: "kata" }],
       },
     };
@@ -41,7 +44,11 @@ Deno.test({
       kind: "Node",
       metadata: { name: "worker-1", uid: "u-1", labels: { zone: "a" }, annotations: { note: "x" } },
       spec: { taints: [{ key: "k", effect: "NoSchedule" }] },
-      status: { nodeInfo: node.status!.nodeInfo, runtimeHandlers: [{ name: "kata" }] },
+      status: {
+        nodeInfo: node.status!.nodeInfo,
+        runtimeHandlers: [{ name: "kata" }],
+        conditions: [{ type: "Ready", status: "True" }],
+      },
     });
     assert.ok(node.metadata!.managedFields, "the input is left as it was");
     assert.equal(slimNode({ metadata: { name: "bare" } }).status, undefined);

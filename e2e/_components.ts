@@ -27,7 +27,11 @@ export const COMPONENTS: readonly Component[] = [
   "kwok",
 ];
 
-/** Controllers kube-controller-manager runs: what Jobs and their cleanup need. */
+/**
+ * Controllers kube-controller-manager runs: what Jobs and their cleanup need,
+ * and what drains need: workloads whose pods are evicted and come back on
+ * other nodes, and PodDisruptionBudgets whose status the eviction API reads.
+ */
 export const CONTROLLERS = [
   "job-controller",
   "garbage-collector-controller",
@@ -39,6 +43,16 @@ export const CONTROLLERS = [
   "ttl-after-finished-controller",
   // Deletes pods whose node was deleted, as in a real cluster.
   "pod-garbage-collector-controller",
+  // Evictable workload pods that reschedule: Deployments make ReplicaSets
+  // make pods.
+  "deployment-controller",
+  "replicaset-controller",
+  // Computes each PodDisruptionBudget's status (currentHealthy,
+  // desiredHealthy, disruptionsAllowed); without it every eviction of a
+  // covered pod is refused as "still being processed".
+  "disruption-controller",
+  // The pods a drain must leave alone.
+  "daemonset-controller",
 ];
 
 /** Where a cluster's files are and which ports it uses. */

@@ -141,6 +141,8 @@ export interface Rbac {
   events: boolean;
   /** `get` on nodes/proxy, the README's optional rule for --kubelet-timeout-warn-secs. */
   nodesProxy?: boolean;
+  /** The README's rules for --drain: `list` pods and `create` pods/eviction, cluster-wide. */
+  drain?: boolean;
 }
 
 /** The README's RBAC section. */
@@ -162,6 +164,9 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ${roleKind}, name: ${id}}
 ${subject}
 `;
   const events = `  - {apiGroups: [""], resources: [events], verbs: [create]}\n`;
+  const drain = `  - {apiGroups: [""], resources: [pods], verbs: [list]}
+  - {apiGroups: [""], resources: [pods/eviction], verbs: [create]}
+`;
   return `apiVersion: v1
 kind: ServiceAccount
 metadata: {name: ${name}, namespace: ${ns}}
@@ -171,7 +176,9 @@ kind: ClusterRole
 metadata: {name: ${id}}
 rules:
   - {apiGroups: [""], resources: [nodes], verbs: [${rbac.nodes.join(", ")}]}
-${rbac.nodesProxy ? `  - {apiGroups: [""], resources: [nodes/proxy], verbs: [get]}\n` : ""}---
+${rbac.nodesProxy ? `  - {apiGroups: [""], resources: [nodes/proxy], verbs: [get]}\n` : ""}${
+    rbac.drain ? drain : ""
+  }---
 ${binding("ClusterRoleBinding", "ClusterRole", "")}---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role

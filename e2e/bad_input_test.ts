@@ -56,6 +56,89 @@ async function dispatchedJobs(cluster: Cluster): Promise<string[]> {
   return r.stdout.split("\n").filter(Boolean);
 }
 
+/** The suite's nodes that are cordoned. */
+async function cordoned(cluster: Cluster): Promise<string[]> {
+  const r = await cluster.kubectl([
+    "get",
+    "nodes",
+    "-l",
+    `${SUITE}=bad`,
+    "-o",
+    "jsonpath={range .items[?(@.spec.unschedulable)]}{.metadata.name}{'\\n'}{end}",
+  ]);
+  assert.equal(r.code, 0, r.stderr);
+  return r.stdout.split("\n").filter(Boolean);
+}
+
+/** Malformed values of the maintenance flags: refused before anything is cordoned. */
+function maintenanceCases(): Case[] {
+  const cases: [string, string[], RegExp][] = [
+    [
+      "--pod-selector that is no selector",
+      ["--drain", "--pod-selector", "app=web=x"],
+      /Invalid --pod-selector "app=web=x": .*\(kubectl label selector syntax/,
+    ],
+    [
+      "--grace-period soon",
+      ["--drain", "--grace-period", "soon"],
+      /Invalid --grace-period "soon": expected a whole number/,
+    ],
+    [
+      "--drain-timeout-secs 0",
+      ["--drain", "--drain-timeout-secs", "0"],
+      /Invalid --drain-timeout-secs 0: it must be at least 1/,
+    ],
+    [
+      "--force without --drain",
+      ["--cordon", "--force"],
+      /Invalid --force: it is a drain option; add --drain/,
+    ],
+    [
+      "--uncordon-on-failure without --cordon",
+      ["--uncordon-on-failure"],
+      /Invalid --uncordon-on-failure: it needs --cordon or --drain/,
+    ],
+    [
+      "--window with a bad day",
+      ["--window", "Mon-Fry 02:00-04:00"],
+      /Invalid --window "Mon-Fry 02:00-04:00": unknown day "Fry"/,
+    ],
+    [
+      "--window in an unknown time zone",
+      ["--window", "* 02:00-04:00 Mars/Olympus"],
+      /Invalid --window .*unknown time zone "Mars\/Olympus"; give an IANA zone/,
+    ],
+    [
+      "--max-unavailable over 100%",
+      ["--max-unavailable", "101%"],
+      /Invalid --max-unavailable "101%": a percentage is at most 100%/,
+    ],
+    [
+      "--max-unavailable with --nodes",
+      ["--max-unavailable", "1", "--nodes", "bad-000"],
+      /Invalid --max-unavailable with --nodes: .*--node-selector/,
+    ],
+    ['--pause-file ""', ["--pause-file", ""], /Invalid --pause-file "": name a file/],
+    [
+      "--post-node-delay-secs -1",
+      ["--post-node-delay-secs", "-1"],
+      /Invalid --post-node-delay-secs -1: it must be at least 0/,
+    ],
+  ];
+  return cases.map(([name, flags, message]) => ({
+    name,
+    args: async (tpl) => [
+      "--job-template",
+      await tpl(GOOD),
+      ...flags,
+      // --nodes is a selection of its own.
+      ...(flags.includes("--nodes") ? ["-n", NS] : SELECT),
+    ],
+    code: 2,
+    message,
+  }));
+}
+
 Deno.test({
   name: "bad input: exit 2 or 3, one line naming the input and the fix, nothing created",
   sanitizeOps: false,
@@ -269,6 +352,7 @@ spec:
           code: 2,
           message: /Unknown option '--paralelism'/,
         },
+        ...maintenanceCases(),
         {
           name: "label selector the API server rejects",
           args: async (tpl) => [
@@ -434,6 +518,7 @@ spec:
           });
           assertRefused(r, c.code, c.message);
           assert.deepEqual(await dispatchedJobs(cluster), [], "no Job created");
+          assert.deepEqual(await cordoned(cluster), [], "no node cordoned");
         });
       }
 

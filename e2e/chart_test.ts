@@ -114,7 +114,21 @@ Deno.test({
     await t.step("helm lint and helm template are clean; RBAC follows the owner mode", async () => {
       const lint = await offline(["lint", "--strict", CHART, "-f", values]);
       assert.match(lint, /0 chart\(s\) failed/);
-      const byName = objects(await offline(["template", RELEASE, CHART, "-n", NS, "-f", values]));
+      /** The chart's objects with the values and `set` (helm --set). */
+      const rendered = async (...set: string[]) =>
+        objects(
+          await offline([
+            "template",
+            RELEASE,
+            CHART,
+            "-n",
+            NS,
+            "-f",
+            values,
+            ...set.flatMap((v) => ["--set", v]),
+          ]),
+        );
+      const byName = await rendered();
       const roles = byName.filter((o) => o.kind === "Role");
       const role = roles.find((r) => r.metadata.namespace === NS)!;
       assert.deepEqual(role.rules, [
@@ -130,8 +144,17 @@ Deno.test({
       assert.deepEqual(nodeEvents.rules, [
         { apiGroups: [""], resources: ["events"], verbs: ["create"] },
       ]);
-      assert.deepEqual(find(byName, "ClusterRole").rules, [
-        { apiGroups: [""], resources: ["nodes"], verbs: ["get", "list", "watch", "patch"] },
+      const nodesRule = {
+        apiGroups: [""],
+        resources: ["nodes"],
+        verbs: ["get", "list", "watch", "patch"],
+      };
+      assert.deepEqual(find(byName, "ClusterRole").rules, [nodesRule]);
+      const drain = await rendered("rbac.drain=true");
+      assert.deepEqual(find(drain, "ClusterRole").rules, [
+        nodesRule,
+        { apiGroups: [""], resources: ["pods"], verbs: ["list"] },
+        { apiGroups: [""], resources: ["pods/eviction"], verbs: ["create"] },
       ]);
       const hook = find(byName, "Job");
       assert.equal(
@@ -142,19 +165,7 @@ Deno.test({
         hook.spec.template.spec.containers[0].args.includes(`--owner-job-name=${HOOK_JOB}`),
       );
 
-      const pod = objects(
-        await offline([
-          "template",
-          RELEASE,
-          CHART,
-          "-n",
-          NS,
-          "-f",
-          values,
-          "--set",
-          "owner.mode=pod",
-        ]),
-      );
+      const pod = await rendered("owner.mode=pod");
       assert.deepEqual(find(pod, "Role").rules[1], {
         apiGroups: [""],
         resources: ["pods"],
