@@ -152,16 +152,22 @@ Deno.test("dispatch() counts finished Jobs of this owner, adopts running ones, r
   assert.equal(h.api.jobs.get("up-node-004")?.metadata?.labels?.[KEYS.owner], undefined);
 });
 
-Deno.test("dispatch() counts the deletion of a leftover of an earlier owner against parallelism", async () => {
+Deno.test("dispatch() deletes finished leftovers of an earlier owner without holding a slot", async () => {
   const h = harness({ runMs: 1000 });
   const [leftover] = targets(1, { name: "old", uid: "old-uid" });
-  const left = leftover.job();
-  left.metadata!.name = "up-gone-node";
-  h.api.seed(left, "Complete");
+  for (let i = 0; i < 5; i++) {
+    const left = leftover.job();
+    left.metadata!.name = `up-gone-node-${i}`;
+    left.metadata!.uid = `gone-uid-${i}`;
+    h.api.seed(left, "Complete");
+  }
   await run(h, targets(2), { parallelism: 2 });
-  assert.equal(h.api.jobs.has("up-gone-node"), false, "the leftover was deleted");
-  // The fake finishes a foreground deletion 100 ms after it is asked.
-  assert.deepEqual(h.api.createdAt, [0, 100]);
+  for (let i = 0; i < 5; i++) {
+    assert.equal(h.api.jobs.has(`up-gone-node-${i}`), false, `leftover ${i} was deleted`);
+  }
+  // Their pods have ended, so they load no node: both Jobs start at once,
+  // beside the five deletions, instead of after them.
+  assert.deepEqual(h.api.createdAt, [0, 0]);
 });
 
 Deno.test("dispatch() never deletes a stale Job that still runs: the node waits, holding its slot", async () => {
