@@ -15,6 +15,7 @@ import {
   type NodeFacts,
   type RunIdentity,
   slimJob,
+  stillRuns,
 } from "./job.ts";
 import { collectedOutcome, deletionHolds, podFailure, stallReason } from "./pods.ts";
 import { ApiError, type ListResult, type WatchEvent } from "./kube.ts";
@@ -673,7 +674,7 @@ class Fanout {
       return;
     }
     if (disposition !== "stale") return;
-    const active = interpretStatus(job).phase === "active" && !job.metadata?.deletionTimestamp;
+    const active = stillRuns(job);
     const why = t ? "made for an earlier run" : "leftover of an earlier run";
     this.#apply(name, { type: "staleFound", uid: job.metadata!.uid!, active });
     if (active) {
@@ -700,7 +701,7 @@ class Fanout {
         // holds its slot from now, since its pods run.
         // A failed Job to retry waits in the queue: its deletion takes a slot.
         if (disposition === "current" && !this.#retry(job)) this.#meet(name, job, true);
-        else if (disposition === "stale" && interpretStatus(job).phase === "active") {
+        else if (disposition === "stale" && stillRuns(job)) {
           this.#meet(name, job, true);
         }
       } else if (disposition === "stale" && this.#o.run.owner) {
@@ -708,7 +709,7 @@ class Fanout {
         // selected: their pods would count against nobody's parallelism.
         this.#put(name, { phase: "queued", since: this.#now() });
         leftovers.push(name);
-        if (interpretStatus(job).phase === "active") this.#meet(name, job, true);
+        if (stillRuns(job)) this.#meet(name, job, true);
       }
     }
     this.#queue = [
@@ -725,7 +726,7 @@ class Fanout {
     if (s.phase === "running") this.#conclude(name, job, false);
     else if (s.phase === "finishing" && status.phase === "succeeded" && status.final) {
       if (this.#apply(name, { type: "complete" })?.afterStarted) this.#afterSuccess(name, job);
-    } else if (s.phase === "waitingStale" && status.phase !== "active") {
+    } else if (s.phase === "waitingStale" && !stillRuns(job)) {
       this.#apply(name, { type: "staleFinished" });
       this.#track(this.#deleteStale(name, job, "its run finished"), name);
     }

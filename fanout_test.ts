@@ -170,6 +170,18 @@ Deno.test("dispatch() deletes finished leftovers of an earlier owner without hol
   assert.deepEqual(h.api.createdAt, [0, 0]);
 });
 
+Deno.test("dispatch() deletes a suspended leftover, which runs nothing and never finishes", async () => {
+  const h = harness({ runMs: 1000 });
+  const [leftover] = targets(1, { name: "old", uid: "old-uid" });
+  const left = leftover.job();
+  left.metadata!.name = "up-gone-node";
+  left.spec!.suspend = true;
+  h.api.seed(left);
+  await run(h, targets(1), { parallelism: 1 });
+  assert.equal(h.api.jobs.has("up-gone-node"), false, "the suspended leftover was deleted");
+  assert.deepEqual(h.api.createdAt, [0]);
+});
+
 Deno.test("dispatch() never deletes a stale Job that still runs: the node waits, holding its slot", async () => {
   const h = harness({ runMs: 1000 });
   const ts = targets(3);

@@ -565,7 +565,30 @@ export function unobservableTtl(template: JobTemplate, pollOnlySecs?: number): s
  */
 export function slimJob(job: V1Job): V1Job {
   const { managedFields: _, ...metadata } = job.metadata ?? {};
-  return { metadata, status: job.status };
+  // spec.suspend alone: a suspended stale Job runs nothing (stillRuns).
+  const suspend = job.spec?.suspend;
+  return suspend === undefined
+    ? { metadata, status: job.status }
+    : { metadata, spec: { suspend } as V1Job["spec"], status: job.status };
+}
+
+/**
+ * Whether a stale Job may still be doing work on its node, so that deleting
+ * it could kill a task mid-way: not finished, not already being deleted, and
+ * not suspended with no pod left. A suspended Job runs nothing (the Job
+ * controller deleted its pods), and it never finishes by itself: waiting
+ * for it would wait forever.
+ *
+ * @example
+ * ```ts
+ * stillRuns({ spec: { suspend: true }, status: {} }); // false
+ * stillRuns({ status: { active: 1 } }); // true
+ * ```
+ */
+export function stillRuns(job: Pick<V1Job, "metadata" | "spec" | "status">): boolean {
+  if (interpretStatus(job).phase !== "active" || job.metadata?.deletionTimestamp) return false;
+  const idle = !job.status?.active && !job.status?.terminating;
+  return !(job.spec?.suspend === true && idle);
 }
 
 /**

@@ -16,6 +16,7 @@ import {
   type RunIdentity,
   sanitize,
   slimJob,
+  stillRuns,
   templateHash,
   trackingKeys,
   unobservableTtl,
@@ -1364,4 +1365,27 @@ Deno.test({
       });
     }
   },
+});
+
+Deno.test("stillRuns() tells a stale Job that may be working from one safe to delete", async (t) => {
+  const cases: [string, V1Job, boolean][] = [
+    ["no status yet: its pod may start any moment", {}, true],
+    ["a pod running", { status: { active: 1 } }, true],
+    ["complete", { status: { conditions: [{ type: "Complete", status: "True" }] } }, false],
+    ["failed", { status: { conditions: [{ type: "Failed", status: "True" }] } }, false],
+    [
+      "being deleted",
+      { metadata: { deletionTimestamp: new Date() }, status: { active: 1 } },
+      false,
+    ],
+    ["suspended, no pod left", { spec: { suspend: true } as V1Job["spec"], status: {} }, false],
+    [
+      "suspended, its pod still terminating",
+      { spec: { suspend: true } as V1Job["spec"], status: { terminating: 1 } },
+      true,
+    ],
+  ];
+  for (const [name, job, runs] of cases) {
+    await t.step(name, () => assert.equal(stillRuns(job), runs));
+  }
 });
