@@ -36,10 +36,14 @@ const AUDITED_NS = "o-restart";
 
 const CREATED = /(created|replaced) job \S+ for node/;
 const SUCCEEDED = /^\S+ node \S+: job \S+ succeeded/;
-/** The words of a paused rollout, the issue's: `API unreachable for 2m10s: paused, 37 in flight`. */
-const PAUSED = /API unreachable for \S+: paused, \d+ in flight/;
-/** Starts resuming once a request succeeds again. */
-const RESUMED = /API reachable again|resum(ed|ing)/i;
+/**
+ * The progress line of a paused rollout, in the issue's words: `API
+ * unreachable for 2m10s: paused, 37 in flight` (`failing` for 5xx answers,
+ * `throttling` for 429s).
+ */
+const PAUSED = /API (unreachable|failing|throttling) for \S+: paused, \d+ in flight/;
+/** The line that says starts go on again once a request succeeds. */
+const RESUMED = /starts resume: /;
 
 function log(line: string): void {
   console.log(`    ${line}`);
@@ -146,6 +150,7 @@ clusterTest("outage: the control plane has a bad day, no node pays for it", asyn
         saidAfterMs <= SAID_WITHIN_MS,
         `the silence was said ${saidAfterMs} ms after the freeze:\n${r.stderr}`,
       );
+      assert.match(lines(during, PAUSED)[0], /API unreachable/, "a silent API is unreachable");
       assert.match(during, RESUMED, "the log says the rollout resumed");
       assert.ok(
         during.search(RESUMED) > during.search(PAUSED),
