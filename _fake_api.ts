@@ -9,7 +9,8 @@
 
 import type { V1Job, V1Pod } from "@kubernetes/client-node";
 import { ApiError, type ListResult, type WatchEvent } from "./kube.ts";
-import type { Clock, JobApi } from "./fanout.ts";
+import type { JobApi } from "./fanout.ts";
+import type { Clock } from "./clock.ts";
 
 interface Timer {
   at: number;
@@ -84,6 +85,9 @@ export async function runOn<T>(clock: FakeClock, work: Promise<T>, maxSteps = 10
 
 type Listener = (ev: WatchEvent<V1Job>) => void;
 
+/** How long a watch of the fake lasts, as `timeoutSeconds` of the dispatcher's watches. */
+const WATCH_TIMEOUT_MS = 30_000;
+
 /** What a test can make the fake do. */
 export interface FakeOptions {
   /** The owner label selector as key and value. */
@@ -98,6 +102,8 @@ export interface FakeOptions {
   watchForbidden?: boolean;
   /** How long the Job of a node runs, overriding `runMs`. */
   runMsOf?: (node: string) => number;
+  /** A finished Job is deleted at once, as `ttlSecondsAfterFinished: 0` does. */
+  ttlZero?: boolean;
   /** A Job's failure domain, for {@linkcode FakeJobApi.maxActivePerDomain}. */
   domainOf?: (node: string) => string;
 }
@@ -120,7 +126,15 @@ export class FakeJobApi implements JobApi {
   listPods?: (jobName: string) => Promise<V1Pod[]>;
   /** A hook that may throw to fail a list. */
   failLists = false;
+  /** The API is unreachable: every call fails, every watch breaks. */
+  down = false;
+  /** Creates are refused with this 5xx message (a failing admission webhook); reads work. */
+  refuseCreates?: string;
   #rv = 1;
+  /** Every event sent, for watches from an older resourceVersion, as the server keeps them. */
+  #history: { rv: number; ev: WatchEvent<V1Job> }[] = [];
+  /** Watches from below this resourceVersion get 410 Gone: their history is compacted. */
+  #compactedBelow = 0;
   #uid = 0;
   #listeners = new Set<Listener>();
   #o: FakeOptions;
@@ -137,7 +151,23 @@ export class FakeJobApi implements JobApi {
   #emit(type: WatchEvent<V1Job>["type"], job: V1Job, silent = false): void {
     job.metadata!.resourceVersion = String(++this.#rv);
     if (silent) return;
+    this.#history.push({ rv: this.#rv, ev: { type, object: structuredClone(job) } });
     for (const l of this.#listeners) l({ type, object: structuredClone(job) });
+  }
+
+  #unreachable(verb: string): ApiError {
+    return new ApiError({
+      status: 0,
+      reason: "Unreachable",
+      verb,
+      resource: "jobs",
+      message: "connection refused",
+    });
+  }
+
+  /** Breaks every watch with an error, as a dropped connection does. */
+  breakWatches(): void {
+    for (const l of this.#listeners) l({ type: "BREAK" as never, object: {} as never });
   }
 
   #active(): number {
@@ -157,9 +187,10 @@ export class FakeJobApi implements JobApi {
   /** Finishes a Job; `silent` changes it without a watch event, as if the event was compacted away. */
   finish(name: string, type: "Complete" | "Failed", silent = false): void {
     const job = this.jobs.get(name);
-    if (!job || job.status?.conditions?.length) return;
+    const terminal = (c: { type: string }) => c.type === "Complete" || c.type === "Failed";
+    if (!job || job.status?.conditions?.some(terminal)) return;
     job.status = {
-      conditions: [{
+      conditions: [...job.status?.conditions ?? [], {
         type,
         status: "True",
         reason: type === "Failed" ? "BackoffLimitExceeded" : undefined,
@@ -167,6 +198,15 @@ export class FakeJobApi implements JobApi {
       }],
     };
     this.#emit("MODIFIED", job, silent);
+    if (this.#o.ttlZero) this.remove(name);
+  }
+
+  /** Sets `SuccessCriteriaMet`, as the Job controller does before `Complete`. */
+  meetCriteria(name: string): void {
+    const job = this.jobs.get(name);
+    if (!job) return;
+    job.status = { conditions: [{ type: "SuccessCriteriaMet", status: "True" }] };
+    this.#emit("MODIFIED", job);
   }
 
   /** Deletes a Job at once, as `kubectl delete` by someone else would. */
@@ -177,8 +217,9 @@ export class FakeJobApi implements JobApi {
     this.#emit("DELETED", job);
   }
 
-  /** Sends an ERROR event (410 Gone) to every watch. */
+  /** Sends an ERROR event (410 Gone) to every watch; its history is compacted. */
   expireWatches(): void {
+    this.#compactedBelow = this.#rv;
     for (const l of this.#listeners) {
       l({
         type: "ERROR",
@@ -189,6 +230,7 @@ export class FakeJobApi implements JobApi {
 
   listJobs(): Promise<ListResult<V1Job>> {
     this.#count("list");
+    if (this.down) return Promise.reject(this.#unreachable("list"));
     if (this.failLists) {
       return Promise.reject(
         new ApiError({
@@ -205,7 +247,7 @@ export class FakeJobApi implements JobApi {
     return Promise.resolve({ items: structuredClone(items), resourceVersion: String(this.#rv) });
   }
 
-  async *watchJobs(_rv: string, signal: AbortSignal): AsyncGenerator<WatchEvent<V1Job>> {
+  async *watchJobs(rv: string, signal: AbortSignal): AsyncGenerator<WatchEvent<V1Job>> {
     this.#count("watch");
     if (this.#o.watchForbidden) {
       throw new ApiError({
@@ -216,27 +258,45 @@ export class FakeJobApi implements JobApi {
         message: "forbidden",
       });
     }
-    const queue: WatchEvent<V1Job>[] = [];
-    let wake = () => {};
+    if (this.down) throw this.#unreachable("watch");
     const [k, v] = this.#o.ownerLabel;
+    const from = Number(rv);
+    const queue: WatchEvent<V1Job>[] = from < this.#compactedBelow
+      ? [{
+        type: "ERROR",
+        object: { code: 410, reason: "Expired", message: "too old resource version" } as never,
+      }]
+      : this.#history.filter((h) => h.rv > from && h.ev.object.metadata?.labels?.[k] === v)
+        .map((h) => structuredClone(h.ev));
+    let wake = () => {};
     const listener: Listener = (ev) => {
-      if (ev.type !== "ERROR" && ev.object.metadata?.labels?.[k] !== v) return;
+      const passes = ev.type === "ERROR" || (ev.type as string) === "BREAK";
+      if (!passes && ev.object.metadata?.labels?.[k] !== v) return;
       queue.push(ev);
       wake();
     };
     this.#listeners.add(listener);
     const onAbort = () => wake();
     signal.addEventListener("abort", onAbort);
+    // The API server ends every watch after its timeoutSeconds; so does the fake.
+    const ends = new AbortController();
+    let ended = false;
+    this.#o.clock.sleep(WATCH_TIMEOUT_MS, ends.signal).then(() => {
+      ended = true;
+      wake();
+    });
     try {
-      while (!signal.aborted) {
+      while (!signal.aborted && !ended) {
         if (queue.length === 0) await new Promise<void>((r) => (wake = r));
         while (queue.length) {
           const ev = queue.shift()!;
+          if ((ev.type as string) === "BREAK" || this.down) throw this.#unreachable("watch");
           yield ev;
           if (ev.type === "ERROR") return;
         }
       }
     } finally {
+      ends.abort();
       this.#listeners.delete(listener);
       signal.removeEventListener("abort", onAbort);
     }
@@ -244,12 +304,25 @@ export class FakeJobApi implements JobApi {
 
   getJob(name: string): Promise<V1Job | undefined> {
     this.#count("get");
+    if (this.down) return Promise.reject(this.#unreachable("get"));
     const job = this.jobs.get(name);
     return Promise.resolve(job && structuredClone(job));
   }
 
   createJob(job: V1Job): Promise<V1Job> {
     this.#count("create");
+    if (this.down) return Promise.reject(this.#unreachable("create"));
+    if (this.refuseCreates) {
+      return Promise.reject(
+        new ApiError({
+          status: 500,
+          reason: "InternalError",
+          verb: "create",
+          resource: "jobs",
+          message: this.refuseCreates,
+        }),
+      );
+    }
     const name = job.metadata!.name!;
     if (this.jobs.has(name)) {
       return Promise.reject(
@@ -292,11 +365,14 @@ export class FakeJobApi implements JobApi {
 
   deleteJob(name: string, uid: string): Promise<void> {
     this.#count("delete");
+    if (this.down) return Promise.reject(this.#unreachable("delete"));
     const job = this.jobs.get(name);
     if (!job || job.metadata?.uid !== uid) return Promise.resolve();
     // Foreground deletion: marked first, gone once its pods are, a moment later.
     job.metadata!.deletionTimestamp = new Date(0);
     this.#emit("MODIFIED", job);
+    // A finalizer holds it until someone removes the finalizer.
+    if (job.metadata?.finalizers?.length) return Promise.resolve();
     this.#o.clock.sleep(100).then(() => this.remove(name));
     return Promise.resolve();
   }

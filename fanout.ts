@@ -8,10 +8,30 @@
  */
 
 import type { V1Job, V1Pod } from "@kubernetes/client-node";
-import { classifyJob, interpretStatus, type NodeFacts, type RunIdentity } from "./job.ts";
+import {
+  classifyJob,
+  interpretStatus,
+  type JobOutcome,
+  type NodeFacts,
+  type RunIdentity,
+  slimJob,
+} from "./job.ts";
 import { podFailure, stallReason } from "./pods.ts";
 import { ApiError, type ListResult, type WatchEvent } from "./kube.ts";
 import { budgetExceeded, canaryVerdict, nextStartable } from "./safety.ts";
+import { type Clock, SYSTEM_CLOCK } from "./clock.ts";
+import { type Departure, Informer } from "./informer.ts";
+import {
+  FINAL,
+  IN_FLIGHT,
+  next,
+  type NodeEvent,
+  type NodeState,
+  type Phase,
+} from "./node_state.ts";
+import { isOutage, Outage, type OutageView, SILENT_MS } from "./outage.ts";
+
+export { type Clock, SYSTEM_CLOCK };
 
 /** The Job operations the engine needs, scoped to the run's namespace and owner label. */
 export interface JobApi {
@@ -28,30 +48,6 @@ export interface JobApi {
   /** Lists the pods of a Job, to say why it stalls. */
   listPods?(jobName: string): Promise<V1Pod[]>;
 }
-
-/** Time, injected so that tests run on a fake clock. */
-export interface Clock {
-  /** Milliseconds since some fixed point. */
-  now(): number;
-  /** Resolves after `ms`, or early when `signal` aborts. */
-  sleep(ms: number, signal?: AbortSignal): Promise<void>;
-}
-
-/** The real clock. */
-export const SYSTEM_CLOCK: Clock = {
-  now: () => Date.now(),
-  sleep: (ms, signal) =>
-    new Promise((resolve) => {
-      if (signal?.aborted) return resolve();
-      const t = setTimeout(done, ms);
-      function done() {
-        clearTimeout(t);
-        signal?.removeEventListener("abort", done);
-        resolve();
-      }
-      signal?.addEventListener("abort", done, { once: true });
-    }),
-};
 
 /** One node to dispatch: its facts, its Job's name, and how to make the Job. */
 export interface Target {
@@ -73,7 +69,9 @@ export type DispatchEvent =
   | { kind: "succeeded"; node: string; job: string; counted?: boolean }
   | { kind: "failed"; node: string; job: string; reason: string; counted?: boolean }
   | { kind: "deleting"; job: string; why: string }
-  | { kind: "watch"; state: "relisted" | "polling" | "reconnected"; detail: string }
+  | { kind: "waiting"; node: string; job: string; why: string }
+  | { kind: "watch"; state: "relisted" | "polling" | "reconnected" | "watching"; detail: string }
+  | { kind: "api"; state: "paused" | "resumed"; detail: string }
   | { kind: "stopped"; reason: string }
   | { kind: "stalled"; node: string; job: string; reason: string; seconds: number }
   | { kind: "notice"; message: string };
@@ -92,6 +90,10 @@ export interface Progress {
   total: number;
   /** Time since the dispatch began, in ms. */
   elapsedMs: number;
+  /** Nodes whose outcome is unknown (their Job was collected unseen). */
+  unknown?: number;
+  /** The API outage under way, if any: starts are paused. */
+  outage?: OutageView;
 }
 
 /** Where the engine reports to; `log.ts` implements it. */
@@ -108,9 +110,13 @@ export interface NodeResult {
   node: string;
   /** Its Job's name. */
   job: string;
-  /** `notStarted` and `inFlight` only occur when the run was stopped. */
-  outcome: "succeeded" | "failed" | "notStarted" | "inFlight";
-  /** Why it failed. */
+  /**
+   * `notStarted` and `inFlight` only occur when the run was stopped;
+   * `unknown`: its Job was collected before its outcome was seen and no pod
+   * was left to tell; it is not a failure.
+   */
+  outcome: "succeeded" | "failed" | "unknown" | "notStarted" | "inFlight";
+  /** Why it failed, or why its outcome is unknown. */
   reason?: string;
   /** When its Job started (ms since the epoch on the real clock). */
   startedAt?: number;
@@ -140,13 +146,21 @@ export interface FanoutOptions {
   pollIntervalMs?: number;
   /** How often progress is reported. @default 10000 */
   progressIntervalMs?: number;
-  /** How long the Jobs may be unreadable before their nodes fail. @default 300000 */
-  lostBudgetMs?: number;
-  /** Checked just before a node's Job is created; a string fails the node with that reason. */
+  /** While polling, how often a watch is tried again. @default 30000 */
+  watchRetryMs?: number;
+  /** How long a stale Job's deletion may take before its node fails. @default 120000 */
+  staleDeleteDeadlineMs?: number;
+  /**
+   * Checked just before a node's Job is created; a string fails the node with
+   * that reason. An outage error thrown (see `isOutage`) puts the node back
+   * in the queue and pauses starts instead.
+   */
   recheck?: (target: Target) => Promise<string | undefined>;
   /**
    * Work after a node's Job succeeded (labels, taints), holding the node's
-   * slot until it ends; a string fails the node with that reason. It also
+   * slot until it ends; a string fails the node with that reason, an outage
+   * error thrown puts the node back in the queue (its Job is found Complete
+   * and the work done again). It also
    * runs for successes counted from an earlier run, whose work a crash may
    * have cut short. When the run is stopped meanwhile, the node is in flight.
    */
@@ -181,8 +195,19 @@ export interface DispatchReport {
   stoppedBy?: string;
 }
 
-/** How many watch failures in a row make the engine give up watching and poll. */
-const WATCH_FAILURES_BEFORE_POLLING = 3;
+/**
+ * How long the deletion of a stale Job may take before its node fails. A
+ * finished Job's pods are gone or terminate in seconds; two minutes more
+ * means something holds it (a finalizer, a pod on an unreachable node), which
+ * waiting longer would not cure, and the node's slot is needed.
+ */
+const STALE_DELETE_DEADLINE_MS = 120_000;
+
+/** What the post-success work says when it met an outage: the node is queued again. */
+const OUTAGE = "\u0000outage";
+
+/** The longest the loop sleeps: silence must be noticed within a minute. */
+const MAX_SLEEP_MS = 10_000;
 
 function nameOf(job: V1Job): string {
   return job.metadata!.name!;
@@ -194,9 +219,10 @@ function errorText(e: unknown): string {
 
 /**
  * Runs every target's Job with at most `parallelism` in flight and returns
- * each node's result. Per-node failures never stop the others. When the run
- * has an owner, Jobs of earlier owners are deleted first and no slot opens
- * until they are gone, since their pods would exceed `parallelism`.
+ * each node's result. Per-node failures never stop the others, and an API
+ * outage fails no node: starts pause until the API answers again. A stale Job
+ * of a node's name (earlier owner, earlier node, other template) is replaced:
+ * never while it still runs, and its deletion holds the node's slot.
  */
 export async function dispatch(opts: FanoutOptions): Promise<DispatchReport> {
   return await new Fanout(opts).run();
@@ -218,54 +244,117 @@ type Optional =
 
 class Fanout {
   #o: Required<Omit<FanoutOptions, Optional>> & Pick<FanoutOptions, Optional>;
-  /** When each Job in flight started (clock time), for the node timeout. */
-  #startedAt = new Map<string, number>();
-  /** Names of the canary targets; empty once the canary passed. */
-  #canary = new Set<string>();
-  #canaryOutcomes = new Map<string, "succeeded" | "failed">();
-  #failed = 0;
-  #stoppedBy?: string;
-  /** When each Job was last checked for a stall. */
-  #stallCheckedAt = new Map<string, number>();
-  #podsUnreadable = false;
-  /** Start calls under way: a create sent before a stop still makes a Job. */
-  #inProgress = new Set<Promise<void>>();
-  /** Failed Jobs whose pods are being read for the reason. */
-  #explaining = new Set<string>();
-  #began = 0;
+  /** The one state per node, by its Job's name; leftovers of an earlier owner too. */
+  #nodes = new Map<string, NodeState>();
+  /** The targets by Job name (fixed for the run). */
   #byName = new Map<string, Target>();
-  #pending: Target[] = [];
-  /** Jobs in flight, by name, with the UID we created or adopted. */
-  #active = new Map<string, string>();
-  /** Targets whose create call has not returned yet. */
-  #starting = new Set<string>();
-  /** Succeeded Jobs whose post-success work is under way; each holds its slot. */
-  #finishing = new Set<string>();
-  /** Jobs seen by the watch while their create call was under way. */
-  #early = new Map<string, V1Job>();
-  /** Stale Jobs being deleted, by name; the node waits for the name to free. */
-  #deleting = new Map<string, string>();
-  #results = new Map<string, NodeResult>();
-  #replaced = new Set<string>();
+  /** The canary's Job names (fixed for the run). */
+  #canary: Set<string>;
+  #canaryPassed = false;
+  /** The order queued nodes start in; a requeued node goes first. Holds no state. */
+  #queue: string[] = [];
+  /** Names whose phase holds a slot: an index of #nodes, kept by #apply. */
+  #inFlight = new Set<string>();
+  /** Nodes per phase: an index of #nodes, kept by #apply. */
+  #counts = new Map<Phase, number>();
+  #stoppedBy?: string;
+  #podsUnreadable = false;
+  /** Calls under way: a create sent before a stop still makes a Job. */
+  #tasks = new Set<Promise<void>>();
+  #began = 0;
   #wake: () => void = () => {};
   #woken = false;
-  #resourceVersion = "";
-  #polling: boolean;
-  #lostSince?: number;
-  #lostError = "";
+  #jobs: Informer<V1Job>;
+  #outage: Outage;
 
   constructor(opts: FanoutOptions) {
     this.#o = {
       clock: SYSTEM_CLOCK,
       pollIntervalMs: 5_000,
       progressIntervalMs: 10_000,
-      lostBudgetMs: 300_000,
+      watchRetryMs: 30_000,
+      staleDeleteDeadlineMs: STALE_DELETE_DEADLINE_MS,
       recheck: undefined,
       ...opts,
     };
-    this.#polling = opts.pollOnly ?? false;
     for (const t of opts.targets) this.#byName.set(t.name, t);
-    for (const t of opts.targets.slice(0, opts.canary ?? 0)) this.#canary.add(t.name);
+    this.#canary = new Set(opts.targets.slice(0, opts.canary ?? 0).map((t) => t.name));
+    this.#outage = new Outage(this.#o.clock.now());
+    this.#jobs = new Informer<V1Job>({
+      source: { list: () => opts.api.listJobs(), watch: (rv, s) => opts.api.watchJobs(rv, s) },
+      clock: this.#o.clock,
+      pollIntervalMs: this.#o.pollIntervalMs,
+      pollOnly: opts.pollOnly,
+      watchRetryMs: this.#o.watchRetryMs,
+      keep: slimJob,
+      onUpsert: (job) => this.#onUpsert(job),
+      onDelete: (job, how) => this.#onDelete(job, how),
+      onNote: (n) => {
+        this.#o.reporter.event({ kind: "watch", state: n.state, detail: n.detail });
+        this.#notify();
+      },
+    });
+  }
+
+  #now(): number {
+    return this.#o.clock.now();
+  }
+
+  #notify(): void {
+    this.#woken = true;
+    this.#wake();
+  }
+
+  #track(work: Promise<void>, name?: string): void {
+    const guarded = work.catch((e) => {
+      // Every API error is handled where it happens; this is a last guard so
+      // that no node is silently left out.
+      if (name) this.#apply(name, { type: "fail", reason: `unexpected error: ${errorText(e)}` });
+    }).finally(() => this.#tasks.delete(guarded));
+    this.#tasks.add(guarded);
+  }
+
+  #count(phase: Phase): number {
+    return this.#counts.get(phase) ?? 0;
+  }
+
+  /** Sets a node's state, keeping the indexes; a node new to the map starts queued. */
+  #put(name: string, s: NodeState): void {
+    const before = this.#nodes.get(name);
+    if (before) this.#counts.set(before.phase, this.#count(before.phase) - 1);
+    this.#nodes.set(name, s);
+    this.#counts.set(s.phase, this.#count(s.phase) + 1);
+    if (IN_FLIGHT.has(s.phase)) this.#inFlight.add(name);
+    else this.#inFlight.delete(name);
+  }
+
+  #drop(name: string): void {
+    const before = this.#nodes.get(name);
+    if (!before) return;
+    this.#counts.set(before.phase, this.#count(before.phase) - 1);
+    this.#nodes.delete(name);
+    this.#inFlight.delete(name);
+  }
+
+  /** Applies one event to a node's state; reports what became final. */
+  #apply(name: string, e: NodeEvent, facts: Partial<NodeState> = {}): NodeState | undefined {
+    const before = this.#nodes.get(name);
+    if (!before) return undefined;
+    const after = next(before, e, this.#now());
+    if (after === before) return before;
+    const target = this.#byName.get(name);
+    // A leftover of an earlier owner, once deleted, is no concern of the run.
+    if (!target && after.phase === "queued" && before.phase !== "queued") {
+      this.#drop(name);
+      this.#notify();
+      return undefined;
+    }
+    const s = FINAL.has(after.phase) ? { ...after, ...facts } : after;
+    this.#put(name, s);
+    if (s.phase === "queued") this.#queue.unshift(name);
+    if (FINAL.has(s.phase) && target) this.#settled(target, s);
+    this.#notify();
+    return s;
   }
 
   #stop(reason: string): void {
@@ -274,73 +363,55 @@ class Fanout {
     this.#o.reporter.event({ kind: "stopped", reason });
   }
 
-  #notify(): void {
-    this.#woken = true;
-    this.#wake();
-  }
-
-  #finish(
-    name: string,
-    outcome: NodeResult["outcome"],
-    reason?: string,
-    counted = false,
-    job?: V1Job,
-    pods?: number,
-  ): void {
-    const t = this.#byName.get(name)!;
-    const started = this.#startedAt.get(name) ?? timestamp(job?.metadata?.creationTimestamp);
-    this.#active.delete(name);
-    this.#startedAt.delete(name);
-    if (this.#results.has(t.node.name)) return;
-    const st = job?.status;
-    this.#results.set(t.node.name, {
-      node: t.node.name,
-      job: name,
-      outcome,
-      reason,
-      startedAt: started,
-      finishedAt: counted ? timestamp(st?.completionTime) ?? started : this.#o.clock.now(),
-      // The Job's counters can lag its terminal condition; its pods cannot.
-      attempts: Math.max(pods ?? 0, (st?.failed ?? 0) + (st?.succeeded ?? 0)) || undefined,
-    });
-    if (outcome === "failed") this.#failed++;
-    if (this.#canary.has(name) && (outcome === "succeeded" || outcome === "failed")) {
-      this.#canaryOutcomes.set(t.node.name, outcome);
-      const verdict = canaryVerdict(this.#canaryOutcomes);
-      if (verdict) this.#stop(verdict);
-      else if (this.#canaryOutcomes.size === this.#canary.size) this.#canary.clear();
+  /** A node reached its final state: the canary, the budget, the report. */
+  #settled(t: Target, s: NodeState): void {
+    const node = t.node.name;
+    if (this.#canary.has(t.name) && !this.#canaryPassed) this.#judgeCanary();
+    const failed = this.#count("failed");
+    if (s.phase === "failed" && budgetExceeded(failed, this.#o.maxFailures)) {
+      this.#stop(`the failure budget of ${this.#o.maxFailures} was exceeded (${failed} failed)`);
     }
-    if (budgetExceeded(this.#failed, this.#o.maxFailures)) {
-      this.#stop(
-        `the failure budget of ${this.#o.maxFailures} was exceeded (${this.#failed} failed)`,
-      );
-    }
-    if (outcome === "succeeded") {
-      this.#o.reporter.event({ kind: "succeeded", node: t.node.name, job: name, counted });
-    } else if (outcome === "failed") {
+    const counted = s.counted ?? false;
+    if (s.phase === "succeeded") {
+      this.#o.reporter.event({ kind: "succeeded", node, job: t.name, counted });
+    } else if (s.phase === "failed") {
+      this.#o.reporter.event({ kind: "failed", node, job: t.name, reason: s.reason!, counted });
+    } else {
       this.#o.reporter.event({
-        kind: "failed",
-        node: t.node.name,
-        job: name,
-        reason: reason!,
-        counted,
+        kind: "notice",
+        message: `node ${node}: job ${t.name}: ${s.reason}`,
       });
     }
-    this.#notify();
   }
 
-  /** Takes a Job that is ours for this run: counts it when finished, else holds its slot. */
-  #adopt(job: V1Job, counted: boolean): void {
-    const name = nameOf(job);
-    const status = interpretStatus(job);
-    if (status.phase === "active") {
-      this.#active.set(name, job.metadata!.uid!);
-      this.#startedAt.set(name, this.#o.clock.now());
+  #judgeCanary(): void {
+    const outcomes = new Map<string, "succeeded" | "failed">();
+    for (const name of this.#canary) {
+      const s = this.#nodes.get(name)!;
       const node = this.#byName.get(name)!.node.name;
-      this.#o.reporter.event({ kind: "adopted", node, job: name });
-    } else {
-      this.#conclude(job, counted);
+      if (s.phase === "unknown") {
+        return this.#stop(`the canary's outcome on ${node} is unknown: ${s.reason}`);
+      }
+      if (s.phase === "succeeded" || s.phase === "failed") outcomes.set(node, s.phase);
     }
+    const verdict = canaryVerdict(outcomes);
+    if (verdict) this.#stop(verdict);
+    else if (outcomes.size === this.#canary.size) this.#canaryPassed = true;
+  }
+
+  /** What the final result says of a Job: when it started and ended, how many pods it ran. */
+  #facts(s: NodeState, job?: V1Job, pods?: number): Partial<NodeState> {
+    const counted = s.counted ?? false;
+    const started = s.startedAt !== undefined && !counted
+      ? s.startedAt
+      : timestamp(job?.metadata?.creationTimestamp) ?? s.startedAt;
+    const st = job?.status;
+    return {
+      startedAt: started,
+      finishedAt: counted ? timestamp(st?.completionTime) ?? started : this.#now(),
+      // The Job's counters can lag its terminal condition; its pods cannot.
+      attempts: Math.max(pods ?? 0, (st?.failed ?? 0) + (st?.succeeded ?? 0)) || undefined,
+    };
   }
 
   /**
@@ -348,48 +419,68 @@ class Fanout {
    * exist (the failing container, exit code, termination message), since the
    * Job's own condition only says BackoffLimitExceeded; the slot frees at once.
    */
-  #conclude(job: V1Job, counted: boolean): void {
-    const name = nameOf(job);
+  #conclude(name: string, job: V1Job, counted: boolean): void {
     const status = interpretStatus(job);
+    const s = this.#nodes.get(name)!;
     if (status.phase === "active") return;
     if (status.phase === "succeeded") {
-      if (this.#o.afterSuccess) return this.#afterSuccess(job, counted);
-      return this.#finish(name, "succeeded", undefined, counted, job);
+      const n = this.#apply(
+        name,
+        { type: "succeeded", afterWork: !!this.#o.afterSuccess, final: status.final, counted },
+        this.#facts({ ...s, counted }, job),
+      );
+      if (n?.phase === "finishing" && n.afterStarted) this.#afterSuccess(name, job);
+      return;
     }
+    const explain = !!this.#o.api.listPods && !this.#podsUnreadable;
+    this.#apply(
+      name,
+      { type: "failed", reason: reasonOf(status), explain, counted },
+      this.#facts({ ...s, counted }, job),
+    );
+    if (explain) this.#track(this.#explain(name, job, status), name);
+  }
+
+  async #explain(name: string, job: V1Job, status: JobOutcome & { phase: "failed" }) {
+    const pods = await this.#listPods(name);
+    const why = pods && podFailure(pods);
+    const reason = why ? `${why} [${status.reason}]` : reasonOf(status);
+    const s = this.#nodes.get(name)!;
+    this.#apply(name, { type: "explained", reason }, this.#facts(s, job, pods?.length));
+  }
+
+  async #listPods(name: string): Promise<V1Pod[] | undefined> {
     const listPods = this.#o.api.listPods;
-    if (!listPods || this.#podsUnreadable) {
-      return this.#finish(name, "failed", reasonOf(status), counted, job);
-    }
-    this.#active.delete(name);
-    this.#explaining.add(name);
-    listPods.call(this.#o.api, name).then((pods) => ({ why: podFailure(pods), pods }), (e) => {
+    if (!listPods || this.#podsUnreadable) return undefined;
+    try {
+      return await listPods.call(this.#o.api, name);
+    } catch (e) {
       this.#podsForbidden(e);
-      return { why: undefined, pods: [] };
-    }).then(({ why, pods }) => {
-      this.#explaining.delete(name);
-      const reason = why ? `${why} [${status.reason}]` : reasonOf(status);
-      this.#finish(name, "failed", reason, counted, job, pods.length);
-    });
+      return undefined;
+    }
   }
 
   /**
    * Runs the post-success work off to the side: the slot stays taken until it
    * ends, so one slow node holds one slot and never stalls the others.
    */
-  #afterSuccess(job: V1Job, counted: boolean): void {
-    const name = nameOf(job);
-    this.#active.delete(name);
-    this.#finishing.add(name);
+  #afterSuccess(name: string, job: V1Job): void {
+    const began = this.#now();
     const work = this.#o.afterSuccess!(this.#byName.get(name)!)
-      .catch((e) => `post-success work failed: ${errorText(e)}`)
+      .catch((e) => {
+        if (!isOutage(e)) return `post-success work failed: ${errorText(e)}`;
+        this.#outageHit(name, e, began);
+        return OUTAGE;
+      })
       .then((why) => {
+        if (why === OUTAGE) return;
+        if (!why) this.#ok(); // its node writes went through
         // Stopped midway: the node is neither done nor failed, still in flight.
         if (why && this.#o.signal.aborted) return;
-        this.#finishing.delete(name);
-        this.#finish(name, why ? "failed" : "succeeded", why, counted, job);
-      })
-      .finally(() => this.#inProgress.delete(work));
-    this.#inProgress.add(work);
+        const s = this.#nodes.get(name)!;
+        this.#apply(name, { type: "afterDone", reason: why }, this.#facts(s, job));
+      });
+    this.#track(work, name);
   }
 
   #podsForbidden(e: unknown): void {
@@ -402,163 +493,263 @@ class Fanout {
     }
   }
 
-  async #deleteStale(job: V1Job, why: string): Promise<void> {
-    const name = nameOf(job);
+  /** A request succeeded: an outage, if any, is over. */
+  #ok(): void {
+    const change = this.#outage.ok(this.#now());
+    if (change) this.#o.reporter.event({ kind: "api", ...change });
+  }
+
+  /** A start met an outage: the node goes back to the front of the queue, starts pause. */
+  #outageHit(name: string, e: unknown, began: number): void {
+    this.#apply(name, { type: "requeue" });
+    const change = this.#outage.fail(e, began, this.#now());
+    if (change) this.#o.reporter.event({ kind: "api", ...change });
+  }
+
+  /**
+   * Deletes a finished stale Job in the foreground; the node waits in
+   * `deleting` (holding its slot) until the Job is gone or the deadline
+   * passes. An outage only delays the request.
+   */
+  async #deleteStale(name: string, job: V1Job, why: string): Promise<void> {
     const uid = job.metadata!.uid!;
-    this.#deleting.set(name, uid);
     this.#o.reporter.event({ kind: "deleting", job: name, why });
     if (job.metadata?.deletionTimestamp) return;
+    const began = this.#now();
     try {
       await this.#o.api.deleteJob(name, uid);
+      this.#ok();
     } catch (e) {
-      this.#deleting.delete(name);
-      const t = this.#byName.get(name);
-      if (t) this.#finish(name, "failed", `cannot delete stale Job ${name}: ${errorText(e)}`);
+      const s = this.#nodes.get(name);
+      if (s?.phase !== "deleting" || s.uid !== uid) return;
+      if (isOutage(e)) {
+        const change = this.#outage.fail(e, began, this.#now());
+        if (change) this.#o.reporter.event({ kind: "api", ...change });
+        // The deadline is for a deletion the server accepted: start it again.
+        this.#put(name, { ...s, since: this.#now() });
+        await this.#o.clock.sleep(5_000, this.#o.signal);
+        if (!this.#o.signal.aborted) await this.#deleteStale(name, job, why);
+        return;
+      }
+      if (!this.#byName.has(name)) return this.#drop(name);
+      this.#apply(name, {
+        type: "fail",
+        reason: `cannot delete stale Job ${name}: ${errorText(e)}`,
+      });
     }
   }
 
-  async #initialList(): Promise<void> {
-    const { items, resourceVersion } = await this.#o.api.listJobs();
-    this.#resourceVersion = resourceVersion;
-    const seen = new Set<string>();
-    const deletions: Promise<void>[] = [];
-    for (const job of items) {
+  /** A Job of the node's name exists: count or adopt ours, replace a stale one. */
+  #meet(name: string, job: V1Job, counted: boolean): void {
+    const t = this.#byName.get(name);
+    const disposition = classifyJob(job, this.#o.run, t?.node.uid);
+    if (disposition === "current" && t) {
+      const uid = job.metadata!.uid!;
+      this.#apply(name, { type: "adopted", uid, counted });
+      if (interpretStatus(job).phase === "active") {
+        this.#o.reporter.event({ kind: "adopted", node: t.node.name, job: name });
+      } else this.#conclude(name, job, counted);
+      return;
+    }
+    if (disposition !== "stale") return;
+    const active = interpretStatus(job).phase === "active" && !job.metadata?.deletionTimestamp;
+    const why = t ? "made for an earlier run" : "leftover of an earlier run";
+    this.#apply(name, { type: "staleFound", uid: job.metadata!.uid!, active });
+    if (active) {
+      // Never deleted mid-run: for node maintenance a Job killed midway can
+      // leave the node broken. Its pods run, so it holds the node's slot.
+      this.#o.reporter.event({
+        kind: "waiting",
+        node: t?.node.name ?? name,
+        job: name,
+        why: `stale Job ${name} (${why}) still runs; it is replaced once it finishes`,
+      });
+    } else this.#track(this.#deleteStale(name, job, why), name);
+  }
+
+  /** The first view of the Jobs: ours are counted or adopted, stale ones wait or go. */
+  #initial(): void {
+    const leftovers: string[] = [];
+    for (const job of this.#jobs.cache.values()) {
       const name = nameOf(job);
       const target = this.#byName.get(name);
       const disposition = classifyJob(job, this.#o.run, target?.node.uid);
-      if (disposition === "stale") {
+      if (target) {
+        // A finished stale Job is deleted when a slot allows; a running one
+        // holds its slot from now, since its pods run.
+        if (disposition === "current") this.#meet(name, job, true);
+        else if (disposition === "stale" && interpretStatus(job).phase === "active") {
+          this.#meet(name, job, true);
+        }
+      } else if (disposition === "stale" && this.#o.run.owner) {
         // Leftovers of an earlier owner go even when their node is no longer
         // selected: their pods would count against nobody's parallelism.
-        if (target || this.#o.run.owner) {
-          deletions.push(
-            this.#deleteStale(
-              job,
-              target ? "made for an earlier run" : "leftover of an earlier run",
-            ),
-          );
-        }
-        if (target) this.#replaced.add(name);
-      } else if (disposition === "current" && target) {
-        seen.add(name);
-        this.#adopt(job, true);
+        this.#put(name, { phase: "queued", since: this.#now() });
+        leftovers.push(name);
+        if (interpretStatus(job).phase === "active") this.#meet(name, job, true);
       }
     }
-    await Promise.all(deletions);
-    for (const t of this.#o.targets) {
-      if (!seen.has(t.name)) this.#pending.push(t);
-    }
+    this.#queue = [
+      ...leftovers.filter((n) => this.#nodes.get(n)?.phase === "queued"),
+      ...this.#o.targets.map((t) => t.name).filter((n) => this.#nodes.get(n)!.phase === "queued"),
+    ];
   }
 
-  #observe(job: V1Job, deleted: boolean): void {
+  #onUpsert(job: V1Job): void {
     const name = nameOf(job);
-    const uid = job.metadata?.uid;
-    if (deleted && this.#deleting.get(name) === uid) {
-      this.#deleting.delete(name);
-      this.#notify();
+    const s = this.#nodes.get(name);
+    if (!s || s.uid !== job.metadata?.uid) return;
+    const status = interpretStatus(job);
+    if (s.phase === "running") this.#conclude(name, job, false);
+    else if (s.phase === "finishing" && status.phase === "succeeded" && status.final) {
+      if (this.#apply(name, { type: "complete" })?.afterStarted) this.#afterSuccess(name, job);
+    } else if (s.phase === "waitingStale" && status.phase !== "active") {
+      this.#apply(name, { type: "staleFinished" });
+      this.#track(this.#deleteStale(name, job, "its run finished"), name);
     }
-    if (this.#starting.has(name)) {
-      this.#early.set(
-        name,
-        deleted ? { ...job, status: { conditions: [{ type: "Deleted", status: "True" }] } } : job,
-      );
-      return;
-    }
-    if (this.#active.get(name) !== uid) return;
-    if (deleted) {
-      this.#finish(name, "failed", "its Job was deleted before it finished");
-      return;
-    }
-    this.#conclude(job, false);
   }
 
-  /** Brings the state in line with a fresh LIST, after a lost watch or in poll mode. */
-  #reconcile(list: ListResult<V1Job>): void {
-    this.#resourceVersion = list.resourceVersion;
-    const byName = new Map(list.items.map((j) => [nameOf(j), j]));
-    for (const [name, uid] of [...this.#deleting]) {
-      if (byName.get(name)?.metadata?.uid !== uid) this.#deleting.delete(name);
+  #onDelete(job: V1Job, how: Departure): void {
+    const name = nameOf(job);
+    const s = this.#nodes.get(name);
+    if (!s || s.uid !== job.metadata?.uid) return;
+    if (s.phase === "waitingStale" || s.phase === "deleting") {
+      this.#apply(name, { type: "staleGone" });
+    } else if (s.phase === "finishing" && !s.afterStarted) {
+      // Gone with only SuccessCriteriaMet seen: its pods are gone too.
+      if (this.#apply(name, { type: "complete" })?.afterStarted) this.#afterSuccess(name, job);
+    } else if (s.phase === "running" && how === "vanished") {
+      this.#track(this.#collected(name, s.uid!), name);
+    } else if (s.phase === "running") {
+      // A DELETED event carries the Job's final state: a Job removed by its
+      // TTL right after it finished still tells its outcome.
+      if (interpretStatus(job).phase !== "active") this.#conclude(name, job, false);
+      else this.#apply(name, { type: "fail", reason: "its Job was deleted before it finished" });
     }
-    for (const [name, uid] of [...this.#active]) {
-      const job = byName.get(name);
-      if (!job || job.metadata?.uid !== uid) this.#observe({ metadata: { name, uid } }, true);
-      else this.#observe(job, false);
-    }
-    this.#notify();
   }
 
-  async #start(t: Target): Promise<void> {
-    const name = t.name;
-    this.#starting.add(name);
+  /**
+   * A Job that vanished while nobody watched (collected by its TTL, or
+   * deleted): its pods may still tell the outcome; else it is unknown, never
+   * a failure.
+   */
+  async #collected(name: string, uid: string): Promise<void> {
+    const pods = await this.#listPods(name) ?? [];
+    const s = this.#nodes.get(name);
+    if (s?.phase !== "running" || s.uid !== uid) return;
+    const ours = pods.filter((p) =>
+      (p.metadata?.ownerReferences ?? []).some((r) => r.uid === uid) ||
+      !p.metadata?.ownerReferences?.length
+    );
+    const why = "its Job was collected before its outcome was seen";
+    if (ours.some((p) => p.status?.phase === "Succeeded")) {
+      const done = {
+        metadata: { name, uid },
+        status: { conditions: [{ type: "Complete", status: "True" }] },
+      };
+      return this.#conclude(name, done as V1Job, false);
+    }
+    if (ours.length && ours.every((p) => p.status?.phase === "Failed")) {
+      const reason = `${podFailure(ours) ?? "its pods failed"} (${why}; read from its pods)`;
+      this.#apply(name, { type: "fail", reason }, this.#facts(s, undefined, ours.length));
+      return;
+    }
+    this.#apply(
+      name,
+      { type: "collected", reason: `${why}, and no pod of it is left to tell` },
+      this.#facts(s),
+    );
+  }
+
+  /** Re-reads and claims the node, then creates its Job. */
+  async #start(name: string): Promise<void> {
+    const t = this.#byName.get(name)!;
+    let began = this.#now();
+    let why: string | undefined;
     try {
-      let why: string | undefined;
-      try {
-        why = await this.#o.recheck?.(t);
-      } catch (e) {
-        // The API layer already retried within its budget; the node fails with
-        // the reason and no Job, so a re-run picks it up.
-        why = `cannot re-read node ${t.node.name}: ${errorText(e)}`;
-      }
-      if (why) return this.#finish(name, "failed", why);
-      if (this.#o.signal.aborted || this.#stoppedBy) {
-        this.#pending.unshift(t);
-        return;
-      }
-      let created: V1Job;
-      try {
-        created = await this.#o.api.createJob(t.job());
-      } catch (e) {
-        if (e instanceof ApiError && e.status === 409) return await this.#resolveConflict(t);
-        return this.#finish(name, "failed", `cannot create Job ${name}: ${errorText(e)}`);
-      }
-      this.#active.set(name, created.metadata!.uid!);
-      this.#startedAt.set(name, this.#o.clock.now());
-      const kind = this.#replaced.has(name) ? "replaced" : "created";
-      this.#o.reporter.event({ kind, node: t.node.name, job: name });
-    } finally {
-      this.#starting.delete(name);
-      const early = this.#early.get(name);
-      this.#early.delete(name);
-      if (early) {
-        const deleted = early.status?.conditions?.[0]?.type === "Deleted";
-        this.#observe(early, deleted);
-      }
-      this.#notify();
+      why = await this.#o.recheck?.(t);
+    } catch (e) {
+      if (isOutage(e)) return this.#outageHit(name, e, began);
+      why = `cannot re-read node ${t.node.name}: ${errorText(e)}`;
     }
+    if (why) return void this.#apply(name, { type: "fail", reason: why });
+    if (this.#o.signal.aborted || this.#stoppedBy) {
+      return void this.#apply(name, { type: "requeue" });
+    }
+    let created: V1Job;
+    began = this.#now();
+    try {
+      created = await this.#o.api.createJob(t.job());
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 409) return await this.#resolveConflict(name);
+      if (isOutage(e)) return this.#outageHit(name, e, began);
+      return void this.#apply(name, {
+        type: "fail",
+        reason: `cannot create Job ${name}: ${errorText(e)}`,
+      });
+    }
+    this.#ok();
+    const replaced = this.#nodes.get(name)!.replaced;
+    this.#apply(name, { type: "created", uid: created.metadata!.uid! });
+    this.#o.reporter.event({
+      kind: replaced ? "replaced" : "created",
+      node: t.node.name,
+      job: name,
+    });
+    // The watch may have seen it finish before the create returned.
+    const seen = this.#jobs.cache.get(name);
+    if (seen && seen.metadata?.uid === created.metadata!.uid) this.#onUpsert(seen);
   }
 
   /** A Job of the node's name already exists: ours, stale, or someone else's. */
-  async #resolveConflict(t: Target): Promise<void> {
-    const name = t.name;
-    const existing = await this.#o.api.getJob(name).catch((e) => e as Error);
-    if (existing instanceof Error) {
-      return this.#finish(name, "failed", `cannot read existing Job ${name}: ${existing.message}`);
+  async #resolveConflict(name: string): Promise<void> {
+    const began = this.#now();
+    let existing: V1Job | undefined;
+    try {
+      existing = await this.#o.api.getJob(name);
+    } catch (e) {
+      if (isOutage(e)) return this.#outageHit(name, e, began);
+      return void this.#apply(name, {
+        type: "fail",
+        reason: `cannot read existing Job ${name}: ${errorText(e)}`,
+      });
     }
-    if (!existing) {
-      // Deleted between our create and our read: try again in the next slot.
-      this.#pending.unshift(t);
-      return;
+    // Deleted between our create and our read: try again in the next slot.
+    if (!existing) return void this.#apply(name, { type: "requeue" });
+    if (classifyJob(existing, this.#o.run, this.#byName.get(name)!.node.uid) === "notOurs") {
+      return void this.#apply(name, {
+        type: "fail",
+        reason: `a Job named ${name} exists without label ${this.#o.run.keys.owner}; ` +
+          "it is not ours and is left alone: delete it or choose another --name-prefix",
+      });
     }
-    switch (classifyJob(existing, this.#o.run, t.node.uid)) {
-      case "notOurs":
-        return this.#finish(
-          name,
-          "failed",
-          `a Job named ${name} exists without label ${this.#o.run.keys.owner}; ` +
-            "it is not ours and is left alone: delete it or choose another --name-prefix",
-        );
-      case "current":
-        return this.#adopt(existing, false);
-      case "stale":
-        this.#replaced.add(name);
-        this.#pending.unshift(t);
-        await this.#deleteStale(existing, "made for an earlier run");
-    }
+    this.#meet(name, existing, false);
   }
 
-  #mayStart(t: Target): boolean {
-    const name = t.name;
-    // During the canary only canary nodes start.
-    return !this.#deleting.has(name) && (this.#canary.size === 0 || this.#canary.has(name));
+  /** Takes the next queued node (or leftover) for which a slot may open; undefined when none. */
+  #pick(): string | undefined {
+    const canary = !this.#canaryPassed && this.#canary.size > 0;
+    const domain = this.#o.domain;
+    // A name enters the queue only on becoming queued, so it is there once;
+    // names that left by another way (failed, adopted) are skipped here.
+    const queued = (n: string) => this.#nodes.get(n)?.phase === "queued";
+    if (!canary && !domain) {
+      while (this.#queue.length) {
+        const n = this.#queue.shift()!;
+        if (queued(n)) return n;
+      }
+      return undefined;
+    }
+    this.#queue = this.#queue.filter(queued);
+    const candidates = this.#queue.filter((n) => !canary || this.#canary.has(n));
+    const byDomain = (n: string) => {
+      const t = this.#byName.get(n);
+      return t && domain ? domain(t) : "";
+    };
+    const j = nextStartable(candidates, byDomain, this.#inFlightByDomain(), this.#o.maxPerDomain);
+    if (j < 0) return undefined;
+    this.#queue.splice(this.#queue.indexOf(candidates[j]), 1);
+    return candidates[j];
   }
 
   /** Jobs in flight per failure domain. */
@@ -566,212 +757,190 @@ class Fanout {
     const counts = new Map<string, number>();
     const domain = this.#o.domain;
     if (!domain) return counts;
-    for (const name of [...this.#active.keys(), ...this.#starting, ...this.#finishing]) {
-      const d = domain(this.#byName.get(name)!);
+    for (const name of this.#inFlight) {
+      const t = this.#byName.get(name);
+      if (!t) continue;
+      const d = domain(t);
       counts.set(d, (counts.get(d) ?? 0) + 1);
     }
     return counts;
   }
 
+  /** Starts what the slots allow; while paused, one probe start at a time. */
   #fill(): void {
     if (this.#o.signal.aborted || this.#stoppedBy) return;
-    // A stale Job being deleted still has pods: with an owner set, no slot
-    // opens until every one is gone, or the pods would exceed parallelism.
-    if (this.#o.run.owner && this.#deleting.size > 0) return;
-    const limit = this.#canary.size
-      ? Math.min(this.#canary.size, this.#o.parallelism)
-      : this.#o.parallelism;
-    const domain = this.#o.domain ?? (() => "");
-    while (this.#inFlight() < limit) {
-      const candidates = this.#pending.filter((t) => this.#mayStart(t));
-      const j = nextStartable(candidates, domain, this.#inFlightByDomain(), this.#o.maxPerDomain);
-      if (j < 0) return;
-      const i = this.#pending.indexOf(candidates[j]);
-      const [t] = this.#pending.splice(i, 1);
-      const started = this.#start(t).catch((e) => {
-        // #start handles every API error itself; this is a last guard so that
-        // no node is silently left out.
-        this.#finish(t.name, "failed", `unexpected error: ${errorText(e)}`);
-      }).finally(() => this.#inProgress.delete(started));
-      this.#inProgress.add(started);
+    const canary = !this.#canaryPassed && this.#canary.size > 0;
+    const limit = canary ? Math.min(this.#canary.size, this.#o.parallelism) : this.#o.parallelism;
+    while (this.#inFlight.size < limit) {
+      const paused = this.#outage.paused;
+      if (paused && (this.#count("creating") > 0 || !this.#outage.mayProbe(this.#now()))) return;
+      const name = this.#pick();
+      if (name === undefined) return;
+      this.#begin(name);
+      if (paused) return;
     }
+  }
+
+  #begin(name: string): void {
+    const job = this.#jobs.cache.get(name);
+    if (job && classifyJob(job, this.#o.run) !== "notOurs") return this.#meet(name, job, false);
+    if (!this.#byName.has(name)) return this.#drop(name); // a leftover already gone
+    this.#apply(name, { type: "start" });
+    this.#track(this.#start(name), name);
   }
 
   /**
    * Reports Jobs whose pod is still Pending long after they started, with the
    * pod's own reason, instead of letting them look busy until a deadline.
    */
-  #checkStalls(now: number): number {
-    const listPods = this.#o.api.listPods;
-    if (!listPods || this.#podsUnreadable) return Infinity;
+  #checkStall(name: string, s: NodeState, now: number): number {
+    if (!this.#o.api.listPods || this.#podsUnreadable) return Infinity;
     const after = this.#o.stallAfterMs ?? 120_000;
     const repeat = this.#o.stallRepeatMs ?? 300_000;
-    let next = Infinity;
-    for (const [name, started] of this.#startedAt) {
-      if (!this.#active.has(name)) continue;
-      const last = this.#stallCheckedAt.get(name);
-      const due = last === undefined ? started + after : last + repeat;
-      if (due > now) {
-        next = Math.min(next, due - now);
-        continue;
-      }
-      this.#stallCheckedAt.set(name, now);
-      listPods.call(this.#o.api, name).then((pods) => {
-        if (!this.#active.has(name)) return;
-        const reasons = pods.map(stallReason).filter((r): r is string => r !== undefined);
-        if (reasons.length === 0 || reasons.length < pods.length) return;
-        const node = this.#byName.get(name)!.node.name;
-        const seconds = Math.round((this.#o.clock.now() - started) / 1000);
-        this.#o.reporter.event({ kind: "stalled", node, job: name, reason: reasons[0], seconds });
-      }, (e) => this.#podsForbidden(e));
-    }
-    return next;
+    const started = s.startedAt!;
+    const due = s.stallCheckedAt === undefined ? started + after : s.stallCheckedAt + repeat;
+    if (due > now) return due - now;
+    this.#put(name, { ...s, stallCheckedAt: now });
+    this.#listPods(name).then((pods) => {
+      const current = this.#nodes.get(name);
+      if (!pods || current?.phase !== "running" || current.uid !== s.uid) return;
+      const reasons = pods.map(stallReason).filter((r): r is string => r !== undefined);
+      if (reasons.length === 0 || reasons.length < pods.length) return;
+      const node = this.#byName.get(name)!.node.name;
+      const seconds = Math.round((this.#now() - started) / 1000);
+      this.#o.reporter.event({ kind: "stalled", node, job: name, reason: reasons[0], seconds });
+    });
+    return repeat;
   }
 
-  /** Fails the Jobs in flight past the node timeout; returns ms until the next deadline. */
-  #expire(now: number): number {
+  /** Fails a running node past the node timeout; returns ms until its deadline. */
+  #expire(name: string, s: NodeState, now: number): number {
     const timeout = this.#o.nodeTimeoutMs;
     if (timeout === undefined) return Infinity;
-    let next = Infinity;
-    for (const [name, started] of [...this.#startedAt]) {
-      if (!this.#active.has(name)) continue;
-      const left = started + timeout - now;
-      if (left > 0) {
-        next = Math.min(next, left);
-        continue;
-      }
-      const uid = this.#active.get(name)!;
-      this.#finish(name, "failed", `timeout: not finished within ${timeout / 1000} s`);
-      if (this.#o.deleteTimedOut) {
-        this.#o.api.deleteJob(name, uid).catch(() => {});
-        this.#o.reporter.event({ kind: "deleting", job: name, why: "it timed out" });
-      }
+    const left = s.startedAt! + timeout - now;
+    if (left > 0) return left;
+    this.#apply(name, { type: "fail", reason: `timeout: not finished within ${timeout / 1000} s` });
+    if (this.#o.deleteTimedOut) {
+      this.#o.api.deleteJob(name, s.uid!).catch(() => {});
+      this.#o.reporter.event({ kind: "deleting", job: name, why: "it timed out" });
     }
-    return next;
+    return Infinity;
   }
 
-  /** Slots taken: Jobs running, being created, or in their post-success work. */
-  #inFlight(): number {
-    return this.#active.size + this.#starting.size + this.#finishing.size;
+  /**
+   * Fails a node whose stale Job is not gone by the deadline, naming what
+   * holds it: its finalizers, or its pods still terminating.
+   */
+  #deadline(name: string, s: NodeState, now: number): number {
+    const left = s.since + this.#o.staleDeleteDeadlineMs - now;
+    if (left > 0) return left;
+    // Once: the next check comes only if the explanation is lost.
+    this.#put(name, { ...s, since: now });
+    this.#track(
+      (async () => {
+        const secs = this.#o.staleDeleteDeadlineMs / 1000;
+        let holds = "";
+        try {
+          const job = await this.#o.api.getJob(name);
+          if (job?.metadata?.uid !== s.uid) return; // gone meanwhile: the watch will say
+          const finalizers = job?.metadata?.finalizers ?? [];
+          if (finalizers.length) holds = `finalizers ${finalizers.join(", ")}`;
+        } catch (e) {
+          holds = `cannot read it: ${errorText(e)}`;
+        }
+        if (!holds) {
+          const pods = (await this.#listPods(name)) ?? [];
+          const left = pods.filter((p) => p.metadata?.deletionTimestamp);
+          holds = left.length
+            ? `pods still terminating: ${
+              left.map((p) => `${p.metadata?.name} on ${p.spec?.nodeName ?? "no node"}`).join(", ")
+            }`
+            : "nothing visible (its dependents are being collected)";
+        }
+        const reason =
+          `stale Job ${name} not gone within ${secs} s of its deletion: held by ${holds}`;
+        const current = this.#nodes.get(name);
+        if (current?.phase !== "deleting" || current.uid !== s.uid) return;
+        if (!this.#byName.has(name)) {
+          this.#o.reporter.event({ kind: "notice", message: reason });
+          return this.#drop(name);
+        }
+        this.#apply(name, { type: "fail", reason });
+      })(),
+      name,
+    );
+    return Infinity;
+  }
+
+  /** Checks the deadlines of the nodes in flight; returns ms until the next. */
+  #checkDeadlines(now: number): number {
+    let nextIn = Infinity;
+    for (const name of [...this.#inFlight]) {
+      const s = this.#nodes.get(name)!;
+      if (s.phase === "running") {
+        nextIn = Math.min(nextIn, this.#expire(name, s, now));
+        const current = this.#nodes.get(name)!;
+        if (current.phase === "running") {
+          nextIn = Math.min(nextIn, this.#checkStall(name, current, now));
+        }
+      } else if (s.phase === "deleting") {
+        nextIn = Math.min(nextIn, this.#deadline(name, s, now));
+      }
+    }
+    return nextIn;
+  }
+
+  /** Notices an API that has gone silent, and its return. */
+  #checkSilence(now: number): void {
+    const silentMs = Math.max(SILENT_MS, 3 * this.#o.pollIntervalMs);
+    const change = this.#outage.observe(this.#jobs.heardAt, now, silentMs, this.#jobs.lastError);
+    if (change) this.#o.reporter.event({ kind: "api", ...change });
   }
 
   #done(): boolean {
-    const idle = this.#inFlight() === 0 && this.#explaining.size === 0;
+    const idle = this.#inFlight.size === 0 && this.#count("explaining") === 0;
     // A stopped rollout lets what is in flight finish and starts nothing more.
-    return idle && (this.#pending.length === 0 || this.#stoppedBy !== undefined);
+    return idle && (this.#count("queued") === 0 || this.#stoppedBy !== undefined);
   }
 
   #progress(): Progress {
-    let succeeded = 0, failed = 0;
-    for (const r of this.#results.values()) {
-      if (r.outcome === "succeeded") succeeded++;
-      else if (r.outcome === "failed") failed++;
-    }
+    const now = this.#now();
     return {
-      succeeded,
-      failed,
-      inFlight: this.#inFlight(),
-      queued: this.#pending.length,
+      succeeded: this.#count("succeeded"),
+      failed: this.#count("failed"),
+      unknown: this.#count("unknown") || undefined,
+      inFlight: this.#inFlight.size,
+      queued: this.#count("queued"),
       total: this.#o.targets.length,
-      elapsedMs: this.#o.clock.now() - this.#began,
+      elapsedMs: now - this.#began,
+      outage: this.#outage.view(now),
     };
   }
 
-  /** Keeps the Jobs in view: a watch while one works, else a LIST per poll interval. */
-  async #follow(stop: AbortSignal): Promise<void> {
-    let failures = 0;
-    while (!stop.aborted) {
-      if (this.#polling) {
-        await this.#o.clock.sleep(this.#o.pollIntervalMs, stop);
-        if (stop.aborted) return;
-        await this.#relist();
-        continue;
-      }
-      try {
-        for await (const ev of this.#o.api.watchJobs(this.#resourceVersion, stop)) {
-          failures = 0;
-          this.#lostSince = undefined;
-          if (ev.type === "BOOKMARK") {
-            this.#resourceVersion = ev.object.metadata?.resourceVersion ?? this.#resourceVersion;
-          } else if (ev.type === "ERROR") {
-            // 410 Gone: the history we watched from was compacted. Only a fresh
-            // LIST can tell what finished in between.
-            this.#o.reporter.event({
-              kind: "watch",
-              state: "relisted",
-              detail: ev.object.message ?? `watch error ${ev.object.code}`,
-            });
-            await this.#relist();
-            break;
-          } else {
-            this.#resourceVersion = ev.object.metadata?.resourceVersion ?? this.#resourceVersion;
-            this.#observe(ev.object, ev.type === "DELETED");
-          }
-        }
-      } catch (e) {
-        if (stop.aborted) return;
-        const forbidden = e instanceof ApiError && (e.status === 403 || e.status === 405);
-        failures++;
-        if (forbidden || failures >= WATCH_FAILURES_BEFORE_POLLING) {
-          this.#polling = true;
-          this.#o.reporter.event({
-            kind: "watch",
-            state: "polling",
-            detail: `${errorText(e)}; listing every ${this.#o.pollIntervalMs / 1000} s instead`,
-          });
-        } else {
-          this.#o.reporter.event({ kind: "watch", state: "reconnected", detail: errorText(e) });
-          await this.#o.clock.sleep(Math.min(1000 * 2 ** failures, 10_000), stop);
-          await this.#relist();
-        }
-      }
-    }
-  }
-
-  async #relist(): Promise<void> {
-    try {
-      this.#reconcile(await this.#o.api.listJobs());
-      this.#lostSince = undefined;
-    } catch (e) {
-      this.#lostSince ??= this.#o.clock.now();
-      this.#lostError = errorText(e);
-      this.#notify();
-    }
-  }
-
   async run(): Promise<DispatchReport> {
-    this.#began = this.#o.clock.now();
-    await this.#initialList();
-    const stopFollowing = new AbortController();
-    const follow = this.#follow(stopFollowing.signal);
+    this.#began = this.#now();
+    for (const t of this.#o.targets) this.#put(t.name, { phase: "queued", since: this.#began });
+    await this.#jobs.start();
+    this.#initial();
     const onAbort = () => this.#notify();
     this.#o.signal.addEventListener("abort", onAbort);
-    let lastProgress = this.#o.clock.now();
+    let lastProgress = this.#now();
     let lastCounts = "";
     try {
       while (true) {
         this.#fill();
         if (this.#done() || this.#o.signal.aborted) break;
-        if (
-          this.#lostSince !== undefined &&
-          this.#o.clock.now() - this.#lostSince > this.#o.lostBudgetMs
-        ) {
-          for (const name of [...this.#active.keys()]) {
-            this.#finish(name, "failed", `lost track of its Job: ${this.#lostError}`);
-          }
-          this.#lostSince = undefined;
-          continue;
-        }
-        const now = this.#o.clock.now();
+        const now = this.#now();
+        this.#checkSilence(now);
         if (this.#o.progressOnChange) {
           const p = this.#progress();
-          const key = `${p.succeeded}/${p.failed}/${p.inFlight}/${p.queued}`;
+          const key = `${p.succeeded}/${p.failed}/${p.inFlight}/${p.queued}/${p.outage?.paused}`;
           if (key !== lastCounts) {
             this.#o.reporter.progress(p);
             lastCounts = key;
           }
         }
-        const nextDeadline = Math.min(this.#expire(now), this.#checkStalls(now));
+        const nextDeadline = this.#checkDeadlines(now);
         if (now - lastProgress >= this.#o.progressIntervalMs) {
           this.#o.reporter.progress(this.#progress());
           lastProgress = now;
@@ -779,8 +948,17 @@ class Fanout {
         const wait = new AbortController();
         this.#wake = () => wait.abort();
         if (!this.#woken) {
+          const probe = this.#outage.paused ? 1_000 : Infinity;
           await this.#o.clock.sleep(
-            Math.max(1, Math.min(nextDeadline, this.#o.progressIntervalMs - (now - lastProgress))),
+            Math.max(
+              1,
+              Math.min(
+                nextDeadline,
+                probe,
+                MAX_SLEEP_MS,
+                this.#o.progressIntervalMs - (now - lastProgress),
+              ),
+            ),
             wait.signal,
           );
         }
@@ -791,21 +969,28 @@ class Fanout {
       this.#o.signal.removeEventListener("abort", onAbort);
       // A create already sent when the run was stopped may still make its
       // Job; wait for the answer so that the Job is reported, not lost.
-      await Promise.allSettled([...this.#inProgress]);
-      stopFollowing.abort();
-      await follow.catch(() => {});
+      await Promise.allSettled([...this.#tasks]);
+      await this.#jobs.stop();
     }
     this.#o.reporter.progress(this.#progress());
-    const results = this.#o.targets.map((t): NodeResult => {
-      const name = t.name;
-      return this.#results.get(t.node.name) ??
-        {
-          node: t.node.name,
-          job: name,
-          outcome: this.#active.has(name) || this.#finishing.has(name) ? "inFlight" : "notStarted",
-        };
-    });
-    return { results, stoppedBy: this.#stoppedBy };
+    return { results: this.#o.targets.map((t) => this.#result(t)), stoppedBy: this.#stoppedBy };
+  }
+
+  #result(t: Target): NodeResult {
+    const s = this.#nodes.get(t.name)!;
+    const base = { node: t.node.name, job: t.name };
+    if (FINAL.has(s.phase)) {
+      return {
+        ...base,
+        outcome: s.phase as "succeeded" | "failed" | "unknown",
+        reason: s.reason,
+        startedAt: s.startedAt,
+        finishedAt: s.finishedAt,
+        attempts: s.attempts,
+      };
+    }
+    const inFlight = s.phase === "running" || s.phase === "finishing" || s.phase === "explaining";
+    return { ...base, outcome: inFlight ? "inFlight" : "notStarted" };
   }
 }
 

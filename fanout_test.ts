@@ -1,6 +1,12 @@
 import assert from "node:assert/strict";
 import type { V1Job } from "@kubernetes/client-node";
-import { dispatch, type DispatchEvent, type FanoutOptions, type Target } from "./fanout.ts";
+import {
+  dispatch,
+  type DispatchEvent,
+  type FanoutOptions,
+  type Progress,
+  type Target,
+} from "./fanout.ts";
 import {
   instantiateJob,
   type JobTemplate,
@@ -27,7 +33,7 @@ spec:
   "test",
 );
 
-function targets(n: number, owner = OWNER): Target[] {
+function targets(n: number, owner: typeof OWNER | undefined = OWNER, hash?: string): Target[] {
   return Array.from({ length: n }, (_, i) => {
     const node = { name: `node-${String(i).padStart(3, "0")}`, uid: `node-uid-${i}` };
     const job = instantiateJob({
@@ -37,6 +43,7 @@ function targets(n: number, owner = OWNER): Target[] {
       namespace: "ns",
       keys: KEYS,
       owner,
+      templateHash: hash,
     });
     return { node, name: job.metadata!.name!, job: () => structuredClone(job) };
   });
@@ -55,7 +62,12 @@ function harness(extra: Partial<ConstructorParameters<typeof FakeJobApi>[0]> = {
   return { clock, api, events: [], stop: new AbortController() };
 }
 
-function report(h: Harness, ts: Target[], opts: Partial<FanoutOptions> = {}) {
+function report(
+  h: Harness,
+  ts: Target[],
+  opts: Partial<FanoutOptions> = {},
+  progress: Progress[] = [],
+) {
   return runOn(
     h.clock,
     dispatch({
@@ -63,7 +75,7 @@ function report(h: Harness, ts: Target[], opts: Partial<FanoutOptions> = {}) {
       parallelism: 3,
       run: { keys: KEYS, prefix: PREFIX, owner: OWNER },
       api: h.api,
-      reporter: { event: (e) => h.events.push(e), progress: () => {} },
+      reporter: { event: (e) => h.events.push(e), progress: (p) => progress.push(p) },
       signal: h.stop.signal,
       clock: h.clock,
       pollIntervalMs: 5_000,
@@ -116,7 +128,7 @@ Deno.test("dispatch() counts finished Jobs of this owner, adopts running ones, r
   h.api.seed({
     ...stale.job(),
     metadata: { ...stale.job().metadata, name: ts[3].job().metadata!.name },
-  });
+  }, "Complete");
   const notOurs: V1Job = structuredClone(ts[4].job());
   delete notOurs.metadata!.labels![KEYS.owner];
   h.api.seed(notOurs);
@@ -140,16 +152,86 @@ Deno.test("dispatch() counts finished Jobs of this owner, adopts running ones, r
   assert.equal(h.api.jobs.get("up-node-004")?.metadata?.labels?.[KEYS.owner], undefined);
 });
 
-Deno.test("dispatch() opens no slot while leftovers of an earlier owner are being deleted", async () => {
+Deno.test("dispatch() counts the deletion of a leftover of an earlier owner against parallelism", async () => {
   const h = harness({ runMs: 1000 });
   const [leftover] = targets(1, { name: "old", uid: "old-uid" });
   const left = leftover.job();
   left.metadata!.name = "up-gone-node";
-  h.api.seed(left);
-  await run(h, targets(2));
+  h.api.seed(left, "Complete");
+  await run(h, targets(2), { parallelism: 2 });
   assert.equal(h.api.jobs.has("up-gone-node"), false, "the leftover was deleted");
   // The fake finishes a foreground deletion 100 ms after it is asked.
-  assert.ok(h.api.createdAt.every((t) => t >= 100), `created at ${h.api.createdAt}`);
+  assert.deepEqual(h.api.createdAt, [0, 100]);
+});
+
+Deno.test("dispatch() never deletes a stale Job that still runs: the node waits, holding its slot", async () => {
+  const h = harness({ runMs: 1000 });
+  const ts = targets(3);
+  const [stale] = targets(1, { name: "old-owner", uid: "old-uid" });
+  const running = h.api.seed({
+    ...stale.job(),
+    metadata: { ...stale.job().metadata, name: ts[0].name },
+  });
+  const promise = run(h, ts, { parallelism: 2 });
+  h.clock.sleep(5_000).then(() => h.api.finish(running.metadata!.name!, "Complete"));
+  const results = await promise;
+  assert.ok(results.every((r) => r.outcome === "succeeded"));
+  assert.equal(kinds(h, "waiting").length, 1);
+  // One slot held by the stale Job: the others ran one at a time meanwhile.
+  assert.deepEqual(h.api.created, ["up-node-001", "up-node-002", "up-node-000"]);
+  assert.deepEqual(h.api.createdAt, [0, 1000, 5100]);
+  assert.deepEqual(kinds(h, "replaced").map((e) => "node" in e && e.node), ["node-000"]);
+});
+
+Deno.test("dispatch() fails a node whose stale Job a finalizer holds, naming it; the others go on", async () => {
+  const h = harness({ runMs: 1000 });
+  const ts = targets(3);
+  const [stale] = targets(1, { name: "old-owner", uid: "old-uid" });
+  const held = h.api.seed({
+    ...stale.job(),
+    metadata: { ...stale.job().metadata, name: ts[0].name, finalizers: ["example.com/hold"] },
+  }, "Complete");
+  const results = await run(h, ts, { parallelism: 2, staleDeleteDeadlineMs: 120_000 });
+  assert.equal(results[0].outcome, "failed");
+  assert.match(results[0].reason!, /not gone within 120 s.*finalizers example\.com\/hold/);
+  assert.equal(results[1].outcome, "succeeded");
+  assert.equal(results[2].outcome, "succeeded");
+  assert.ok(h.api.createdAt.every((t) => t < 5_000), "the stuck deletion blocked no other node");
+  assert.equal(h.api.jobs.get(ts[0].name)?.metadata?.uid, held.metadata!.uid);
+});
+
+Deno.test("dispatch() records a Job its TTL deleted from the DELETED event's final state", async () => {
+  const h = harness({ runMs: 1000, ttlZero: true });
+  const results = await run(h, targets(3), { parallelism: 3 });
+  assert.ok(results.every((r) => r.outcome === "succeeded"), JSON.stringify(results));
+});
+
+Deno.test("dispatch() reports a Job collected unseen as unknown, never as failed", async () => {
+  const h = harness({ runMs: 1000, ttlZero: true });
+  const progress: Progress[] = [];
+  const promise = report(h, targets(2), { parallelism: 2, maxFailures: 0 }, progress);
+  h.clock.sleep(10).then(() => {
+    h.api.down = true;
+    h.api.breakWatches();
+  });
+  h.clock.sleep(20_000).then(() => (h.api.down = false));
+  const { results, stoppedBy } = await promise;
+  assert.equal(stoppedBy, undefined, "no failure counted against the budget");
+  assert.deepEqual(results.map((r) => r.outcome), ["unknown", "unknown"]);
+  assert.match(results[0].reason!, /collected before its outcome was seen/);
+});
+
+Deno.test("dispatch() reads the outcome of a Job collected unseen from its pods", async () => {
+  const h = harness({ runMs: 1000, ttlZero: true });
+  h.api.listPods = () => Promise.resolve([{ status: { phase: "Succeeded" } }]);
+  const promise = run(h, targets(1), { parallelism: 1 });
+  h.clock.sleep(10).then(() => {
+    h.api.down = true;
+    h.api.breakWatches();
+  });
+  h.clock.sleep(20_000).then(() => (h.api.down = false));
+  const results = await promise;
+  assert.equal(results[0].outcome, "succeeded");
 });
 
 Deno.test("dispatch() re-lists after 410 Gone and misses no completion", async () => {
@@ -231,20 +313,57 @@ Deno.test("dispatch() adopts a Job of this owner that appeared between its LIST 
   assert.deepEqual(kinds(h, "adopted").length, 1);
 });
 
-Deno.test("dispatch() fails the Jobs it can no longer read once the budget is spent", async () => {
-  const h = harness();
-  const promise = run(h, targets(2), {
+Deno.test("dispatch() fails no node during a 5-minute outage: it pauses, says so, and resumes", async () => {
+  const h = harness({ runMs: 1000 });
+  const progress: Progress[] = [];
+  const promise = report(h, targets(10), {
     parallelism: 2,
-    lostBudgetMs: 60_000,
-    pollIntervalMs: 5_000,
-  });
+    progressIntervalMs: 10_000,
+    progressOnChange: false,
+  }, progress);
   h.clock.sleep(10).then(() => {
-    h.api.failLists = true;
-    h.api.expireWatches();
+    h.api.down = true;
+    h.api.breakWatches();
   });
+  let atResume = 0;
+  h.clock.sleep(300_000).then(() => {
+    h.api.down = false;
+    atResume = h.api.calls.list;
+  });
+  const { results } = await promise;
+  assert.ok(results.every((r) => r.outcome === "succeeded"), JSON.stringify(results));
+  assert.equal(h.api.created.length, 10, "one Job per node, none twice");
+  const paused = kinds(h, "api").filter((e) => e.kind === "api" && e.state === "paused");
+  const resumed = kinds(h, "api").filter((e) => e.kind === "api" && e.state === "resumed");
+  assert.equal(paused.length, 1, JSON.stringify(h.events));
+  assert.equal(resumed.length, 1);
+  // Said within a minute, with the outage's length, never an ETA.
+  const first = progress.find((p) => p.outage);
+  assert.ok(first && first.elapsedMs <= 70_000, `first outage line at ${first?.elapsedMs}`);
+  assert.ok(progress.filter((p) => p.outage).every((p) => p.outage!.paused));
+  // Back on a watch within one watch retry (30 s) of the end: no polling for good.
+  const lists = h.api.calls.list - atResume;
+  assert.ok(lists <= 7, `${lists} LISTs after the outage`);
+  assert.deepEqual(kinds(h, "watch").at(-1), {
+    kind: "watch",
+    state: "watching",
+    detail: "a watch opened again; polling stopped",
+  });
+});
+
+Deno.test("dispatch() goes back to a watch after polling through broken watches", async () => {
+  const h = harness({ runMs: 200_000 });
+  const promise = run(h, targets(2), { parallelism: 2 });
+  for (const at of [10, 2_000, 6_000]) h.clock.sleep(at).then(() => h.api.breakWatches());
+  h.clock.sleep(1).then(() => (h.api.down = true));
+  h.clock.sleep(60_000).then(() => (h.api.down = false));
   const results = await promise;
-  assert.ok(results.every((r) => r.outcome === "failed"));
-  assert.match(results[0].reason!, /lost track of its Job/);
+  assert.ok(results.every((r) => r.outcome === "succeeded"));
+  const states = kinds(h, "watch").map((e) => e.kind === "watch" && e.state);
+  assert.ok(states.includes("polling"), JSON.stringify(states));
+  assert.equal(states.at(-1), "watching", JSON.stringify(states));
+  // 200 s of running Jobs: polling for all of it would be 40 LISTs.
+  assert.ok(h.api.calls.list < 20, `${h.api.calls.list} LISTs`);
 });
 
 Deno.test("dispatch() reports a Job whose pod stays Pending, with the pod's reason, and again later", async () => {
@@ -405,4 +524,89 @@ Deno.test("dispatch() leaves a node in flight when the run stops during its post
     },
   });
   assert.equal(results[0].outcome, "inFlight");
+});
+
+Deno.test("dispatch() pauses while Job creates are refused and reads work, naming the error once", async () => {
+  const h = harness({ runMs: 1000 });
+  const webhook = 'Internal error occurred: failed calling webhook "deny.example.com": ' +
+    "connection refused";
+  h.api.refuseCreates = webhook;
+  const progress: Progress[] = [];
+  const promise = report(h, targets(6), { parallelism: 3 }, progress);
+  h.clock.sleep(120_000).then(() => (h.api.refuseCreates = undefined));
+  const { results } = await promise;
+  assert.ok(results.every((r) => r.outcome === "succeeded"), JSON.stringify(results));
+  const api = kinds(h, "api");
+  assert.equal(api.length, 2, JSON.stringify(api));
+  assert.deepEqual(api[0], {
+    kind: "api",
+    state: "paused",
+    detail: `Cannot create jobs: ${webhook}`,
+  });
+  assert.equal(api[1].kind === "api" && api[1].state, "resumed");
+  // Paused: one probe every 5 s, not a create per node per retry (the first
+  // three were sent together, before the first answer).
+  assert.ok(h.api.calls.create <= 3 + 120 / 5 + 6, `${h.api.calls.create} creates`);
+  const during = progress.filter((p) => p.outage);
+  assert.ok(during.length > 0 && during.every((p) => p.outage!.word === "failing"));
+});
+
+Deno.test("dispatch() without an owner replaces Jobs of another template and counts its own", async () => {
+  const h = harness({ runMs: 1000 });
+  const run1 = { keys: KEYS, prefix: PREFIX, templateHash: "hash-1" };
+  await report(h, targets(3, undefined, "hash-1"), { run: run1 });
+  assert.equal(h.api.created.length, 3);
+  // The same template again: nothing created.
+  const again = await report(h, targets(3, undefined, "hash-1"), { run: run1 });
+  assert.equal(h.api.created.length, 3);
+  assert.ok(again.results.every((r) => r.outcome === "succeeded"));
+  // Another template: every node runs once more.
+  const run2 = { keys: KEYS, prefix: PREFIX, templateHash: "hash-2" };
+  const changed = await report(h, targets(3, undefined, "hash-2"), { run: run2 });
+  assert.equal(h.api.created.length, 6);
+  assert.ok(changed.results.every((r) => r.outcome === "succeeded"));
+  assert.equal(kinds(h, "replaced").length, 3);
+});
+
+Deno.test("dispatch() frees a slot on SuccessCriteriaMet but starts post-success work only on Complete", async () => {
+  const h = harness();
+  const ts = targets(1);
+  let afterAt: number | undefined;
+  const promise = run(h, ts, {
+    parallelism: 1,
+    afterSuccess: () => {
+      afterAt = h.clock.now();
+      return Promise.resolve(undefined);
+    },
+  });
+  h.clock.sleep(1_000).then(() => h.api.meetCriteria(ts[0].name));
+  h.clock.sleep(4_000).then(() => h.api.finish(ts[0].name, "Complete"));
+  const results = await promise;
+  assert.equal(results[0].outcome, "succeeded");
+  assert.equal(afterAt, 4_000);
+});
+
+Deno.test("dispatch() queues a node again when its post-success work meets an outage", async () => {
+  const h = harness({ runMs: 1000 });
+  let calls = 0;
+  const results = await run(h, targets(2), {
+    parallelism: 2,
+    afterSuccess: () => {
+      calls++;
+      if (calls > 1) return Promise.resolve(undefined);
+      return Promise.reject(
+        new ApiError({
+          status: 503,
+          reason: "ServiceUnavailable",
+          verb: "patch",
+          resource: "nodes",
+          message: "the server is currently unable to handle the request",
+        }),
+      );
+    },
+  });
+  assert.ok(results.every((r) => r.outcome === "succeeded"), JSON.stringify(results));
+  assert.equal(calls, 3, "the work ran again for the node that met the outage");
+  assert.equal(h.api.created.length, 2, "its Job was not run again");
+  assert.deepEqual(kinds(h, "api").map((e) => e.kind === "api" && e.state), ["paused", "resumed"]);
 });

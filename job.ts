@@ -165,6 +165,8 @@ export interface TrackingKeys {
   finishedAt: string;
   /** Owner Job annotation: the rollout's progress. */
   progress: string;
+  /** Job annotation: the hash of the template the Job was made from ({@linkcode templateHash}). */
+  templateHash: string;
 }
 
 /**
@@ -192,6 +194,7 @@ export function trackingKeys(prefix: string): TrackingKeys {
     error: `${prefix}/error`,
     finishedAt: `${prefix}/finished-at`,
     progress: `${prefix}/progress`,
+    templateHash: `${prefix}/template-hash`,
   };
 }
 
@@ -336,6 +339,34 @@ export interface OwnerRef {
   uid: string;
 }
 
+function canonical(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(canonical);
+  if (value === null || typeof value !== "object" || value instanceof Date) return value;
+  return Object.fromEntries(
+    Object.keys(value).sort().map((k) => [k, canonical((value as Record<string, unknown>)[k])]),
+  );
+}
+
+/**
+ * The identity of what a run's Jobs do: a hash of the template and the
+ * pinning, i.e. of the instantiated Job without its per-node fields (name,
+ * node, node UID, the node's facts). Key order does not matter. A Job of
+ * another hash was made from another template and is stale: without an
+ * owner, prefix and node alone would count an old image's Jobs as done.
+ *
+ * @example
+ * ```ts
+ * templateHash(template, "nodeName").length; // 16
+ * ```
+ */
+export function templateHash(
+  template: JobTemplate,
+  pin: "nodeName" | "affinity" = "nodeName",
+): string {
+  const text = JSON.stringify(canonical({ template, pin }));
+  return createHash("sha256").update(text).digest("hex").slice(0, 16);
+}
+
 /** Options for {@linkcode instantiateJob}. */
 export interface InstantiateOptions {
   /** A template from {@linkcode parseJobTemplate}. */
@@ -352,6 +383,8 @@ export interface InstantiateOptions {
   owner?: OwnerRef;
   /** How the pod is pinned to its node. @default "nodeName" */
   pin?: "nodeName" | "affinity";
+  /** {@linkcode templateHash} of `template` and `pin`, computed once per run; computed here when absent. */
+  templateHash?: string;
 }
 
 /**
@@ -414,7 +447,12 @@ export function instantiateJob(opts: InstantiateOptions): V1Job {
   meta.name = jobName(prefix, node.name);
   meta.namespace = opts.namespace;
   meta.labels = { ...meta.labels, ...tracking };
-  meta.annotations = { ...meta.annotations, [keys.nodeName]: node.name, [keys.nodeUid]: node.uid };
+  meta.annotations = {
+    ...meta.annotations,
+    [keys.nodeName]: node.name,
+    [keys.nodeUid]: node.uid,
+    [keys.templateHash]: opts.templateHash ?? templateHash(opts.template, opts.pin),
+  };
   if (owner) {
     // Not a controller reference and no blockOwnerDeletion: the per-node Jobs
     // only follow their owner into garbage collection, and blockOwnerDeletion
@@ -445,39 +483,89 @@ export function instantiateJob(opts: InstantiateOptions): V1Job {
   return job;
 }
 
-/** Where a Job stands, as the dispatcher counts it. */
+/**
+ * Where a Job stands, as the dispatcher counts it. `final` is false while only
+ * `SuccessCriteriaMet` / `FailureTarget` are set: the outcome is decided but
+ * the Job's pods may still be terminating.
+ */
 export type JobOutcome =
   | { phase: "active" }
-  | { phase: "succeeded" }
-  | { phase: "failed"; reason: string; message?: string };
+  | { phase: "succeeded"; final: boolean }
+  | { phase: "failed"; final: boolean; reason: string; message?: string };
 
 /**
- * Reads a Job's conditions. `SuccessCriteriaMet` and `FailureTarget` count as
- * finished: current Kubernetes sets them first and the terminal `Complete` /
- * `Failed` only once the pods are gone.
+ * Reads a Job's conditions. `SuccessCriteriaMet` and `FailureTarget` decide
+ * the outcome (current Kubernetes sets them first, and a slot may free on
+ * them); the terminal `Complete` / `Failed` come only once the pods are gone,
+ * which is what work on the node after its Job must wait for.
  *
  * @example
  * ```ts
  * interpretStatus({ status: { conditions: [{ type: "Complete", status: "True" }] } });
- * // { phase: "succeeded" }
+ * // { phase: "succeeded", final: true }
  * ```
  */
 export function interpretStatus(job: Pick<V1Job, "status">): JobOutcome {
   const conds = job.status?.conditions ?? [];
   const isTrue = (type: string) => conds.find((c) => c.type === type && c.status === "True");
-  if (isTrue("Complete") || isTrue("SuccessCriteriaMet")) return { phase: "succeeded" };
-  const failed = isTrue("Failed") ?? isTrue("FailureTarget");
+  if (isTrue("Complete")) return { phase: "succeeded", final: true };
+  if (isTrue("SuccessCriteriaMet")) return { phase: "succeeded", final: false };
+  const terminal = isTrue("Failed");
+  const failed = terminal ?? isTrue("FailureTarget");
   if (failed) {
-    return { phase: "failed", reason: failed.reason || "Failed", message: failed.message };
+    return {
+      phase: "failed",
+      final: terminal !== undefined,
+      reason: failed.reason || "Failed",
+      message: failed.message,
+    };
   }
   return { phase: "active" };
 }
 
 /**
+ * Why the template's `ttlSecondsAfterFinished` is too short for the run to
+ * see a Job's outcome, or undefined. Only polling can miss it: a Job that
+ * finishes just after one LIST is seen by the next, one interval later (and a
+ * slow paginated LIST takes longer), so the TTL must cover two intervals. A
+ * watch sees the DELETED event, which carries the final state, so any TTL
+ * works with one.
+ *
+ * @param pollOnlySecs the poll interval when the run only polls; undefined when it watches
+ * @example
+ * ```ts
+ * unobservableTtl(template, 5); // with ttlSecondsAfterFinished: 0, "... at least 10 ..."
+ * ```
+ */
+export function unobservableTtl(template: JobTemplate, pollOnlySecs?: number): string | undefined {
+  const ttl = template.spec.ttlSecondsAfterFinished;
+  if (pollOnlySecs === undefined || ttl === undefined || ttl >= 2 * pollOnlySecs) return undefined;
+  return `ttlSecondsAfterFinished ${ttl} is too short to see a Job's outcome with --poll-only ` +
+    `(a LIST every ${pollOnlySecs} s): set it to at least ${2 * pollOnlySecs}, or drop --poll-only`;
+}
+
+/**
+ * Keeps of a Job what the engine reads: its metadata without managedFields
+ * (labels, annotations, owners, finalizers, deletion) and its status. The
+ * engine's cache holds every Job of the run; the spec (the whole pod
+ * template) and managedFields are most of a Job's size.
+ *
+ * @example
+ * ```ts
+ * slimJob({ metadata: { name: "a" }, spec: { template: {} } }).spec; // undefined
+ * ```
+ */
+export function slimJob(job: V1Job): V1Job {
+  const { managedFields: _, ...metadata } = job.metadata ?? {};
+  return { metadata, status: job.status };
+}
+
+/**
  * How an existing Job of a node's name relates to this run:
  * - `notOurs`: it lacks our owner label; it is never touched;
- * - `stale`: ours, but made for an earlier owner or an earlier node of the
- *   same name, or already being deleted; it is replaced;
+ * - `stale`: ours, but made for an earlier owner, an earlier node of the
+ *   same name or another template (its template-hash annotation), or already
+ *   being deleted; it is replaced (once it no longer runs);
  * - `current`: ours for this owner and node; it is counted or adopted.
  */
 export type Disposition = "notOurs" | "stale" | "current";
@@ -490,6 +578,8 @@ export interface RunIdentity {
   prefix: string;
   /** The owner, when the run has one. */
   owner?: OwnerRef;
+  /** {@linkcode templateHash} of the run's template; a Job of another hash is stale. */
+  templateHash?: string;
 }
 
 /**
@@ -511,5 +601,9 @@ export function classifyJob(job: V1Job, run: RunIdentity, nodeUid?: string): Dis
   }
   const madeFor = meta.annotations?.[run.keys.nodeUid];
   if (nodeUid && madeFor && madeFor !== nodeUid) return "stale";
+  // A Job without the annotation predates it: its template is not known, and
+  // re-running a whole fleet on an upgrade of the dispatcher would surprise.
+  const hash = meta.annotations?.[run.keys.templateHash];
+  if (run.templateHash && hash && hash !== run.templateHash) return "stale";
   return "current";
 }

@@ -14,7 +14,10 @@ import {
   parseJobTemplate,
   type RunIdentity,
   sanitize,
+  slimJob,
+  templateHash,
   trackingKeys,
+  unobservableTtl,
   UsageError,
 } from "./job.ts";
 
@@ -387,6 +390,7 @@ Deno.test({
           error: `${p}/error`,
           finishedAt: `${p}/finished-at`,
           progress: `${p}/progress`,
+          templateHash: `${p}/template-hash`,
         });
       });
     }
@@ -878,13 +882,17 @@ Deno.test({
       assert.deepEqual(job.spec?.template.metadata?.annotations, { "example.com/scrape": "no" });
     });
 
-    await t.step("it annotates the full node name and UID beside the template's", () => {
-      assert.deepEqual(job.metadata?.annotations, {
-        "team.example.com/contact": "platform",
-        "job-dispatcher/node-name": NODE.name,
-        "job-dispatcher/node-uid": NODE.uid,
-      });
-    });
+    await t.step(
+      "it annotates the full node name, UID and template hash beside the template's",
+      () => {
+        assert.deepEqual(job.metadata?.annotations, {
+          "team.example.com/contact": "platform",
+          "job-dispatcher/node-name": NODE.name,
+          "job-dispatcher/node-uid": NODE.uid,
+          "job-dispatcher/template-hash": templateHash(template()),
+        });
+      },
+    );
 
     await t.step("it refers to the owner, neither as controller nor blocking deletion", () => {
       assert.deepEqual(job.metadata?.ownerReferences, [{
@@ -1044,14 +1052,26 @@ Deno.test({
         want: { phase: "active" },
       },
       {
-        name: "Complete is succeeded",
+        name: "Complete is succeeded and final",
         job: { status: { conditions: [{ type: "Complete", status: "True" }] } },
-        want: { phase: "succeeded" },
+        want: { phase: "succeeded", final: true },
       },
       {
-        name: "SuccessCriteriaMet is succeeded before Complete",
+        name: "SuccessCriteriaMet is succeeded, not yet final",
         job: { status: { conditions: [{ type: "SuccessCriteriaMet", status: "True" }] } },
-        want: { phase: "succeeded" },
+        want: { phase: "succeeded", final: false },
+      },
+      {
+        name: "SuccessCriteriaMet and Complete is final",
+        job: {
+          status: {
+            conditions: [
+              { type: "SuccessCriteriaMet", status: "True" },
+              { type: "Complete", status: "True" },
+            ],
+          },
+        },
+        want: { phase: "succeeded", final: true },
       },
       {
         name: "Failed is failed with its reason and message",
@@ -1067,23 +1087,24 @@ Deno.test({
         },
         want: {
           phase: "failed",
+          final: true,
           reason: "BackoffLimitExceeded",
           message: "Job has reached the specified backoff limit",
         },
       },
       {
-        name: "FailureTarget is failed before Failed",
+        name: "FailureTarget is failed, not yet final",
         job: {
           status: {
             conditions: [{ type: "FailureTarget", status: "True", reason: "DeadlineExceeded" }],
           },
         },
-        want: { phase: "failed", reason: "DeadlineExceeded", message: undefined },
+        want: { phase: "failed", final: false, reason: "DeadlineExceeded", message: undefined },
       },
       {
         name: "Failed without a reason says Failed",
         job: { status: { conditions: [{ type: "Failed", status: "True" }] } },
-        want: { phase: "failed", reason: "Failed", message: undefined },
+        want: { phase: "failed", final: true, reason: "Failed", message: undefined },
       },
       {
         name: "a condition with status False is ignored",
@@ -1126,6 +1147,77 @@ function existing(meta: V1Job["metadata"] = {}): V1Job {
     },
   };
 }
+
+Deno.test({
+  name: "unobservableTtl() refuses a TTL shorter than two poll intervals, only when polling",
+  permissions: "none",
+  async fn(t) {
+    const withTtl = (ttl?: number) => {
+      const tpl = template();
+      tpl.spec.ttlSecondsAfterFinished = ttl;
+      return tpl;
+    };
+    const cases: { name: string; ttl?: number; poll?: number; refused: boolean }[] = [
+      { name: "ttl 0 with a watch is fine", ttl: 0, refused: false },
+      { name: "no ttl when polling is fine", poll: 5, refused: false },
+      { name: "ttl 0 when polling is refused", ttl: 0, poll: 5, refused: true },
+      { name: "ttl 9 with a 5 s poll is refused", ttl: 9, poll: 5, refused: true },
+      { name: "ttl 10 with a 5 s poll is fine", ttl: 10, poll: 5, refused: false },
+    ];
+    for (const c of cases) {
+      await t.step(c.name, () => {
+        const why = unobservableTtl(withTtl(c.ttl), c.poll);
+        assert.equal(why !== undefined, c.refused, why ?? "accepted");
+        if (why) assert.match(why, new RegExp(`at least ${2 * c.poll!}`));
+      });
+    }
+  },
+});
+
+Deno.test({
+  name: "slimJob() keeps metadata and status, not the spec or managedFields",
+  permissions: "none",
+  fn() {
+    const job = instantiateJob({
+      template: template(),
+      node: NODE,
+      prefix: "upgrade",
+      namespace: "ops",
+      keys: KEYS,
+    });
+    job.metadata!.managedFields = [{ manager: "kubectl" }];
+    job.status = { conditions: [{ type: "Complete", status: "True" }] };
+    const slim = slimJob(job);
+    assert.equal(slim.spec, undefined);
+    assert.equal(slim.metadata?.managedFields, undefined);
+    assert.deepEqual(slim.metadata?.labels, job.metadata?.labels);
+    assert.deepEqual(slim.status, job.status);
+  },
+});
+
+Deno.test({
+  name: "templateHash() changes with the template and the pinning, not with key order",
+  permissions: "none",
+  async fn(t) {
+    const TEMPLATE = template();
+    const base = templateHash(TEMPLATE);
+    await t.step("the same template hashes the same", () => {
+      assert.equal(templateHash(structuredClone(TEMPLATE)), base);
+    });
+    await t.step("key order does not matter", () => {
+      const { apiVersion, kind, metadata, spec } = TEMPLATE;
+      assert.equal(templateHash({ spec, metadata, kind, apiVersion } as JobTemplate), base);
+    });
+    await t.step("another image is another hash", () => {
+      const other = structuredClone(TEMPLATE);
+      other.spec.template.spec!.containers[0].image = "other:2";
+      assert.notEqual(templateHash(other), base);
+    });
+    await t.step("another pinning is another hash", () => {
+      assert.notEqual(templateHash(TEMPLATE, "affinity"), base);
+    });
+  },
+});
 
 Deno.test({
   name: "classifyJob() tells our Jobs from others' and stale from current",
@@ -1204,6 +1296,27 @@ Deno.test({
           name: "a Job without the node-uid annotation is current",
           job: existing({ annotations: {} }),
           nodeUid: "node-uid-2",
+          want: "current",
+        },
+        {
+          name: "a Job of another template hash is stale, without an owner too",
+          job: existing({
+            annotations: { "job-dispatcher/template-hash": "0123456789abcdef" },
+            ownerReferences: undefined,
+          }),
+          run: { keys: KEYS, prefix: "upgrade", templateHash: "fedcba9876543210" },
+          want: "stale",
+        },
+        {
+          name: "a Job of the run's template hash is current",
+          job: existing({ annotations: { "job-dispatcher/template-hash": "0123456789abcdef" } }),
+          run: { ...RUN, templateHash: "0123456789abcdef" },
+          want: "current",
+        },
+        {
+          name: "a Job without a template hash (made before it existed) is current",
+          job: existing({ annotations: {} }),
+          run: { ...RUN, templateHash: "0123456789abcdef" },
           want: "current",
         },
         {

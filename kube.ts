@@ -506,10 +506,12 @@ export class Kube {
 
   /**
    * Watches a collection from `resourceVersion`, yielding events until the
-   * server ends the watch (`timeoutSeconds`), the stream goes quiet for longer
-   * than the server could stay quiet, or `signal` aborts. The caller re-watches
-   * from the last resourceVersion it saw; an ERROR event (410 Gone) is yielded
-   * for the caller to re-list.
+   * server ends the watch (`timeoutSeconds`) or `signal` aborts. The caller
+   * re-watches from the last resourceVersion it saw; an ERROR event (410 Gone)
+   * is yielded for the caller to re-list.
+   *
+   * @throws {ApiError} (status 0, `Timeout`) when the stream stays quiet for
+   *   longer than the server could stay quiet: a frozen server or a dead path
    */
   async *watch<T>(
     path: string,
@@ -561,13 +563,17 @@ export class Kube {
       }
     } catch (e) {
       if (signal.aborted) return;
-      if (idle.signal.aborted) return; // quiet too long: let the caller re-watch
+      // Quiet past the server's own timeout: the server or the path to it
+      // is dead. An error, not an end, so that the caller counts the silence.
+      const quiet = idle.signal.aborted;
       throw new ApiError({
         status: 0,
-        reason: "Unreachable",
+        reason: quiet ? "Timeout" : "Unreachable",
         verb: "watch",
         resource: resourceOf(path),
-        message: `watch stream broke: ${(e as Error).message}`,
+        message: quiet
+          ? `watch silent for ${idleMs / 1000} s`
+          : `watch stream broke: ${(e as Error).message}`,
       });
     } finally {
       clearTimeout(timer);

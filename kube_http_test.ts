@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { type ApiError, ConfigError, Kube } from "./kube.ts";
+import { status, withServer } from "./_loopback.ts";
 
 /** Writes a kubeconfig for a port nobody listens on; returns its folder (file "config"). */
 async function unreachableKubeconfig(): Promise<string> {
@@ -16,57 +17,6 @@ current-context: ctx
   );
   return dir;
 }
-
-/** What the server saw of one request. */
-interface Hit {
-  url: string;
-  headers: Headers;
-}
-
-/** Serves `handler` on a loopback port and writes a kubeconfig that points at it. */
-async function withServer(
-  handler: (req: Request, n: number) => Response | Promise<Response>,
-  fn: (kube: Kube, hits: Hit[]) => Promise<void>,
-  user = "{token: secret-token}",
-) {
-  const hits: Hit[] = [];
-  const server = Deno.serve(
-    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
-    (req) => {
-      hits.push({ url: req.url, headers: new Headers(req.headers) });
-      return handler(req, hits.length);
-    },
-  );
-  const dir = await Deno.makeTempDir();
-  const kubeconfig = `${dir}/config`;
-  await Deno.writeTextFile(
-    kubeconfig,
-    `apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "http://127.0.0.1:${server.addr.port}", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: ${user}}]
-contexts: [{name: ctx, context: {cluster: c, user: u, namespace: team}}]
-current-context: ctx
-`,
-  );
-  const kube = await Kube.connect({
-    kubeconfig,
-    retry: { requestTimeoutMs: 2000, budgetMs: 10_000, baseDelayMs: 10, maxDelayMs: 50 },
-  });
-  try {
-    await fn(kube, hits);
-  } finally {
-    kube.close();
-    await server.shutdown();
-    await Deno.remove(dir, { recursive: true });
-  }
-}
-
-const status = (code: number, reason: string, headers: Record<string, string> = {}) =>
-  Response.json({ kind: "Status", code, reason, message: `${reason} message` }, {
-    status: code,
-    headers,
-  });
 
 Deno.test("Kube.request() honours Retry-After on 429 and counts the throttling", async () => {
   await withServer(

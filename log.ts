@@ -47,6 +47,13 @@ export function describeEvent(e: DispatchEvent): string {
       }: ${e.reason}`;
     case "deleting":
       return `deleting job ${e.job}: ${e.why}`;
+    case "waiting":
+      return `node ${e.node}: waiting: ${e.why}`;
+    case "api":
+      return e.state === "paused"
+        ? `API outage: ${e.detail}; starts paused (the node goes back to the queue), ` +
+          "they resume when a request succeeds"
+        : `starts resume: ${e.detail}`;
     case "watch":
       return `watch ${e.state}: ${e.detail}`;
     case "stalled":
@@ -68,10 +75,16 @@ export function describeEvent(e: DispatchEvent): string {
  * ```
  */
 export function describeProgress(p: Progress): string {
-  const line =
-    `${p.succeeded}/${p.total} succeeded, ${p.failed} failed, ${p.inFlight} in flight, ` +
-    `${p.queued} queued`;
-  const done = p.succeeded + p.failed;
+  const unknown = p.unknown ? `, ${p.unknown} unknown` : "";
+  const counts = `${p.succeeded}/${p.total} succeeded, ${p.failed} failed${unknown}, ` +
+    `${p.inFlight} in flight, ${p.queued} queued`;
+  // During an outage a rate and an ETA would be fiction: say what is going on.
+  if (p.outage) {
+    return `API ${p.outage.word} for ${clock(p.outage.forMs / 1000)}: ` +
+      `${p.outage.paused ? "paused, " : ""}${p.inFlight} in flight; ${counts}`;
+  }
+  const line = counts;
+  const done = p.succeeded + p.failed + (p.unknown ?? 0);
   if (done === 0 || p.elapsedMs <= 0 || done === p.total) return line;
   const rate = done / (p.elapsedMs / 1000);
   const left = (p.total - done) / rate;
@@ -84,6 +97,15 @@ export function duration(seconds: number): string {
   if (s < 60) return `${s}s`;
   if (s < 3600) return `${Math.round(s / 60)}m`;
   return `${Math.floor(s / 3600)}h${String(Math.round((s % 3600) / 60)).padStart(2, "0")}m`;
+}
+
+/** Formats seconds to the second: `45s`, `2m10s`, `1h02m05s`. */
+function clock(seconds: number): string {
+  const s = Math.round(seconds);
+  const two = (n: number) => String(n).padStart(2, "0");
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${two(s % 60)}s`;
+  return `${Math.floor(s / 3600)}h${two(Math.floor((s % 3600) / 60))}m${two(s % 60)}s`;
 }
 
 /** How many successes of an earlier run get a text line of their own. */
@@ -143,7 +165,10 @@ export class Logger implements Reporter {
    * summary counts them; JSON keeps every one).
    */
   event(e: DispatchEvent): void {
-    const level = ["failed", "stopped", "stalled", "notice"].includes(e.kind) ? "warn" : "info";
+    const level = ["failed", "stopped", "stalled", "notice"].includes(e.kind) ||
+        (e.kind === "api" && e.state === "paused")
+      ? "warn"
+      : "info";
     if (e.kind === "succeeded" && e.counted && this.#format === "text") {
       this.#counted++;
       if (this.#counted > COUNTED_LINES) return;

@@ -7,6 +7,22 @@ Deno.test({
   permissions: "none",
   async fn(t) {
     const cases: [string, DispatchEvent, string][] = [
+      [
+        "api paused",
+        { kind: "api", state: "paused", detail: "Cannot create jobs: webhook down" },
+        "API outage: Cannot create jobs: webhook down; starts paused (the node goes back to " +
+        "the queue), they resume when a request succeeds",
+      ],
+      [
+        "api resumed",
+        { kind: "api", state: "resumed", detail: "the API answers again after 130 s" },
+        "starts resume: the API answers again after 130 s",
+      ],
+      [
+        "waiting",
+        { kind: "waiting", node: "n1", job: "up-n1", why: "stale Job up-n1 still runs" },
+        "node n1: waiting: stale Job up-n1 still runs",
+      ],
       ["created", { kind: "created", node: "n1", job: "up-n1" }, "created job up-n1 for node n1"],
       ["adopted", { kind: "adopted", node: "n1", job: "up-n1" }, "adopted job up-n1 for node n1"],
       [
@@ -73,6 +89,21 @@ Deno.test({
     assert.equal(
       describeProgress({ succeeded: 0, failed: 0, inFlight: 0, queued: 0, total: 0, elapsedMs: 0 }),
       "0/0 succeeded, 0 failed, 0 in flight, 0 queued",
+    );
+    // During an outage: what is going on, never a rate or an ETA.
+    assert.equal(
+      describeProgress({
+        succeeded: 8,
+        failed: 0,
+        unknown: 1,
+        inFlight: 37,
+        queued: 10,
+        total: 56,
+        elapsedMs: 300_000,
+        outage: { word: "unreachable", forMs: 130_000, paused: true, detail: "x" },
+      }),
+      "API unreachable for 2m10s: paused, 37 in flight; " +
+        "8/56 succeeded, 0 failed, 1 unknown, 37 in flight, 10 queued",
     );
   },
 });

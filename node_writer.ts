@@ -8,8 +8,8 @@
  */
 
 import type { V1Node } from "@kubernetes/client-node";
-import { ApiError, type Kube, paths } from "./kube.ts";
-import { SYSTEM_CLOCK } from "./fanout.ts";
+import { ApiError, isRetryable, type Kube, paths } from "./kube.ts";
+import { SYSTEM_CLOCK } from "./clock.ts";
 import type { Logger } from "./log.ts";
 import type { TrackingKeys } from "./job.ts";
 import {
@@ -117,6 +117,9 @@ export class NodeWriter {
         this.#o.log.info(`${cfg.remove ? "demoted" : "claimed"} node ${name}: ${describe(plan)}`);
       }
     } catch (e) {
+      // An outage is not the node's fault: the engine puts the node back in
+      // the queue and pauses starts until the API answers.
+      if (isRetryable(e)) throw e;
       return `cannot ${cfg.remove ? "demote" : "claim"} node ${name} before its Job: ${
         errorText(e)
       }`;
@@ -163,6 +166,8 @@ export class NodeWriter {
       return undefined;
     } catch (e) {
       if (this.#o.signal.aborted) return STOPPED;
+      // An outage is not the node's fault: the engine queues the node again.
+      if (isRetryable(e)) throw e;
       return `cannot ${cfg.remove ? "unlabel" : "label"} node ${name}: ${errorText(e)}`;
     }
   }

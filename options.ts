@@ -119,8 +119,10 @@ USAGE
   Stamps out one batch/v1 Job per node from a template, pins each to its node
   with spec.template.spec.nodeName, keeps at most --parallelism in flight and
   starts the next the moment a watch says one finished. Re-running is safe:
-  finished nodes are counted, running Jobs adopted, Jobs of earlier owners
-  replaced, new nodes picked up.
+  finished nodes are counted, running Jobs adopted, Jobs of earlier owners or
+  another template (annotation <P>/template-hash) replaced once they no longer
+  run, new nodes picked up. An API outage fails no node: starts pause and
+  resume when the API answers ("API unreachable for 2m10s: paused, ...").
 
 TEMPLATE
   --job-template PATH       One batch/v1 Job in YAML ("-" reads stdin). Output of
@@ -154,12 +156,15 @@ SELECTION
 
 PACING AND OWNERSHIP
   --parallelism N           Most Jobs in flight at once (default 100).
-  --poll-interval-secs S    LIST interval, used only when the Jobs cannot be
-                            watched (default 5).
+  --poll-interval-secs S    LIST interval, used only while the Jobs cannot be
+                            watched; a watch is tried again every 30 s
+                            (default 5).
   --poll-only               Never watch the Jobs; LIST them every
                             --poll-interval-secs, as polling tools do. For API
                             servers or proxies that break watches, and for
-                            comparison: a slot then refills only at a poll.
+                            comparison: a slot then refills only at a poll. A
+                            template's ttlSecondsAfterFinished must then be at
+                            least twice --poll-interval-secs.
   --progress-interval-secs S  Progress line interval (default 10).
   --stall-warn-secs S       Report a Job whose pod is still Pending S seconds after
                             it started (unschedulable, image pull back-off, ...),
@@ -171,8 +176,8 @@ PACING AND OWNERSHIP
   --owner-job-from-pod POD  Use the Job that owns this pod (e.g. $POD_NAME of the
                             dispatcher's own pod) as the owner.
   --tracking-label-prefix P Prefix of the labels <P>/owner, <P>/node and the
-                            annotations <P>/node-name, <P>/node-uid
-                            (default job-dispatcher).
+                            annotations <P>/node-name, <P>/node-uid,
+                            <P>/template-hash (default job-dispatcher).
   --yield-to-live-run       With an owner: if this prefix's Jobs belong to another
                             owner Job that still exists and has not finished,
                             exit 0 without dispatching, naming that run.
@@ -190,6 +195,8 @@ ROLLOUT SAFETY
                             domain. Nodes are interleaved over the domains.
   --node-timeout-secs S     A node whose Job has not finished S seconds after it
                             started fails with reason timeout and frees its slot.
+                            With a 4xx that cannot heal, the only way a node
+                            fails without its Job failing: outages only pause.
   --delete-timed-out        With --node-timeout-secs: delete the timed-out Job
                             (foreground) instead of leaving it running.
   --pin nodeName|affinity   nodeName (default) bypasses the scheduler. affinity
@@ -275,7 +282,8 @@ OUTPUT
   --version                 Version, Deno version and commit.
 
 EXIT CODES
-  0    every selected node succeeded, or there was nothing to do
+  0    every selected node succeeded (or its outcome is unknown: its Job was
+       collected before it was seen, said in the summary), or nothing to do
   1    some node failed (the summary names each, with a kubectl logs hint)
   2    bad usage or input (flags, template, selectors); nothing was created
   3    the cluster could not be used before any dispatch (unreachable,

@@ -69,6 +69,7 @@ export function jsonReport(r: ReportInput): string {
         total: r.results.length,
         succeeded: count("succeeded"),
         failed: count("failed"),
+        unknown: count("unknown"),
         inFlight: count("inFlight"),
         notStarted: count("notStarted"),
         skipped: r.skipped.length,
@@ -141,7 +142,11 @@ export function junitReport(r: ReportInput): string {
       );
     } else {
       skipped++;
-      const why = x.outcome === "inFlight" ? "still running when the run stopped" : "not started";
+      const why = x.outcome === "inFlight"
+        ? "still running when the run stopped"
+        : x.outcome === "unknown"
+        ? `outcome unknown: ${x.reason ?? "its Job was collected before it was seen"}`
+        : "not started";
       cases.push(`${head}>\n      <skipped message="${xml(why)}"/>\n    </testcase>`);
     }
   }

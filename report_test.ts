@@ -53,6 +53,7 @@ Deno.test({
       total: 3,
       succeeded: 1,
       failed: 1,
+      unknown: 0,
       inFlight: 0,
       notStarted: 1,
       skipped: 1,

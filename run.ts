@@ -7,7 +7,7 @@
  */
 
 import { stringify } from "yaml";
-import type { V1Job, V1Node, V1Pod } from "@kubernetes/client-node";
+import type { V1Job, V1Node, V1Pod, V1PodSpec } from "@kubernetes/client-node";
 import {
   instantiateJob,
   interpretStatus,
@@ -17,7 +17,9 @@ import {
   type OwnerRef,
   type RunIdentity,
   sanitize,
+  templateHash,
   trackingKeys,
+  unobservableTtl,
   UsageError,
 } from "./job.ts";
 import { ApiError, type Kube, paths } from "./kube.ts";
@@ -216,6 +218,9 @@ function summarise(
   const count = (o: NodeResult["outcome"]) => results.filter((r) => r.outcome === o).length;
   const secs = ((Date.now() - started) / 1000).toFixed(1);
   const parts = [`${count("succeeded")} succeeded`, `${count("failed")} failed`];
+  // Not a failure: the Job was collected (ttlSecondsAfterFinished) before
+  // its outcome was seen and no pod was left to tell.
+  if (count("unknown")) parts.push(`${count("unknown")} unknown (collected before seen)`);
   if (count("inFlight")) parts.push(`${count("inFlight")} still running`);
   if (count("notStarted")) parts.push(`${count("notStarted")} not started`);
   const summary = `${parts.join(", ")} of ${results.length} nodes in ${secs} s`;
@@ -223,6 +228,7 @@ function summarise(
     event: what,
     succeeded: count("succeeded"),
     failed: count("failed"),
+    unknown: count("unknown"),
     inFlight: count("inFlight"),
     notStarted: count("notStarted"),
     total: results.length,
@@ -307,18 +313,45 @@ interface Phase {
   recheck?: (t: Target) => Promise<string | undefined>;
 }
 
+/** What a run will do, decided before anything is created. */
+interface Plan {
+  namespace: string;
+  keys: ReturnType<typeof trackingKeys>;
+  prefix: string;
+  owner?: OwnerRef;
+  run: RunIdentity;
+  podSpec: V1PodSpec;
+  selection: Selection;
+  resolved: Resolved;
+  /** The main template's nodes, taint-admitted, not yet done. */
+  eligible: V1Node[];
+  selected: Map<string, V1Node>;
+  /** The main Jobs, in dispatch order. */
+  targets: Target[];
+  /** The failure domain of a target, with `--max-per-topology`. */
+  domain?: (t: Target) => string;
+  cleanup?: CleanupPlan;
+  cleanupRun?: RunIdentity;
+  cleanupTargets: Target[];
+}
+
+function checkTtl(opts: Options, template: JobTemplate, source: string | undefined): void {
+  const why = unobservableTtl(template, opts.pollOnly ? opts.pollIntervalSecs : undefined);
+  if (why) throw new UsageError(`Invalid job template ${source}: ${why}`);
+}
+
 /**
- * Carries out one run and returns its exit code.
+ * The plan step: resolves namespace and owner, selects and admits nodes,
+ * orders them and builds their Jobs (lazily). Creates nothing.
  *
- * @throws {UsageError} on bad input, before anything is created
- * @throws {ApiError} when the cluster cannot be used before any dispatch
+ * @returns the plan, or an exit code when there is nothing to do
  */
-export async function runDispatcher(
+async function planRun(
   opts: Options,
   template: JobTemplate,
   ctx: RunContext,
   cleanupTemplate?: JobTemplate,
-): Promise<number> {
+): Promise<Plan | number> {
   const { kube, log } = ctx;
   const keys = trackingKeys(opts.trackingLabelPrefix);
   const prefix = opts.namePrefix ?? template.metadata?.name;
@@ -338,6 +371,8 @@ export async function runDispatcher(
       }: nothing of it is usable in a Job name; use lowercase letters and digits`,
     );
   }
+  checkTtl(opts, template, opts.jobTemplate);
+  if (cleanupTemplate) checkTtl(opts, cleanupTemplate, opts.cleanupJobTemplate);
   const namespace = resolveNamespace(opts, ctx);
   const podSpec = template.spec.template.spec!;
   const selection: Selection = {
@@ -349,7 +384,8 @@ export async function runDispatcher(
   };
 
   const owner = await resolveOwner(opts, kube, namespace);
-  const run: RunIdentity = { keys, prefix, owner };
+  const hash = templateHash(template, opts.pin);
+  const run: RunIdentity = { keys, prefix, owner, templateHash: hash };
   const resolved = await waitForSelection(kube, selection, podSpec, {
     waitSecs: opts.waitForNodesSecs,
     settleSecs: opts.nodeSettleSecs,
@@ -439,7 +475,16 @@ export async function runDispatcher(
         node,
         name: jobName(prefix, node.name),
         job: () =>
-          instantiateJob({ template, node, prefix, namespace, keys, owner, pin: opts.pin }),
+          instantiateJob({
+            template,
+            node,
+            prefix,
+            namespace,
+            keys,
+            owner,
+            pin: opts.pin,
+            templateHash: hash,
+          }),
       };
     }),
     {
@@ -449,7 +494,9 @@ export async function runDispatcher(
       limitDomain: domain,
     },
   );
-  const cleanupRun: RunIdentity | undefined = cleanup && { keys, prefix: cleanup.prefix, owner };
+  const cleanupHash = cleanupTemplate && templateHash(cleanupTemplate, opts.pin);
+  const cleanupRun: RunIdentity | undefined = cleanup &&
+    { keys, prefix: cleanup.prefix, owner, templateHash: cleanupHash };
   const cleanupTargets: Target[] = (cleanup?.nodes ?? []).map((n) => {
     const node = nodeFacts(n);
     return {
@@ -464,6 +511,7 @@ export async function runDispatcher(
           keys,
           owner,
           pin: opts.pin,
+          templateHash: cleanupHash,
         }),
     };
   });
@@ -478,6 +526,42 @@ export async function runDispatcher(
       (owner ? `, owner job ${owner.name}` : ""),
   );
 
+  return {
+    namespace,
+    keys,
+    prefix,
+    owner,
+    run,
+    podSpec,
+    selection,
+    resolved,
+    eligible,
+    selected,
+    targets,
+    domain,
+    cleanup,
+    cleanupRun,
+    cleanupTargets,
+  };
+}
+
+/**
+ * Carries out one run and returns its exit code: the plan, then (unless a
+ * dry run) its execution.
+ *
+ * @throws {UsageError} on bad input, before anything is created
+ * @throws {ApiError} when the cluster cannot be used before any dispatch
+ */
+export async function runDispatcher(
+  opts: Options,
+  template: JobTemplate,
+  ctx: RunContext,
+  cleanupTemplate?: JobTemplate,
+): Promise<number> {
+  const plan = await planRun(opts, template, ctx, cleanupTemplate);
+  if (typeof plan === "number") return plan;
+  const { kube, log } = ctx;
+  const { namespace, cleanupTargets, targets } = plan;
   const all = [...cleanupTargets, ...targets];
   if (opts.dryRun === "client") {
     ctx.stdout(all.map((t) => stringify(t.job())).join("---\n"));
@@ -496,12 +580,23 @@ export async function runDispatcher(
   // while nothing has been created yet, so bad input costs nothing.
   if (cleanupTargets.length) await validateOnServer(kube, namespace, cleanupTargets[0].job());
   if (targets.length) await validateOnServer(kube, namespace, targets[0].job());
-  const api = jobApiFor(kube, namespace, `${keys.owner}=${labelValue(prefix)}`);
+  return await executeRun(opts, plan, ctx);
+}
+
+/**
+ * The execute step: yields to a live run of another owner, or dispatches the
+ * cleanup Jobs and then the main ones, and summarises.
+ */
+async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<number> {
+  const { kube, log } = ctx;
+  const { namespace, keys, owner, targets, cleanupTargets, cleanupRun, resolved } = plan;
+  const limit = opts.maxPerTopology;
+  const api = jobApiFor(kube, namespace, `${keys.owner}=${labelValue(plan.prefix)}`);
   if (opts.yieldToLiveRun && owner) {
     const live = await liveRun(kube, namespace, api, owner);
     if (live) {
       log.info(
-        `yielding: run of owner job ${live.name} (uid ${live.uid}) is still live for prefix ${prefix}`,
+        `yielding: run of owner job ${live.name} (uid ${live.uid}) is still live for prefix ${plan.prefix}`,
       );
       return EXIT.ok;
     }
@@ -583,14 +678,14 @@ export async function runDispatcher(
   let cleanupResults: NodeResult[] = [];
   if (cleanupTargets.length) {
     const writer = writerFor({ ...opts.nodeLabels!, value: undefined, claim: false, remove: true });
-    const recorder = recorderFor(cleanup!.nodes, false, false);
+    const recorder = recorderFor(plan.cleanup!.nodes, false, false);
     try {
       const report = await fanout({
         targets: cleanupTargets,
         run: cleanupRun!,
         writer,
         recorder,
-        selected: new Map(cleanup!.nodes.map((n) => [n.metadata!.name!, n])),
+        selected: new Map(plan.cleanup!.nodes.map((n) => [n.metadata!.name!, n])),
       }, {});
       cleanupResults = report.results;
     } finally {
@@ -606,12 +701,12 @@ export async function runDispatcher(
   let code: number = cleanupResults.some((r) => r.outcome === "failed") ? EXIT.failed : EXIT.ok;
   if (targets.length) {
     // A cleanup run clears the outcome marks instead of writing them.
-    const recorder = recorderFor(eligible, true, !opts.nodeLabels?.remove);
+    const recorder = recorderFor(plan.eligible, true, !opts.nodeLabels?.remove);
     recorder.started(targets.length);
     const nodeWatch = new NodeWatch(
       kube,
-      selection,
-      podSpec,
+      plan.selection,
+      plan.podSpec,
       resolved.listings,
       (msg) => log.warn(msg),
     );
@@ -621,17 +716,17 @@ export async function runDispatcher(
     try {
       report = await fanout({
         targets,
-        run,
+        run: plan.run,
         writer,
         recorder,
-        selected,
+        selected: plan.selected,
         recheck: (t) => nodeWatch.recheck(t.node.name, t.node.uid),
       }, {
         maxFailures: opts.maxFailures === undefined
           ? undefined
           : failureBudget(opts.maxFailures, targets.length),
         canary: opts.canary,
-        domain,
+        domain: plan.domain,
         maxPerDomain: limit?.max,
       });
     } finally {
@@ -640,7 +735,7 @@ export async function runDispatcher(
     }
     ({ results, stoppedBy } = report);
     log.done();
-    const summary = summarise(results, ctx, namespace, run, mainStarted);
+    const summary = summarise(results, ctx, namespace, plan.run, mainStarted);
     if (stoppedBy) {
       const never = results.filter((r) => r.outcome === "notStarted").length;
       log.warn(`rollout stopped: ${stoppedBy}; ${never} nodes were never started`, {
@@ -660,12 +755,12 @@ export async function runDispatcher(
       startedAt: new Date(started),
       finishedAt: new Date(),
       namespace,
-      prefix,
+      prefix: plan.prefix,
       owner,
       stoppedBy,
       results: [...cleanupResults, ...results],
       uids: new Map(
-        [...resolved.matched, ...cleanup?.nodes ?? []].map((n) => [
+        [...resolved.matched, ...plan.cleanup?.nodes ?? []].map((n) => [
           n.metadata!.name!,
           n.metadata!.uid!,
         ]),

@@ -10,6 +10,7 @@
 import type { V1Node, V1PodSpec } from "@kubernetes/client-node";
 import { ApiError, type Kube, paths } from "./kube.ts";
 import { UsageError } from "./job.ts";
+import { Informer } from "./informer.ts";
 import {
   blockingTaint,
   effectiveTolerations,
@@ -244,22 +245,20 @@ export async function recheckNode(
 }
 
 /**
- * Keeps the selection's nodes in view with one watch per label selector,
+ * Keeps the selection's nodes in view with one informer per label selector,
  * started from the selection's own LISTs, so that the re-read of a node
  * before its Job is created costs no request: a fleet of thousands would
- * otherwise pay one LIST per node. While a watch is down, the re-read falls
- * back to {@linkcode recheckNode}.
+ * otherwise pay one LIST per node. While an informer is not healthy, the
+ * re-read falls back to {@linkcode recheckNode}.
  */
 export class NodeWatch {
-  #caches: Map<string, V1Node>[];
-  #healthy: boolean[];
-  #stop = new AbortController();
-  #done: Promise<void>[];
+  #informers: Informer<V1Node>[];
+  #started: Promise<void>[];
   #kube: Kube;
   #s: Selection;
   #podSpec: V1PodSpec;
 
-  /** Starts the watches; explicit `--nodes` are re-read one by one instead. */
+  /** Starts the informers; explicit `--nodes` are re-read one by one instead. */
   constructor(
     kube: Kube,
     s: Selection,
@@ -270,71 +269,46 @@ export class NodeWatch {
     this.#kube = kube;
     this.#s = s;
     this.#podSpec = podSpec;
-    this.#caches = listings.map((l) => new Map(l.nodes.map((n) => [n.metadata!.name!, n])));
-    this.#healthy = listings.map(() => true);
     let noticed = false;
-    const notice = (msg: string) => {
-      if (!noticed) onNotice(msg);
-      noticed = true;
-    };
-    this.#done = listings.map((l, i) => this.#follow(l, i, notice));
-  }
-
-  async #follow(l: Listing, i: number, notice: (msg: string) => void): Promise<void> {
-    const query = selectorQuery(this.#s, l.labelSelector);
-    let rv = l.resourceVersion;
-    const signal = this.#stop.signal;
-    while (!signal.aborted) {
-      try {
-        let expired = false;
-        for await (const ev of this.#kube.watch<V1Node>(paths.nodes(), query, rv, signal)) {
-          this.#healthy[i] = true;
-          if (ev.type === "ERROR") {
-            expired = true;
-            break;
-          }
-          rv = ev.object.metadata?.resourceVersion ?? rv;
-          const name = ev.object.metadata?.name;
-          if (!name || ev.type === "BOOKMARK") continue;
-          // A watch with a selector sends DELETED when a node stops matching.
-          if (ev.type === "DELETED") this.#caches[i].delete(name);
-          else this.#caches[i].set(name, slimNode(ev.object));
-        }
-        if (expired) {
-          // 410 Gone: the history is compacted; only a fresh LIST is exact.
-          this.#healthy[i] = false;
-          const list = await this.#kube.list(paths.nodes(), query, this.#s.pageSize, slimNode);
-          this.#caches[i] = new Map(list.items.map((n) => [n.metadata!.name!, n]));
-          rv = list.resourceVersion;
-          this.#healthy[i] = true;
-        }
-      } catch (e) {
-        if (signal.aborted) return;
-        this.#healthy[i] = false;
-        if (e instanceof ApiError && (e.status === 403 || e.status === 405)) {
-          notice(`cannot watch nodes (${e.message}); each node is re-read with a LIST instead`);
-          return;
-        }
-        await new Promise((r) => setTimeout(r, 1000));
-      }
-    }
+    this.#informers = listings.map((l) => {
+      const query = selectorQuery(s, l.labelSelector);
+      return new Informer<V1Node>({
+        source: {
+          list: () => kube.list(paths.nodes(), query, s.pageSize, slimNode),
+          watch: (rv, signal) => kube.watch<V1Node>(paths.nodes(), query, rv, signal),
+        },
+        keep: slimNode,
+        // While polling, a re-read goes to the API server anyway (recheck):
+        // the LIST only keeps the cache from ageing, so it need not be often.
+        pollIntervalMs: 30_000,
+        onNote: (n) => {
+          if (n.state !== "polling" || noticed) return;
+          noticed = true;
+          onNotice(`cannot watch nodes (${n.detail}); nodes are re-read with a LIST meanwhile`);
+        },
+      });
+    });
+    this.#started = this.#informers.map((inf, i) =>
+      inf.start({ items: listings[i].nodes, resourceVersion: listings[i].resourceVersion })
+    );
   }
 
   /** Why the node may no longer get its Job (see {@linkcode nodeVerdict}). */
   async recheck(name: string, uid: string): Promise<string | undefined> {
-    if (this.#s.nodes || this.#healthy.some((h) => !h)) {
+    // A cache is exact only while its watch runs: polling, it lags a poll interval.
+    if (this.#s.nodes || this.#informers.some((i) => !i.healthy || i.polling)) {
       return await recheckNode(this.#kube, this.#s, this.#podSpec, name, uid);
     }
-    const node = this.#caches.map((c) => c.get(name)).find((n) => n !== undefined);
+    const node = this.#informers.map((i) => i.cache.get(name)).find((n) => n !== undefined);
     if (node) return nodeVerdict(node, uid, this.#s, this.#podSpec);
     // Gone from every selector: deleted, or no longer matching. Ask which.
     if (!(await this.#kube.get<V1Node>(paths.node(name)))) return "the node was deleted";
     return "the node no longer matches the selection";
   }
 
-  /** Stops the watches. */
+  /** Stops the informers. */
   async stop(): Promise<void> {
-    this.#stop.abort();
-    await Promise.all(this.#done);
+    await Promise.all(this.#started);
+    await Promise.all(this.#informers.map((i) => i.stop()));
   }
 }

@@ -1,0 +1,160 @@
+/**
+ * One state per node: where a node's Job stands, as one value, and the pure
+ * transition function the engine applies to it. The engine keeps a
+ * `Map<job name, NodeState>`; scheduling (slots, canary, failure budget,
+ * domains, timeouts) reads that map and nothing else.
+ *
+ * Later states (blocked, draining, paused, cordoned: issue #14) are more
+ * values of {@linkcode Phase} and more edges of {@linkcode next}, not more
+ * collections.
+ *
+ * @module
+ */
+
+/**
+ * Where a node stands:
+ * - `queued`: waits for a slot;
+ * - `waitingStale`: a stale Job of its name still runs; it is never deleted
+ *   mid-run, so the node waits, holding a slot (its pods run);
+ * - `deleting`: a finished stale Job of its name is being deleted;
+ * - `creating`: re-read, claim and create under way;
+ * - `running`: its Job runs;
+ * - `finishing`: its Job succeeded; the post-success work runs, or waits for
+ *   the Job's `Complete` condition;
+ * - `explaining`: its Job failed or vanished; its pods are read for the reason;
+ * - `succeeded`, `failed`: final;
+ * - `unknown`: final; its Job was collected before its outcome was seen.
+ */
+export type Phase =
+  | "queued"
+  | "waitingStale"
+  | "deleting"
+  | "creating"
+  | "running"
+  | "finishing"
+  | "explaining"
+  | "succeeded"
+  | "failed"
+  | "unknown";
+
+/** One node's progress. */
+export interface NodeState {
+  /** Where it stands. */
+  phase: Phase;
+  /** When the phase began (clock ms). */
+  since: number;
+  /** The UID of the Job the phase is about: ours when running, the stale one when waiting or deleting. */
+  uid?: string;
+  /** When its Job started (clock ms). */
+  startedAt?: number;
+  /** Why it failed, or why its outcome is unknown. */
+  reason?: string;
+  /** The outcome was counted from an earlier run's Job. */
+  counted?: boolean;
+  /** A stale Job of its name was removed first: its Job replaces it. */
+  replaced?: boolean;
+  /** The post-success work has begun (finishing). */
+  afterStarted?: boolean;
+  /** When it was last checked for a stall (clock ms). */
+  stallCheckedAt?: number;
+  /** When its Job finished (final states). */
+  finishedAt?: number;
+  /** Pods its Job ran, when known (final states). */
+  attempts?: number;
+}
+
+/** What happened to a node. */
+export type NodeEvent =
+  | { type: "start" }
+  | { type: "requeue" }
+  | { type: "created"; uid: string }
+  | { type: "adopted"; uid: string; counted?: boolean }
+  | { type: "staleFound"; uid: string; active: boolean }
+  | { type: "staleFinished" }
+  | { type: "staleGone" }
+  | { type: "succeeded"; afterWork: boolean; final: boolean; counted?: boolean }
+  | { type: "complete" }
+  | { type: "afterDone"; reason?: string }
+  | { type: "failed"; reason?: string; explain: boolean; counted?: boolean }
+  | { type: "explained"; reason: string }
+  | { type: "collected"; reason: string }
+  | { type: "fail"; reason: string };
+
+/** Phases whose node holds a slot of `--parallelism`. */
+export const IN_FLIGHT: ReadonlySet<Phase> = new Set([
+  "waitingStale",
+  "deleting",
+  "creating",
+  "running",
+  "finishing",
+]);
+
+/** Phases that are final. */
+export const FINAL: ReadonlySet<Phase> = new Set(["succeeded", "failed", "unknown"]);
+
+/**
+ * The state after `event` at clock time `at`; the same state when the event
+ * does not apply to its phase (a late watch event, a duplicate).
+ *
+ * @example
+ * ```ts
+ * next({ phase: "queued", since: 0 }, { type: "start" }, 5).phase; // "creating"
+ * ```
+ */
+export function next(s: NodeState, e: NodeEvent, at: number): NodeState {
+  const to = (phase: Phase, extra: Partial<NodeState> = {}): NodeState => ({
+    ...s,
+    phase,
+    since: at,
+    ...extra,
+  });
+  if (FINAL.has(s.phase)) return s;
+  switch (e.type) {
+    case "start":
+      return s.phase === "queued" ? to("creating") : s;
+    case "requeue":
+      // From finishing: the post-success work met an outage; the node comes
+      // back, finds its Job Complete, and does the work again.
+      return s.phase === "creating" || s.phase === "finishing"
+        ? to("queued", { afterStarted: undefined })
+        : s;
+    case "created":
+      return s.phase === "creating" ? to("running", { uid: e.uid, startedAt: at }) : s;
+    case "adopted":
+      return s.phase === "queued" || s.phase === "creating"
+        ? to("running", { uid: e.uid, startedAt: at, counted: e.counted })
+        : s;
+    case "staleFound":
+      return s.phase === "queued" || s.phase === "creating"
+        ? to(e.active ? "waitingStale" : "deleting", { uid: e.uid, replaced: true })
+        : s;
+    case "staleFinished":
+      return s.phase === "waitingStale" ? to("deleting") : s;
+    case "staleGone":
+      return s.phase === "waitingStale" || s.phase === "deleting"
+        ? to("queued", { uid: undefined })
+        : s;
+    case "succeeded":
+      if (!["running", "queued", "creating", "explaining"].includes(s.phase)) return s;
+      if (!e.afterWork) return to("succeeded", { counted: e.counted });
+      return to("finishing", { counted: e.counted, afterStarted: e.final });
+    case "complete":
+      return s.phase === "finishing" && !s.afterStarted ? { ...s, afterStarted: true } : s;
+    case "afterDone":
+      if (s.phase !== "finishing") return s;
+      return e.reason ? to("failed", { reason: e.reason }) : to("succeeded");
+    case "failed":
+      if (s.phase !== "running" && s.phase !== "queued" && s.phase !== "creating") return s;
+      return e.explain
+        ? to("explaining", { counted: e.counted, reason: e.reason })
+        : to("failed", { counted: e.counted, reason: e.reason });
+    case "explained":
+      return s.phase === "explaining" ? to("failed", { reason: e.reason }) : s;
+    case "collected":
+      return s.phase === "running" || s.phase === "explaining"
+        ? to("unknown", { reason: e.reason })
+        : s;
+    case "fail":
+      return to("failed", { reason: e.reason });
+  }
+}
