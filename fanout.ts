@@ -16,7 +16,7 @@ import {
   type RunIdentity,
   slimJob,
 } from "./job.ts";
-import { podFailure, stallReason } from "./pods.ts";
+import { collectedOutcome, deletionHolds, podFailure, stallReason } from "./pods.ts";
 import { ApiError, type ListResult, type WatchEvent } from "./kube.ts";
 import { budgetExceeded, canaryVerdict, nextStartable } from "./safety.ts";
 import { type Clock, SYSTEM_CLOCK } from "./clock.ts";
@@ -352,6 +352,14 @@ class Fanout {
     const s = FINAL.has(after.phase) ? { ...after, ...facts } : after;
     this.#put(name, s);
     if (s.phase === "queued") this.#queue.unshift(name);
+    // A failed Job counts against the budget at once, not once its pods
+    // have told why: the slot it frees must not start one node too many.
+    const failed = this.#count("failed") + this.#count("explaining");
+    if ((s.phase === "failed" || s.phase === "explaining") && target) {
+      if (budgetExceeded(failed, this.#o.maxFailures)) {
+        this.#stop(`the failure budget of ${this.#o.maxFailures} was exceeded (${failed} failed)`);
+      }
+    }
     if (FINAL.has(s.phase) && target) this.#settled(target, s);
     this.#notify();
     return s;
@@ -367,10 +375,6 @@ class Fanout {
   #settled(t: Target, s: NodeState): void {
     const node = t.node.name;
     if (this.#canary.has(t.name) && !this.#canaryPassed) this.#judgeCanary();
-    const failed = this.#count("failed");
-    if (s.phase === "failed" && budgetExceeded(failed, this.#o.maxFailures)) {
-      this.#stop(`the failure budget of ${this.#o.maxFailures} was exceeded (${failed} failed)`);
-    }
     const counted = s.counted ?? false;
     if (s.phase === "succeeded") {
       this.#o.reporter.event({ kind: "succeeded", node, job: t.name, counted });
@@ -637,28 +641,19 @@ class Fanout {
     const pods = await this.#listPods(name) ?? [];
     const s = this.#nodes.get(name);
     if (s?.phase !== "running" || s.uid !== uid) return;
-    const ours = pods.filter((p) =>
-      (p.metadata?.ownerReferences ?? []).some((r) => r.uid === uid) ||
-      !p.metadata?.ownerReferences?.length
-    );
-    const why = "its Job was collected before its outcome was seen";
-    if (ours.some((p) => p.status?.phase === "Succeeded")) {
+    const seen = collectedOutcome(pods, uid);
+    if (seen.outcome === "succeeded") {
       const done = {
         metadata: { name, uid },
         status: { conditions: [{ type: "Complete", status: "True" }] },
       };
       return this.#conclude(name, done as V1Job, false);
     }
-    if (ours.length && ours.every((p) => p.status?.phase === "Failed")) {
-      const reason = `${podFailure(ours) ?? "its pods failed"} (${why}; read from its pods)`;
-      this.#apply(name, { type: "fail", reason }, this.#facts(s, undefined, ours.length));
-      return;
-    }
-    this.#apply(
-      name,
-      { type: "collected", reason: `${why}, and no pod of it is left to tell` },
-      this.#facts(s),
-    );
+    const facts = this.#facts(s, undefined, seen.outcome === "failed" ? seen.pods : undefined);
+    const event: NodeEvent = seen.outcome === "failed"
+      ? { type: "fail", reason: seen.reason }
+      : { type: "collected", reason: seen.reason };
+    this.#apply(name, event, facts);
   }
 
   /** Re-reads and claims the node, then creates its Job. */
@@ -839,24 +834,15 @@ class Fanout {
     this.#track(
       (async () => {
         const secs = this.#o.staleDeleteDeadlineMs / 1000;
-        let holds = "";
+        let finalizers: string[];
         try {
           const job = await this.#o.api.getJob(name);
           if (job?.metadata?.uid !== s.uid) return; // gone meanwhile: the watch will say
-          const finalizers = job?.metadata?.finalizers ?? [];
-          if (finalizers.length) holds = `finalizers ${finalizers.join(", ")}`;
+          finalizers = job?.metadata?.finalizers ?? [];
         } catch (e) {
-          holds = `cannot read it: ${errorText(e)}`;
+          finalizers = [`(cannot read the Job: ${errorText(e)})`];
         }
-        if (!holds) {
-          const pods = (await this.#listPods(name)) ?? [];
-          const left = pods.filter((p) => p.metadata?.deletionTimestamp);
-          holds = left.length
-            ? `pods still terminating: ${
-              left.map((p) => `${p.metadata?.name} on ${p.spec?.nodeName ?? "no node"}`).join(", ")
-            }`
-            : "nothing visible (its dependents are being collected)";
-        }
+        const holds = deletionHolds(finalizers, (await this.#listPods(name)) ?? []);
         const reason =
           `stale Job ${name} not gone within ${secs} s of its deletion: held by ${holds}`;
         const current = this.#nodes.get(name);
@@ -885,6 +871,18 @@ class Fanout {
         }
       } else if (s.phase === "deleting") {
         nextIn = Math.min(nextIn, this.#deadline(name, s, now));
+      } else if (s.phase === "waitingStale" && this.#o.nodeTimeoutMs && this.#byName.has(name)) {
+        // The stale Job is never killed; the node timeout still bounds the wait.
+        const left = s.since + this.#o.nodeTimeoutMs - now;
+        if (left > 0) nextIn = Math.min(nextIn, left);
+        else {
+          this.#apply(name, {
+            type: "fail",
+            reason: `timeout: stale Job ${name} of an earlier run still ran after ${
+              this.#o.nodeTimeoutMs / 1000
+            } s; it was left running and not replaced`,
+          });
+        }
       }
     }
     return nextIn;

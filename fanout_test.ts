@@ -610,3 +610,25 @@ Deno.test("dispatch() queues a node again when its post-success work meets an ou
   assert.equal(h.api.created.length, 2, "its Job was not run again");
   assert.deepEqual(kinds(h, "api").map((e) => e.kind === "api" && e.state), ["paused", "resumed"]);
 });
+
+Deno.test("dispatch() counts a failure against the budget before its pods have told why", async () => {
+  const failing = new Set(["node-000", "node-001", "node-002", "node-003", "node-004"]);
+  const h = harness({ runMs: 300, failing });
+  h.api.listPods = () => h.clock.sleep(50).then(() => []);
+  const { stoppedBy } = await report(h, targets(10), { parallelism: 2, maxFailures: 2 });
+  assert.match(stoppedBy!, /failure budget of 2 was exceeded/);
+  // The third failure exceeds it; at most one more was in flight.
+  assert.ok(h.api.created.length <= 4, `created ${h.api.created.length}`);
+});
+
+Deno.test("dispatch() bounds the wait for a stale Job that still runs by the node timeout", async () => {
+  const h = harness({ runMs: 1000 });
+  const ts = targets(2);
+  const [stale] = targets(1, { name: "old-owner", uid: "old-uid" });
+  h.api.seed({ ...stale.job(), metadata: { ...stale.job().metadata, name: ts[0].name } });
+  const results = await run(h, ts, { parallelism: 2, nodeTimeoutMs: 60_000 });
+  assert.equal(results[0].outcome, "failed");
+  assert.match(results[0].reason!, /still ran after 60 s; it was left running/);
+  assert.equal(results[1].outcome, "succeeded");
+  assert.equal(h.api.calls.delete, undefined, "the running stale Job was never deleted");
+});

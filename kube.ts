@@ -550,9 +550,9 @@ export class Kube {
     try {
       while (true) {
         const { value, done } = await reader.read();
-        // The idle timer cancels the reader, which ends the read as if the
-        // server had closed the watch: that is silence, thrown below.
-        if (done && idle.signal.aborted && !signal.aborted) throw new Error("silent");
+        // The idle timer cancels the reader, which ends the stream: that end
+        // is silence, not the server closing the watch.
+        if (done && idle.signal.aborted && !signal.aborted) throw new Error("quiet");
         if (done) return;
         clearTimeout(timer);
         timer = setTimeout(() => idle.abort(), idleMs);

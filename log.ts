@@ -51,8 +51,8 @@ export function describeEvent(e: DispatchEvent): string {
       return `node ${e.node}: waiting: ${e.why}`;
     case "api":
       return e.state === "paused"
-        ? `API outage: ${e.detail}; starts paused (the node goes back to the queue), ` +
-          "they resume when a request succeeds"
+        ? `API outage: ${e.detail}; starts paused, no node fails for it: ` +
+          "nodes wait in the queue until the API answers"
         : `starts resume: ${e.detail}`;
     case "watch":
       return `watch ${e.state}: ${e.detail}`;

@@ -10,8 +10,8 @@ Deno.test({
       [
         "api paused",
         { kind: "api", state: "paused", detail: "Cannot create jobs: webhook down" },
-        "API outage: Cannot create jobs: webhook down; starts paused (the node goes back to " +
-        "the queue), they resume when a request succeeds",
+        "API outage: Cannot create jobs: webhook down; starts paused, no node fails for it: " +
+        "nodes wait in the queue until the API answers",
       ],
       [
         "api resumed",

@@ -90,3 +90,59 @@ function time(pod: V1Pod): number {
   const t = pod.status?.startTime ?? pod.metadata?.creationTimestamp;
   return t ? new Date(t).getTime() : 0;
 }
+
+/** What the pods of a Job that vanished unseen say of its outcome. */
+export type CollectedOutcome =
+  | { outcome: "succeeded" }
+  | { outcome: "failed"; reason: string; pods: number }
+  | { outcome: "unknown"; reason: string };
+
+const COLLECTED = "its Job was collected before its outcome was seen";
+
+/**
+ * The outcome of a Job that was deleted (by its TTL, or by someone) while
+ * nobody watched, from the pods it left: a Succeeded pod means it succeeded,
+ * pods that all failed mean it failed, anything else is unknown — never a
+ * failure, since the Job may well have succeeded.
+ *
+ * @param uid the Job's UID: a pod owned by another Job of that name is not its
+ * @example
+ * ```ts
+ * collectedOutcome([], "uid").outcome; // "unknown"
+ * ```
+ */
+export function collectedOutcome(pods: V1Pod[], uid: string): CollectedOutcome {
+  const ours = pods.filter((p) => {
+    const owners = p.metadata?.ownerReferences ?? [];
+    return owners.length === 0 || owners.some((r) => r.uid === uid);
+  });
+  if (ours.some((p) => p.status?.phase === "Succeeded")) return { outcome: "succeeded" };
+  if (ours.length && ours.every((p) => p.status?.phase === "Failed")) {
+    const why = podFailure(ours) ?? "its pods failed";
+    return {
+      outcome: "failed",
+      reason: `${why} (${COLLECTED}; read from its pods)`,
+      pods: ours.length,
+    };
+  }
+  return { outcome: "unknown", reason: `${COLLECTED}, and no pod of it is left to tell` };
+}
+
+/**
+ * What holds a Job whose deletion does not end: its finalizers (besides the
+ * `foregroundDeletion` of the deletion itself, which waits for the pods), or
+ * its pods still terminating, with their nodes.
+ *
+ * @example
+ * ```ts
+ * deletionHolds(["example.com/hold"], []); // "finalizers example.com/hold"
+ * ```
+ */
+export function deletionHolds(finalizers: string[], pods: V1Pod[]): string {
+  const held = finalizers.filter((f) => f !== "foregroundDeletion");
+  if (held.length) return `finalizers ${held.join(", ")}`;
+  const left = pods.filter((p) => p.metadata?.deletionTimestamp);
+  if (!left.length) return "nothing visible (its dependents are being collected)";
+  const named = left.map((p) => `${p.metadata?.name} on ${p.spec?.nodeName ?? "no node"}`);
+  return `pods still terminating: ${named.join(", ")}`;
+}

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { V1ContainerStatus, V1Pod } from "@kubernetes/client-node";
-import { podFailure, stallReason } from "./pods.ts";
+import { collectedOutcome, deletionHolds, podFailure, stallReason } from "./pods.ts";
 
 /** A container status as the kubelet reports it. */
 function container(name: string, state: Partial<V1ContainerStatus>): V1ContainerStatus {
@@ -237,6 +237,83 @@ Deno.test({
     ];
     for (const c of cases) {
       await t.step(c.name, () => assert.equal(stallReason(c.pod), c.want));
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "collectedOutcome() reads a vanished Job's outcome from its pods, unknown when they cannot tell",
+  permissions: "none",
+  async fn(t) {
+    const pod = (phase: string, owner = "job-uid"): V1Pod => ({
+      metadata: {
+        name: `p-${phase}`,
+        ownerReferences: [{ apiVersion: "batch/v1", kind: "Job", name: "j", uid: owner }],
+      },
+      status: { phase },
+    });
+    const cases: { name: string; pods: V1Pod[]; want: string }[] = [
+      { name: "no pod left: unknown", pods: [], want: "unknown" },
+      {
+        name: "a Succeeded pod: succeeded",
+        pods: [pod("Failed"), pod("Succeeded")],
+        want: "succeeded",
+      },
+      { name: "every pod Failed: failed", pods: [pod("Failed"), pod("Failed")], want: "failed" },
+      {
+        name: "a pod still Running: unknown",
+        pods: [pod("Failed"), pod("Running")],
+        want: "unknown",
+      },
+      {
+        name: "a Succeeded pod of another Job of that name does not count",
+        pods: [pod("Succeeded", "other-uid")],
+        want: "unknown",
+      },
+    ];
+    for (const c of cases) {
+      await t.step(c.name, () => {
+        const got = collectedOutcome(c.pods, "job-uid");
+        assert.equal(got.outcome, c.want);
+        if (got.outcome !== "succeeded") {
+          assert.match(got.reason, /collected before its outcome was seen/);
+        }
+      });
+    }
+  },
+});
+
+Deno.test({
+  name: "deletionHolds() names the finalizers, else the pods still terminating",
+  permissions: "none",
+  async fn(t) {
+    const terminating: V1Pod = {
+      metadata: { name: "p1", deletionTimestamp: new Date(0) },
+      spec: { nodeName: "n1", containers: [] },
+    };
+    const cases: { name: string; finalizers: string[]; pods: V1Pod[]; want: string }[] = [
+      {
+        name: "a finalizer is named",
+        finalizers: ["foregroundDeletion", "example.com/hold"],
+        pods: [terminating],
+        want: "finalizers example.com/hold",
+      },
+      {
+        name: "our own foregroundDeletion points at the pods",
+        finalizers: ["foregroundDeletion"],
+        pods: [terminating, { metadata: { name: "p2" } }],
+        want: "pods still terminating: p1 on n1",
+      },
+      {
+        name: "nothing left to see",
+        finalizers: [],
+        pods: [],
+        want: "nothing visible (its dependents are being collected)",
+      },
+    ];
+    for (const c of cases) {
+      await t.step(c.name, () => assert.equal(deletionHolds(c.finalizers, c.pods), c.want));
     }
   },
 });

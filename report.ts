@@ -11,7 +11,7 @@
 
 import type { DispatchEvent, NodeResult, Progress, Reporter } from "./fanout.ts";
 import type { OwnerRef, TrackingKeys } from "./job.ts";
-import { ApiError, type Kube, paths } from "./kube.ts";
+import { ApiError, isRetryable, type Kube, paths } from "./kube.ts";
 import { describeProgress, type Logger } from "./log.ts";
 import { pointer } from "./lifecycle.ts";
 
@@ -246,6 +246,8 @@ export class Recorder implements Reporter {
   #o: RecorderOptions;
   #pending = new Set<Promise<unknown>>();
   #refused = new Set<Kind>();
+  /** Kinds of which a record was lost to an outage (said once). */
+  #lost = new Set<Kind>();
   #lastOwnerPatch = 0;
   #ownerChain: Promise<unknown> = Promise.resolve();
 
@@ -260,6 +262,16 @@ export class Recorder implements Reporter {
       if (this.#refused.has(kind)) return;
       // A node replaced under its name fails the UID test (422): skip quietly.
       if (e instanceof ApiError && e.status === 422 && kind === "node marks") return;
+      // An outage loses this one record, not every later one.
+      if (isRetryable(e)) {
+        if (this.#lost.has(kind)) return;
+        this.#lost.add(kind);
+        this.#o.log.warn(
+          `cannot record ${kind} (${(e as Error).message}); records lost to an API outage ` +
+            "are not written again, the rollout goes on",
+        );
+        return;
+      }
       this.#refused.add(kind);
       this.#o.log.warn(
         `cannot record ${kind} (${(e as Error).message}); the rollout goes on without them`,
