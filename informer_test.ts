@@ -145,3 +145,48 @@ Deno.test("Informer polls through broken watches and goes back to a watch when o
     assert.ok(inf.healthy);
   });
 });
+
+Deno.test("Informer reports an assumed object gone only once a LIST begun after it lacks it", async () => {
+  // A Job created while polling, collected before any LIST showed it.
+  let lists = 0;
+  const began = [Promise.withResolvers<void>(), Promise.withResolvers<void>()];
+  const go = [Promise.withResolvers<void>(), Promise.withResolvers<void>()];
+  await withServer(async (req) => {
+    const n = ++lists;
+    if (n === 2 || n === 3) {
+      began[n - 2].resolve();
+      await go[n - 2].promise;
+    }
+    return isWatch(req) ? status(500, "InternalError") : list([], 10 + n);
+  }, async (kube) => {
+    const seen: Seen = { upserts: [], deletes: [], notes: [] };
+    const inf = new Informer<V1Job>({
+      source: {
+        list: () => kube.list<V1Job>(PATH, {}, 500),
+        watch: (rv, signal) => kube.watch<V1Job>(PATH, {}, rv, signal),
+      },
+      clock: FAST,
+      pollOnly: true,
+      onDelete: (j, how) => seen.deletes.push([j.metadata!.name!, how]),
+    });
+    // A failed assertion must not leave a LIST held open, or the server never stops.
+    const releaseAll = () => go.forEach((g) => g.resolve());
+    try {
+      await inf.start();
+      await began[0].promise;
+      inf.assume(job("x", 12));
+      go[0].resolve();
+      await began[1].promise;
+      assert.ok(inf.cache.has("x"), "a LIST begun before it was made does not count it gone");
+      assert.deepEqual(seen.deletes, []);
+      go[1].resolve();
+      await until("x reported gone", () => seen.deletes.length > 0);
+      await inf.stop();
+      assert.deepEqual(seen.deletes, [["x", "vanished"]]);
+      assert.ok(!inf.cache.has("x"));
+    } finally {
+      releaseAll();
+      await inf.stop();
+    }
+  });
+});
