@@ -93,6 +93,8 @@ export class Informer<T extends KubeObject> {
   #rv = "";
   #polling: boolean;
   #forbidden = false;
+  /** Whether a watch has answered in this run: a later 403 is then not the role's. */
+  #watched = false;
   #nextWatchTry = 0;
   #heardAt = 0;
   #failingSince?: number;
@@ -244,6 +246,7 @@ export class Informer<T extends KubeObject> {
   }
 
   #watching(): void {
+    this.#watched = true;
     if (!this.#polling) return;
     this.#polling = false;
     this.#o.onNote?.({ state: "watching", detail: "a watch opened again; polling stopped" });
@@ -295,7 +298,11 @@ export class Informer<T extends KubeObject> {
         if (signal.aborted) return;
         this.#failed(e);
         failures++;
-        const forbidden = e instanceof ApiError && (e.status === 403 || e.status === 405);
+        // A kube-apiserver that has just restarted denies requests until its
+        // RBAC caches have synced: a 403 after watches worked passes, as
+        // any other failure does.
+        const forbidden = e instanceof ApiError && (e.status === 403 || e.status === 405) &&
+          !this.#watched;
         if (forbidden) {
           // A watch the RBAC role does not allow will not heal by waiting.
           this.#forbidden = true;

@@ -190,3 +190,23 @@ Deno.test("Informer reports an assumed object gone only once a LIST begun after 
     }
   });
 });
+
+Deno.test("Informer takes a 403 after watches worked for a restarting server, not the role", async () => {
+  // A kube-apiserver just restarted denies requests until its RBAC caches sync.
+  let watches = 0;
+  await withServer((req) => {
+    if (!isWatch(req)) return list([job("a", 5)], 10);
+    watches++;
+    if (watches === 1) return events([], 20);
+    if (watches === 2) return status(403, "Forbidden");
+    return events(watches === 3 ? [{ type: "ADDED", object: job("c", 11) }] : [], 200);
+  }, async (kube) => {
+    const seen: Seen = { upserts: [], deletes: [], notes: [] };
+    const inf = informer(kube, seen);
+    await inf.start();
+    await until("the event of the watch after the 403", () => inf.cache.has("c"));
+    await inf.stop();
+    assert.deepEqual(seen.notes, ["reconnected"], "not polling for good");
+    assert.ok(!inf.polling);
+  });
+});
