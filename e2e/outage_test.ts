@@ -10,7 +10,7 @@
 
 import assert from "node:assert/strict";
 import type { Cluster } from "./cluster.ts";
-import { jobsIn, jobTemplate, JobWatcher } from "./_dispatcher.ts";
+import { completeJobs, jobsIn, jobTemplate, JobWatcher } from "./_dispatcher.ts";
 import { atLeast, DispatcherProcess, failedNodes, runDispatcher } from "./_faults.ts";
 import {
   clusterTest,
@@ -175,9 +175,8 @@ async function judgeHeld(cluster: Cluster, h: Held): Promise<void> {
       r.ms >= deadline * 1000,
       `failed after ${r.ms} ms, before the ${deadline} s deadline`,
     );
-    const jobs = (await jobsIn(cluster, h.ns)).filter((j) => j.node);
+    const jobs = await completeJobs(cluster, h.ns, "final", NODES);
     for (const j of jobs.filter((j) => j.node !== h.node)) {
-      assert.ok(j.complete, `${j.name} Complete`);
       assert.notEqual(j.uid, h.earlier.get(j.node), `${j.name} was replaced`);
       assert.deepEqual(j.owners, [h.owner], `${j.name} belongs to the new owner`);
     }
@@ -248,9 +247,7 @@ clusterTest("outage: the control plane has a bad day, no node pays for it", asyn
         during.search(RESUMED) > during.search(PAUSED),
         `resumed after the pause:\n${during}`,
       );
-      const jobs = await jobsIn(cluster, ns);
-      assert.equal(jobs.length, NODES, "one Job per node");
-      assert.ok(jobs.every((j) => j.complete), "every Job Complete");
+      await completeJobs(cluster, ns, "freeze", NODES);
     },
   );
 
@@ -340,9 +337,7 @@ webhooks:
       assert.equal(named.length, 1, `the webhook's error is said once:\n${r.stderr}`);
       assert.match(named[0], /failed calling webhook/, "the API server's own words");
       assert.match(during, PAUSED, "the log says the rollout is paused");
-      const jobs = await jobsIn(cluster, ns);
-      assert.equal(jobs.length, NODES, "one Job per node");
-      assert.ok(jobs.every((j) => j.complete), "every Job Complete");
+      await completeJobs(cluster, ns, "hook", NODES);
     },
   );
 
@@ -491,10 +486,8 @@ webhooks:
       const second = await runDispatcher(cluster, rollout(v2, ns, 4), { timeoutMs: 120_000 });
       assertAllSucceeded(second, NODES);
       assert.equal(lines(second.stderr, CREATED).length, NODES, second.stderr);
-      const after = await jobsIn(cluster, ns);
-      assert.equal(after.length, NODES, "one Job per node");
+      const after = await completeJobs(cluster, ns, "tpl", NODES);
       for (const j of after) {
-        assert.ok(j.complete, `${j.name} Complete`);
         assert.notEqual(j.uid, before.get(j.node), `${j.name} ran again`);
       }
       assert.deepEqual(
