@@ -843,6 +843,9 @@ class Fanout {
     // The watch may have seen it finish before the create returned.
     const seen = this.#jobs.cache.get(name);
     if (seen && seen.metadata?.uid === created.metadata!.uid) this.#onUpsert(seen);
+    // Else in the cache until a LIST or the watch shows it, so that a Job
+    // collected before any of them did is still noticed as gone.
+    else if (!seen) this.#jobs.assume(created);
   }
 
   /** A Job of the node's name already exists: ours, stale, or someone else's. */

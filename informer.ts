@@ -93,6 +93,8 @@ export class Informer<T extends KubeObject> {
   #rv = "";
   #polling: boolean;
   #forbidden = false;
+  /** Whether a watch has answered in this run: a later 403 is then not the role's. */
+  #watched = false;
   #nextWatchTry = 0;
   #heardAt = 0;
   #failingSince?: number;
@@ -100,6 +102,10 @@ export class Informer<T extends KubeObject> {
   #synced = false;
   #stop = new AbortController();
   #loop?: Promise<void>;
+  /** LISTs begun so far: tells whether a LIST began before an object was made. */
+  #listsBegun = 0;
+  /** Objects {@linkcode assume}d that no LIST or watch event has shown yet: the LISTs begun when made. */
+  #assumed = new Map<string, number>();
 
   /** @param opts the source, the callbacks and the timing */
   constructor(opts: InformerOptions<T>) {
@@ -140,10 +146,25 @@ export class Informer<T extends KubeObject> {
    * @throws {ApiError} when the first LIST fails
    */
   async start(initial?: ListResult<T>): Promise<void> {
-    this.#replace(initial ?? await this.#o.source.list(), false);
+    const begun = ++this.#listsBegun;
+    this.#replace(initial ?? await this.#o.source.list(), false, begun);
     this.#heard();
     this.#synced = true;
     this.#loop = this.#run(this.#stop.signal);
+  }
+
+  /**
+   * Puts an object the caller just made (a create's answer) in the cache
+   * until a LIST or the watch shows it. A Job created while the informer
+   * polls can finish and be collected by its TTL before the next LIST: no
+   * LIST would ever hold it, and its departure would never be reported. A
+   * LIST begun before the object was made does not count it gone.
+   */
+  assume(obj: T): void {
+    const k = this.#keyOf(obj);
+    if (this.cache.has(k)) return;
+    this.cache.set(k, (this.#o.keep ?? ((o: T) => o))(obj));
+    this.#assumed.set(k, this.#listsBegun);
   }
 
   /** Stops following; the cache stays as it was. */
@@ -167,12 +188,21 @@ export class Informer<T extends KubeObject> {
     return obj.metadata?.name ?? "";
   }
 
-  /** Replaces the cache with a LIST; with `notify`, reports what changed since. */
-  #replace(list: ListResult<T>, notify: boolean): void {
+  /**
+   * Replaces the cache with a LIST, the `begun`th; with `notify`, reports what
+   * changed since.
+   */
+  #replace(list: ListResult<T>, notify: boolean, begun: number): void {
     this.#rv = list.resourceVersion;
     const keep = this.#o.keep ?? ((o: T) => o);
     const fresh = new Map(list.items.map((o) => [this.#keyOf(o), keep(o)]));
-    const gone = [...this.cache].filter(([k]) => !fresh.has(k)).map(([, o]) => o);
+    // Made after this LIST began: its absence from it says nothing yet.
+    const unseen = new Map(
+      [...this.#assumed].filter(([k, at]) => at >= begun && !fresh.has(k) && this.cache.has(k)),
+    );
+    const kept = [...unseen.keys()].map((k) => [k, this.cache.get(k)!] as const);
+    this.#assumed = unseen;
+    const gone = [...this.cache].filter(([k]) => !fresh.has(k) && !unseen.has(k)).map(([, o]) => o);
     const changed: [T, T | undefined][] = [];
     for (const [k, obj] of fresh) {
       const old = this.cache.get(k);
@@ -181,7 +211,7 @@ export class Informer<T extends KubeObject> {
       }
     }
     this.cache.clear();
-    for (const [k, o] of fresh) this.cache.set(k, o);
+    for (const [k, o] of [...fresh, ...kept]) this.cache.set(k, o);
     if (!notify) return;
     for (const o of gone) this.#o.onDelete?.(o, "vanished");
     for (const [o, old] of changed) this.#o.onUpsert?.(o, old);
@@ -189,7 +219,8 @@ export class Informer<T extends KubeObject> {
 
   async #relist(): Promise<boolean> {
     try {
-      this.#replace(await this.#o.source.list(), true);
+      const begun = ++this.#listsBegun;
+      this.#replace(await this.#o.source.list(), true, begun);
       this.#heard();
       return true;
     } catch (e) {
@@ -203,6 +234,7 @@ export class Informer<T extends KubeObject> {
     this.#rv = obj.metadata?.resourceVersion ?? this.#rv;
     if (ev.type === "BOOKMARK") return;
     const k = this.#keyOf(obj);
+    this.#assumed.delete(k);
     if (ev.type === "DELETED") {
       this.cache.delete(k);
       this.#o.onDelete?.(obj, "deleted");
@@ -214,6 +246,7 @@ export class Informer<T extends KubeObject> {
   }
 
   #watching(): void {
+    this.#watched = true;
     if (!this.#polling) return;
     this.#polling = false;
     this.#o.onNote?.({ state: "watching", detail: "a watch opened again; polling stopped" });
@@ -265,7 +298,11 @@ export class Informer<T extends KubeObject> {
         if (signal.aborted) return;
         this.#failed(e);
         failures++;
-        const forbidden = e instanceof ApiError && (e.status === 403 || e.status === 405);
+        // A kube-apiserver that has just restarted denies requests until its
+        // RBAC caches have synced: a 403 after watches worked passes, as
+        // any other failure does.
+        const forbidden = e instanceof ApiError && (e.status === 403 || e.status === 405) &&
+          !this.#watched;
         if (forbidden) {
           // A watch the RBAC role does not allow will not heal by waiting.
           this.#forbidden = true;

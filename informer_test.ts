@@ -145,3 +145,68 @@ Deno.test("Informer polls through broken watches and goes back to a watch when o
     assert.ok(inf.healthy);
   });
 });
+
+Deno.test("Informer reports an assumed object gone only once a LIST begun after it lacks it", async () => {
+  // A Job created while polling, collected before any LIST showed it.
+  let lists = 0;
+  const began = [Promise.withResolvers<void>(), Promise.withResolvers<void>()];
+  const go = [Promise.withResolvers<void>(), Promise.withResolvers<void>()];
+  await withServer(async (req) => {
+    const n = ++lists;
+    if (n === 2 || n === 3) {
+      began[n - 2].resolve();
+      await go[n - 2].promise;
+    }
+    return isWatch(req) ? status(500, "InternalError") : list([], 10 + n);
+  }, async (kube) => {
+    const seen: Seen = { upserts: [], deletes: [], notes: [] };
+    const inf = new Informer<V1Job>({
+      source: {
+        list: () => kube.list<V1Job>(PATH, {}, 500),
+        watch: (rv, signal) => kube.watch<V1Job>(PATH, {}, rv, signal),
+      },
+      clock: FAST,
+      pollOnly: true,
+      onDelete: (j, how) => seen.deletes.push([j.metadata!.name!, how]),
+    });
+    // A failed assertion must not leave a LIST held open, or the server never stops.
+    const releaseAll = () => go.forEach((g) => g.resolve());
+    try {
+      await inf.start();
+      await began[0].promise;
+      inf.assume(job("x", 12));
+      go[0].resolve();
+      await began[1].promise;
+      assert.ok(inf.cache.has("x"), "a LIST begun before it was made does not count it gone");
+      assert.deepEqual(seen.deletes, []);
+      go[1].resolve();
+      await until("x reported gone", () => seen.deletes.length > 0);
+      await inf.stop();
+      assert.deepEqual(seen.deletes, [["x", "vanished"]]);
+      assert.ok(!inf.cache.has("x"));
+    } finally {
+      releaseAll();
+      await inf.stop();
+    }
+  });
+});
+
+Deno.test("Informer takes a 403 after watches worked for a restarting server, not the role", async () => {
+  // A kube-apiserver just restarted denies requests until its RBAC caches sync.
+  let watches = 0;
+  await withServer((req) => {
+    if (!isWatch(req)) return list([job("a", 5)], 10);
+    watches++;
+    if (watches === 1) return events([], 20);
+    if (watches === 2) return status(403, "Forbidden");
+    return events(watches === 3 ? [{ type: "ADDED", object: job("c", 11) }] : [], 200);
+  }, async (kube) => {
+    const seen: Seen = { upserts: [], deletes: [], notes: [] };
+    const inf = informer(kube, seen);
+    await inf.start();
+    await until("the event of the watch after the 403", () => inf.cache.has("c"));
+    await inf.stop();
+    assert.deepEqual(seen.notes, ["reconnected"], "not polling for good");
+    assert.ok(!inf.polling);
+  });
+});

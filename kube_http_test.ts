@@ -141,6 +141,41 @@ Deno.test("Kube.watch() yields events line by line and ends when the server ends
   );
 });
 
+Deno.test("Kube.watch() throws, not ends, when the stream stays silent past the server's bound", async () => {
+  // One event, then nothing and no end: a frozen API server (SIGSTOP) or a
+  // dead path. Ending quietly would read as the server closing the watch.
+  await withServer(
+    () =>
+      new Response(
+        new ReadableStream({
+          start(c) {
+            const ev = { type: "ADDED", object: { metadata: { name: "a", resourceVersion: "2" } } };
+            c.enqueue(new TextEncoder().encode(JSON.stringify(ev) + "\n"));
+          },
+        }),
+      ),
+    async (kube) => {
+      const events: string[] = [];
+      // timeoutSeconds 1: silence counts after 1 s plus the 15 s of slack.
+      const watch = kube.watch(
+        "/apis/batch/v1/namespaces/x/jobs",
+        {},
+        "1",
+        new AbortController().signal,
+        1,
+      );
+      await assert.rejects(
+        async () => {
+          for await (const ev of watch) events.push(ev.type);
+        },
+        (e: ApiError) =>
+          e.status === 0 && e.reason === "Timeout" && /silent for 16 s/.test(e.message),
+      );
+      assert.deepEqual(events, ["ADDED"]);
+    },
+  );
+});
+
 Deno.test("Kube.request() reports an unreachable server as status 0 after its retry budget", async () => {
   const dir = await unreachableKubeconfig();
   const kube = await Kube.connect({

@@ -6,6 +6,7 @@
  * @module
  */
 
+import assert from "node:assert/strict";
 import type { Cluster, CommandResult } from "./cluster.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
@@ -308,4 +309,27 @@ export async function eventually(
     await new Promise((r) => setTimeout(r, 250));
   }
   throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+}
+
+/** The Jobs of `prefix` in `ns`, waiting until every one is Complete. */
+export async function completeJobs(
+  cluster: Cluster,
+  ns: string,
+  prefix: string,
+  count: number,
+): Promise<Awaited<ReturnType<typeof jobsIn>>> {
+  const mine = async () =>
+    (await jobsIn(cluster, ns)).filter((j) => j.name.startsWith(`${prefix}-`));
+  // The dispatcher moves on at SuccessCriteriaMet; Complete follows once the pod is gone.
+  await eventually(
+    async () => {
+      const jobs = await mine();
+      return jobs.length === count && jobs.every((j) => j.complete);
+    },
+    30_000,
+    `${count} Complete Jobs of ${prefix} in ${ns}`,
+  );
+  const jobs = await mine();
+  assert.equal(new Set(jobs.map((j) => j.node)).size, count, "one Job per node");
+  return jobs;
 }

@@ -140,6 +140,12 @@ export interface Cluster {
   /** Kills kube-apiserver and starts it again on the same port; resolves once ready. */
   restartApiServer(): Promise<void>;
   /**
+   * Sends `signal` to kube-apiserver: SIGSTOP freezes it (its port still
+   * accepts connections, which never get an answer, as a hung server's do),
+   * SIGCONT lets it go on.
+   */
+  signalApiServer(signal: Deno.Signal): void;
+  /**
    * Compacts etcd at its current revision, so that reads and watches from any
    * older resourceVersion fail with 410 Gone (Expired).
    *
@@ -565,6 +571,14 @@ class LocalCluster implements Cluster {
     this.close();
     await this.#start(proc.spec);
     await this.#waitApiReady();
+  }
+
+  signalApiServer(signal: Deno.Signal): void {
+    const proc = this.state.procs["kube-apiserver"];
+    if (proc === undefined || !this.#alive(proc.pid)) {
+      throw new Error(`Cannot send ${signal} to kube-apiserver: it does not run`);
+    }
+    Deno.kill(proc.pid, signal);
   }
 
   async compactEtcd(): Promise<number> {

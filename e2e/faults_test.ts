@@ -10,8 +10,8 @@
  */
 
 import assert from "node:assert/strict";
-import { type Cluster, OUTCOME_LABEL, startCluster } from "./cluster.ts";
-import { eventually, jobsIn, jobTemplate, JobWatcher } from "./_dispatcher.ts";
+import { OUTCOME_LABEL, startCluster } from "./cluster.ts";
+import { completeJobs, eventually, jobsIn, jobTemplate, JobWatcher } from "./_dispatcher.ts";
 import {
   atLeast,
   DispatcherProcess,
@@ -44,24 +44,6 @@ const KILL_NODES = 6;
 
 const CREATED = /created job \S+ for node/;
 const SUCCEEDED = /^\S+ node \S+: job \S+ succeeded/;
-
-/** The Jobs of `prefix` in `ns`, waiting until every one is Complete. */
-async function completeJobs(cluster: Cluster, ns: string, prefix: string, count: number) {
-  const mine = async () =>
-    (await jobsIn(cluster, ns)).filter((j) => j.name.startsWith(`${prefix}-`));
-  // The dispatcher moves on at SuccessCriteriaMet; Complete follows once the pod is gone.
-  await eventually(
-    async () => {
-      const jobs = await mine();
-      return jobs.length === count && jobs.every((j) => j.complete);
-    },
-    30_000,
-    `${count} Complete Jobs of ${prefix} in ${ns}`,
-  );
-  const jobs = await mine();
-  assert.equal(new Set(jobs.map((j) => j.node)).size, count, "one Job per node");
-  return jobs;
-}
 
 function log(line: string): void {
   console.log(`    ${line}`);
