@@ -14,6 +14,7 @@ import type { OwnerRef, TrackingKeys } from "./job.ts";
 import { ApiError, isRetryable, type Kube, paths } from "./kube.ts";
 import { describeProgress, type Logger } from "./log.ts";
 import { pointer } from "./lifecycle.ts";
+import { outcomeCounts } from "./summary.ts";
 
 /** A node left out before dispatch, with why. */
 export interface SkippedEntry {
@@ -54,7 +55,6 @@ const iso = (ms?: number) => (ms === undefined ? undefined : new Date(ms).toISOS
  * outcome, reason and attempts.
  */
 export function jsonReport(r: ReportInput): string {
-  const count = (o: string) => r.results.filter((x) => x.outcome === o).length;
   return JSON.stringify(
     {
       kind: "JobDispatcherReport",
@@ -67,12 +67,7 @@ export function jsonReport(r: ReportInput): string {
       stoppedBy: r.stoppedBy ?? null,
       summary: {
         total: r.results.length,
-        succeeded: count("succeeded"),
-        failed: count("failed"),
-        unknown: count("unknown"),
-        blocked: count("blocked"),
-        inFlight: count("inFlight"),
-        notStarted: count("notStarted"),
+        ...outcomeCounts(r.results),
         skipped: r.skipped.length,
       },
       nodes: [

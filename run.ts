@@ -7,11 +7,10 @@
  */
 
 import { stringify } from "yaml";
-import type { V1Job, V1Node, V1Pod, V1PodSpec } from "@kubernetes/client-node";
+import type { V1Node, V1PodSpec } from "@kubernetes/client-node";
 import {
   checkTemplateNamespace,
   instantiateJob,
-  interpretStatus,
   jobName,
   type JobTemplate,
   labelValue,
@@ -20,15 +19,13 @@ import {
   sanitize,
   templateHash,
   trackingKeys,
-  unobservableTtl,
   UsageError,
 } from "./job.ts";
-import { ApiError, type Kube, paths } from "./kube.ts";
+import { type Kube, paths } from "./kube.ts";
 import {
   dispatch,
   type DispatchReport,
   type FanoutOptions,
-  type JobApi,
   type NodeResult,
   type StartBudget,
   type Target,
@@ -63,17 +60,11 @@ import type { Options } from "./options.ts";
 import { domainOf, failureBudget, orderItems } from "./safety.ts";
 import { jsonReport, junitReport, Recorder, type ReportInput } from "./report.ts";
 import { holdOwner } from "./owner_guard.ts";
+import { jobApiFor, liveRun } from "./job_api.ts";
+import { checkTtl, resolveNamespace, resolveOwner, validateOnServer } from "./preflight.ts";
+import { EXIT, exitCode, summarise } from "./summary.ts";
 
-/** Exit codes, as documented in `--help`. */
-export const EXIT = {
-  ok: 0,
-  failed: 1,
-  usage: 2,
-  cluster: 3,
-  window: 4,
-  sigint: 130,
-  sigterm: 143,
-} as const;
+export { EXIT, jobApiFor, resolveNamespace };
 
 /** What a run needs from its surroundings. */
 export interface RunContext {
@@ -98,85 +89,6 @@ export interface RunContext {
 /** How many already-done nodes are named one by one before the rest are counted. */
 const SATISFIED_LINES = 20;
 
-const SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
-
-/**
- * The namespace of the Jobs: the flag, then the context's of an explicitly
- * given `--kubeconfig` or `--context`, then `$POD_NAMESPACE`, then the
- * in-cluster service account's namespace, then the kubeconfig context's, then
- * `default` — the order in which each is the more deliberate choice.
- */
-export function resolveNamespace(opts: Options, ctx: RunContext): string {
-  // client-go reads $POD_NAMESPACE only for its in-cluster configuration: an
-  // explicitly given --kubeconfig or --context brings its context's namespace.
-  const explicit = opts.kubeconfig || opts.context ? ctx.kube.contextNamespace : undefined;
-  return opts.namespace || explicit || ctx.env("POD_NAMESPACE") ||
-    ctx.readFile(SERVICE_ACCOUNT_NAMESPACE)?.trim() || ctx.kube.contextNamespace || "default";
-}
-
-/** The Job operations of the fan-out, over the API layer. */
-export function jobApiFor(kube: Kube, namespace: string, labelSelector: string): JobApi {
-  const query = { labelSelector };
-  return {
-    listJobs: () => kube.list<V1Job>(paths.jobs(namespace), query, 500),
-    watchJobs: (rv, signal) => kube.watch<V1Job>(paths.jobs(namespace), query, rv, signal),
-    getJob: (name) => kube.get<V1Job>(paths.job(namespace, name)),
-    createJob: (job) => kube.request<V1Job>("create", "POST", paths.jobs(namespace), job),
-    listPods: async (jobName) =>
-      (await kube.list<V1Pod>(
-        paths.pods(namespace),
-        { labelSelector: `batch.kubernetes.io/job-name=${jobName}` },
-        50,
-      )).items,
-    deleteJob: async (name, uid) => {
-      try {
-        // Foreground: the Job object stays until its pods are gone, so its
-        // disappearance from the watch means the node is free again.
-        await kube.request("delete", "DELETE", paths.job(namespace, name), {
-          apiVersion: "v1",
-          kind: "DeleteOptions",
-          propagationPolicy: "Foreground",
-          preconditions: { uid },
-        });
-      } catch (e) {
-        // 404: already gone; 409: the precondition failed, another Job of that
-        // name replaced it, which the watch will show.
-        if (!(e instanceof ApiError && (e.status === 404 || e.status === 409))) throw e;
-      }
-    },
-  };
-}
-
-async function resolveOwner(opts: Options, kube: Kube, ns: string): Promise<OwnerRef | undefined> {
-  if (opts.ownerJobName) {
-    const job = await kube.get<V1Job>(paths.job(ns, opts.ownerJobName));
-    if (!job) {
-      throw new UsageError(
-        `Invalid --owner-job-name ${opts.ownerJobName}: no such Job in namespace ${ns} ` +
-          "(the owner must be in the namespace of the per-node Jobs)",
-      );
-    }
-    return { name: opts.ownerJobName, uid: job.metadata!.uid! };
-  }
-  if (opts.ownerJobFromPod) {
-    const pod = await kube.get<V1Pod>(paths.pod(ns, opts.ownerJobFromPod));
-    if (!pod) {
-      throw new UsageError(
-        `Invalid --owner-job-from-pod ${opts.ownerJobFromPod}: no such pod in namespace ${ns}`,
-      );
-    }
-    const ref = pod.metadata?.ownerReferences?.find((r) => r.kind === "Job");
-    if (!ref) {
-      throw new UsageError(
-        `Invalid --owner-job-from-pod ${opts.ownerJobFromPod}: the pod is not owned by a Job; ` +
-          "use --owner-job-name or run the dispatcher from a Job",
-      );
-    }
-    return { name: ref.name, uid: ref.uid };
-  }
-  return undefined;
-}
-
 function nodeFacts(node: V1Node) {
   const info = node.status?.nodeInfo;
   return {
@@ -185,95 +97,6 @@ function nodeFacts(node: V1Node) {
     machineID: info?.machineID || undefined,
     containerRuntimeVersion: info?.containerRuntimeVersion || undefined,
   };
-}
-
-/** Asks the API server to validate one Job without creating it. */
-async function validateOnServer(kube: Kube, ns: string, job: V1Job): Promise<void> {
-  try {
-    await kube.request("create", "POST", `${paths.jobs(ns)}?dryRun=All`, job);
-  } catch (e) {
-    if (!(e instanceof ApiError)) throw e;
-    if (e.status === 409) return; // valid; a Job of that name exists, which dispatch handles
-    if (e.status === 404) {
-      throw new UsageError(
-        `Invalid namespace ${ns}: it does not exist (kubectl create namespace ${ns})`,
-      );
-    }
-    if (e.status === 400 || e.status === 422) {
-      throw new UsageError(
-        `Invalid job template: the API server rejected it: ${
-          e.message.replace(/^Cannot create jobs: /, "")
-        }`,
-      );
-    }
-    throw e;
-  }
-}
-
-/** Another owner's run that is still going, or undefined. */
-async function liveRun(
-  kube: Kube,
-  ns: string,
-  api: JobApi,
-  owner: OwnerRef,
-): Promise<OwnerRef | undefined> {
-  const { items } = await api.listJobs();
-  const others = new Map<string, string>();
-  for (const job of items) {
-    for (const ref of job.metadata?.ownerReferences ?? []) {
-      if (ref.kind === "Job" && ref.uid !== owner.uid) others.set(ref.uid, ref.name);
-    }
-  }
-  for (const [uid, name] of others) {
-    const job = await kube.get<V1Job>(paths.job(ns, name));
-    if (job?.metadata?.uid === uid && interpretStatus(job).phase === "active") return { name, uid };
-  }
-  return undefined;
-}
-
-function summarise(
-  results: NodeResult[],
-  ctx: RunContext,
-  ns: string,
-  run: RunIdentity,
-  started: number,
-  what = "summary",
-): string {
-  const count = (o: NodeResult["outcome"]) => results.filter((r) => r.outcome === o).length;
-  const secs = ((Date.now() - started) / 1000).toFixed(1);
-  const parts = [`${count("succeeded")} succeeded`, `${count("failed")} failed`];
-  // Not a failure: the Job was collected (ttlSecondsAfterFinished) before
-  // its outcome was seen and no pod was left to tell.
-  if (count("unknown")) parts.push(`${count("unknown")} unknown (collected before seen)`);
-  if (count("blocked")) parts.push(`${count("blocked")} blocked`);
-  if (count("inFlight")) parts.push(`${count("inFlight")} still running`);
-  if (count("notStarted")) parts.push(`${count("notStarted")} not started`);
-  const summary = `${parts.join(", ")} of ${results.length} nodes in ${secs} s`;
-  ctx.log.info(`${what}: ${summary}`, {
-    event: what,
-    succeeded: count("succeeded"),
-    failed: count("failed"),
-    unknown: count("unknown"),
-    blocked: count("blocked"),
-    inFlight: count("inFlight"),
-    notStarted: count("notStarted"),
-    total: results.length,
-  });
-  const failed = results.filter((r) => r.outcome === "failed");
-  for (const r of failed) {
-    ctx.log.warn(`failed node ${r.node}: job ${r.job}: ${r.reason}`, { event: "nodeFailed", ...r });
-  }
-  for (const r of results.filter((r) => r.outcome === "blocked")) {
-    ctx.log.warn(`blocked node ${r.node}: no job: ${r.reason}`, { event: "nodeBlocked", ...r });
-  }
-  if (failed.length) {
-    ctx.log.info(
-      `logs: kubectl logs -n ${ns} -l ${run.keys.owner}=${
-        labelValue(run.prefix)
-      } --all-containers --prefix`,
-    );
-  }
-  return summary;
 }
 
 /** The nodes a `--cleanup-job-template` run owes, and how to make their Jobs. */
@@ -403,11 +226,6 @@ interface Plan {
   cleanup?: CleanupPlan;
   cleanupRun?: RunIdentity;
   cleanupTargets: Target[];
-}
-
-function checkTtl(opts: Options, template: JobTemplate, source: string | undefined): void {
-  const why = unobservableTtl(template, opts.pollOnly ? opts.pollIntervalSecs : undefined);
-  if (why) throw new UsageError(`Invalid job template ${source}: ${why}`);
 }
 
 /**
@@ -784,13 +602,13 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
       await writer.settle();
       log.done();
     }
-    const summary = summarise(cleanupResults, ctx, namespace, cleanupRun!, started, "cleanup");
+    const summary = summarise(cleanupResults, log, namespace, cleanupRun!, started, "cleanup");
     await recorder.finished(summary, cleanupResults.some((r) => r.outcome === "failed"));
   }
 
   let results: NodeResult[] = [];
   let stoppedBy: string | undefined;
-  let code: number = cleanupResults.some((r) => r.outcome === "failed") ? EXIT.failed : EXIT.ok;
+  let code = exitCode({ cleanup: cleanupResults, results });
   if (targets.length) {
     // A cleanup run clears the outcome marks instead of writing them.
     const recorder = recorderFor(plan.eligible, true, !opts.nodeLabels?.remove);
@@ -871,7 +689,7 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
     }
     ({ results, stoppedBy } = report);
     log.done();
-    const summary = summarise(results, ctx, namespace, plan.run, mainStarted);
+    const summary = summarise(results, log, namespace, plan.run, mainStarted);
     if (stoppedBy) {
       const never = results.filter((r) => r.outcome === "notStarted").length;
       log.warn(`rollout stopped: ${stoppedBy}; ${never} nodes were never started`, {
@@ -880,17 +698,18 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
         notStarted: never,
       });
     }
-    if (stoppedBy || results.some((r) => r.outcome === "failed" || r.outcome === "blocked")) {
-      code = EXIT.failed;
-    }
+    code = exitCode({
+      cleanup: cleanupResults,
+      results,
+      stoppedBy,
+      windowClosed: report.windowClosed,
+    });
     if (report.windowClosed) {
       const left = results.filter((r) => r.outcome === "notStarted").length;
       log.warn(
         `incomplete: window closed; ${left} nodes left (a re-run inside a window resumes them)`,
         { event: "incomplete", reason: "window closed", left },
       );
-      // A failure needs a look first; otherwise the exit says: run again later.
-      if (code === EXIT.ok) code = EXIT.window;
     }
     await recorder.finished(
       stoppedBy ? `stopped: ${stoppedBy}; ${summary}` : summary,

@@ -1,0 +1,118 @@
+/**
+ * How a run ends: the summary lines of its results and its exit code.
+ *
+ * @module
+ */
+
+import { labelValue, type RunIdentity } from "./job.ts";
+import type { NodeResult } from "./fanout.ts";
+import type { Logger } from "./log.ts";
+
+/** Exit codes, as documented in `--help`. */
+export const EXIT = {
+  ok: 0,
+  failed: 1,
+  usage: 2,
+  cluster: 3,
+  window: 4,
+  sigint: 130,
+  sigterm: 143,
+} as const;
+
+/** How many nodes ended in each outcome. */
+export type OutcomeCounts = Record<NodeResult["outcome"], number>;
+
+/**
+ * How many nodes ended in each outcome, in the order the log and the report
+ * show them.
+ *
+ * @example
+ * ```ts
+ * outcomeCounts([{ node: "n1", job: "j-n1", outcome: "failed" }]).failed; // 1
+ * ```
+ */
+export function outcomeCounts(results: readonly NodeResult[]): OutcomeCounts {
+  const count = (o: NodeResult["outcome"]) => results.filter((r) => r.outcome === o).length;
+  return {
+    succeeded: count("succeeded"),
+    failed: count("failed"),
+    unknown: count("unknown"),
+    blocked: count("blocked"),
+    inFlight: count("inFlight"),
+    notStarted: count("notStarted"),
+  };
+}
+
+/**
+ * Logs the outcome of one fan-out: the counts, each failed and blocked node,
+ * and the command that shows the failed Jobs' logs.
+ *
+ * @param what the event name and first word of the line (`summary`, `cleanup`)
+ * @returns the counts, as said: `3 succeeded, 1 failed of 4 nodes in 12.0 s`
+ */
+export function summarise(
+  results: NodeResult[],
+  log: Logger,
+  ns: string,
+  run: RunIdentity,
+  started: number,
+  what = "summary",
+): string {
+  const n = outcomeCounts(results);
+  const secs = ((Date.now() - started) / 1000).toFixed(1);
+  const parts = [`${n.succeeded} succeeded`, `${n.failed} failed`];
+  // Not a failure: the Job was collected (ttlSecondsAfterFinished) before
+  // its outcome was seen and no pod was left to tell.
+  if (n.unknown) parts.push(`${n.unknown} unknown (collected before seen)`);
+  if (n.blocked) parts.push(`${n.blocked} blocked`);
+  if (n.inFlight) parts.push(`${n.inFlight} still running`);
+  if (n.notStarted) parts.push(`${n.notStarted} not started`);
+  const summary = `${parts.join(", ")} of ${results.length} nodes in ${secs} s`;
+  log.info(`${what}: ${summary}`, { event: what, ...n, total: results.length });
+  const failed = results.filter((r) => r.outcome === "failed");
+  for (const r of failed) {
+    log.warn(`failed node ${r.node}: job ${r.job}: ${r.reason}`, { event: "nodeFailed", ...r });
+  }
+  for (const r of results.filter((r) => r.outcome === "blocked")) {
+    log.warn(`blocked node ${r.node}: no job: ${r.reason}`, { event: "nodeBlocked", ...r });
+  }
+  if (failed.length) {
+    log.info(
+      `logs: kubectl logs -n ${ns} -l ${run.keys.owner}=${
+        labelValue(run.prefix)
+      } --all-containers --prefix`,
+    );
+  }
+  return summary;
+}
+
+/** What {@linkcode exitCode} judges. */
+export interface Ending {
+  /** The results of the cleanup fan-out (`--cleanup-job-template`), if any. */
+  cleanup: readonly NodeResult[];
+  /** The results of the main fan-out, if it ran. */
+  results: readonly NodeResult[];
+  /** Why the rollout stopped early, if it did. */
+  stoppedBy?: string;
+  /** The maintenance window closed with nodes not started. */
+  windowClosed?: boolean;
+}
+
+/**
+ * The exit code of a run from its results: a failed or blocked node or a
+ * stopped rollout fails it; a closed window says "run again later", unless
+ * something failed, which needs a look first.
+ *
+ * @example
+ * ```ts
+ * exitCode({ cleanup: [], results: [], windowClosed: true }); // EXIT.window
+ * ```
+ */
+export function exitCode(e: Ending): number {
+  let code: number = e.cleanup.some((r) => r.outcome === "failed") ? EXIT.failed : EXIT.ok;
+  if (e.stoppedBy || e.results.some((r) => r.outcome === "failed" || r.outcome === "blocked")) {
+    code = EXIT.failed;
+  }
+  if (e.windowClosed && code === EXIT.ok) code = EXIT.window;
+  return code;
+}
