@@ -17,7 +17,7 @@ import {
   slimJob,
   stillRuns,
 } from "./job.ts";
-import { collectedOutcome, deletionHolds, podFailure, stallReason } from "./pods.ts";
+import { collectedOutcome, podFailure, stallReason } from "./pods.ts";
 import { ApiError, type ListResult, type WatchEvent } from "./kube.ts";
 import { budgetExceeded, canaryVerdict, nextStartable } from "./safety.ts";
 import { type Clock, SYSTEM_CLOCK } from "./clock.ts";
@@ -32,6 +32,14 @@ import {
 } from "./node_state.ts";
 import { isOutage, Outage, type OutageView, SILENT_MS } from "./outage.ts";
 import type { PauseGate } from "./pause.ts";
+import {
+  checkDeletion,
+  deleteStale,
+  firstSight,
+  STALE_DELETE_DEADLINE_MS,
+  type StaleHost,
+  staleWaitTimeout,
+} from "./stale.ts";
 
 export { type Clock, SYSTEM_CLOCK };
 
@@ -260,14 +268,6 @@ export interface DispatchReport {
   windowClosed?: boolean;
 }
 
-/**
- * How long the deletion of a stale Job may take before its node fails. A
- * finished Job's pods are gone or terminate in seconds; two minutes more
- * means something holds it (a finalizer, a pod on an unreachable node), which
- * waiting longer would not cure, and the node's slot is needed.
- */
-const STALE_DELETE_DEADLINE_MS = 120_000;
-
 /** What the post-success work says when it met an outage: the node is queued again. */
 const OUTAGE = "\u0000outage";
 
@@ -355,6 +355,8 @@ class Fanout {
   #outage: Outage;
   /** UIDs of the Jobs this run created: never retried by `retryFailed`. */
   #created = new Set<string>();
+  /** The engine as the stale-Job work sees it (stale.ts). */
+  #stale: StaleHost;
 
   constructor(opts: FanoutOptions) {
     this.#o = {
@@ -383,6 +385,22 @@ class Fanout {
         this.#notify();
       },
     });
+    this.#stale = {
+      api: opts.api,
+      reporter: opts.reporter,
+      clock: this.#o.clock,
+      signal: opts.signal,
+      deadlineMs: this.#o.staleDeleteDeadlineMs,
+      state: (name) => this.#nodes.get(name),
+      put: (name, s) => this.#put(name, s),
+      apply: (name, e) => void this.#apply(name, e),
+      drop: (name) => this.#drop(name),
+      isTarget: (name) => this.#byName.has(name),
+      ok: () => this.#ok(),
+      outage: (e, began) => this.#outageFailed(e, began),
+      listPods: (name) => this.#listPods(name),
+      track: (work, name) => this.#track(work, name),
+    };
   }
 
   #now(): number {
@@ -620,45 +638,13 @@ class Fanout {
   /** A start met an outage: the node goes back to the front of the queue, starts pause. */
   #outageHit(name: string, e: unknown, began: number): void {
     this.#apply(name, { type: "requeue" });
-    const change = this.#outage.fail(e, began, this.#now());
-    if (change) this.#o.reporter.event({ kind: "api", ...change });
+    this.#outageFailed(e, began);
   }
 
-  /**
-   * Deletes a finished stale Job in the foreground; the node waits in
-   * `deleting` (holding its slot) until the Job is gone or the deadline
-   * passes. An outage only delays the request.
-   */
-  async #deleteStale(name: string, job: V1Job, why: string): Promise<void> {
-    const uid = job.metadata!.uid!;
-    this.#o.reporter.event({ kind: "deleting", job: name, why });
-    if (job.metadata?.deletionTimestamp) return;
-    const began = this.#now();
-    try {
-      await this.#o.api.deleteJob(name, uid);
-      this.#ok();
-      // The deadline is for a deletion the server accepted, not for the time
-      // the request waited behind others in the client's bound.
-      const s = this.#nodes.get(name);
-      if (s?.phase === "deleting" && s.uid === uid) this.#put(name, { ...s, since: this.#now() });
-    } catch (e) {
-      const s = this.#nodes.get(name);
-      if (s?.phase !== "deleting" || s.uid !== uid) return;
-      if (isOutage(e)) {
-        const change = this.#outage.fail(e, began, this.#now());
-        if (change) this.#o.reporter.event({ kind: "api", ...change });
-        // The deadline is for a deletion the server accepted: start it again.
-        this.#put(name, { ...s, since: this.#now() });
-        await this.#o.clock.sleep(5_000, this.#o.signal);
-        if (!this.#o.signal.aborted) await this.#deleteStale(name, job, why);
-        return;
-      }
-      if (!this.#byName.has(name)) return this.#drop(name);
-      this.#apply(name, {
-        type: "fail",
-        reason: `cannot delete stale Job ${name}: ${errorText(e)}`,
-      });
-    }
+  /** A request begun at `began` met an outage: starts pause, and the user is told once. */
+  #outageFailed(e: unknown, began: number): void {
+    const change = this.#outage.fail(e, began, this.#now());
+    if (change) this.#o.reporter.event({ kind: "api", ...change });
   }
 
   /** A Job of the node's name exists: count or adopt ours, replace a stale one. */
@@ -686,7 +672,7 @@ class Fanout {
         job: name,
         why: `stale Job ${name} (${why}) still runs; it is replaced once it finishes`,
       });
-    } else this.#track(this.#deleteStale(name, job, why), name);
+    } else this.#track(deleteStale(this.#stale, name, job, why), name);
   }
 
   /** The first view of the Jobs: ours are counted or adopted, stale ones wait or go. */
@@ -695,22 +681,18 @@ class Fanout {
     for (const job of this.#jobs.cache.values()) {
       const name = nameOf(job);
       const target = this.#byName.get(name);
-      const disposition = classifyJob(job, this.#o.run, target?.node.uid);
-      if (target) {
-        // A finished stale Job is deleted when a slot allows; a running one
-        // holds its slot from now, since its pods run.
-        // A failed Job to retry waits in the queue: its deletion takes a slot.
-        if (disposition === "current" && !this.#retry(job)) this.#meet(name, job, true);
-        else if (disposition === "stale" && stillRuns(job)) {
-          this.#meet(name, job, true);
-        }
-      } else if (disposition === "stale" && this.#o.run.owner) {
-        // Leftovers of an earlier owner go even when their node is no longer
-        // selected: their pods would count against nobody's parallelism.
+      const sight = firstSight({
+        disposition: classifyJob(job, this.#o.run, target?.node.uid),
+        target: target !== undefined,
+        retry: this.#retry(job),
+        runs: stillRuns(job),
+        owned: !!this.#o.run.owner,
+      });
+      if (sight.leftover) {
         this.#put(name, { phase: "queued", since: this.#now() });
         leftovers.push(name);
-        if (stillRuns(job)) this.#meet(name, job, true);
       }
+      if (sight.meet) this.#meet(name, job, true);
     }
     this.#queue = [
       ...leftovers.filter((n) => this.#nodes.get(n)?.phase === "queued"),
@@ -728,7 +710,7 @@ class Fanout {
       if (this.#apply(name, { type: "complete" })?.afterStarted) this.#afterSuccess(name, job);
     } else if (s.phase === "waitingStale" && !stillRuns(job)) {
       this.#apply(name, { type: "staleFinished" });
-      this.#track(this.#deleteStale(name, job, "its run finished"), name);
+      this.#track(deleteStale(this.#stale, name, job, "its run finished"), name);
     }
   }
 
@@ -956,7 +938,7 @@ class Fanout {
       // Replaced as a stale Job is: deleted (holding the slot), then created.
       this.#apply(name, { type: "staleFound", uid: job.metadata!.uid!, active: false });
       return this.#track(
-        this.#deleteStale(name, job, "it failed in an earlier run (--retry-failed)"),
+        deleteStale(this.#stale, name, job, "it failed in an earlier run (--retry-failed)"),
         name,
       );
     }
@@ -1003,42 +985,6 @@ class Fanout {
     return Infinity;
   }
 
-  /**
-   * Fails a node whose stale Job is not gone by the deadline, naming what
-   * holds it: its finalizers, or its pods still terminating.
-   */
-  #deadline(name: string, s: NodeState, now: number): number {
-    const left = s.since + this.#o.staleDeleteDeadlineMs - now;
-    if (left > 0) return left;
-    // Once: the next check comes only if the explanation is lost.
-    this.#put(name, { ...s, since: now });
-    this.#track(
-      (async () => {
-        const secs = this.#o.staleDeleteDeadlineMs / 1000;
-        let finalizers: string[];
-        try {
-          const job = await this.#o.api.getJob(name);
-          if (job?.metadata?.uid !== s.uid) return; // gone meanwhile: the watch will say
-          finalizers = job?.metadata?.finalizers ?? [];
-        } catch (e) {
-          finalizers = [`(cannot read the Job: ${errorText(e)})`];
-        }
-        const holds = deletionHolds(finalizers, (await this.#listPods(name)) ?? []);
-        const reason =
-          `stale Job ${name} not gone within ${secs} s of its deletion: held by ${holds}`;
-        const current = this.#nodes.get(name);
-        if (current?.phase !== "deleting" || current.uid !== s.uid) return;
-        if (!this.#byName.has(name)) {
-          this.#o.reporter.event({ kind: "notice", message: reason });
-          return this.#drop(name);
-        }
-        this.#apply(name, { type: "fail", reason });
-      })(),
-      name,
-    );
-    return Infinity;
-  }
-
   /** Checks the deadlines of the nodes in flight; returns ms until the next. */
   #checkDeadlines(now: number): number {
     let nextIn = Infinity;
@@ -1051,19 +997,12 @@ class Fanout {
           nextIn = Math.min(nextIn, this.#checkStall(name, current, now));
         }
       } else if (s.phase === "deleting") {
-        nextIn = Math.min(nextIn, this.#deadline(name, s, now));
+        nextIn = Math.min(nextIn, checkDeletion(this.#stale, name, s, now));
       } else if (s.phase === "waitingStale" && this.#o.nodeTimeoutMs && this.#byName.has(name)) {
         // The stale Job is never killed; the node timeout still bounds the wait.
-        const left = s.since + this.#o.nodeTimeoutMs - now;
-        if (left > 0) nextIn = Math.min(nextIn, left);
-        else {
-          this.#apply(name, {
-            type: "fail",
-            reason: `timeout: stale Job ${name} of an earlier run still ran after ${
-              this.#o.nodeTimeoutMs / 1000
-            } s; it was left running and not replaced`,
-          });
-        }
+        const wait = staleWaitTimeout(name, s, now, this.#o.nodeTimeoutMs);
+        if ("left" in wait) nextIn = Math.min(nextIn, wait.left);
+        else this.#apply(name, { type: "fail", reason: wait.reason });
       }
     }
     return nextIn;
