@@ -17,7 +17,7 @@ import {
   slimJob,
   stillRuns,
 } from "./job.ts";
-import { collectedOutcome, podFailure, stallReason } from "./pods.ts";
+import { collectedOutcome } from "./pods.ts";
 import { ApiError, type ListResult, type WatchEvent } from "./kube.ts";
 import { budgetExceeded, canaryVerdict, nextStartable } from "./safety.ts";
 import { type Clock, SYSTEM_CLOCK } from "./clock.ts";
@@ -32,6 +32,15 @@ import {
 } from "./node_state.ts";
 import { isOutage, Outage, type OutageView, SILENT_MS } from "./outage.ts";
 import type { PauseGate } from "./pause.ts";
+import {
+  explainedReason,
+  failureReason,
+  PodReader,
+  STALL_AFTER_MS,
+  STALL_REPEAT_MS,
+  stallDue,
+  stalledBy,
+} from "./explain.ts";
 import {
   checkDeletion,
   deleteStale,
@@ -345,7 +354,8 @@ class Fanout {
   #stoppedBy?: string;
   /** Why starts are paused by the user, as last seen. */
   #pausedBy?: string;
-  #podsUnreadable = false;
+  /** The pods of the Jobs, which explain failures and stalls. */
+  #pods: PodReader;
   /** Calls under way: a create sent before a stop still makes a Job. */
   #tasks = new Set<Promise<void>>();
   #began = 0;
@@ -371,6 +381,10 @@ class Fanout {
     for (const t of opts.targets) this.#byName.set(t.name, t);
     this.#canary = new Set(opts.targets.slice(0, opts.canary ?? 0).map((t) => t.name));
     this.#outage = new Outage(this.#o.clock.now());
+    this.#pods = new PodReader(
+      opts.api,
+      (message) => this.#o.reporter.event({ kind: "notice", message }),
+    );
     this.#jobs = new Informer<V1Job>({
       source: { list: () => opts.api.listJobs(), watch: (rv, s) => opts.api.watchJobs(rv, s) },
       clock: this.#o.clock,
@@ -398,7 +412,7 @@ class Fanout {
       isTarget: (name) => this.#byName.has(name),
       ok: () => this.#ok(),
       outage: (e, began) => this.#outageFailed(e, began),
-      listPods: (name) => this.#listPods(name),
+      listPods: (name) => this.#pods.list(name),
       track: (work, name) => this.#track(work, name),
     };
   }
@@ -563,32 +577,20 @@ class Fanout {
       if (n?.phase === "finishing" && n.afterStarted) this.#afterSuccess(name, job);
       return;
     }
-    const explain = !!this.#o.api.listPods && !this.#podsUnreadable;
+    const explain = this.#pods.readable;
     this.#apply(
       name,
-      { type: "failed", reason: reasonOf(status), explain, counted },
+      { type: "failed", reason: failureReason(status), explain, counted },
       this.#facts({ ...s, counted }, job),
     );
     if (explain) this.#track(this.#explain(name, job, status), name);
   }
 
   async #explain(name: string, job: V1Job, status: JobOutcome & { phase: "failed" }) {
-    const pods = await this.#listPods(name);
-    const why = pods && podFailure(pods);
-    const reason = why ? `${why} [${status.reason}]` : reasonOf(status);
+    const pods = await this.#pods.list(name);
+    const reason = explainedReason(status, pods);
     const s = this.#nodes.get(name)!;
     this.#apply(name, { type: "explained", reason }, this.#facts(s, job, pods?.length));
-  }
-
-  async #listPods(name: string): Promise<V1Pod[] | undefined> {
-    const listPods = this.#o.api.listPods;
-    if (!listPods || this.#podsUnreadable) return undefined;
-    try {
-      return await listPods.call(this.#o.api, name);
-    } catch (e) {
-      this.#podsForbidden(e);
-      return undefined;
-    }
   }
 
   /**
@@ -617,16 +619,6 @@ class Fanout {
         this.#apply(name, { type: "afterDone", reason: why }, this.#facts(s, job));
       });
     this.#track(work, name);
-  }
-
-  #podsForbidden(e: unknown): void {
-    if (e instanceof ApiError && e.status === 403 && !this.#podsUnreadable) {
-      this.#podsUnreadable = true;
-      this.#o.reporter.event({
-        kind: "notice",
-        message: `cannot list pods (${errorText(e)}); failures and stalls are not explained`,
-      });
-    }
   }
 
   /** A request succeeded: an outage, if any, is over. */
@@ -739,7 +731,7 @@ class Fanout {
    * a failure.
    */
   async #collected(name: string, uid: string): Promise<void> {
-    const pods = await this.#listPods(name) ?? [];
+    const pods = await this.#pods.list(name) ?? [];
     const s = this.#nodes.get(name);
     if (s?.phase !== "running" || s.uid !== uid) return;
     const seen = collectedOutcome(pods, uid);
@@ -952,21 +944,19 @@ class Fanout {
    * pod's own reason, instead of letting them look busy until a deadline.
    */
   #checkStall(name: string, s: NodeState, now: number): number {
-    if (!this.#o.api.listPods || this.#podsUnreadable) return Infinity;
-    const after = this.#o.stallAfterMs ?? 120_000;
-    const repeat = this.#o.stallRepeatMs ?? 300_000;
-    const started = s.startedAt!;
-    const due = s.stallCheckedAt === undefined ? started + after : s.stallCheckedAt + repeat;
-    if (due > now) return due - now;
+    if (!this.#pods.readable) return Infinity;
+    const repeat = this.#o.stallRepeatMs ?? STALL_REPEAT_MS;
+    const left = stallDue(s, now, this.#o.stallAfterMs ?? STALL_AFTER_MS, repeat);
+    if (left > 0) return left;
     this.#put(name, { ...s, stallCheckedAt: now });
-    this.#listPods(name).then((pods) => {
+    this.#pods.list(name).then((pods) => {
       const current = this.#nodes.get(name);
       if (!pods || current?.phase !== "running" || current.uid !== s.uid) return;
-      const reasons = pods.map(stallReason).filter((r): r is string => r !== undefined);
-      if (reasons.length === 0 || reasons.length < pods.length) return;
+      const reason = stalledBy(pods);
+      if (reason === undefined) return;
       const node = this.#byName.get(name)!.node.name;
-      const seconds = Math.round((this.#now() - started) / 1000);
-      this.#o.reporter.event({ kind: "stalled", node, job: name, reason: reasons[0], seconds });
+      const seconds = Math.round((this.#now() - s.startedAt!) / 1000);
+      this.#o.reporter.event({ kind: "stalled", node, job: name, reason, seconds });
     });
     return repeat;
   }
@@ -1167,8 +1157,4 @@ class Fanout {
 
 function timestamp(t: Date | string | undefined): number | undefined {
   return t === undefined ? undefined : new Date(t).getTime();
-}
-
-function reasonOf(status: { reason: string; message?: string }): string {
-  return status.message ? `${status.message} [${status.reason}]` : status.reason;
 }
