@@ -32,6 +32,7 @@ import {
 } from "./node_state.ts";
 import { isOutage, Outage, type OutageView, SILENT_MS } from "./outage.ts";
 import type { PauseGate } from "./pause.ts";
+import { nodeResult, progressKey, progressOf, resultFacts } from "./outcome.ts";
 import {
   explainedReason,
   failureReason,
@@ -539,19 +540,9 @@ class Fanout {
     else if (outcomes.size === this.#canary.size) this.#canaryPassed = true;
   }
 
-  /** What the final result says of a Job: when it started and ended, how many pods it ran. */
+  /** What the final result says of a Job (outcome.ts), as of now. */
   #facts(s: NodeState, job?: V1Job, pods?: number): Partial<NodeState> {
-    const counted = s.counted ?? false;
-    const started = s.startedAt !== undefined && !counted
-      ? s.startedAt
-      : timestamp(job?.metadata?.creationTimestamp) ?? s.startedAt;
-    const st = job?.status;
-    return {
-      startedAt: started,
-      finishedAt: counted ? timestamp(st?.completionTime) ?? started : this.#now(),
-      // The Job's counters can lag its terminal condition; its pods cannot.
-      attempts: Math.max(pods ?? 0, (st?.failed ?? 0) + (st?.succeeded ?? 0)) || undefined,
-    };
+    return resultFacts(s, { now: this.#now(), job, pods });
   }
 
   /**
@@ -1046,19 +1037,15 @@ class Fanout {
 
   #progress(): Progress {
     const now = this.#now();
-    return {
-      succeeded: this.#count("succeeded"),
-      failed: this.#count("failed"),
-      unknown: this.#count("unknown") || undefined,
-      blocked: this.#count("blocked") + this.#count("stillBlocked") || undefined,
+    return progressOf({
+      count: (phase) => this.#count(phase),
       inFlight: this.#inFlight.size,
-      queued: this.#count("queued"),
       total: this.#o.targets.length,
       elapsedMs: now - this.#began,
       outage: this.#outage.view(now),
       budget: this.#o.budget?.describe(this.#inWork()),
       paused: this.#pausedBy,
-    };
+    });
   }
 
   async run(): Promise<DispatchReport> {
@@ -1081,8 +1068,7 @@ class Fanout {
         this.#checkSilence(now);
         if (this.#o.progressOnChange) {
           const p = this.#progress();
-          const key = `${p.succeeded}/${p.failed}/${p.inFlight}/${p.queued}/${p.outage?.paused}/` +
-            `${p.budget}/${p.paused}`;
+          const key = progressKey(p);
           if (key !== lastCounts) {
             this.#o.reporter.progress(p);
             lastCounts = key;
@@ -1128,33 +1114,10 @@ class Fanout {
     }
     this.#o.reporter.progress(this.#progress());
     return {
-      results: this.#o.targets.map((t) => this.#result(t)),
+      results: this.#o.targets.map((t) => nodeResult(t, this.#nodes.get(t.name)!)),
       stoppedBy: this.#stoppedBy,
       windowClosed: this.#closed() && this.#count("queued") + this.#count("blocked") > 0 ||
         undefined,
     };
   }
-
-  #result(t: Target): NodeResult {
-    const s = this.#nodes.get(t.name)!;
-    const base = { node: t.node.name, job: t.name };
-    if (FINAL.has(s.phase)) {
-      return {
-        ...base,
-        outcome: s.phase === "stillBlocked"
-          ? "blocked"
-          : s.phase as "succeeded" | "failed" | "unknown",
-        reason: s.reason,
-        startedAt: s.startedAt,
-        finishedAt: s.finishedAt,
-        attempts: s.attempts,
-      };
-    }
-    const inFlight = s.phase === "running" || s.phase === "finishing" || s.phase === "explaining";
-    return { ...base, outcome: inFlight ? "inFlight" : "notStarted" };
-  }
-}
-
-function timestamp(t: Date | string | undefined): number | undefined {
-  return t === undefined ? undefined : new Date(t).getTime();
 }

@@ -1,0 +1,119 @@
+/**
+ * What the engine reports of its nodes, read from their states: each node's
+ * final result, the facts that go into it (start, end, pods run), and the
+ * progress counts. Pure: the engine passes the states and the time.
+ *
+ * @module
+ */
+
+import type { V1Job } from "@kubernetes/client-node";
+import { FINAL, type NodeState, type Phase } from "./node_state.ts";
+import type { OutageView } from "./outage.ts";
+import type { NodeResult, Progress, Target } from "./fanout.ts";
+
+function timestamp(t: Date | string | undefined): number | undefined {
+  return t === undefined ? undefined : new Date(t).getTime();
+}
+
+/** What {@linkcode resultFacts} reads besides the node's state. */
+export interface Seen {
+  /** The clock time now: a finish seen in this run ends now. */
+  now: number;
+  /** The Job, when it is known. */
+  job?: V1Job;
+  /** How many pods the Job ran, when they were listed. */
+  pods?: number;
+}
+
+/**
+ * What the final result says of a Job: when it started and ended, how many
+ * pods it ran. An outcome counted from an earlier run takes its times from
+ * the Job itself, since this run saw neither.
+ *
+ * @example
+ * ```ts
+ * resultFacts({ phase: "running", since: 5, startedAt: 5 }, { now: 9 });
+ * // { startedAt: 5, finishedAt: 9, attempts: undefined }
+ * ```
+ */
+export function resultFacts(s: NodeState, seen: Seen): Partial<NodeState> {
+  const counted = s.counted ?? false;
+  const job = seen.job;
+  const started = s.startedAt !== undefined && !counted
+    ? s.startedAt
+    : timestamp(job?.metadata?.creationTimestamp) ?? s.startedAt;
+  const st = job?.status;
+  return {
+    startedAt: started,
+    finishedAt: counted ? timestamp(st?.completionTime) ?? started : seen.now,
+    // The Job's counters can lag its terminal condition; its pods cannot.
+    attempts: Math.max(seen.pods ?? 0, (st?.failed ?? 0) + (st?.succeeded ?? 0)) || undefined,
+  };
+}
+
+/**
+ * A node's result from its state: final states as they are (`stillBlocked`
+ * is said `blocked`); a node whose Job runs or is being explained is
+ * `inFlight`; any other is `notStarted`.
+ */
+export function nodeResult(t: Target, s: NodeState): NodeResult {
+  const base = { node: t.node.name, job: t.name };
+  if (FINAL.has(s.phase)) {
+    return {
+      ...base,
+      outcome: s.phase === "stillBlocked"
+        ? "blocked"
+        : s.phase as "succeeded" | "failed" | "unknown",
+      reason: s.reason,
+      startedAt: s.startedAt,
+      finishedAt: s.finishedAt,
+      attempts: s.attempts,
+    };
+  }
+  const inFlight = s.phase === "running" || s.phase === "finishing" || s.phase === "explaining";
+  return { ...base, outcome: inFlight ? "inFlight" : "notStarted" };
+}
+
+/** What {@linkcode progressOf} counts from. */
+export interface Tally {
+  /** Nodes in a phase. */
+  count(phase: Phase): number;
+  /** Names that hold a slot. */
+  inFlight: number;
+  /** All nodes of the run. */
+  total: number;
+  /** Time since the dispatch began, in ms. */
+  elapsedMs: number;
+  /** The API outage under way, if any. */
+  outage?: OutageView;
+  /** The availability budget, as said. */
+  budget?: string;
+  /** Why starts are paused by the user, if they are. */
+  paused?: string;
+}
+
+/** The progress counts; the rare ones (unknown, blocked) only when there are some. */
+export function progressOf(t: Tally): Progress {
+  return {
+    succeeded: t.count("succeeded"),
+    failed: t.count("failed"),
+    unknown: t.count("unknown") || undefined,
+    blocked: t.count("blocked") + t.count("stillBlocked") || undefined,
+    inFlight: t.inFlight,
+    queued: t.count("queued"),
+    total: t.total,
+    elapsedMs: t.elapsedMs,
+    outage: t.outage,
+    budget: t.budget,
+    paused: t.paused,
+  };
+}
+
+/**
+ * What a live progress line shows, as one string: a new line is drawn only
+ * when it changes (the elapsed time alone does not count).
+ */
+export function progressKey(p: Progress): string {
+  return `${p.succeeded}/${p.failed}/${p.inFlight}/${p.queued}/${p.outage?.paused}/` +
+    `${p.budget}/${p.paused}`;
+}

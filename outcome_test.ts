@@ -1,0 +1,136 @@
+import assert from "node:assert/strict";
+import type { V1Job } from "@kubernetes/client-node";
+import type { NodeResult, Progress, Target } from "./fanout.ts";
+import type { NodeState, Phase } from "./node_state.ts";
+import { nodeResult, progressKey, progressOf, resultFacts } from "./outcome.ts";
+
+const JOB: V1Job = {
+  metadata: { name: "j-n1", creationTimestamp: new Date(1_000) },
+  status: { completionTime: new Date(4_000), failed: 2, succeeded: 1 },
+};
+
+Deno.test({
+  name: "resultFacts() times a Job seen in this run by the run, one counted from before by the Job",
+  permissions: "none",
+  async fn(t) {
+    const cases: [string, NodeState, Parameters<typeof resultFacts>[1], Partial<NodeState>][] = [
+      [
+        "seen in this run",
+        { phase: "running", since: 50, startedAt: 50 },
+        { now: 90 },
+        { startedAt: 50, finishedAt: 90, attempts: undefined },
+      ],
+      [
+        "seen in this run, with its Job's counters",
+        { phase: "running", since: 50, startedAt: 50 },
+        { now: 90, job: JOB },
+        { startedAt: 50, finishedAt: 90, attempts: 3 },
+      ],
+      [
+        "more pods than the counters say",
+        { phase: "running", since: 50, startedAt: 50 },
+        { now: 90, job: JOB, pods: 5 },
+        { startedAt: 50, finishedAt: 90, attempts: 5 },
+      ],
+      [
+        "counted from an earlier run",
+        { phase: "running", since: 50, startedAt: 50, counted: true },
+        { now: 90, job: JOB },
+        { startedAt: 1_000, finishedAt: 4_000, attempts: 3 },
+      ],
+      [
+        "counted, its Job without times",
+        { phase: "running", since: 50, startedAt: 50, counted: true },
+        { now: 90, job: { metadata: { name: "j-n1" } } },
+        { startedAt: 50, finishedAt: 50, attempts: undefined },
+      ],
+      [
+        "never started, its Job unknown",
+        { phase: "queued", since: 50 },
+        { now: 90 },
+        { startedAt: undefined, finishedAt: 90, attempts: undefined },
+      ],
+    ];
+    for (const [what, s, seen, want] of cases) {
+      await t.step(what, () => assert.deepEqual(resultFacts(s, seen), want));
+    }
+  },
+});
+
+const FINAL_WANTED = new Set<NodeResult["outcome"]>(["succeeded", "failed", "unknown", "blocked"]);
+
+Deno.test({
+  name: "nodeResult() says final states as they are, and a node in work as inFlight",
+  permissions: "none",
+  async fn(t) {
+    const target: Target = {
+      node: { name: "n1", uid: "u1" },
+      name: "j-n1",
+      job: () => ({}) as V1Job,
+    };
+    const cases: [Phase, NodeResult["outcome"]][] = [
+      ["succeeded", "succeeded"],
+      ["failed", "failed"],
+      ["unknown", "unknown"],
+      ["stillBlocked", "blocked"],
+      ["running", "inFlight"],
+      ["finishing", "inFlight"],
+      ["explaining", "inFlight"],
+      ["queued", "notStarted"],
+      ["blocked", "notStarted"],
+      ["creating", "notStarted"],
+      ["draining", "notStarted"],
+      ["waitingStale", "notStarted"],
+      ["deleting", "notStarted"],
+    ];
+    for (const [phase, outcome] of cases) {
+      await t.step(`${phase} → ${outcome}`, () => {
+        const s: NodeState = { phase, since: 0, reason: "r", startedAt: 1, finishedAt: 2 };
+        const want: NodeResult = FINAL_WANTED.has(outcome)
+          ? {
+            node: "n1",
+            job: "j-n1",
+            outcome,
+            reason: "r",
+            startedAt: 1,
+            finishedAt: 2,
+            attempts: undefined,
+          }
+          : { node: "n1", job: "j-n1", outcome };
+        assert.deepEqual(nodeResult(target, s), want);
+      });
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "progressOf() leaves out the rare counts while they are zero; progressKey() ignores the time",
+  permissions: "none",
+  fn() {
+    const counts: Partial<Record<Phase, number>> = { succeeded: 3, queued: 2, stillBlocked: 1 };
+    const tally = {
+      count: (p: Phase) => counts[p] ?? 0,
+      inFlight: 1,
+      total: 7,
+      elapsedMs: 5_000,
+    };
+    const p = progressOf(tally);
+    assert.deepEqual(p, {
+      succeeded: 3,
+      failed: 0,
+      unknown: undefined,
+      blocked: 1,
+      inFlight: 1,
+      queued: 2,
+      total: 7,
+      elapsedMs: 5_000,
+      outage: undefined,
+      budget: undefined,
+      paused: undefined,
+    });
+    const later: Progress = { ...p, elapsedMs: 9_000 };
+    assert.equal(progressKey(later), progressKey(p));
+    assert.notEqual(progressKey({ ...p, paused: "a file" }), progressKey(p));
+  },
+});
