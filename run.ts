@@ -27,7 +27,6 @@ import {
   type DispatchReport,
   type FanoutOptions,
   type NodeResult,
-  type StartBudget,
   type Target,
 } from "./fanout.ts";
 import {
@@ -48,21 +47,17 @@ import { isSatisfied, ownedButUnselected } from "./lifecycle.ts";
 import { blockingPods, Maintenance } from "./maintenance.ts";
 import { closesAt, nextOpening } from "./window.ts";
 import { FilePause, OwnerPause } from "./pause.ts";
-import {
-  describeBudget,
-  resolveMaxUnavailable,
-  slotsUnderBudget,
-  unavailableCount,
-} from "./budget.ts";
+import { resolveMaxUnavailable } from "./budget.ts";
 import { NodeWriter } from "./node_writer.ts";
 import type { Logger } from "./log.ts";
 import type { Options } from "./options.ts";
 import { domainOf, failureBudget, orderItems } from "./safety.ts";
-import { jsonReport, junitReport, Recorder, type ReportInput } from "./report.ts";
+import { Recorder, type ReportInput } from "./report.ts";
 import { holdOwner } from "./owner_guard.ts";
 import { jobApiFor, liveRun } from "./job_api.ts";
 import { checkTtl, resolveNamespace, resolveOwner, validateOnServer } from "./preflight.ts";
-import { EXIT, exitCode, summarise } from "./summary.ts";
+import { EXIT, exitCode, summarise, writeReport } from "./summary.ts";
+import { afterSuccess, anyPaused, availabilityBudget } from "./run_hooks.ts";
 
 export { EXIT, jobApiFor, resolveNamespace };
 
@@ -165,45 +160,6 @@ interface Phase {
   recheck?: (t: Target) => Promise<string | undefined>;
   /** Cordon and drain around each Job (`--cordon`, `--drain`); the main phase only. */
   maintenance?: Maintenance;
-}
-
-/**
- * `--max-unavailable` over the watched selection: NotReady nodes, nodes
- * cordoned by anyone, and the nodes this run works on count against it.
- */
-function availabilityBudget(
-  max: number,
-  nodeWatch: NodeWatch,
-  onChange: (wake: () => void) => void,
-): StartBudget {
-  const count = (inWork: readonly string[]) => unavailableCount(nodeWatch.nodes(), new Set(inWork));
-  return {
-    // The engine bounds --parallelism itself: only the budget's room here.
-    slots: (inWork) =>
-      slotsUnderBudget({
-        maxUnavailable: max,
-        unavailable: count(inWork).count,
-        parallelism: Infinity,
-        inFlight: 0,
-      }),
-    describe: (inWork) => describeBudget(count(inWork), max),
-    onChange,
-  };
-}
-
-/**
- * The post-success work: the node writer's (labels, Ready, taints), then the
- * uncordon, so that a node is schedulable again only once it is ready for it.
- */
-function afterSuccess(
-  writer: NodeWriter,
-  maintenance: Maintenance | undefined,
-  node: (t: Target) => V1Node,
-): ((t: Target) => Promise<string | undefined>) | undefined {
-  if (!writer.hasAfter && !maintenance) return undefined;
-  return async (t) =>
-    (writer.hasAfter ? await writer.after(node(t)) : undefined) ??
-      await maintenance?.afterSuccess(t.node);
 }
 
 /** What a run will do, decided before anything is created. */
@@ -673,12 +629,7 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
         blockedTimeoutMs: opts.maintenance.blockedTimeoutSecs === undefined
           ? undefined
           : opts.maintenance.blockedTimeoutSecs * 1000,
-        pause: gates.length
-          ? {
-            pausedBy: () => gates.map((g) => g.pausedBy()).find((by) => by !== undefined),
-            onChange: (wake) => gates.forEach((g) => g.onChange(wake)),
-          }
-          : undefined,
+        pause: anyPaused(gates),
         domain: plan.domain,
         maxPerDomain: limit?.max,
       });
@@ -738,16 +689,14 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
         reason: `taint ${formatTaint(taint)} is not tolerated by the template`,
       })),
     };
-    try {
-      ctx.writeFile(
-        opts.report,
-        opts.reportFormat === "junit" ? junitReport(input) : jsonReport(input),
-      );
-      log.info(`report: ${opts.report} (${opts.reportFormat})`);
-    } catch (e) {
-      log.error(`Cannot write report ${opts.report}: ${(e as Error).message}`);
-      code = EXIT.failed;
-    }
+    const written = writeReport({
+      path: opts.report,
+      format: opts.reportFormat,
+      input,
+      writeFile: ctx.writeFile,
+      log,
+    });
+    if (!written) code = EXIT.failed;
   }
   return code;
 }

@@ -7,6 +7,7 @@
 import { labelValue, type RunIdentity } from "./job.ts";
 import type { NodeResult } from "./fanout.ts";
 import type { Logger } from "./log.ts";
+import { jsonReport, junitReport, type ReportInput } from "./report.ts";
 
 /** Exit codes, as documented in `--help`. */
 export const EXIT = {
@@ -115,4 +116,35 @@ export function exitCode(e: Ending): number {
   }
   if (e.windowClosed && code === EXIT.ok) code = EXIT.window;
   return code;
+}
+
+/** What {@linkcode writeReport} writes, and where. */
+export interface ReportFile {
+  /** The file (`--report`). */
+  path: string;
+  /** Its format (`--report-format`). */
+  format: "json" | "junit";
+  /** The run, as the report tells it. */
+  input: ReportInput;
+  /** Writes a file. */
+  writeFile: (path: string, text: string) => void;
+  /** The logger, told where the report went or why it could not. */
+  log: Logger;
+}
+
+/**
+ * Writes the run's report (`--report`) and says where; a report that cannot
+ * be written is logged as an error.
+ *
+ * @returns whether it was written: a run whose report is lost fails
+ */
+export function writeReport(r: ReportFile): boolean {
+  try {
+    r.writeFile(r.path, r.format === "junit" ? junitReport(r.input) : jsonReport(r.input));
+    r.log.info(`report: ${r.path} (${r.format})`);
+    return true;
+  } catch (e) {
+    r.log.error(`Cannot write report ${r.path}: ${(e as Error).message}`);
+    return false;
+  }
 }

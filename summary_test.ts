@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import type { NodeResult } from "./fanout.ts";
-import { EXIT, exitCode, outcomeCounts } from "./summary.ts";
+import { EXIT, exitCode, outcomeCounts, writeReport } from "./summary.ts";
+import { Logger } from "./log.ts";
+import { jsonReport, junitReport } from "./report.ts";
 
 function results(...outcomes: NodeResult["outcome"][]): NodeResult[] {
   return outcomes.map((outcome, i) => ({ node: `n${i}`, job: `j-n${i}`, outcome }));
@@ -63,5 +65,51 @@ Deno.test({
       ["inFlight", 1],
       ["notStarted", 0],
     ]);
+  },
+});
+
+Deno.test({
+  name: "writeReport() writes the format asked for, and says false when the file cannot be written",
+  permissions: "none",
+  async fn(t) {
+    const input = {
+      startedAt: new Date(0),
+      finishedAt: new Date(1_000),
+      namespace: "ns",
+      prefix: "up",
+      results: results("succeeded"),
+      uids: new Map([["n0", "u0"]]),
+      skipped: [],
+    };
+    for (const format of ["json", "junit"] as const) {
+      await t.step(`${format}: written, and said where`, () => {
+        const files = new Map<string, string>();
+        const lines: string[] = [];
+        const written = writeReport({
+          path: "/r",
+          format,
+          input,
+          writeFile: (path, text) => void files.set(path, text),
+          log: new Logger("text", (line) => lines.push(line)),
+        });
+        assert.equal(written, true);
+        assert.equal(files.get("/r"), format === "json" ? jsonReport(input) : junitReport(input));
+        assert.match(lines.join("\n"), new RegExp(`report: /r \\(${format}\\)`));
+      });
+    }
+    await t.step("a file that cannot be written: an error line, and false", () => {
+      const lines: string[] = [];
+      const written = writeReport({
+        path: "/ro/r",
+        format: "json",
+        input,
+        writeFile: () => {
+          throw new Error("read-only file system");
+        },
+        log: new Logger("text", (line) => lines.push(line)),
+      });
+      assert.equal(written, false);
+      assert.match(lines.join("\n"), /Cannot write report \/ro\/r: read-only file system/);
+    });
   },
 });
