@@ -13,7 +13,7 @@ import type { JobOutcome } from "./job.ts";
 import { ApiError } from "./kube.ts";
 import type { NodeState } from "./node_state.ts";
 import { podFailure, stallReason } from "./pods.ts";
-import type { JobApi } from "./fanout.ts";
+import type { JobApi } from "./fanout_types.ts";
 
 /** How long a Job may run with a Pending pod before it is reported as stalled. */
 export const STALL_AFTER_MS = 120_000;

@@ -8,7 +8,7 @@
 import type { V1Job, V1Pod } from "@kubernetes/client-node";
 import { interpretStatus, type OwnerRef } from "./job.ts";
 import { ApiError, type Kube, paths } from "./kube.ts";
-import type { JobApi } from "./fanout.ts";
+import type { JobApi } from "./fanout_types.ts";
 
 /** The Job operations of the fan-out, over the API layer. */
 export function jobApiFor(kube: Kube, namespace: string, labelSelector: string): JobApi {

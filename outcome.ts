@@ -9,7 +9,7 @@
 import type { V1Job } from "@kubernetes/client-node";
 import { FINAL, type NodeState, type Phase } from "./node_state.ts";
 import type { OutageView } from "./outage.ts";
-import type { NodeResult, Progress, Target } from "./fanout.ts";
+import type { NodeResult, Progress, Target } from "./fanout_types.ts";
 
 function timestamp(t: Date | string | undefined): number | undefined {
   return t === undefined ? undefined : new Date(t).getTime();

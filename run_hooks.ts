@@ -7,7 +7,7 @@
  */
 
 import type { V1Node } from "@kubernetes/client-node";
-import type { StartBudget, Target } from "./fanout.ts";
+import type { StartBudget, Target } from "./fanout_types.ts";
 import { describeBudget, slotsUnderBudget, unavailableCount } from "./budget.ts";
 import type { Maintenance } from "./maintenance.ts";
 import type { NodeWriter } from "./node_writer.ts";

@@ -14,7 +14,7 @@ import type { NodeEvent, NodeState } from "./node_state.ts";
 import { isOutage } from "./outage.ts";
 import { deletionHolds } from "./pods.ts";
 import type { Clock } from "./clock.ts";
-import type { JobApi, Reporter } from "./fanout.ts";
+import type { JobApi, Reporter } from "./fanout_types.ts";
 
 /**
  * How long the deletion of a stale Job may take before its node fails. A

@@ -5,7 +5,7 @@
  */
 
 import { labelValue, type RunIdentity } from "./job.ts";
-import type { NodeResult } from "./fanout.ts";
+import type { NodeResult } from "./fanout_types.ts";
 import type { Logger } from "./log.ts";
 import { jsonReport, junitReport, type ReportInput } from "./report.ts";
 
