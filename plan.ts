@@ -1,0 +1,352 @@
+/**
+ * The plan step of a run: resolve the namespace and owner, select and admit
+ * the nodes, order them and describe their Jobs (built lazily). It creates
+ * nothing; `run.ts` executes the plan.
+ *
+ * @module
+ */
+
+import type { V1Node, V1PodSpec } from "@kubernetes/client-node";
+import {
+  checkTemplateNamespace,
+  instantiateJob,
+  jobName,
+  type JobTemplate,
+  type OwnerRef,
+  type RunIdentity,
+  sanitize,
+  templateHash,
+  trackingKeys,
+  UsageError,
+} from "./job.ts";
+import { paths } from "./kube.ts";
+import type { Target } from "./fanout.ts";
+import {
+  affinityMismatch,
+  formatTaint,
+  partitionByTolerations,
+  tolerationsYamlFor,
+} from "./nodes.ts";
+import {
+  describeSelection,
+  type Resolved,
+  type Selection,
+  slimNode,
+  waitForSelection,
+} from "./select.ts";
+import { isSatisfied, ownedButUnselected } from "./lifecycle.ts";
+import type { Options } from "./options.ts";
+import { domainOf, orderItems } from "./safety.ts";
+import { checkTtl, resolveNamespace, resolveOwner } from "./preflight.ts";
+import { EXIT } from "./summary.ts";
+import type { RunContext } from "./run.ts";
+
+/** How many already-done nodes are named one by one before the rest are counted. */
+const SATISFIED_LINES = 20;
+
+function nodeFacts(node: V1Node) {
+  const info = node.status?.nodeInfo;
+  return {
+    name: node.metadata!.name!,
+    uid: node.metadata!.uid!,
+    machineID: info?.machineID || undefined,
+    containerRuntimeVersion: info?.containerRuntimeVersion || undefined,
+  };
+}
+
+/** The nodes a `--cleanup-job-template` run owes, and how to make their Jobs. */
+export interface CleanupPlan {
+  /** The cleanup template's name prefix. */
+  prefix: string;
+  /** Owned nodes the selection no longer matches, taint-admitted. */
+  nodes: V1Node[];
+}
+
+/**
+ * Finds the nodes that carry this instance's label but no longer match the
+ * selection. Ownership is judged on the matched set, not the taint-admitted
+ * one: a matched node skipped for a taint is still selected.
+ */
+async function planCleanup(
+  opts: Options,
+  cleanup: JobTemplate,
+  mainPrefix: string,
+  resolved: Resolved,
+  ctx: RunContext,
+): Promise<CleanupPlan> {
+  const cfg = opts.nodeLabels!;
+  const prefix = cleanup.metadata?.name;
+  if (!prefix || !sanitize(prefix) || prefix === mainPrefix) {
+    throw new UsageError(
+      `Invalid cleanup job template ${opts.cleanupJobTemplate}: its metadata.name must be set ` +
+        `and differ from the main template's prefix ${mainPrefix}, so their Jobs never share a name`,
+    );
+  }
+  const owned = await ctx.kube.list(
+    paths.nodes(),
+    { labelSelector: cfg.mark ?? cfg.key },
+    opts.nodePageSize,
+    slimNode,
+  );
+  const matched = new Set(resolved.matched.map((n) => n.metadata!.name!));
+  const nodes = ownedButUnselected(owned.items, matched);
+  const { admitted, skipped } = opts.ignoreNodeTaints
+    ? { admitted: nodes, skipped: [] }
+    : partitionByTolerations(nodes, cleanup.spec.template.spec!);
+  for (const { node, taint } of skipped) {
+    ctx.log.warn(
+      `cleanup skipped node ${node.metadata!.name}: taint ${formatTaint(taint)} is not ` +
+        "tolerated by the cleanup template; it keeps its label",
+      { event: "skipped", node: node.metadata!.name, taint: formatTaint(taint) },
+    );
+  }
+  if (admitted.length) {
+    ctx.log.info(
+      `cleanup: ${admitted.length} nodes carry ${cfg.mark ?? cfg.key} but no longer match ` +
+        `the selection: ${admitted.slice(0, 10).map((n) => n.metadata!.name).join(", ")}` +
+        (admitted.length > 10 ? ", ..." : ""),
+    );
+  }
+  return { prefix, nodes: admitted };
+}
+
+/** What a run will do, decided before anything is created. */
+export interface Plan {
+  /** The namespace of the Jobs. */
+  namespace: string;
+  /** The tracking label and annotation names. */
+  keys: ReturnType<typeof trackingKeys>;
+  /** The main template's name prefix. */
+  prefix: string;
+  /** The owner Job of the run's Jobs, if any. */
+  owner?: OwnerRef;
+  /** The main run's identity, to tell its Jobs from others'. */
+  run: RunIdentity;
+  /** The main template's pod spec, for the node watch's admission. */
+  podSpec: V1PodSpec;
+  /** How nodes are selected. */
+  selection: Selection;
+  /** The selection as it settled: matched, admitted, skipped for taints. */
+  resolved: Resolved;
+  /** The main template's nodes, taint-admitted, not yet done. */
+  eligible: V1Node[];
+  /** The eligible nodes by name. */
+  selected: Map<string, V1Node>;
+  /** The main Jobs, in dispatch order. */
+  targets: Target[];
+  /** The failure domain of a target, with `--max-per-topology`. */
+  domain?: (t: Target) => string;
+  /** The cleanup run's nodes (`--cleanup-job-template`), if any. */
+  cleanup?: CleanupPlan;
+  /** The cleanup run's identity. */
+  cleanupRun?: RunIdentity;
+  /** The cleanup Jobs, dispatched before the main ones. */
+  cleanupTargets: Target[];
+}
+
+/**
+ * The plan step: resolves namespace and owner, selects and admits nodes,
+ * orders them and builds their Jobs (lazily). Creates nothing.
+ *
+ * @returns the plan, or an exit code when there is nothing to do
+ */
+export async function planRun(
+  opts: Options,
+  template: JobTemplate,
+  ctx: RunContext,
+  cleanupTemplate?: JobTemplate,
+): Promise<Plan | number> {
+  const { kube, log } = ctx;
+  const keys = trackingKeys(opts.trackingLabelPrefix);
+  const prefix = opts.namePrefix ?? template.metadata?.name;
+  if (!prefix) {
+    throw new UsageError(
+      `Invalid job template ${opts.jobTemplate}: it has no metadata.name` +
+        (template.metadata?.generateName
+          ? " (only generateName, which would make every run's names new)"
+          : "") +
+        "; set metadata.name or --name-prefix",
+    );
+  }
+  if (!sanitize(prefix)) {
+    throw new UsageError(
+      `Invalid name prefix ${
+        JSON.stringify(prefix)
+      }: nothing of it is usable in a Job name; use lowercase letters and digits`,
+    );
+  }
+  checkTtl(opts, template, opts.jobTemplate);
+  if (cleanupTemplate) checkTtl(opts, cleanupTemplate, opts.cleanupJobTemplate);
+  const namespace = resolveNamespace(opts, ctx);
+  checkTemplateNamespace(template, namespace, opts.jobTemplate);
+  if (cleanupTemplate) checkTemplateNamespace(cleanupTemplate, namespace, opts.cleanupJobTemplate!);
+  const podSpec = template.spec.template.spec!;
+  const selection: Selection = {
+    nodes: opts.nodes,
+    labelSelectors: opts.nodeSelectors,
+    fieldSelector: opts.nodeFieldSelector,
+    pageSize: opts.nodePageSize,
+    ignoreTaints: opts.ignoreNodeTaints,
+  };
+
+  const owner = await resolveOwner(opts, kube, namespace);
+  const hash = templateHash(template, opts.pin);
+  const run: RunIdentity = { keys, prefix, owner, templateHash: hash };
+  const resolved = await waitForSelection(kube, selection, podSpec, {
+    waitSecs: opts.waitForNodesSecs,
+    settleSecs: opts.nodeSettleSecs,
+    signal: ctx.signal,
+    onChange: (r) =>
+      log.info(`selection changed: ${r.eligible.length} eligible nodes; waiting for it to settle`),
+  });
+  for (const { node, taint } of resolved.skipped) {
+    log.info(
+      `skipped node ${node.metadata!.name}: taint ${
+        formatTaint(taint)
+      } is not tolerated by the template`,
+      {
+        event: "skipped",
+        node: node.metadata!.name,
+        taint: formatTaint(taint),
+      },
+    );
+  }
+  if (resolved.eligible.length === 0 && resolved.skipped.length) {
+    throw new UsageError(
+      `Every matched node (${resolved.skipped.length}) has a taint the template does not tolerate; ` +
+        "add to spec.template.spec of the template:\n" +
+        tolerationsYamlFor(resolved.skipped.map((s) => s.taint)).trimEnd() +
+        "\nor pass --ignore-node-taints",
+    );
+  }
+  if (resolved.eligible.length === 0 && opts.waitForNodesSecs > 0) {
+    throw new UsageError(
+      `No node matched ${
+        describeSelection(selection)
+      } within --wait-for-nodes-secs ${opts.waitForNodesSecs}`,
+    );
+  }
+  const cleanup = cleanupTemplate
+    ? await planCleanup(opts, cleanupTemplate, prefix, resolved, ctx)
+    : undefined;
+
+  let eligible = resolved.eligible;
+  if (opts.skipSatisfiedNodes) {
+    const cfg = opts.nodeLabels!;
+    const done = eligible.filter((n) => isSatisfied(cfg, n, opts.requireNodeHandlers));
+    // One line per node up to a point: a satisfied fleet of thousands would
+    // otherwise bury the few nodes that still have work.
+    for (const n of done.slice(0, SATISFIED_LINES)) {
+      log.info(`skipped node ${n.metadata!.name}: already done (${cfg.key}=${cfg.value})`, {
+        event: "satisfied",
+        node: n.metadata!.name,
+      });
+    }
+    if (done.length > SATISFIED_LINES) {
+      log.info(`skipped ${done.length - SATISFIED_LINES} more nodes that are already done`, {
+        event: "satisfied",
+        more: done.length - SATISFIED_LINES,
+      });
+    }
+    if (done.length) eligible = eligible.filter((n) => !done.includes(n));
+  }
+  if (eligible.length === 0 && !cleanup?.nodes.length) {
+    log.info(
+      resolved.eligible.length
+        ? `nothing to do: all ${resolved.eligible.length} selected nodes are already done`
+        : `nothing to do: no node matches ${describeSelection(selection)}`,
+    );
+    return EXIT.ok;
+  }
+  const mismatched = eligible
+    .map((n) => [n.metadata!.name!, affinityMismatch(podSpec, n)] as const)
+    .filter(([, why]) => why);
+  if (mismatched.length) {
+    const [name, why] = mismatched[0];
+    throw new UsageError(
+      `Invalid job template ${opts.jobTemplate}: it excludes ${mismatched.length} selected node(s), ` +
+        `e.g. ${name} (${why}); a pod pinned to a node it does not match is rejected by the kubelet. ` +
+        "Narrow the node selection or relax the template's nodeSelector/affinity",
+    );
+  }
+
+  const selected = new Map(eligible.map((n) => [n.metadata!.name!, n]));
+  const limit = opts.maxPerTopology;
+  const labelsOf = (t: Target) => selected.get(t.node.name)?.metadata?.labels;
+  const domain = limit ? (t: Target) => domainOf(labelsOf(t), limit.key) : undefined;
+  const targets: Target[] = orderItems(
+    eligible.map((n) => {
+      const node = nodeFacts(n);
+      return {
+        node,
+        name: jobName(prefix, node.name),
+        job: () =>
+          instantiateJob({
+            template,
+            node,
+            prefix,
+            namespace,
+            keys,
+            owner,
+            pin: opts.pin,
+            templateHash: hash,
+          }),
+      };
+    }),
+    {
+      order: opts.order,
+      seed: opts.seed,
+      zone: (t) => domainOf(labelsOf(t), "topology.kubernetes.io/zone"),
+      limitDomain: domain,
+    },
+  );
+  const cleanupHash = cleanupTemplate && templateHash(cleanupTemplate, opts.pin);
+  const cleanupRun: RunIdentity | undefined = cleanup &&
+    { keys, prefix: cleanup.prefix, owner, templateHash: cleanupHash };
+  const cleanupTargets: Target[] = (cleanup?.nodes ?? []).map((n) => {
+    const node = nodeFacts(n);
+    return {
+      node,
+      name: jobName(cleanup!.prefix, node.name),
+      job: () =>
+        instantiateJob({
+          template: cleanupTemplate!,
+          node,
+          prefix: cleanup!.prefix,
+          namespace,
+          keys,
+          owner,
+          pin: opts.pin,
+          templateHash: cleanupHash,
+        }),
+    };
+  });
+  log.info(
+    `selected ${targets.length} nodes (${describeSelection(selection)}` +
+      `${resolved.skipped.length ? `; ${resolved.skipped.length} skipped for taints` : ""}` +
+      `${
+        resolved.eligible.length > eligible.length
+          ? `; ${resolved.eligible.length - eligible.length} already done`
+          : ""
+      }), namespace ${namespace}, parallelism ${opts.parallelism}` +
+      (owner ? `, owner job ${owner.name}` : ""),
+  );
+
+  return {
+    namespace,
+    keys,
+    prefix,
+    owner,
+    run,
+    podSpec,
+    selection,
+    resolved,
+    eligible,
+    selected,
+    targets,
+    domain,
+    cleanup,
+    cleanupRun,
+    cleanupTargets,
+  };
+}
