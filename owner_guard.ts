@@ -22,7 +22,7 @@
  */
 
 import type { V1Job } from "@kubernetes/client-node";
-import type { OwnerRef, TrackingKeys } from "./job.ts";
+import { interpretStatus, type OwnerRef, type TrackingKeys } from "./job.ts";
 import { ApiError, type Kube, paths } from "./kube.ts";
 import { pointer } from "./lifecycle.ts";
 
@@ -123,6 +123,17 @@ export function releaseDecision(
   return over ? { release: true } : { release: false, why: "its own run is still live" };
 }
 
+/**
+ * How many per-node Jobs have their outcome decided (`SuccessCriteriaMet`,
+ * `FailureTarget`) but not yet `Complete` / `Failed`: the Job controller is
+ * still waiting for their pods to go. The run counts such a node as finished,
+ * so its end can come a moment before the terminal condition; the guard waits
+ * that moment out rather than keep the finalizer for a later run.
+ */
+export function settlingJobs(jobs: Pick<V1Job, "status">[]): number {
+  return jobs.filter((job) => isJobActive(job) && interpretStatus(job).phase !== "active").length;
+}
+
 /** Counts the active per-node Jobs by owner UID. */
 export function activeByOwner(jobs: V1Job[]): Map<string, number> {
   const counts = new Map<string, number>();
@@ -147,6 +158,10 @@ export interface OwnerGuardOptions {
   keys: TrackingKeys;
   /** The run's logger. */
   log: GuardLog;
+  /** How long release waits for decided Jobs to turn Complete / Failed; 30 s unless given. */
+  settleMs?: number;
+  /** How often release reads them again meanwhile; 1 s unless given. */
+  pollMs?: number;
 }
 
 /** The finalizer on a run's owner, held until {@linkcode OwnerGuard.release}. */
@@ -159,6 +174,38 @@ export class OwnerGuard {
   }
 
   /**
+   * The per-node Jobs of this tracking prefix, read again while some have
+   * their outcome decided but their pods not yet gone (at most `settleMs`).
+   */
+  async #settledJobs(): Promise<V1Job[]> {
+    const { kube, namespace, keys, log, settleMs = 30_000, pollMs = 1000 } = this.#o;
+    const deadline = Date.now() + settleMs;
+    for (let said = false;;) {
+      // Only what the decision reads: at 10,000 nodes the whole Jobs would
+      // weigh tens of MB at the very end of the run.
+      const { items } = await kube.list<V1Job, V1Job>(
+        paths.jobs(namespace),
+        { labelSelector: keys.owner },
+        500,
+        (job) => ({
+          metadata: { ownerReferences: job.metadata?.ownerReferences },
+          status: { conditions: job.status?.conditions },
+        }),
+      );
+      const settling = settlingJobs(items);
+      if (!settling || Date.now() >= deadline) return items;
+      if (!said) {
+        log.info(
+          `waiting for ${settling} per-node Jobs to turn Complete or Failed (their pods are ` +
+            `ending) before removing finalizer ${keys.guard}`,
+        );
+        said = true;
+      }
+      await new Promise((r) => setTimeout(r, pollMs));
+    }
+  }
+
+  /**
    * Drops the finalizer from the run's owner, and from earlier owners of
    * this tracking prefix, whose per-node Jobs are all finished; keeps it on
    * an owner with Jobs still active (a stopped run), for a later run to drop.
@@ -168,18 +215,7 @@ export class OwnerGuard {
   async release(): Promise<void> {
     const { kube, namespace, keys, log, owner } = this.#o;
     try {
-      // Only what the decision reads: at 10,000 nodes the whole Jobs would
-      // weigh tens of MB at the very end of the run.
-      const jobs = await kube.list<V1Job, V1Job>(
-        paths.jobs(namespace),
-        { labelSelector: keys.owner },
-        500,
-        (job) => ({
-          metadata: { ownerReferences: job.metadata?.ownerReferences },
-          status: { conditions: job.status?.conditions },
-        }),
-      );
-      const active = activeByOwner(jobs.items);
+      const active = activeByOwner(await this.#settledJobs());
       const guarded = await kube.list<V1Job>(
         paths.jobs(namespace),
         { labelSelector: `${keys.guard}=true` },

@@ -1,11 +1,15 @@
 import assert from "node:assert/strict";
 import type { V1Job } from "@kubernetes/client-node";
+import { trackingKeys } from "./job.ts";
+import { withServer } from "./_loopback.ts";
 import {
   activeByOwner,
   holdPatch,
   isJobActive,
+  OwnerGuard,
   releaseDecision,
   releasePatch,
+  settlingJobs,
 } from "./owner_guard.ts";
 
 const KEY = "job-dispatcher/per-node-jobs";
@@ -121,3 +125,94 @@ Deno.test("releaseDecision() drops a finalizer only once no per-node Job of that
     });
   }
 });
+
+Deno.test("settlingJobs() counts Jobs whose outcome is decided but whose pods are not gone", {
+  permissions: "none",
+}, () => {
+  const jobs = [
+    {},
+    done("SuccessCriteriaMet"),
+    { status: { conditions: [{ type: "FailureTarget", status: "True" }] } },
+    done("Complete"),
+    done("Failed"),
+    {
+      status: {
+        conditions: [
+          { type: "SuccessCriteriaMet", status: "True" },
+          ...done("Complete").status.conditions,
+        ],
+      },
+    },
+  ];
+  assert.equal(settlingJobs(jobs), 2);
+});
+
+Deno.test(
+  "OwnerGuard.release() waits for a decided Job to turn Complete, then drops the finalizer",
+  async (t) => {
+    const keys = trackingKeys("job-dispatcher");
+    const ref = [{ kind: "Job", uid: "ours", name: "owner", apiVersion: "batch/v1" }];
+    const ownerJob = { metadata: { name: "owner", uid: "ours", finalizers: [keys.guard] } };
+    // The run counted the node on SuccessCriteriaMet; Complete follows a read later.
+    const serve = (perNodeReads: V1Job[][]) => {
+      let reads = 0;
+      return (req: Request) => {
+        if (req.method === "PATCH") return Response.json(ownerJob);
+        const selector = new URL(req.url).searchParams.get("labelSelector");
+        if (selector === `${keys.guard}=true`) {
+          return Response.json({ metadata: {}, items: [ownerJob] });
+        }
+        const items = perNodeReads[Math.min(reads++, perNodeReads.length - 1)];
+        return Response.json({ metadata: {}, items });
+      };
+    };
+    const job = (cond: "SuccessCriteriaMet" | "Complete"): V1Job => ({
+      metadata: { name: "node-task-a", ownerReferences: ref },
+      ...done(cond),
+    });
+    const cases = [
+      { name: "Complete comes within the wait", settleMs: 5000, reads: 2, patched: true },
+      {
+        name: "it does not: the finalizer stays for a later run",
+        settleMs: 0,
+        reads: 1,
+        patched: false,
+      },
+    ];
+    for (const c of cases) {
+      await t.step(c.name, async () => {
+        const lines: string[] = [];
+        const log = { info: (m: string) => lines.push(m), warn: (m: string) => lines.push(m) };
+        await withServer(
+          serve([[job("SuccessCriteriaMet")], [job("Complete")]]),
+          async (kube, hits) => {
+            const guard = new OwnerGuard({
+              kube,
+              namespace: "team",
+              owner: { name: "owner", uid: "ours" },
+              keys,
+              log,
+              settleMs: c.settleMs,
+              pollMs: 10,
+            });
+            await guard.release();
+            // One read of the guarded owners, `reads` of the per-node Jobs.
+            assert.equal(
+              hits.filter((h) => h.method === "GET").length - 1,
+              c.reads,
+              lines.join("\n"),
+            );
+            assert.equal(hits.some((h) => h.method === "PATCH"), c.patched, lines.join("\n"));
+            const said = lines.join("\n");
+            if (c.patched) {
+              assert.match(said, /waiting for 1 per-node Jobs .*\n.*removed finalizer/);
+            } else {assert.match(
+                said,
+                /kept finalizer .*: 1 of its per-node Jobs are still active/,
+              );}
+          },
+        );
+      });
+    }
+  },
+);
