@@ -214,9 +214,7 @@ async function effect(
   const removed = [...o.before].filter(([, p]) => !uids.has(p.metadata!.uid))
     .map(([role]) => role).sort();
   const how: Record<string, string> = {};
-  for (const line of (await Deno.readTextFile(cluster.auditLog!)).split("\n")) {
-    if (!line.includes(`"namespace":"${o.ns}"`)) continue;
-    const e: AuditEvent = JSON.parse(line);
+  for (const e of await auditEvents(cluster, o.ns)) {
     const ref = e.objectRef;
     if (!e.userAgent?.startsWith(o.agent) || ref?.resource !== "pods" || !ref.name) continue;
     if ((e.responseStatus?.code ?? 0) >= 300) continue;
@@ -239,6 +237,38 @@ async function effect(
     grace,
     cordoned: node.spec?.unschedulable ?? false,
   };
+}
+
+/** A line of the dispatcher that says the API is out (see e2e/outage_test.ts). */
+const OUTAGE_SAID = /API outage: |API (unreachable|failing|throttling) for \S+: paused/;
+
+/** The audit log's requests on objects of `ns`. */
+async function auditEvents(cluster: Cluster, ns: string): Promise<AuditEvent[]> {
+  return (await Deno.readTextFile(cluster.auditLog!)).split("\n")
+    .filter((l) => l.includes(`"namespace":"${ns}"`)).map((l) => JSON.parse(l));
+}
+
+/** Waits until the disruption controller judges budget `name` of `ns`. */
+async function disruptionsAllowed(
+  cluster: Cluster,
+  ns: string,
+  name: string,
+  healthy: number,
+  allowed: number,
+): Promise<void> {
+  await eventually(
+    async () => {
+      const pdb = await getJson<
+        { status?: { disruptionsAllowed?: number; currentHealthy?: number } }
+      >(
+        cluster,
+        ["pdb", name, "-n", ns],
+      );
+      return pdb.status?.currentHealthy === healthy && pdb.status.disruptionsAllowed === allowed;
+    },
+    60_000,
+    `${name} of ${ns}: ${healthy} healthy, ${allowed} disruptions allowed`,
+  );
 }
 
 /** One flag combination, given to both tools as written. */
@@ -306,19 +336,7 @@ clusterTest("kubectl drain is the oracle of --drain; --pause-file; --post-node-d
         ]);
         if (row.pdb) {
           for (const ns of [row.nsA, row.nsB]) {
-            await eventually(
-              async () => {
-                const pdb = await getJson<
-                  { status?: { disruptionsAllowed?: number; currentHealthy?: number } }
-                >(
-                  cluster,
-                  ["pdb", "web-pdb", "-n", ns],
-                );
-                return pdb.status?.currentHealthy === 1 && pdb.status.disruptionsAllowed === 0;
-              },
-              60_000,
-              `web-pdb of ${ns} allowing nothing`,
-            );
+            await disruptionsAllowed(cluster, ns, "web-pdb", 1, 0);
           }
         }
         // kubectl refuses a node with DaemonSet pods unless told to ignore
@@ -449,6 +467,111 @@ clusterTest("kubectl drain is the oracle of --drain; --pause-file; --post-node-d
       const gaps = jobs.slice(1).map((j, i) => (j.added - jobs[i].finished!) / 1000);
       console.log(`--post-node-delay-secs 3: gaps ${gaps.map((g) => g.toFixed(2)).join(", ")} s`);
       assert.ok(gaps.every((g) => g >= 3 - 0.25), `gaps ${gaps} s`);
+    },
+  );
+
+  await t.step(
+    "kube-apiserver frozen while a drain waits on a budget: the run pauses, the node succeeds once the budget allows, exit 0",
+    async () => {
+      const ns = await namespace(cluster, "freeze");
+      await cluster.createNodes(suiteNodes("freeze", 1));
+      const applied = await cluster.kubectl(
+        ["apply", "-f", "-"],
+        `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: hold, namespace: ${ns}}
+spec:
+  selector: {matchLabels: {role: hold}}
+  template:
+    metadata:
+      labels: {role: hold}
+      annotations: {${OUTCOME_LABEL}: serve}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: freeze-000}
+      containers: [{name: c, image: registry.invalid/hold:1}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: hold-pdb, namespace: ${ns}}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {role: hold}}
+`,
+      );
+      assert.equal(applied.code, 0, applied.stderr);
+      await disruptionsAllowed(cluster, ns, "hold-pdb", 1, 0);
+      const [hold] = (await getJson<{ items: V1Pod[] }>(cluster, ["pods", "-n", ns])).items;
+      const p = new DispatcherProcess(cluster, [
+        "--job-template",
+        await tempFile(jobTemplate("freeze", "200ms")),
+        "--node-selector",
+        `${SUITE}=freeze`,
+        "--namespace",
+        ns,
+        "--drain",
+        "--drain-timeout-secs",
+        "240",
+        "--progress-interval-secs",
+        "1",
+      ], { timeoutMs: 200_000 });
+      let frozenAt = 0;
+      let said = false;
+      try {
+        // The budget has refused the dispatcher's eviction: the drain waits.
+        await eventually(
+          async () =>
+            (await auditEvents(cluster, ns)).some((e) =>
+              e.userAgent?.startsWith("job-dispatcher") &&
+              e.objectRef?.subresource === "eviction" &&
+              e.responseStatus?.code === 429
+            ),
+          60_000,
+          "the budget to refuse the dispatcher's eviction",
+        );
+        const from = p.stderr.length;
+        cluster.signalApiServer("SIGSTOP");
+        frozenAt = Date.now();
+        // Bounded: a dispatcher that never says it would hold the freeze forever.
+        said = await Promise.race([
+          p.waitFor((s) => OUTAGE_SAID.test(s.slice(from))),
+          new Promise<boolean>((r) => setTimeout(() => r(false), 90_000)),
+        ]);
+        cluster.signalApiServer("SIGCONT");
+        console.log(`frozen ${((Date.now() - frozenAt) / 1000).toFixed(1)} s`);
+        frozenAt = 0;
+        assert.ok(said, `the dispatcher never said the API is out:\n${p.stderr}`);
+        const patched = await cluster.kubectl([
+          "patch",
+          "pdb",
+          "hold-pdb",
+          "-n",
+          ns,
+          "--type=merge",
+          "-p",
+          '{"spec":{"minAvailable":0}}',
+        ]);
+        assert.equal(patched.code, 0, patched.stderr);
+      } finally {
+        // Whatever failed, the API server must not stay frozen under the suite.
+        if (frozenAt) cluster.signalApiServer("SIGCONT");
+      }
+      const r = await p.ended;
+      for (
+        const l of r.stderr.split("\n").filter((l) => /API outage|starts resume|evict/.test(l))
+      ) {
+        console.log(`  ${l}`);
+      }
+      assert.ok(!r.timedOut, r.stderr);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stderr, /summary: 1 succeeded, 0 failed/);
+      assert.match(r.stderr, /starts resume: /, "the log says the rollout resumed");
+      const left = (await getJson<{ items: V1Pod[] }>(cluster, ["pods", "-n", ns])).items;
+      assert.ok(!left.some((x) => x.metadata!.uid === hold.metadata!.uid), "the pod was evicted");
+      const node = await getJson<{ spec?: { unschedulable?: boolean } }>(cluster, [
+        "node",
+        "freeze-000",
+      ]);
+      assert.equal(node.spec?.unschedulable ?? false, false, "uncordoned after its Job");
     },
   );
 }, { audit: {} });
