@@ -26,15 +26,16 @@ import { atLeast, DispatcherProcess } from "./_faults.ts";
 import { clusterTest, namespace, SUITE, suiteNodes, tempFile } from "./_fixtures.ts";
 
 /** The pods every node of a row holds, by their `role` label. */
-const ROLES = ["agent", "bare", "done", "scratch", "static", "web"] as const;
+const ROLES = ["agent", "bare", "done", "loose", "scratch", "static", "web"] as const;
 
 /**
  * The same pods for one node, in a namespace of that node's own (so that the
  * names match between the two nodes of a row): a Deployment's pod (`web`), a
  * DaemonSet's (`agent`), a mirror pod (`static`, the kubelet's annotation on
  * a pod without controller), a pod without controller (`bare`), a
- * Deployment's pod with an emptyDir (`scratch`) and a finished pod without
- * controller (`done`). `pdb` adds a budget that allows no disruption of `web`.
+ * Deployment's pod with an emptyDir (`scratch`), a pod without controller
+ * with an emptyDir (`loose`: which rule names it shows the rules' order) and
+ * a finished pod without controller (`done`). `pdb` adds a budget that allows no disruption of `web`.
  */
 function podsFor(ns: string, node: string, pdb: boolean): string {
   const meta = (role: string, indent: string, outcome = "serve", extra = "") =>
@@ -53,7 +54,7 @@ spec:
       nodeSelector: {kubernetes.io/hostname: ${node}}
       containers: [{name: c, image: registry.invalid/${name}:1}]
 ${spec}`;
-  const pod = (name: string, outcome = "serve", extra = "") =>
+  const pod = (name: string, outcome = "serve", extra = "", spec = "") =>
     `apiVersion: v1
 kind: Pod
 ${meta(name, "  ", outcome, extra)}
@@ -63,13 +64,14 @@ spec:
   nodeName: ${node}
   restartPolicy: Never
   containers: [{name: c, image: registry.invalid/${name}:1}]
-`;
+${spec}`;
   return [
     workload("Deployment", "web"),
     workload("DaemonSet", "agent"),
     workload("Deployment", "scratch", "      volumes: [{name: scratch, emptyDir: {}}]\n"),
     pod("static", "serve", `, kubernetes.io/config.mirror: mirror`),
     pod("bare"),
+    pod("loose", "serve", "", "  volumes: [{name: scratch, emptyDir: {}}]\n"),
     pod("done", "succeed", `, ${DURATION_ANNOTATION}: 100ms`),
     ...(pdb
       ? [`apiVersion: policy/v1
@@ -161,6 +163,14 @@ interface DrainEffect {
   refused: boolean;
   /** `reason: role` of each pod the refusal names, with the reason as printed. */
   refusals: string[];
+  /**
+   * `warning: role` of each pod a warning names. Deliberately apart from
+   * kubectl's: kubectl names the DaemonSet pods it ignores (the dispatcher
+   * would say it for every node of a fleet), and drops its own warning about
+   * local storage whenever a later filter passes the pod (a TODO in
+   * filters.go), which the dispatcher keeps; both are left out of this list.
+   */
+  warnings: string[];
   /** The roles whose pod is gone. */
   removed: string[];
   /** How each removed pod was asked to go: `evict` (pods/eviction) or `delete`. */
@@ -174,6 +184,11 @@ interface DrainEffect {
 /** A pod reference as both tools print it: `ns/name`. */
 const REF = String.raw`[a-z0-9.-]+/[a-z0-9.-]+`;
 const REFUSAL = new RegExp(`cannot delete (Pods [^:]+): (${REF}(?:, ${REF})*)`, "g");
+const WARNING = new RegExp(
+  `(deleting Pods that declare no controller|deleting Pods with local storage|ignoring DaemonSet-managed Pods): (${REF}(?:, ${REF})*)`,
+  "g",
+);
+const NOT_COMPARED = /^(ignoring DaemonSet-managed Pods|deleting Pods with local storage):/;
 
 /** An audit log entry, as far as read here. */
 interface AuditEvent {
@@ -201,14 +216,18 @@ async function effect(
   },
 ): Promise<DrainEffect> {
   const roleOf = new Map([...o.before].map(([role, p]) => [p.metadata!.name!, role]));
-  const refusals = new Set<string>();
-  for (const m of o.output.matchAll(REFUSAL)) {
-    for (const ref of m[2].split(", ")) {
-      const [ns, name] = ref.split("/");
-      assert.equal(ns, o.ns, `a refusal names a pod of another node: ${m[0]}`);
-      refusals.add(`${m[1]}: ${roleOf.get(name)}`);
+  // `what: role` of each pod that lines matching `re` name.
+  const named = (re: RegExp) => {
+    const out = new Set<string>();
+    for (const m of o.output.matchAll(re)) {
+      for (const ref of m[2].split(", ")) {
+        const [ns, name] = ref.split("/");
+        assert.equal(ns, o.ns, `a pod of another node named: ${m[0]}`);
+        out.add(`${m[1]}: ${roleOf.get(name)}`);
+      }
     }
-  }
+    return [...out].sort();
+  };
   const after = await getJson<{ items: V1Pod[] }>(cluster, ["pods", "-n", o.ns]);
   const uids = new Set(after.items.map((p) => p.metadata!.uid));
   const removed = [...o.before].filter(([, p]) => !uids.has(p.metadata!.uid))
@@ -231,7 +250,8 @@ async function effect(
   const node = await getJson<{ spec?: { unschedulable?: boolean } }>(cluster, ["node", o.node]);
   return {
     refused: o.code !== 0,
-    refusals: [...refusals].sort(),
+    refusals: named(REFUSAL),
+    warnings: named(WARNING).filter((w) => !NOT_COMPARED.test(w)),
     removed,
     how,
     grace,
@@ -282,12 +302,12 @@ interface Row {
 }
 
 const ROWS: Row[] = [
-  { flags: [], premise: (k) => assert.ok(k.refused && k.refusals.length === 2) },
+  { flags: [], premise: (k) => assert.ok(k.refused && k.refusals.length === 3) },
   { flags: ["--force"], premise: (k) => assert.ok(k.refused) },
   { flags: ["--delete-emptydir-data"], premise: (k) => assert.ok(k.refused) },
   {
     flags: ["--force", "--delete-emptydir-data"],
-    premise: (k) => assert.deepEqual(k.removed, ["bare", "done", "scratch", "web"]),
+    premise: (k) => assert.deepEqual(k.removed, ["bare", "done", "loose", "scratch", "web"]),
   },
   {
     flags: ["--pod-selector", "role in (web,done)"],
@@ -302,6 +322,10 @@ const ROWS: Row[] = [
   {
     flags: ["--force", "--delete-emptydir-data", "--grace-period", "7"],
     premise: (k) => assert.equal(k.grace.web, 7),
+  },
+  {
+    flags: ["--force", "--delete-emptydir-data", "--disable-eviction", "--grace-period", "5"],
+    premise: (k) => assert.deepEqual([k.how.web, k.grace.web], ["delete", 5]),
   },
 ];
 
