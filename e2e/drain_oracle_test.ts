@@ -259,6 +259,12 @@ async function effect(
   };
 }
 
+/** The arguments of a rollout over the nodes of `suite`: Jobs of 200 ms in `ns`. */
+async function suiteArgs(suite: string, ns: string): Promise<string[]> {
+  const template = await tempFile(jobTemplate(suite, "200ms"));
+  return ["--job-template", template, "--node-selector", `${SUITE}=${suite}`, "--namespace", ns];
+}
+
 /** A line of the dispatcher that says the API is out (see e2e/outage_test.ts). */
 const OUTAGE_SAID = /API outage: |API (unreachable|failing|throttling) for \S+: paused/;
 
@@ -427,12 +433,7 @@ clusterTest("kubectl drain is the oracle of --drain; --pause-file; --post-node-d
       const watcher = await JobWatcher.start(cluster, ns);
       try {
         const run = new DispatcherProcess(cluster, [
-          "--job-template",
-          await tempFile(jobTemplate("pause", "200ms")),
-          "--node-selector",
-          `${SUITE}=pause`,
-          "--namespace",
-          ns,
+          ...(await suiteArgs("pause", ns)),
           "--pause-file",
           file,
           "--parallelism",
@@ -468,12 +469,7 @@ clusterTest("kubectl drain is the oracle of --drain; --pause-file; --post-node-d
       let r;
       try {
         r = await dispatcher(cluster, [
-          "--job-template",
-          await tempFile(jobTemplate("delay", "200ms")),
-          "--node-selector",
-          `${SUITE}=delay`,
-          "--namespace",
-          ns,
+          ...(await suiteArgs("delay", ns)),
           "--parallelism",
           "1",
           "--post-node-delay-secs",
@@ -526,12 +522,7 @@ spec:
       await disruptionsAllowed(cluster, ns, "hold-pdb", 1, 0);
       const [hold] = (await getJson<{ items: V1Pod[] }>(cluster, ["pods", "-n", ns])).items;
       const p = new DispatcherProcess(cluster, [
-        "--job-template",
-        await tempFile(jobTemplate("freeze", "200ms")),
-        "--node-selector",
-        `${SUITE}=freeze`,
-        "--namespace",
-        ns,
+        ...(await suiteArgs("freeze", ns)),
         "--drain",
         "--drain-timeout-secs",
         "240",
