@@ -5,7 +5,9 @@
  * leave the same pods, refuse for the same pods with the same reasons, and
  * give the same grace period. What kubectl did is read at run time, never
  * written down here. Then the rollout flags no other suite proves on a real
- * control plane: `--pause-file` and `--post-node-delay-secs`.
+ * control plane: `--pause-file` and `--post-node-delay-secs`; and an API
+ * outage while a drain waits on a budget, which pauses the run and fails no
+ * node.
  */
 
 import assert from "node:assert/strict";
@@ -335,169 +337,253 @@ const ROWS: Row[] = [
   },
 ];
 
-clusterTest("kubectl drain is the oracle of --drain; --pause-file; --post-node-delay-secs", async (
-  t,
-  cluster,
-) => {
-  const jobs = await namespace(cluster, "jobs");
-  const template = await tempFile(jobTemplate("oracle", "200ms"));
-  await cluster.createNodes(ROWS.flatMap((_, i) => suiteNodes(`row${i}`, 2)));
-  // Every row's pods at once: the rows then run one after the other.
-  const rows = await Promise.all(ROWS.map(async (row, i) => {
-    const [a, b] = [`row${i}-000`, `row${i}-001`];
-    const [nsA, nsB] = await Promise.all([
-      namespace(cluster, `row${i}-a`),
-      namespace(cluster, `row${i}-b`),
-    ]);
-    const applied = await cluster.kubectl(
-      ["apply", "-f", "-"],
-      `${podsFor(nsA, a, !!row.pdb)}---\n${podsFor(nsB, b, !!row.pdb)}`,
-    );
-    assert.equal(applied.code, 0, applied.stderr);
-    return { ...row, i, a, b, nsA, nsB };
-  }));
-  const watch = watchGrace(cluster);
-  try {
-    for (const row of rows) {
-      await t.step(`kubectl drain ${row.flags.join(" ") || "(no flags)"}`, async () => {
-        const [beforeA, beforeB] = await Promise.all([
-          settledPods(cluster, row.nsA),
-          settledPods(cluster, row.nsB),
-        ]);
-        if (row.pdb) {
-          for (const ns of [row.nsA, row.nsB]) {
-            await disruptionsAllowed(cluster, ns, "web-pdb", 1, 0);
-          }
-        }
-        // kubectl refuses a node with DaemonSet pods unless told to ignore
-        // them; the dispatcher always ignores them (a DaemonSet would put its
-        // pod straight back), so kubectl gets --ignore-daemonsets.
-        const [k, d] = await Promise.all([
-          cluster.kubectl(["drain", row.a, "--ignore-daemonsets", "--timeout=60s", ...row.flags]),
-          dispatcher(cluster, [
-            "--job-template",
-            template,
-            "--node-selector",
-            `kubernetes.io/hostname=${row.b}`,
-            "--namespace",
-            jobs,
-            "--drain",
-            "--drain-timeout-secs",
-            "60",
-            ...row.flags,
-          ]),
-        ]);
-        const kubectl = await effect(cluster, {
-          ns: row.nsA,
-          node: row.a,
-          before: beforeA,
-          code: k.code,
-          output: k.stdout + k.stderr,
-          agent: "kubectl",
-          grace: watch.grace,
-        });
-        const ours = await effect(cluster, {
-          ns: row.nsB,
-          node: row.b,
-          before: beforeB,
-          code: d.code,
-          output: d.stderr,
-          agent: "job-dispatcher",
-          grace: watch.grace,
-        });
-        console.log(`${row.flags.join(" ") || "(no flags)"}: kubectl ${JSON.stringify(kubectl)}`);
-        row.premise?.(kubectl);
-        // kubectl drain leaves the node cordoned; the dispatcher runs the
-        // node's Job and then lifts its own cordon, unless the node failed.
-        assert.equal(kubectl.cordoned, true);
-        assert.deepEqual(
-          ours,
-          { ...kubectl, cordoned: kubectl.refused },
-          `kubectl:\n${k.stdout}${k.stderr}\ndispatcher:\n${d.stderr}`,
-        );
-        const mine = (await jobsIn(cluster, jobs)).filter((j) => j.node === row.b);
-        assert.equal(mine.length, ours.refused ? 0 : 1, "a Job only after a drain that went");
-        if (ours.refused) assert.equal(d.code, 1, d.stderr);
-      });
-    }
-  } finally {
-    await watch.stop();
-  }
-
-  await t.step(
-    "--pause-file: no Job while the file exists (the progress line names it); removed, the run finishes",
-    async () => {
-      const ns = await namespace(cluster, "pause");
-      await cluster.createNodes(suiteNodes("pause", 3));
-      const file = await tempFile("", ".pause");
-      const watcher = await JobWatcher.start(cluster, ns);
-      try {
-        const run = new DispatcherProcess(cluster, [
-          ...(await suiteArgs("pause", ns)),
-          "--pause-file",
-          file,
-          "--parallelism",
-          "1",
-          "--progress-interval-secs",
-          "0.5",
-        ]);
-        const paused = new RegExp(`paused by file ${file.replaceAll(".", "\\.")}: `);
-        // Several progress lines, each the dispatcher's word that it is
-        // still paused: the time a Job would have needed to appear.
-        assert.ok(await run.waitFor(atLeast(6, paused)), run.stderr);
-        assert.equal(watcher.seen.size, 0, `no Job while ${file} exists`);
-        const resumedAt = Date.now();
-        await Deno.remove(file);
-        const r = await run.ended;
-        assert.equal(r.code, 0, r.stderr);
-        assert.match(r.stderr, /resumed: the pause was lifted/);
-        assert.equal(watcher.seen.size, 3, "every node got its Job after the file went");
-        const added = [...watcher.times.values()].map((j) => j.added);
-        assert.ok(added.every((a) => a >= resumedAt), "no Job before the file was removed");
-      } finally {
-        await watcher.stop();
-      }
-    },
-  );
-
-  await t.step(
-    "--post-node-delay-secs 3 --parallelism 1: each next Job ≥ 3 s after the previous one finished",
-    async () => {
-      const ns = await namespace(cluster, "delay");
-      await cluster.createNodes(suiteNodes("delay", 3));
-      const watcher = await JobWatcher.start(cluster, ns);
-      let r;
-      try {
-        r = await dispatcher(cluster, [
-          ...(await suiteArgs("delay", ns)),
-          "--parallelism",
-          "1",
-          "--post-node-delay-secs",
-          "3",
-        ]);
-      } finally {
-        await watcher.stop();
-      }
-      assert.equal(r.code, 0, r.stderr);
-      const jobs = [...watcher.times.values()].sort((x, y) => x.added - y.added);
-      assert.equal(jobs.length, 3);
-      // Seen by this watch's clock: the next Job's ADDED event against the
-      // first event that showed the previous one finished (both as late as
-      // the watch delivers them, so the gap is the dispatcher's own).
-      const gaps = jobs.slice(1).map((j, i) => (j.added - jobs[i].finished!) / 1000);
-      console.log(`--post-node-delay-secs 3: gaps ${gaps.map((g) => g.toFixed(2)).join(", ")} s`);
-      assert.ok(gaps.every((g) => g >= 3 - 0.25), `gaps ${gaps} s`);
-    },
-  );
-
-  await t.step(
-    "kube-apiserver frozen while a drain waits on a budget: the run pauses, the node succeeds once the budget allows, exit 0",
-    async () => {
-      const ns = await namespace(cluster, "freeze");
-      await cluster.createNodes(suiteNodes("freeze", 1));
+clusterTest(
+  "kubectl drain is the oracle of --drain; --pause-file; --post-node-delay-secs; an outage mid-drain",
+  async (
+    t,
+    cluster,
+  ) => {
+    const jobs = await namespace(cluster, "jobs");
+    const template = await tempFile(jobTemplate("oracle", "200ms"));
+    await cluster.createNodes(ROWS.flatMap((_, i) => suiteNodes(`row${i}`, 2)));
+    // Every row's pods at once: the rows then run one after the other.
+    const rows = await Promise.all(ROWS.map(async (row, i) => {
+      const [a, b] = [`row${i}-000`, `row${i}-001`];
+      const [nsA, nsB] = await Promise.all([
+        namespace(cluster, `row${i}-a`),
+        namespace(cluster, `row${i}-b`),
+      ]);
       const applied = await cluster.kubectl(
         ["apply", "-f", "-"],
-        `apiVersion: apps/v1
+        `${podsFor(nsA, a, !!row.pdb)}---\n${podsFor(nsB, b, !!row.pdb)}`,
+      );
+      assert.equal(applied.code, 0, applied.stderr);
+      return { ...row, i, a, b, nsA, nsB };
+    }));
+    const watch = watchGrace(cluster);
+    try {
+      for (const row of rows) {
+        await t.step(`kubectl drain ${row.flags.join(" ") || "(no flags)"}`, async () => {
+          const [beforeA, beforeB] = await Promise.all([
+            settledPods(cluster, row.nsA),
+            settledPods(cluster, row.nsB),
+          ]);
+          if (row.pdb) {
+            for (const ns of [row.nsA, row.nsB]) {
+              await disruptionsAllowed(cluster, ns, "web-pdb", 1, 0);
+            }
+          }
+          // kubectl refuses a node with DaemonSet pods unless told to ignore
+          // them; the dispatcher always ignores them (a DaemonSet would put its
+          // pod straight back), so kubectl gets --ignore-daemonsets.
+          const [k, d] = await Promise.all([
+            cluster.kubectl(["drain", row.a, "--ignore-daemonsets", "--timeout=60s", ...row.flags]),
+            dispatcher(cluster, [
+              "--job-template",
+              template,
+              "--node-selector",
+              `kubernetes.io/hostname=${row.b}`,
+              "--namespace",
+              jobs,
+              "--drain",
+              "--drain-timeout-secs",
+              "60",
+              ...row.flags,
+            ]),
+          ]);
+          const kubectl = await effect(cluster, {
+            ns: row.nsA,
+            node: row.a,
+            before: beforeA,
+            code: k.code,
+            output: k.stdout + k.stderr,
+            agent: "kubectl",
+            grace: watch.grace,
+          });
+          const ours = await effect(cluster, {
+            ns: row.nsB,
+            node: row.b,
+            before: beforeB,
+            code: d.code,
+            output: d.stderr,
+            agent: "job-dispatcher",
+            grace: watch.grace,
+          });
+          console.log(`${row.flags.join(" ") || "(no flags)"}: kubectl ${JSON.stringify(kubectl)}`);
+          row.premise?.(kubectl);
+          // kubectl drain leaves the node cordoned; the dispatcher runs the
+          // node's Job and then lifts its own cordon, unless the node failed.
+          assert.equal(kubectl.cordoned, true);
+          assert.deepEqual(
+            ours,
+            { ...kubectl, cordoned: kubectl.refused },
+            `kubectl:\n${k.stdout}${k.stderr}\ndispatcher:\n${d.stderr}`,
+          );
+          const mine = (await jobsIn(cluster, jobs)).filter((j) => j.node === row.b);
+          assert.equal(mine.length, ours.refused ? 0 : 1, "a Job only after a drain that went");
+          if (ours.refused) assert.equal(d.code, 1, d.stderr);
+        });
+      }
+    } finally {
+      await watch.stop();
+    }
+
+    await t.step(
+      "a pod already terminating: kubectl and --drain both wait for it to their timeout; only kubectl evicts it again",
+      async () => {
+        await cluster.createNodes(suiteNodes("held", 2));
+        const side = async (ns: string, node: string) => {
+          await namespace(cluster, ns);
+          const applied = await cluster.kubectl(
+            ["apply", "-f", "-"],
+            `apiVersion: v1
+kind: Pod
+metadata:
+  name: held
+  namespace: ${ns}
+  finalizers: [e2e.job-dispatcher.io/hold]
+  annotations: {${OUTCOME_LABEL}: serve}
+spec:
+  nodeName: ${node}
+  containers: [{name: c, image: registry.invalid/held:1}]
+`,
+          );
+          assert.equal(applied.code, 0, applied.stderr);
+          await eventually(
+            async () =>
+              (await getJson<V1Pod>(cluster, ["pod", "held", "-n", ns])).status?.phase ===
+                "Running",
+            30_000,
+            `pod held of ${ns} running`,
+          );
+          const del = await cluster.kubectl(["delete", "pod", "held", "-n", ns, "--wait=false"]);
+          assert.equal(del.code, 0, del.stderr);
+        };
+        await Promise.all([side("held-a", "held-000"), side("held-b", "held-001")]);
+        try {
+          const [k, d] = await Promise.all([
+            cluster.kubectl(["drain", "held-000", "--ignore-daemonsets", "--timeout=5s"]),
+            dispatcher(cluster, [
+              "--job-template",
+              template,
+              "--node-selector",
+              "kubernetes.io/hostname=held-001",
+              "--namespace",
+              jobs,
+              "--drain",
+              "--drain-timeout-secs",
+              "5",
+            ]),
+          ]);
+          assert.notEqual(k.code, 0, k.stdout + k.stderr);
+          assert.match(
+            k.stderr,
+            /error when waiting for pod "held" in namespace "held-a" to terminate/,
+          );
+          assert.equal(d.code, 1, d.stderr);
+          assert.match(
+            d.stderr,
+            /drain did not finish within 5 s; pods still on the node: held-b\/held \(terminating\)/,
+          );
+          const evictions = async (ns: string) =>
+            (await auditEvents(cluster, ns)).filter((e) =>
+              e.objectRef?.subresource === "eviction" && e.verb === "create"
+            ).map((e) => e.userAgent?.split("/")[0]);
+          // By design: evicting a pod that is already going asks nothing new.
+          assert.ok((await evictions("held-a")).includes("kubectl"), "kubectl evicts it again");
+          assert.deepEqual(await evictions("held-b"), [], "the dispatcher only waits");
+        } finally {
+          for (const ns of ["held-a", "held-b"]) {
+            await cluster.kubectl([
+              "patch",
+              "pod",
+              "held",
+              "-n",
+              ns,
+              "--type=json",
+              "-p",
+              '[{"op":"remove","path":"/metadata/finalizers"}]',
+            ]);
+          }
+        }
+      },
+    );
+
+    await t.step(
+      "--pause-file: no Job while the file exists (the progress line names it); removed, the run finishes",
+      async () => {
+        const ns = await namespace(cluster, "pause");
+        await cluster.createNodes(suiteNodes("pause", 3));
+        const file = await tempFile("", ".pause");
+        const watcher = await JobWatcher.start(cluster, ns);
+        try {
+          const run = new DispatcherProcess(cluster, [
+            ...(await suiteArgs("pause", ns)),
+            "--pause-file",
+            file,
+            "--parallelism",
+            "1",
+            "--progress-interval-secs",
+            "0.5",
+          ]);
+          // The progress line: `paused by file F: 0/3 succeeded, …`.
+          const paused = new RegExp(`paused by file ${file.replaceAll(".", "\\.")}: 0/3 succeeded`);
+          // Several progress lines, each the dispatcher's word that it is
+          // still paused: the time a Job would have needed to appear.
+          assert.ok(await run.waitFor(atLeast(6, paused)), run.stderr);
+          assert.equal(watcher.seen.size, 0, `no Job while ${file} exists`);
+          const resumedAt = Date.now();
+          await Deno.remove(file);
+          const r = await run.ended;
+          assert.equal(r.code, 0, r.stderr);
+          assert.match(r.stderr, /resumed: the pause was lifted/);
+          assert.equal(watcher.seen.size, 3, "every node got its Job after the file went");
+          const added = [...watcher.times.values()].map((j) => j.added);
+          assert.ok(added.every((a) => a >= resumedAt), "no Job before the file was removed");
+        } finally {
+          await watcher.stop();
+        }
+      },
+    );
+
+    await t.step(
+      "--post-node-delay-secs 3 --parallelism 1: each next Job ≥ 3 s after the previous one finished",
+      async () => {
+        const ns = await namespace(cluster, "delay");
+        await cluster.createNodes(suiteNodes("delay", 3));
+        const watcher = await JobWatcher.start(cluster, ns);
+        let r;
+        try {
+          r = await dispatcher(cluster, [
+            ...(await suiteArgs("delay", ns)),
+            "--parallelism",
+            "1",
+            "--post-node-delay-secs",
+            "3",
+          ]);
+        } finally {
+          await watcher.stop();
+        }
+        assert.equal(r.code, 0, r.stderr);
+        const jobs = [...watcher.times.values()].sort((x, y) => x.added - y.added);
+        assert.equal(jobs.length, 3);
+        // Seen by this watch's clock: the next Job's ADDED event against the
+        // first event that showed the previous one finished (both as late as
+        // the watch delivers them, so the gap is the dispatcher's own).
+        const gaps = jobs.slice(1).map((j, i) => (j.added - jobs[i].finished!) / 1000);
+        console.log(`--post-node-delay-secs 3: gaps ${gaps.map((g) => g.toFixed(2)).join(", ")} s`);
+        assert.ok(gaps.every((g) => g >= 3 - 0.25), `gaps ${gaps} s`);
+      },
+    );
+
+    await t.step(
+      "kube-apiserver frozen while a drain waits on a budget: the run pauses, the node succeeds once the budget allows, exit 0",
+      async () => {
+        const ns = await namespace(cluster, "freeze");
+        await cluster.createNodes(suiteNodes("freeze", 1));
+        const applied = await cluster.kubectl(
+          ["apply", "-f", "-"],
+          `apiVersion: apps/v1
 kind: Deployment
 metadata: {name: hold, namespace: ${ns}}
 spec:
@@ -517,76 +603,78 @@ spec:
   minAvailable: 1
   selector: {matchLabels: {role: hold}}
 `,
-      );
-      assert.equal(applied.code, 0, applied.stderr);
-      await disruptionsAllowed(cluster, ns, "hold-pdb", 1, 0);
-      const [hold] = (await getJson<{ items: V1Pod[] }>(cluster, ["pods", "-n", ns])).items;
-      const p = new DispatcherProcess(cluster, [
-        ...(await suiteArgs("freeze", ns)),
-        "--drain",
-        "--drain-timeout-secs",
-        "240",
-        "--progress-interval-secs",
-        "1",
-      ], { timeoutMs: 200_000 });
-      let frozenAt = 0;
-      let said = false;
-      try {
-        // The budget has refused the dispatcher's eviction: the drain waits.
-        await eventually(
-          async () =>
-            (await auditEvents(cluster, ns)).some((e) =>
-              e.userAgent?.startsWith("job-dispatcher") &&
-              e.objectRef?.subresource === "eviction" &&
-              e.responseStatus?.code === 429
-            ),
-          60_000,
-          "the budget to refuse the dispatcher's eviction",
         );
-        const from = p.stderr.length;
-        cluster.signalApiServer("SIGSTOP");
-        frozenAt = Date.now();
-        // Bounded: a dispatcher that never says it would hold the freeze forever.
-        said = await Promise.race([
-          p.waitFor((s) => OUTAGE_SAID.test(s.slice(from))),
-          new Promise<boolean>((r) => setTimeout(() => r(false), 90_000)),
+        assert.equal(applied.code, 0, applied.stderr);
+        await disruptionsAllowed(cluster, ns, "hold-pdb", 1, 0);
+        const [hold] = (await getJson<{ items: V1Pod[] }>(cluster, ["pods", "-n", ns])).items;
+        const p = new DispatcherProcess(cluster, [
+          ...(await suiteArgs("freeze", ns)),
+          "--drain",
+          "--drain-timeout-secs",
+          "240",
+          "--progress-interval-secs",
+          "1",
+        ], { timeoutMs: 200_000 });
+        let frozenAt = 0;
+        let said = false;
+        try {
+          // The budget has refused the dispatcher's eviction: the drain waits.
+          await eventually(
+            async () =>
+              (await auditEvents(cluster, ns)).some((e) =>
+                e.userAgent?.startsWith("job-dispatcher") &&
+                e.objectRef?.subresource === "eviction" &&
+                e.responseStatus?.code === 429
+              ),
+            60_000,
+            "the budget to refuse the dispatcher's eviction",
+          );
+          const from = p.stderr.length;
+          cluster.signalApiServer("SIGSTOP");
+          frozenAt = Date.now();
+          // Bounded: a dispatcher that never says it would hold the freeze forever.
+          said = await Promise.race([
+            p.waitFor((s) => OUTAGE_SAID.test(s.slice(from))),
+            new Promise<boolean>((r) => setTimeout(() => r(false), 90_000)),
+          ]);
+          cluster.signalApiServer("SIGCONT");
+          console.log(`frozen ${((Date.now() - frozenAt) / 1000).toFixed(1)} s`);
+          frozenAt = 0;
+          assert.ok(said, `the dispatcher never said the API is out:\n${p.stderr}`);
+          const patched = await cluster.kubectl([
+            "patch",
+            "pdb",
+            "hold-pdb",
+            "-n",
+            ns,
+            "--type=merge",
+            "-p",
+            '{"spec":{"minAvailable":0}}',
+          ]);
+          assert.equal(patched.code, 0, patched.stderr);
+        } finally {
+          // Whatever failed, the API server must not stay frozen under the suite.
+          if (frozenAt) cluster.signalApiServer("SIGCONT");
+        }
+        const r = await p.ended;
+        for (
+          const l of r.stderr.split("\n").filter((l) => /API outage|starts resume|evict/.test(l))
+        ) {
+          console.log(`  ${l}`);
+        }
+        assert.ok(!r.timedOut, r.stderr);
+        assert.equal(r.code, 0, r.stderr);
+        assert.match(r.stderr, /summary: 1 succeeded, 0 failed/);
+        assert.match(r.stderr, /starts resume: /, "the log says the rollout resumed");
+        const left = (await getJson<{ items: V1Pod[] }>(cluster, ["pods", "-n", ns])).items;
+        assert.ok(!left.some((x) => x.metadata!.uid === hold.metadata!.uid), "the pod was evicted");
+        const node = await getJson<{ spec?: { unschedulable?: boolean } }>(cluster, [
+          "node",
+          "freeze-000",
         ]);
-        cluster.signalApiServer("SIGCONT");
-        console.log(`frozen ${((Date.now() - frozenAt) / 1000).toFixed(1)} s`);
-        frozenAt = 0;
-        assert.ok(said, `the dispatcher never said the API is out:\n${p.stderr}`);
-        const patched = await cluster.kubectl([
-          "patch",
-          "pdb",
-          "hold-pdb",
-          "-n",
-          ns,
-          "--type=merge",
-          "-p",
-          '{"spec":{"minAvailable":0}}',
-        ]);
-        assert.equal(patched.code, 0, patched.stderr);
-      } finally {
-        // Whatever failed, the API server must not stay frozen under the suite.
-        if (frozenAt) cluster.signalApiServer("SIGCONT");
-      }
-      const r = await p.ended;
-      for (
-        const l of r.stderr.split("\n").filter((l) => /API outage|starts resume|evict/.test(l))
-      ) {
-        console.log(`  ${l}`);
-      }
-      assert.ok(!r.timedOut, r.stderr);
-      assert.equal(r.code, 0, r.stderr);
-      assert.match(r.stderr, /summary: 1 succeeded, 0 failed/);
-      assert.match(r.stderr, /starts resume: /, "the log says the rollout resumed");
-      const left = (await getJson<{ items: V1Pod[] }>(cluster, ["pods", "-n", ns])).items;
-      assert.ok(!left.some((x) => x.metadata!.uid === hold.metadata!.uid), "the pod was evicted");
-      const node = await getJson<{ spec?: { unschedulable?: boolean } }>(cluster, [
-        "node",
-        "freeze-000",
-      ]);
-      assert.equal(node.spec?.unschedulable ?? false, false, "uncordoned after its Job");
-    },
-  );
-}, { audit: {} });
+        assert.equal(node.spec?.unschedulable ?? false, false, "uncordoned after its Job");
+      },
+    );
+  },
+  { audit: {} },
+);
