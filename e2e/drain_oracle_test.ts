@@ -37,7 +37,8 @@ const ROLES = ["agent", "bare", "done", "loose", "scratch", "static", "web"] as 
  * a pod without controller), a pod without controller (`bare`), a
  * Deployment's pod with an emptyDir (`scratch`), a pod without controller
  * with an emptyDir (`loose`: which rule names it shows the rules' order) and
- * a finished pod without controller (`done`). `pdb` adds a budget that allows no disruption of `web`.
+ * a finished pod without controller (`done`). `pdb` adds a budget that
+ * allows no disruption of `web`.
  */
 function podsFor(ns: string, node: string, pdb: boolean): string {
   const meta = (role: string, indent: string, outcome = "serve", extra = "") =>
@@ -345,6 +346,18 @@ clusterTest(
   ) => {
     const jobs = await namespace(cluster, "jobs");
     const template = await tempFile(jobTemplate("oracle", "200ms"));
+    /** The dispatcher's arguments that drain `node` alone and then give it its Job. */
+    const drainOne = (node: string, timeoutSecs: number) => [
+      "--job-template",
+      template,
+      "--node-selector",
+      `kubernetes.io/hostname=${node}`,
+      "--namespace",
+      jobs,
+      "--drain",
+      "--drain-timeout-secs",
+      String(timeoutSecs),
+    ];
     await cluster.createNodes(ROWS.flatMap((_, i) => suiteNodes(`row${i}`, 2)));
     // Every row's pods at once: the rows then run one after the other.
     const rows = await Promise.all(ROWS.map(async (row, i) => {
@@ -358,7 +371,7 @@ clusterTest(
         `${podsFor(nsA, a, !!row.pdb)}---\n${podsFor(nsB, b, !!row.pdb)}`,
       );
       assert.equal(applied.code, 0, applied.stderr);
-      return { ...row, i, a, b, nsA, nsB };
+      return { ...row, a, b, nsA, nsB };
     }));
     const watch = watchGrace(cluster);
     try {
@@ -378,18 +391,7 @@ clusterTest(
           // pod straight back), so kubectl gets --ignore-daemonsets.
           const [k, d] = await Promise.all([
             cluster.kubectl(["drain", row.a, "--ignore-daemonsets", "--timeout=60s", ...row.flags]),
-            dispatcher(cluster, [
-              "--job-template",
-              template,
-              "--node-selector",
-              `kubernetes.io/hostname=${row.b}`,
-              "--namespace",
-              jobs,
-              "--drain",
-              "--drain-timeout-secs",
-              "60",
-              ...row.flags,
-            ]),
+            dispatcher(cluster, [...drainOne(row.b, 60), ...row.flags]),
           ]);
           const kubectl = await effect(cluster, {
             ns: row.nsA,
@@ -463,17 +465,7 @@ spec:
         try {
           const [k, d] = await Promise.all([
             cluster.kubectl(["drain", "held-000", "--ignore-daemonsets", "--timeout=5s"]),
-            dispatcher(cluster, [
-              "--job-template",
-              template,
-              "--node-selector",
-              "kubernetes.io/hostname=held-001",
-              "--namespace",
-              jobs,
-              "--drain",
-              "--drain-timeout-secs",
-              "5",
-            ]),
+            dispatcher(cluster, drainOne("held-001", 5)),
           ]);
           assert.notEqual(k.code, 0, k.stdout + k.stderr);
           assert.match(
