@@ -136,6 +136,12 @@ export class JobWatcher {
   /** Every Job UID seen, with its node. */
   seen = new Map<string, string>();
   /**
+   * When this watcher first saw each per-node Job (`added`) and first saw it
+   * finished (`finished`), in ms since the epoch, by UID: the watch's own
+   * clock, finer than the API server's whole-second timestamps.
+   */
+  times = new Map<string, { node: string; added: number; finished?: number }>();
+  /**
    * Per-node Jobs deleted before `Complete` or `Failed` (the conditions set
    * once their pods are gone), by name: Jobs killed mid-run.
    */
@@ -210,6 +216,9 @@ export class JobWatcher {
     // Jobs without the annotation (an owner Job, say) are not per-node Jobs.
     if (node === undefined) return;
     this.seen.set(job.metadata.uid, node);
+    const times = this.times.get(job.metadata.uid) ?? { node, added: Date.now() };
+    if (times.finished === undefined && finished(job)) times.finished = Date.now();
+    this.times.set(job.metadata.uid, times);
     const terminal = (job.status?.conditions ?? []).some((c) =>
       c.status === "True" && (c.type === "Complete" || c.type === "Failed")
     );
