@@ -11,7 +11,8 @@ import type { V1Job } from "@kubernetes/client-node";
 import { classifyJob, interpretStatus, type JobOutcome, slimJob, stillRuns } from "./job.ts";
 import { collectedOutcome } from "./pods.ts";
 import { ApiError } from "./kube.ts";
-import { budgetExceeded, canaryVerdict, nextStartable } from "./safety.ts";
+import { budgetExceeded, canaryVerdict } from "./safety.ts";
+import { admit, slotLimit, takeNext } from "./admission.ts";
 import { type Clock, SYSTEM_CLOCK } from "./clock.ts";
 import { type Departure, Informer } from "./informer.ts";
 import {
@@ -616,67 +617,55 @@ class Fanout {
     this.#meet(name, existing, false);
   }
 
+  /** Whether the canary's verdict is still open: only its nodes start. */
+  #canaryOpen(): boolean {
+    return !this.#canaryPassed && this.#canary.size > 0;
+  }
+
   /** Takes the next queued node (or leftover) for which a slot may open; undefined when none. */
   #pick(): string | undefined {
-    const canary = !this.#canaryPassed && this.#canary.size > 0;
     const domain = this.#o.domain;
-    // A name enters the queue only on becoming queued, so it is there once;
-    // names that left by another way (failed, adopted) are skipped here.
-    const queued = (n: string) => this.#nodes.get(n)?.phase === "queued";
-    if (!canary && !domain) {
-      while (this.#queue.length) {
-        const n = this.#queue.shift()!;
-        if (queued(n)) return n;
-      }
-      return undefined;
-    }
-    this.#queue = this.#queue.filter(queued);
-    const candidates = this.#queue.filter((n) => !canary || this.#canary.has(n));
-    const byDomain = (n: string) => {
-      const t = this.#byName.get(n);
-      return t && domain ? domain(t) : "";
-    };
-    const j = nextStartable(candidates, byDomain, this.#inFlightByDomain(), this.#o.maxPerDomain);
-    if (j < 0) return undefined;
-    this.#queue.splice(this.#queue.indexOf(candidates[j]), 1);
-    return candidates[j];
+    const { name, queue } = takeNext(this.#queue, {
+      queued: (n) => this.#nodes.get(n)?.phase === "queued",
+      canary: this.#canaryOpen() ? this.#canary : undefined,
+      domainOf: domain && ((n) => {
+        const t = this.#byName.get(n);
+        return t && domain(t);
+      }),
+      inFlight: this.#inFlight,
+      maxPerDomain: this.#o.maxPerDomain,
+    });
+    this.#queue = queue;
+    return name;
   }
 
-  /** Jobs in flight per failure domain. */
-  #inFlightByDomain(): Map<string, number> {
-    const counts = new Map<string, number>();
-    const domain = this.#o.domain;
-    if (!domain) return counts;
-    for (const name of this.#inFlight) {
-      const t = this.#byName.get(name);
-      if (!t) continue;
-      const d = domain(t);
-      counts.set(d, (counts.get(d) ?? 0) + 1);
-    }
-    return counts;
-  }
-
-  /** Starts what the slots allow; while paused, one probe start at a time. */
   /** Whether the maintenance window has closed: nothing more starts. */
   #closed(): boolean {
     return this.#o.closesAt !== undefined && this.#now() >= this.#o.closesAt;
   }
 
+  /** Starts what the slots allow; while paused, one probe start at a time. */
   #fill(): void {
     if (this.#o.signal.aborted || this.#stoppedBy || this.#closed()) return;
     if (this.#pausedBy) return;
-    const canary = !this.#canaryPassed && this.#canary.size > 0;
-    const limit = canary ? Math.min(this.#canary.size, this.#o.parallelism) : this.#o.parallelism;
+    const limit = slotLimit(this.#o.parallelism, this.#canaryOpen() ? this.#canary.size : 0);
     // The budget counts the nodes in work: each start below takes one of its slots.
     let room = this.#o.budget?.slots(this.#inWork()) ?? Infinity;
-    while (this.#inFlight.size - this.#leftoversDeleting.size < limit && room > 0) {
-      const paused = this.#outage.paused;
-      if (paused && (this.#count("creating") > 0 || !this.#outage.mayProbe(this.#now()))) return;
+    while (true) {
+      const admission = admit({
+        held: this.#inFlight.size - this.#leftoversDeleting.size,
+        limit,
+        room,
+        outage: this.#outage.paused,
+        creating: this.#count("creating"),
+        mayProbe: this.#outage.mayProbe(this.#now()),
+      });
+      if (admission === "full" || admission === "waitForProbe") return;
       const name = this.#pick();
       if (name === undefined) return;
       if (this.#byName.has(name)) room--;
       this.#begin(name);
-      if (paused) return;
+      if (admission === "probe") return;
     }
   }
 
