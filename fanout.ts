@@ -10,9 +10,9 @@
 import type { V1Job } from "@kubernetes/client-node";
 import { classifyJob, interpretStatus, type JobOutcome, slimJob, stillRuns } from "./job.ts";
 import { collectedOutcome } from "./pods.ts";
-import { ApiError } from "./kube.ts";
 import { budgetExceeded, canaryVerdict } from "./safety.ts";
 import { admit, slotLimit, takeNext } from "./admission.ts";
+import { type StartHost, startNode } from "./start.ts";
 import { type Clock, SYSTEM_CLOCK } from "./clock.ts";
 import { type Departure, Informer } from "./informer.ts";
 import {
@@ -147,6 +147,8 @@ class Fanout {
   #created = new Set<string>();
   /** The engine as the stale-Job work sees it (stale.ts). */
   #stale: StaleHost;
+  /** The engine as the start of a node (start.ts) sees it. */
+  #starter: StartHost;
 
   constructor(opts: FanoutOptions) {
     this.#o = {
@@ -165,11 +167,19 @@ class Fanout {
       opts.api,
       (message) => this.#o.reporter.event({ kind: "notice", message }),
     );
-    this.#jobs = new Informer<V1Job>({
-      source: { list: () => opts.api.listJobs(), watch: (rv, s) => opts.api.watchJobs(rv, s) },
+    this.#jobs = this.#watchJobs();
+    this.#stale = this.#staleHost();
+    this.#starter = this.#startHost();
+  }
+
+  /** The one informer of the run's Jobs; its events drive the node states. */
+  #watchJobs(): Informer<V1Job> {
+    const { api, pollOnly } = this.#o;
+    return new Informer<V1Job>({
+      source: { list: () => api.listJobs(), watch: (rv, s) => api.watchJobs(rv, s) },
       clock: this.#o.clock,
       pollIntervalMs: this.#o.pollIntervalMs,
-      pollOnly: opts.pollOnly,
+      pollOnly,
       watchRetryMs: this.#o.watchRetryMs,
       keep: slimJob,
       onUpsert: (job) => this.#onUpsert(job),
@@ -179,11 +189,50 @@ class Fanout {
         this.#notify();
       },
     });
-    this.#stale = {
-      api: opts.api,
-      reporter: opts.reporter,
+  }
+
+  /** The engine as the start of a node (start.ts) sees it. */
+  #startHost(): StartHost {
+    const { api, reporter, clock, run, recheck, blockers, prepare, release } = this.#o;
+    return {
+      api,
+      reporter,
+      clock,
+      run,
+      recheck,
+      blockers,
+      prepare,
+      release,
+      halted: () => this.#halted(),
+      state: (name) => this.#nodes.get(name),
+      apply: (name, e) => void this.#apply(name, e),
+      outageHit: (name, e, began) => this.#outageHit(name, e, began),
+      ok: () => this.#ok(),
+      track: (work) => this.#track(work),
+      created: (job) => this.#createdJob(job),
+      meet: (name, job) => this.#meet(name, job, false),
+    };
+  }
+
+  /** This run created `job`: never retried by `--retry-failed`, and met in the cache. */
+  #createdJob(job: V1Job): void {
+    const name = nameOf(job);
+    this.#created.add(job.metadata!.uid!);
+    // The watch may have seen it finish before the create returned.
+    const seen = this.#jobs.cache.get(name);
+    if (seen && seen.metadata?.uid === job.metadata!.uid) this.#onUpsert(seen);
+    // Else in the cache until a LIST or the watch shows it, so that a Job
+    // collected before any of them did is still noticed as gone.
+    else if (!seen) this.#jobs.assume(job);
+  }
+
+  /** The engine as the stale-Job work of stale.ts sees it. */
+  #staleHost(): StaleHost {
+    return {
+      api: this.#o.api,
+      reporter: this.#o.reporter,
       clock: this.#o.clock,
-      signal: opts.signal,
+      signal: this.#o.signal,
       deadlineMs: this.#o.staleDeleteDeadlineMs,
       state: (name) => this.#nodes.get(name),
       put: (name, s) => this.#put(name, s),
@@ -519,104 +568,6 @@ class Fanout {
     this.#apply(name, event, facts);
   }
 
-  /** Re-reads and claims the node, then creates its Job. */
-  async #start(name: string): Promise<void> {
-    const t = this.#byName.get(name)!;
-    let began = this.#now();
-    let why: string | undefined;
-    try {
-      why = await this.#o.recheck?.(t);
-    } catch (e) {
-      if (isOutage(e)) return this.#outageHit(name, e, began);
-      why = `cannot re-read node ${t.node.name}: ${errorText(e)}`;
-    }
-    if (why) return void this.#apply(name, { type: "fail", reason: why });
-    if (this.#o.blockers) {
-      began = this.#now();
-      try {
-        const blocking = await this.#o.blockers(t);
-        if (blocking) return void this.#apply(name, { type: "blocked", reason: blocking });
-      } catch (e) {
-        if (isOutage(e)) return this.#outageHit(name, e, began);
-        return void this.#apply(name, {
-          type: "fail",
-          reason: `cannot list the pods of node ${t.node.name}: ${errorText(e)}`,
-        });
-      }
-    }
-    const halted = () => this.#o.signal.aborted || !!this.#stoppedBy || this.#closed();
-    if (this.#o.prepare && !halted()) {
-      this.#apply(name, { type: "prepare" });
-      began = this.#now();
-      try {
-        why = await this.#o.prepare(t);
-      } catch (e) {
-        if (!isOutage(e)) why = `cannot prepare node ${t.node.name}: ${errorText(e)}`;
-        else return this.#outageHit(name, e, began);
-      }
-      if (why) return void this.#apply(name, { type: "fail", reason: why });
-      this.#apply(name, { type: "prepared" });
-    }
-    if (halted()) {
-      // Never leave a node worse than found: a node cordoned and drained for
-      // a Job that will not come is given back.
-      if (this.#o.prepare && this.#o.release) this.#track(this.#o.release(t, "abandoned"));
-      return void this.#apply(name, { type: "requeue" });
-    }
-    let created: V1Job;
-    began = this.#now();
-    try {
-      created = await this.#o.api.createJob(t.job());
-    } catch (e) {
-      if (e instanceof ApiError && e.status === 409) return await this.#resolveConflict(name);
-      if (isOutage(e)) return this.#outageHit(name, e, began);
-      return void this.#apply(name, {
-        type: "fail",
-        reason: `cannot create Job ${name}: ${errorText(e)}`,
-      });
-    }
-    this.#ok();
-    this.#created.add(created.metadata!.uid!);
-    const replaced = this.#nodes.get(name)!.replaced;
-    this.#apply(name, { type: "created", uid: created.metadata!.uid! });
-    this.#o.reporter.event({
-      kind: replaced ? "replaced" : "created",
-      node: t.node.name,
-      job: name,
-    });
-    // The watch may have seen it finish before the create returned.
-    const seen = this.#jobs.cache.get(name);
-    if (seen && seen.metadata?.uid === created.metadata!.uid) this.#onUpsert(seen);
-    // Else in the cache until a LIST or the watch shows it, so that a Job
-    // collected before any of them did is still noticed as gone.
-    else if (!seen) this.#jobs.assume(created);
-  }
-
-  /** A Job of the node's name already exists: ours, stale, or someone else's. */
-  async #resolveConflict(name: string): Promise<void> {
-    const began = this.#now();
-    let existing: V1Job | undefined;
-    try {
-      existing = await this.#o.api.getJob(name);
-    } catch (e) {
-      if (isOutage(e)) return this.#outageHit(name, e, began);
-      return void this.#apply(name, {
-        type: "fail",
-        reason: `cannot read existing Job ${name}: ${errorText(e)}`,
-      });
-    }
-    // Deleted between our create and our read: try again in the next slot.
-    if (!existing) return void this.#apply(name, { type: "requeue" });
-    if (classifyJob(existing, this.#o.run, this.#byName.get(name)!.node.uid) === "notOurs") {
-      return void this.#apply(name, {
-        type: "fail",
-        reason: `a Job named ${name} exists without label ${this.#o.run.keys.owner}; ` +
-          "it is not ours and is left alone: delete it or choose another --name-prefix",
-      });
-    }
-    this.#meet(name, existing, false);
-  }
-
   /** Whether the canary's verdict is still open: only its nodes start. */
   #canaryOpen(): boolean {
     return !this.#canaryPassed && this.#canary.size > 0;
@@ -644,9 +595,14 @@ class Fanout {
     return this.#o.closesAt !== undefined && this.#now() >= this.#o.closesAt;
   }
 
+  /** Whether nothing more may start: aborted, stopped, or the window closed. */
+  #halted(): boolean {
+    return this.#o.signal.aborted || !!this.#stoppedBy || this.#closed();
+  }
+
   /** Starts what the slots allow; while paused, one probe start at a time. */
   #fill(): void {
-    if (this.#o.signal.aborted || this.#stoppedBy || this.#closed()) return;
+    if (this.#halted()) return;
     if (this.#pausedBy) return;
     const limit = slotLimit(this.#o.parallelism, this.#canaryOpen() ? this.#canary.size : 0);
     // The budget counts the nodes in work: each start below takes one of its slots.
@@ -694,7 +650,7 @@ class Fanout {
     }
     if (!this.#byName.has(name)) return this.#drop(name); // a leftover already gone
     this.#apply(name, { type: "start" });
-    this.#track(this.#start(name), name);
+    this.#track(startNode(this.#starter, this.#byName.get(name)!), name);
   }
 
   /**
@@ -815,63 +771,16 @@ class Fanout {
     });
   }
 
+  /**
+   * Runs the rollout: starts what the slots allow, checks deadlines, and
+   * sleeps until a watch event, a timer or the user wakes it.
+   */
   async run(): Promise<DispatchReport> {
-    this.#began = this.#now();
-    for (const t of this.#o.targets) this.#put(t.name, { phase: "queued", since: this.#began });
-    await this.#jobs.start();
-    this.#initial();
-    this.#o.budget?.onChange(() => this.#notify());
-    this.#o.pause?.onChange(() => this.#notify());
+    await this.#open();
     const onAbort = () => this.#notify();
     this.#o.signal.addEventListener("abort", onAbort);
-    let lastProgress = this.#now();
-    let lastCounts = "";
     try {
-      while (true) {
-        this.#checkPause();
-        this.#fill();
-        if (this.#done() || this.#o.signal.aborted) break;
-        const now = this.#now();
-        this.#checkSilence(now);
-        if (this.#o.progressOnChange) {
-          const p = this.#progress();
-          const key = progressKey(p);
-          if (key !== lastCounts) {
-            this.#o.reporter.progress(p);
-            lastCounts = key;
-          }
-        }
-        // Wake when the window closes, once: after, nothing is waited for.
-        const closesIn = (this.#o.closesAt ?? -Infinity) > now ? this.#o.closesAt! - now : Infinity;
-        const nextDeadline = Math.min(
-          this.#checkDeadlines(now),
-          this.#checkBlocked(now),
-          closesIn,
-        );
-        if (now - lastProgress >= this.#o.progressIntervalMs) {
-          this.#o.reporter.progress(this.#progress());
-          lastProgress = now;
-        }
-        const wait = new AbortController();
-        this.#wake = () => wait.abort();
-        if (!this.#woken) {
-          const probe = this.#outage.paused ? 1_000 : Infinity;
-          await this.#o.clock.sleep(
-            Math.max(
-              1,
-              Math.min(
-                nextDeadline,
-                probe,
-                MAX_SLEEP_MS,
-                this.#o.progressIntervalMs - (now - lastProgress),
-              ),
-            ),
-            wait.signal,
-          );
-        }
-        this.#woken = false;
-        this.#wake = () => {};
-      }
+      await this.#loop();
     } finally {
       this.#o.signal.removeEventListener("abort", onAbort);
       // A create already sent when the run was stopped may still make its
@@ -880,6 +789,72 @@ class Fanout {
       await this.#jobs.stop();
     }
     this.#o.reporter.progress(this.#progress());
+    return this.#report();
+  }
+
+  /** Queues every target, takes the first view of the Jobs, and listens to the gates. */
+  async #open(): Promise<void> {
+    this.#began = this.#now();
+    for (const t of this.#o.targets) this.#put(t.name, { phase: "queued", since: this.#began });
+    await this.#jobs.start();
+    this.#initial();
+    this.#o.budget?.onChange(() => this.#notify());
+    this.#o.pause?.onChange(() => this.#notify());
+  }
+
+  /** One pass per wake-up until every node is done, the run stopped or it was aborted. */
+  async #loop(): Promise<void> {
+    let lastProgress = this.#now();
+    let lastCounts = "";
+    while (true) {
+      this.#checkPause();
+      this.#fill();
+      if (this.#done() || this.#o.signal.aborted) return;
+      const now = this.#now();
+      this.#checkSilence(now);
+      if (this.#o.progressOnChange) lastCounts = this.#progressOnChange(lastCounts);
+      const nextDeadline = this.#checkTimers(now);
+      if (now - lastProgress >= this.#o.progressIntervalMs) {
+        this.#o.reporter.progress(this.#progress());
+        lastProgress = now;
+      }
+      await this.#sleep(Math.min(nextDeadline, this.#o.progressIntervalMs - (now - lastProgress)));
+    }
+  }
+
+  /** Reports the progress when its counts changed since `last`; returns the counts' key. */
+  #progressOnChange(last: string): string {
+    const p = this.#progress();
+    const key = progressKey(p);
+    if (key !== last) this.#o.reporter.progress(p);
+    return key;
+  }
+
+  /** Acts on the deadlines due by `now`; returns ms until the next one. */
+  #checkTimers(now: number): number {
+    // Wake when the window closes, once: after, nothing is waited for.
+    const closesIn = (this.#o.closesAt ?? -Infinity) > now ? this.#o.closesAt! - now : Infinity;
+    return Math.min(this.#checkDeadlines(now), this.#checkBlocked(now), closesIn);
+  }
+
+  /**
+   * Sleeps `ms` (at least 1 ms, at most {@linkcode MAX_SLEEP_MS}) unless woken
+   * first; a wake-up that came since the last sleep ends it at once.
+   */
+  async #sleep(ms: number): Promise<void> {
+    const wait = new AbortController();
+    this.#wake = () => wait.abort();
+    if (!this.#woken) {
+      // While the API is out, a probe start may be due within the second.
+      const probe = this.#outage.paused ? 1_000 : Infinity;
+      await this.#o.clock.sleep(Math.max(1, Math.min(ms, probe, MAX_SLEEP_MS)), wait.signal);
+    }
+    this.#woken = false;
+    this.#wake = () => {};
+  }
+
+  /** Each target's result, why the rollout stopped, whether the window left nodes. */
+  #report(): DispatchReport {
     return {
       results: this.#o.targets.map((t) => nodeResult(t, this.#nodes.get(t.name)!)),
       stoppedBy: this.#stoppedBy,
