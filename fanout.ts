@@ -13,6 +13,7 @@ import { collectedOutcome } from "./pods.ts";
 import { budgetExceeded, canaryVerdict } from "./safety.ts";
 import { admit, slotLimit, takeNext } from "./admission.ts";
 import { type StartHost, startNode } from "./start.ts";
+import { checkBlocked, checkDeadlines, type DeadlineHost } from "./deadlines.ts";
 import { type Clock, SYSTEM_CLOCK } from "./clock.ts";
 import { type Departure, Informer } from "./informer.ts";
 import {
@@ -26,23 +27,8 @@ import {
 import { isOutage, Outage, SILENT_MS } from "./outage.ts";
 import type { DispatchReport, FanoutOptions, Progress, Target } from "./fanout_types.ts";
 import { nodeResult, progressKey, progressOf, resultFacts } from "./outcome.ts";
-import {
-  explainedReason,
-  failureReason,
-  PodReader,
-  STALL_AFTER_MS,
-  STALL_REPEAT_MS,
-  stallDue,
-  stalledBy,
-} from "./explain.ts";
-import {
-  checkDeletion,
-  deleteStale,
-  firstSight,
-  STALE_DELETE_DEADLINE_MS,
-  type StaleHost,
-  staleWaitTimeout,
-} from "./stale.ts";
+import { explainedReason, failureReason, PodReader } from "./explain.ts";
+import { deleteStale, firstSight, STALE_DELETE_DEADLINE_MS, type StaleHost } from "./stale.ts";
 
 export { type Clock, SYSTEM_CLOCK };
 export type {
@@ -149,6 +135,8 @@ class Fanout {
   #stale: StaleHost;
   /** The engine as the start of a node (start.ts) sees it. */
   #starter: StartHost;
+  /** The engine as the deadline checks (deadlines.ts) see it. */
+  #deadlines: DeadlineHost;
 
   constructor(opts: FanoutOptions) {
     this.#o = {
@@ -170,6 +158,25 @@ class Fanout {
     this.#jobs = this.#watchJobs();
     this.#stale = this.#staleHost();
     this.#starter = this.#startHost();
+    this.#deadlines = this.#deadlineHost();
+  }
+
+  /** The engine as the deadline checks (deadlines.ts) see it. */
+  #deadlineHost(): DeadlineHost {
+    return {
+      options: this.#o,
+      api: this.#o.api,
+      reporter: this.#o.reporter,
+      clock: this.#o.clock,
+      pods: this.#pods,
+      stale: this.#stale,
+      inFlight: () => this.#inFlight,
+      blocked: () => this.#blocked,
+      nodeOf: (name) => this.#byName.get(name)?.node.name,
+      state: (name) => this.#nodes.get(name),
+      put: (name, s) => this.#put(name, s),
+      apply: (name, e, facts) => void this.#apply(name, e, facts),
+    };
   }
 
   /** The one informer of the run's Jobs; its events drive the node states. */
@@ -653,84 +660,6 @@ class Fanout {
     this.#track(startNode(this.#starter, this.#byName.get(name)!), name);
   }
 
-  /**
-   * Reports Jobs whose pod is still Pending long after they started, with the
-   * pod's own reason, instead of letting them look busy until a deadline.
-   */
-  #checkStall(name: string, s: NodeState, now: number): number {
-    if (!this.#pods.readable) return Infinity;
-    const repeat = this.#o.stallRepeatMs ?? STALL_REPEAT_MS;
-    const left = stallDue(s, now, this.#o.stallAfterMs ?? STALL_AFTER_MS, repeat);
-    if (left > 0) return left;
-    this.#put(name, { ...s, stallCheckedAt: now });
-    this.#pods.list(name).then((pods) => {
-      const current = this.#nodes.get(name);
-      if (!pods || current?.phase !== "running" || current.uid !== s.uid) return;
-      const reason = stalledBy(pods);
-      if (reason === undefined) return;
-      const node = this.#byName.get(name)!.node.name;
-      const seconds = Math.round((this.#now() - s.startedAt!) / 1000);
-      this.#o.reporter.event({ kind: "stalled", node, job: name, reason, seconds });
-    });
-    return repeat;
-  }
-
-  /** Fails a running node past the node timeout; returns ms until its deadline. */
-  #expire(name: string, s: NodeState, now: number): number {
-    const timeout = this.#o.nodeTimeoutMs;
-    if (timeout === undefined) return Infinity;
-    const left = s.startedAt! + timeout - now;
-    if (left > 0) return left;
-    this.#apply(name, { type: "fail", reason: `timeout: not finished within ${timeout / 1000} s` });
-    if (this.#o.deleteTimedOut) {
-      this.#o.api.deleteJob(name, s.uid!).catch(() => {});
-      this.#o.reporter.event({ kind: "deleting", job: name, why: "it timed out" });
-    }
-    return Infinity;
-  }
-
-  /** Checks the deadlines of the nodes in flight; returns ms until the next. */
-  #checkDeadlines(now: number): number {
-    let nextIn = Infinity;
-    for (const name of [...this.#inFlight]) {
-      const s = this.#nodes.get(name)!;
-      if (s.phase === "running") {
-        nextIn = Math.min(nextIn, this.#expire(name, s, now));
-        const current = this.#nodes.get(name)!;
-        if (current.phase === "running") {
-          nextIn = Math.min(nextIn, this.#checkStall(name, current, now));
-        }
-      } else if (s.phase === "deleting") {
-        nextIn = Math.min(nextIn, checkDeletion(this.#stale, name, s, now));
-      } else if (s.phase === "waitingStale" && this.#o.nodeTimeoutMs && this.#byName.has(name)) {
-        // The stale Job is never killed; the node timeout still bounds the wait.
-        const wait = staleWaitTimeout(name, s, now, this.#o.nodeTimeoutMs);
-        if ("left" in wait) nextIn = Math.min(nextIn, wait.left);
-        else this.#apply(name, { type: "fail", reason: wait.reason });
-      }
-    }
-    return nextIn;
-  }
-
-  /**
-   * Sends blocked nodes back to the queue once their wait is over, or ends
-   * them as blocked past the timeout; returns ms until the next is due.
-   */
-  #checkBlocked(now: number): number {
-    let nextIn = Infinity;
-    const retry = this.#o.blockedRetryMs ?? 5_000;
-    const timeout = this.#o.blockedTimeoutMs;
-    for (const name of [...this.#blocked]) {
-      const s = this.#nodes.get(name)!;
-      if (timeout !== undefined && s.blockedAt! + timeout <= now) {
-        const reason = `still blocked after ${timeout / 1000} s: ${s.reason}`;
-        this.#apply(name, { type: "blockedTimeout", reason }, { finishedAt: now });
-      } else if (s.since + retry <= now) this.#apply(name, { type: "unblock" });
-      else nextIn = Math.min(nextIn, s.since + retry - now);
-    }
-    return nextIn;
-  }
-
   /** Notices the user's pause and resume, and says so once each. */
   #checkPause(): void {
     const by = this.#o.pause?.pausedBy();
@@ -834,7 +763,11 @@ class Fanout {
   #checkTimers(now: number): number {
     // Wake when the window closes, once: after, nothing is waited for.
     const closesIn = (this.#o.closesAt ?? -Infinity) > now ? this.#o.closesAt! - now : Infinity;
-    return Math.min(this.#checkDeadlines(now), this.#checkBlocked(now), closesIn);
+    return Math.min(
+      checkDeadlines(this.#deadlines, now),
+      checkBlocked(this.#deadlines, now),
+      closesIn,
+    );
   }
 
   /**
