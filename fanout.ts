@@ -8,12 +8,12 @@
  */
 
 import type { V1Job } from "@kubernetes/client-node";
-import { classifyJob, interpretStatus, type JobOutcome, slimJob, stillRuns } from "./job.ts";
-import { collectedOutcome } from "./pods.ts";
+import { classifyJob, interpretStatus, slimJob, stillRuns } from "./job.ts";
 import { budgetExceeded, canaryVerdict } from "./safety.ts";
 import { admit, slotLimit, takeNext } from "./admission.ts";
 import { type StartHost, startNode } from "./start.ts";
 import { checkBlocked, checkDeadlines, type DeadlineHost } from "./deadlines.ts";
+import { concludeJob, type FinishHost, judgeCollected, runAfterSuccess } from "./finish.ts";
 import { type Clock, SYSTEM_CLOCK } from "./clock.ts";
 import { type Departure, Informer } from "./informer.ts";
 import {
@@ -24,10 +24,10 @@ import {
   type NodeState,
   type Phase,
 } from "./node_state.ts";
-import { isOutage, Outage, SILENT_MS } from "./outage.ts";
+import { Outage, SILENT_MS } from "./outage.ts";
 import type { DispatchReport, FanoutOptions, Progress, Target } from "./fanout_types.ts";
-import { nodeResult, progressKey, progressOf, resultFacts } from "./outcome.ts";
-import { explainedReason, failureReason, PodReader } from "./explain.ts";
+import { nodeResult, progressKey, progressOf } from "./outcome.ts";
+import { PodReader } from "./explain.ts";
 import { deleteStale, firstSight, STALE_DELETE_DEADLINE_MS, type StaleHost } from "./stale.ts";
 
 export { type Clock, SYSTEM_CLOCK };
@@ -42,9 +42,6 @@ export type {
   StartBudget,
   Target,
 } from "./fanout_types.ts";
-
-/** What the post-success work says when it met an outage: the node is queued again. */
-const OUTAGE = "\u0000outage";
 
 /** The longest the loop sleeps: silence must be noticed within a minute. */
 const MAX_SLEEP_MS = 10_000;
@@ -137,6 +134,8 @@ class Fanout {
   #starter: StartHost;
   /** The engine as the deadline checks (deadlines.ts) see it. */
   #deadlines: DeadlineHost;
+  /** The engine as the end of a node's Job (finish.ts) sees it. */
+  #finisher: FinishHost;
 
   constructor(opts: FanoutOptions) {
     this.#o = {
@@ -159,6 +158,22 @@ class Fanout {
     this.#stale = this.#staleHost();
     this.#starter = this.#startHost();
     this.#deadlines = this.#deadlineHost();
+    this.#finisher = this.#finishHost();
+  }
+
+  /** The engine as the end of a node's Job (finish.ts) sees it. */
+  #finishHost(): FinishHost {
+    return {
+      options: this.#o,
+      clock: this.#o.clock,
+      pods: this.#pods,
+      target: (name) => this.#byName.get(name)!,
+      state: (name) => this.#nodes.get(name),
+      apply: (name, e, facts) => this.#apply(name, e, facts),
+      track: (work, name) => this.#track(work, name),
+      ok: () => this.#ok(),
+      outageHit: (name, e, began) => this.#outageHit(name, e, began),
+    };
   }
 
   /** The engine as the deadline checks (deadlines.ts) see it. */
@@ -375,78 +390,6 @@ class Fanout {
     else if (outcomes.size === this.#canary.size) this.#canaryPassed = true;
   }
 
-  /** What the final result says of a Job (outcome.ts), as of now. */
-  #facts(s: NodeState, job?: V1Job, pods?: number): Partial<NodeState> {
-    return resultFacts(s, { now: this.#now(), job, pods });
-  }
-
-  /**
-   * Records a finished Job. A failure is explained from its pods while they
-   * exist (the failing container, exit code, termination message), since the
-   * Job's own condition only says BackoffLimitExceeded; the slot frees at once.
-   */
-  #conclude(name: string, job: V1Job, counted: boolean): void {
-    const status = interpretStatus(job);
-    const s = this.#nodes.get(name)!;
-    if (status.phase === "active") return;
-    if (status.phase === "succeeded") {
-      const n = this.#apply(
-        name,
-        {
-          type: "succeeded",
-          afterWork: !!this.#o.afterSuccess || (!counted && !!this.#o.postNodeDelayMs),
-          final: status.final,
-          counted,
-        },
-        this.#facts({ ...s, counted }, job),
-      );
-      if (n?.phase === "finishing" && n.afterStarted) this.#afterSuccess(name, job);
-      return;
-    }
-    const explain = this.#pods.readable;
-    this.#apply(
-      name,
-      { type: "failed", reason: failureReason(status), explain, counted },
-      this.#facts({ ...s, counted }, job),
-    );
-    if (explain) this.#track(this.#explain(name, job, status), name);
-  }
-
-  async #explain(name: string, job: V1Job, status: JobOutcome & { phase: "failed" }) {
-    const pods = await this.#pods.list(name);
-    const reason = explainedReason(status, pods);
-    const s = this.#nodes.get(name)!;
-    this.#apply(name, { type: "explained", reason }, this.#facts(s, job, pods?.length));
-  }
-
-  /**
-   * Runs the post-success work off to the side: the slot stays taken until it
-   * ends, so one slow node holds one slot and never stalls the others.
-   */
-  #afterSuccess(name: string, job: V1Job): void {
-    const began = this.#now();
-    const afterSuccess = this.#o.afterSuccess;
-    const work = (afterSuccess ? afterSuccess(this.#byName.get(name)!) : Promise.resolve(undefined))
-      .catch((e) => {
-        if (!isOutage(e)) return `post-success work failed: ${errorText(e)}`;
-        this.#outageHit(name, e, began);
-        return OUTAGE;
-      })
-      .then(async (why) => {
-        if (why === OUTAGE) return;
-        if (!why) this.#ok(); // its node writes went through
-        const delay = this.#o.postNodeDelayMs;
-        if (!why && delay && !this.#nodes.get(name)?.counted) {
-          await this.#o.clock.sleep(delay, this.#o.signal);
-        }
-        // Stopped midway: the node is neither done nor failed, still in flight.
-        if (why && this.#o.signal.aborted) return;
-        const s = this.#nodes.get(name)!;
-        this.#apply(name, { type: "afterDone", reason: why }, this.#facts(s, job));
-      });
-    this.#track(work, name);
-  }
-
   /** A request succeeded: an outage, if any, is over. */
   #ok(): void {
     const change = this.#outage.ok(this.#now());
@@ -474,7 +417,7 @@ class Fanout {
       this.#apply(name, { type: "adopted", uid, counted });
       if (interpretStatus(job).phase === "active") {
         this.#o.reporter.event({ kind: "adopted", node: t.node.name, job: name });
-      } else this.#conclude(name, job, counted);
+      } else concludeJob(this.#finisher, name, job, counted);
       return;
     }
     if (disposition !== "stale") return;
@@ -523,9 +466,11 @@ class Fanout {
     const s = this.#nodes.get(name);
     if (!s || s.uid !== job.metadata?.uid) return;
     const status = interpretStatus(job);
-    if (s.phase === "running") this.#conclude(name, job, false);
+    if (s.phase === "running") concludeJob(this.#finisher, name, job, false);
     else if (s.phase === "finishing" && status.phase === "succeeded" && status.final) {
-      if (this.#apply(name, { type: "complete" })?.afterStarted) this.#afterSuccess(name, job);
+      if (this.#apply(name, { type: "complete" })?.afterStarted) {
+        runAfterSuccess(this.#finisher, name, job);
+      }
     } else if (s.phase === "waitingStale" && !stillRuns(job)) {
       this.#apply(name, { type: "staleFinished" });
       this.#track(deleteStale(this.#stale, name, job, "its run finished"), name);
@@ -540,39 +485,17 @@ class Fanout {
       this.#apply(name, { type: "staleGone" });
     } else if (s.phase === "finishing" && !s.afterStarted) {
       // Gone with only SuccessCriteriaMet seen: its pods are gone too.
-      if (this.#apply(name, { type: "complete" })?.afterStarted) this.#afterSuccess(name, job);
+      if (this.#apply(name, { type: "complete" })?.afterStarted) {
+        runAfterSuccess(this.#finisher, name, job);
+      }
     } else if (s.phase === "running" && how === "vanished") {
-      this.#track(this.#collected(name, s.uid!), name);
+      this.#track(judgeCollected(this.#finisher, name, s.uid!), name);
     } else if (s.phase === "running") {
       // A DELETED event carries the Job's final state: a Job removed by its
       // TTL right after it finished still tells its outcome.
-      if (interpretStatus(job).phase !== "active") this.#conclude(name, job, false);
+      if (interpretStatus(job).phase !== "active") concludeJob(this.#finisher, name, job, false);
       else this.#apply(name, { type: "fail", reason: "its Job was deleted before it finished" });
     }
-  }
-
-  /**
-   * A Job that vanished while nobody watched (collected by its TTL, or
-   * deleted): its pods may still tell the outcome; else it is unknown, never
-   * a failure.
-   */
-  async #collected(name: string, uid: string): Promise<void> {
-    const pods = await this.#pods.list(name) ?? [];
-    const s = this.#nodes.get(name);
-    if (s?.phase !== "running" || s.uid !== uid) return;
-    const seen = collectedOutcome(pods, uid);
-    if (seen.outcome === "succeeded") {
-      const done = {
-        metadata: { name, uid },
-        status: { conditions: [{ type: "Complete", status: "True" }] },
-      };
-      return this.#conclude(name, done as V1Job, false);
-    }
-    const facts = this.#facts(s, undefined, seen.outcome === "failed" ? seen.pods : undefined);
-    const event: NodeEvent = seen.outcome === "failed"
-      ? { type: "fail", reason: seen.reason }
-      : { type: "collected", reason: seen.reason };
-    this.#apply(name, event, facts);
   }
 
   /** Whether the canary's verdict is still open: only its nodes start. */
