@@ -4,6 +4,12 @@
  * cluster only through {@linkcode JobApi}, so it runs unchanged against the
  * real API layer and against the in-memory fake of the unit tests.
  *
+ * The engine owns the one `Map<job name, NodeState>` and the loop; the steps
+ * of a node's life live beside it and reach the map only through the host
+ * the engine gives them: who may start next (admission.ts, pure), the start
+ * (start.ts), the end of its Job (finish.ts), its deadlines (deadlines.ts),
+ * and stale Jobs (stale.ts).
+ *
  * @module
  */
 
