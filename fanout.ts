@@ -167,39 +167,6 @@ class Fanout {
     this.#finisher = this.#finishHost();
   }
 
-  /** The engine as the end of a node's Job (finish.ts) sees it. */
-  #finishHost(): FinishHost {
-    return {
-      options: this.#o,
-      clock: this.#o.clock,
-      pods: this.#pods,
-      target: (name) => this.#byName.get(name)!,
-      state: (name) => this.#nodes.get(name),
-      apply: (name, e, facts) => this.#apply(name, e, facts),
-      track: (work, name) => this.#track(work, name),
-      ok: () => this.#ok(),
-      outageHit: (name, e, began) => this.#outageHit(name, e, began),
-    };
-  }
-
-  /** The engine as the deadline checks (deadlines.ts) see it. */
-  #deadlineHost(): DeadlineHost {
-    return {
-      options: this.#o,
-      api: this.#o.api,
-      reporter: this.#o.reporter,
-      clock: this.#o.clock,
-      pods: this.#pods,
-      stale: this.#stale,
-      inFlight: () => this.#inFlight,
-      blocked: () => this.#blocked,
-      nodeOf: (name) => this.#byName.get(name)?.node.name,
-      state: (name) => this.#nodes.get(name),
-      put: (name, s) => this.#put(name, s),
-      apply: (name, e, facts) => void this.#apply(name, e, facts),
-    };
-  }
-
   /** The one informer of the run's Jobs; its events drive the node states. */
   #watchJobs(): Informer<V1Job> {
     const { api, pollOnly } = this.#o;
@@ -217,6 +184,26 @@ class Fanout {
         this.#notify();
       },
     });
+  }
+
+  /** The engine as the stale-Job work of stale.ts sees it. */
+  #staleHost(): StaleHost {
+    return {
+      api: this.#o.api,
+      reporter: this.#o.reporter,
+      clock: this.#o.clock,
+      signal: this.#o.signal,
+      deadlineMs: this.#o.staleDeleteDeadlineMs,
+      state: (name) => this.#nodes.get(name),
+      put: (name, s) => this.#put(name, s),
+      apply: (name, e) => void this.#apply(name, e),
+      drop: (name) => this.#drop(name),
+      isTarget: (name) => this.#byName.has(name),
+      ok: () => this.#ok(),
+      outage: (e, began) => this.#outageFailed(e, began),
+      listPods: (name) => this.#pods.list(name),
+      track: (work, name) => this.#track(work, name),
+    };
   }
 
   /** The engine as the start of a node (start.ts) sees it. */
@@ -237,14 +224,13 @@ class Fanout {
       outageHit: (name, e, began) => this.#outageHit(name, e, began),
       ok: () => this.#ok(),
       track: (work) => this.#track(work),
-      created: (job) => this.#createdJob(job),
+      created: (name, job) => this.#createdJob(name, job),
       meet: (name, job) => this.#meet(name, job, false),
     };
   }
 
   /** This run created `job`: never retried by `--retry-failed`, and met in the cache. */
-  #createdJob(job: V1Job): void {
-    const name = nameOf(job);
+  #createdJob(name: string, job: V1Job): void {
     this.#created.add(job.metadata!.uid!);
     // The watch may have seen it finish before the create returned.
     const seen = this.#jobs.cache.get(name);
@@ -254,23 +240,36 @@ class Fanout {
     else if (!seen) this.#jobs.assume(job);
   }
 
-  /** The engine as the stale-Job work of stale.ts sees it. */
-  #staleHost(): StaleHost {
+  /** The engine as the deadline checks (deadlines.ts) see it. */
+  #deadlineHost(): DeadlineHost {
     return {
+      options: this.#o,
       api: this.#o.api,
       reporter: this.#o.reporter,
       clock: this.#o.clock,
-      signal: this.#o.signal,
-      deadlineMs: this.#o.staleDeleteDeadlineMs,
+      pods: this.#pods,
+      stale: this.#stale,
+      inFlight: () => this.#inFlight,
+      blocked: () => this.#blocked,
+      nodeOf: (name) => this.#byName.get(name)?.node.name,
       state: (name) => this.#nodes.get(name),
       put: (name, s) => this.#put(name, s),
-      apply: (name, e) => void this.#apply(name, e),
-      drop: (name) => this.#drop(name),
-      isTarget: (name) => this.#byName.has(name),
-      ok: () => this.#ok(),
-      outage: (e, began) => this.#outageFailed(e, began),
-      listPods: (name) => this.#pods.list(name),
+      apply: (name, e, facts) => void this.#apply(name, e, facts),
+    };
+  }
+
+  /** The engine as the end of a node's Job (finish.ts) sees it. */
+  #finishHost(): FinishHost {
+    return {
+      options: this.#o,
+      clock: this.#o.clock,
+      pods: this.#pods,
+      target: (name) => this.#byName.get(name)!,
+      state: (name) => this.#nodes.get(name),
+      apply: (name, e, facts) => this.#apply(name, e, facts),
       track: (work, name) => this.#track(work, name),
+      ok: () => this.#ok(),
+      outageHit: (name, e, began) => this.#outageHit(name, e, began),
     };
   }
 

@@ -47,8 +47,8 @@ export interface StartHost {
   ok(): void;
   /** Keeps track of work off to the side. */
   track(work: Promise<void>): void;
-  /** This run created `job`: the engine records it and looks for it in its cache. */
-  created(job: V1Job): void;
+  /** This run created `job`, the Job of `name`: the engine records it and looks for it in its cache. */
+  created(name: string, job: V1Job): void;
   /** A Job of the node's name exists and is ours or stale: count, adopt or replace it. */
   meet(name: string, job: V1Job): void;
 }
@@ -156,7 +156,7 @@ async function createJob(host: StartHost, t: Target): Promise<void> {
   const replaced = host.state(name)!.replaced;
   host.apply(name, { type: "created", uid: created.metadata!.uid! });
   host.reporter.event({ kind: replaced ? "replaced" : "created", node: t.node.name, job: name });
-  host.created(created);
+  host.created(name, created);
 }
 
 /** A Job of the node's name already exists: ours, stale, or someone else's. */

@@ -54,7 +54,7 @@ function host(over: Partial<StartHost>, halted = false) {
     outageHit: () => void steps.push(["outage"]),
     ok: () => void steps.push(["ok"]),
     track: (work) => void work.then(() => {}),
-    created: (job) => void steps.push(["created", job.metadata!.uid!]),
+    created: (_, job) => void steps.push(["created", job.metadata!.uid!]),
     meet: (_, job) => void steps.push(["meet", job.metadata!.uid!]),
     ...over,
   };
