@@ -4,14 +4,22 @@
  * cluster only through {@linkcode JobApi}, so it runs unchanged against the
  * real API layer and against the in-memory fake of the unit tests.
  *
+ * The engine owns the one `Map<job name, NodeState>` and the loop; the steps
+ * of a node's life live beside it and reach the map only through the host
+ * the engine gives them: who may start next (admission.ts, pure), the start
+ * (start.ts), the end of its Job (finish.ts), its deadlines (deadlines.ts),
+ * and stale Jobs (stale.ts).
+ *
  * @module
  */
 
 import type { V1Job } from "@kubernetes/client-node";
-import { classifyJob, interpretStatus, type JobOutcome, slimJob, stillRuns } from "./job.ts";
-import { collectedOutcome } from "./pods.ts";
-import { ApiError } from "./kube.ts";
-import { budgetExceeded, canaryVerdict, nextStartable } from "./safety.ts";
+import { classifyJob, interpretStatus, slimJob, stillRuns } from "./job.ts";
+import { budgetExceeded, canaryVerdict } from "./safety.ts";
+import { admit, slotLimit, takeNext } from "./admission.ts";
+import { type StartHost, startNode } from "./start.ts";
+import { checkBlocked, checkDeadlines, type DeadlineHost } from "./deadlines.ts";
+import { concludeJob, type FinishHost, judgeCollected, runAfterSuccess } from "./finish.ts";
 import { type Clock, SYSTEM_CLOCK } from "./clock.ts";
 import { type Departure, Informer } from "./informer.ts";
 import {
@@ -22,26 +30,11 @@ import {
   type NodeState,
   type Phase,
 } from "./node_state.ts";
-import { isOutage, Outage, SILENT_MS } from "./outage.ts";
+import { Outage, SILENT_MS } from "./outage.ts";
 import type { DispatchReport, FanoutOptions, Progress, Target } from "./fanout_types.ts";
-import { nodeResult, progressKey, progressOf, resultFacts } from "./outcome.ts";
-import {
-  explainedReason,
-  failureReason,
-  PodReader,
-  STALL_AFTER_MS,
-  STALL_REPEAT_MS,
-  stallDue,
-  stalledBy,
-} from "./explain.ts";
-import {
-  checkDeletion,
-  deleteStale,
-  firstSight,
-  STALE_DELETE_DEADLINE_MS,
-  type StaleHost,
-  staleWaitTimeout,
-} from "./stale.ts";
+import { nodeResult, progressKey, progressOf } from "./outcome.ts";
+import { PodReader } from "./explain.ts";
+import { deleteStale, firstSight, STALE_DELETE_DEADLINE_MS, type StaleHost } from "./stale.ts";
 
 export { type Clock, SYSTEM_CLOCK };
 export type {
@@ -55,9 +48,6 @@ export type {
   StartBudget,
   Target,
 } from "./fanout_types.ts";
-
-/** What the post-success work says when it met an outage: the node is queued again. */
-const OUTAGE = "\u0000outage";
 
 /** The longest the loop sleeps: silence must be noticed within a minute. */
 const MAX_SLEEP_MS = 10_000;
@@ -146,6 +136,12 @@ class Fanout {
   #created = new Set<string>();
   /** The engine as the stale-Job work sees it (stale.ts). */
   #stale: StaleHost;
+  /** The engine as the start of a node (start.ts) sees it. */
+  #starter: StartHost;
+  /** The engine as the deadline checks (deadlines.ts) see it. */
+  #deadlines: DeadlineHost;
+  /** The engine as the end of a node's Job (finish.ts) sees it. */
+  #finisher: FinishHost;
 
   constructor(opts: FanoutOptions) {
     this.#o = {
@@ -164,11 +160,21 @@ class Fanout {
       opts.api,
       (message) => this.#o.reporter.event({ kind: "notice", message }),
     );
-    this.#jobs = new Informer<V1Job>({
-      source: { list: () => opts.api.listJobs(), watch: (rv, s) => opts.api.watchJobs(rv, s) },
+    this.#jobs = this.#watchJobs();
+    this.#stale = this.#staleHost();
+    this.#starter = this.#startHost();
+    this.#deadlines = this.#deadlineHost();
+    this.#finisher = this.#finishHost();
+  }
+
+  /** The one informer of the run's Jobs; its events drive the node states. */
+  #watchJobs(): Informer<V1Job> {
+    const { api, pollOnly } = this.#o;
+    return new Informer<V1Job>({
+      source: { list: () => api.listJobs(), watch: (rv, s) => api.watchJobs(rv, s) },
       clock: this.#o.clock,
       pollIntervalMs: this.#o.pollIntervalMs,
-      pollOnly: opts.pollOnly,
+      pollOnly,
       watchRetryMs: this.#o.watchRetryMs,
       keep: slimJob,
       onUpsert: (job) => this.#onUpsert(job),
@@ -178,11 +184,15 @@ class Fanout {
         this.#notify();
       },
     });
-    this.#stale = {
-      api: opts.api,
-      reporter: opts.reporter,
+  }
+
+  /** The engine as the stale-Job work of stale.ts sees it. */
+  #staleHost(): StaleHost {
+    return {
+      api: this.#o.api,
+      reporter: this.#o.reporter,
       clock: this.#o.clock,
-      signal: opts.signal,
+      signal: this.#o.signal,
       deadlineMs: this.#o.staleDeleteDeadlineMs,
       state: (name) => this.#nodes.get(name),
       put: (name, s) => this.#put(name, s),
@@ -193,6 +203,73 @@ class Fanout {
       outage: (e, began) => this.#outageFailed(e, began),
       listPods: (name) => this.#pods.list(name),
       track: (work, name) => this.#track(work, name),
+    };
+  }
+
+  /** The engine as the start of a node (start.ts) sees it. */
+  #startHost(): StartHost {
+    const { api, reporter, clock, run, recheck, blockers, prepare, release } = this.#o;
+    return {
+      api,
+      reporter,
+      clock,
+      run,
+      recheck,
+      blockers,
+      prepare,
+      release,
+      halted: () => this.#halted(),
+      state: (name) => this.#nodes.get(name),
+      apply: (name, e) => void this.#apply(name, e),
+      outageHit: (name, e, began) => this.#outageHit(name, e, began),
+      ok: () => this.#ok(),
+      track: (work) => this.#track(work),
+      created: (name, job) => this.#createdJob(name, job),
+      meet: (name, job) => this.#meet(name, job, false),
+    };
+  }
+
+  /** This run created `job`: never retried by `--retry-failed`, and met in the cache. */
+  #createdJob(name: string, job: V1Job): void {
+    this.#created.add(job.metadata!.uid!);
+    // The watch may have seen it finish before the create returned.
+    const seen = this.#jobs.cache.get(name);
+    if (seen && seen.metadata?.uid === job.metadata!.uid) this.#onUpsert(seen);
+    // Else in the cache until a LIST or the watch shows it, so that a Job
+    // collected before any of them did is still noticed as gone.
+    else if (!seen) this.#jobs.assume(job);
+  }
+
+  /** The engine as the deadline checks (deadlines.ts) see it. */
+  #deadlineHost(): DeadlineHost {
+    return {
+      options: this.#o,
+      api: this.#o.api,
+      reporter: this.#o.reporter,
+      clock: this.#o.clock,
+      pods: this.#pods,
+      stale: this.#stale,
+      inFlight: () => this.#inFlight,
+      blocked: () => this.#blocked,
+      nodeOf: (name) => this.#byName.get(name)?.node.name,
+      state: (name) => this.#nodes.get(name),
+      put: (name, s) => this.#put(name, s),
+      apply: (name, e, facts) => void this.#apply(name, e, facts),
+    };
+  }
+
+  /** The engine as the end of a node's Job (finish.ts) sees it. */
+  #finishHost(): FinishHost {
+    return {
+      options: this.#o,
+      clock: this.#o.clock,
+      pods: this.#pods,
+      target: (name) => this.#byName.get(name)!,
+      state: (name) => this.#nodes.get(name),
+      apply: (name, e, facts) => this.#apply(name, e, facts),
+      track: (work, name) => this.#track(work, name),
+      ok: () => this.#ok(),
+      outageHit: (name, e, began) => this.#outageHit(name, e, began),
     };
   }
 
@@ -318,78 +395,6 @@ class Fanout {
     else if (outcomes.size === this.#canary.size) this.#canaryPassed = true;
   }
 
-  /** What the final result says of a Job (outcome.ts), as of now. */
-  #facts(s: NodeState, job?: V1Job, pods?: number): Partial<NodeState> {
-    return resultFacts(s, { now: this.#now(), job, pods });
-  }
-
-  /**
-   * Records a finished Job. A failure is explained from its pods while they
-   * exist (the failing container, exit code, termination message), since the
-   * Job's own condition only says BackoffLimitExceeded; the slot frees at once.
-   */
-  #conclude(name: string, job: V1Job, counted: boolean): void {
-    const status = interpretStatus(job);
-    const s = this.#nodes.get(name)!;
-    if (status.phase === "active") return;
-    if (status.phase === "succeeded") {
-      const n = this.#apply(
-        name,
-        {
-          type: "succeeded",
-          afterWork: !!this.#o.afterSuccess || (!counted && !!this.#o.postNodeDelayMs),
-          final: status.final,
-          counted,
-        },
-        this.#facts({ ...s, counted }, job),
-      );
-      if (n?.phase === "finishing" && n.afterStarted) this.#afterSuccess(name, job);
-      return;
-    }
-    const explain = this.#pods.readable;
-    this.#apply(
-      name,
-      { type: "failed", reason: failureReason(status), explain, counted },
-      this.#facts({ ...s, counted }, job),
-    );
-    if (explain) this.#track(this.#explain(name, job, status), name);
-  }
-
-  async #explain(name: string, job: V1Job, status: JobOutcome & { phase: "failed" }) {
-    const pods = await this.#pods.list(name);
-    const reason = explainedReason(status, pods);
-    const s = this.#nodes.get(name)!;
-    this.#apply(name, { type: "explained", reason }, this.#facts(s, job, pods?.length));
-  }
-
-  /**
-   * Runs the post-success work off to the side: the slot stays taken until it
-   * ends, so one slow node holds one slot and never stalls the others.
-   */
-  #afterSuccess(name: string, job: V1Job): void {
-    const began = this.#now();
-    const afterSuccess = this.#o.afterSuccess;
-    const work = (afterSuccess ? afterSuccess(this.#byName.get(name)!) : Promise.resolve(undefined))
-      .catch((e) => {
-        if (!isOutage(e)) return `post-success work failed: ${errorText(e)}`;
-        this.#outageHit(name, e, began);
-        return OUTAGE;
-      })
-      .then(async (why) => {
-        if (why === OUTAGE) return;
-        if (!why) this.#ok(); // its node writes went through
-        const delay = this.#o.postNodeDelayMs;
-        if (!why && delay && !this.#nodes.get(name)?.counted) {
-          await this.#o.clock.sleep(delay, this.#o.signal);
-        }
-        // Stopped midway: the node is neither done nor failed, still in flight.
-        if (why && this.#o.signal.aborted) return;
-        const s = this.#nodes.get(name)!;
-        this.#apply(name, { type: "afterDone", reason: why }, this.#facts(s, job));
-      });
-    this.#track(work, name);
-  }
-
   /** A request succeeded: an outage, if any, is over. */
   #ok(): void {
     const change = this.#outage.ok(this.#now());
@@ -417,7 +422,7 @@ class Fanout {
       this.#apply(name, { type: "adopted", uid, counted });
       if (interpretStatus(job).phase === "active") {
         this.#o.reporter.event({ kind: "adopted", node: t.node.name, job: name });
-      } else this.#conclude(name, job, counted);
+      } else concludeJob(this.#finisher, name, job, counted);
       return;
     }
     if (disposition !== "stale") return;
@@ -466,9 +471,11 @@ class Fanout {
     const s = this.#nodes.get(name);
     if (!s || s.uid !== job.metadata?.uid) return;
     const status = interpretStatus(job);
-    if (s.phase === "running") this.#conclude(name, job, false);
+    if (s.phase === "running") concludeJob(this.#finisher, name, job, false);
     else if (s.phase === "finishing" && status.phase === "succeeded" && status.final) {
-      if (this.#apply(name, { type: "complete" })?.afterStarted) this.#afterSuccess(name, job);
+      if (this.#apply(name, { type: "complete" })?.afterStarted) {
+        runAfterSuccess(this.#finisher, name, job);
+      }
     } else if (s.phase === "waitingStale" && !stillRuns(job)) {
       this.#apply(name, { type: "staleFinished" });
       this.#track(deleteStale(this.#stale, name, job, "its run finished"), name);
@@ -483,200 +490,73 @@ class Fanout {
       this.#apply(name, { type: "staleGone" });
     } else if (s.phase === "finishing" && !s.afterStarted) {
       // Gone with only SuccessCriteriaMet seen: its pods are gone too.
-      if (this.#apply(name, { type: "complete" })?.afterStarted) this.#afterSuccess(name, job);
+      if (this.#apply(name, { type: "complete" })?.afterStarted) {
+        runAfterSuccess(this.#finisher, name, job);
+      }
     } else if (s.phase === "running" && how === "vanished") {
-      this.#track(this.#collected(name, s.uid!), name);
+      this.#track(judgeCollected(this.#finisher, name, s.uid!), name);
     } else if (s.phase === "running") {
       // A DELETED event carries the Job's final state: a Job removed by its
       // TTL right after it finished still tells its outcome.
-      if (interpretStatus(job).phase !== "active") this.#conclude(name, job, false);
+      if (interpretStatus(job).phase !== "active") concludeJob(this.#finisher, name, job, false);
       else this.#apply(name, { type: "fail", reason: "its Job was deleted before it finished" });
     }
   }
 
-  /**
-   * A Job that vanished while nobody watched (collected by its TTL, or
-   * deleted): its pods may still tell the outcome; else it is unknown, never
-   * a failure.
-   */
-  async #collected(name: string, uid: string): Promise<void> {
-    const pods = await this.#pods.list(name) ?? [];
-    const s = this.#nodes.get(name);
-    if (s?.phase !== "running" || s.uid !== uid) return;
-    const seen = collectedOutcome(pods, uid);
-    if (seen.outcome === "succeeded") {
-      const done = {
-        metadata: { name, uid },
-        status: { conditions: [{ type: "Complete", status: "True" }] },
-      };
-      return this.#conclude(name, done as V1Job, false);
-    }
-    const facts = this.#facts(s, undefined, seen.outcome === "failed" ? seen.pods : undefined);
-    const event: NodeEvent = seen.outcome === "failed"
-      ? { type: "fail", reason: seen.reason }
-      : { type: "collected", reason: seen.reason };
-    this.#apply(name, event, facts);
-  }
-
-  /** Re-reads and claims the node, then creates its Job. */
-  async #start(name: string): Promise<void> {
-    const t = this.#byName.get(name)!;
-    let began = this.#now();
-    let why: string | undefined;
-    try {
-      why = await this.#o.recheck?.(t);
-    } catch (e) {
-      if (isOutage(e)) return this.#outageHit(name, e, began);
-      why = `cannot re-read node ${t.node.name}: ${errorText(e)}`;
-    }
-    if (why) return void this.#apply(name, { type: "fail", reason: why });
-    if (this.#o.blockers) {
-      began = this.#now();
-      try {
-        const blocking = await this.#o.blockers(t);
-        if (blocking) return void this.#apply(name, { type: "blocked", reason: blocking });
-      } catch (e) {
-        if (isOutage(e)) return this.#outageHit(name, e, began);
-        return void this.#apply(name, {
-          type: "fail",
-          reason: `cannot list the pods of node ${t.node.name}: ${errorText(e)}`,
-        });
-      }
-    }
-    const halted = () => this.#o.signal.aborted || !!this.#stoppedBy || this.#closed();
-    if (this.#o.prepare && !halted()) {
-      this.#apply(name, { type: "prepare" });
-      began = this.#now();
-      try {
-        why = await this.#o.prepare(t);
-      } catch (e) {
-        if (!isOutage(e)) why = `cannot prepare node ${t.node.name}: ${errorText(e)}`;
-        else return this.#outageHit(name, e, began);
-      }
-      if (why) return void this.#apply(name, { type: "fail", reason: why });
-      this.#apply(name, { type: "prepared" });
-    }
-    if (halted()) {
-      // Never leave a node worse than found: a node cordoned and drained for
-      // a Job that will not come is given back.
-      if (this.#o.prepare && this.#o.release) this.#track(this.#o.release(t, "abandoned"));
-      return void this.#apply(name, { type: "requeue" });
-    }
-    let created: V1Job;
-    began = this.#now();
-    try {
-      created = await this.#o.api.createJob(t.job());
-    } catch (e) {
-      if (e instanceof ApiError && e.status === 409) return await this.#resolveConflict(name);
-      if (isOutage(e)) return this.#outageHit(name, e, began);
-      return void this.#apply(name, {
-        type: "fail",
-        reason: `cannot create Job ${name}: ${errorText(e)}`,
-      });
-    }
-    this.#ok();
-    this.#created.add(created.metadata!.uid!);
-    const replaced = this.#nodes.get(name)!.replaced;
-    this.#apply(name, { type: "created", uid: created.metadata!.uid! });
-    this.#o.reporter.event({
-      kind: replaced ? "replaced" : "created",
-      node: t.node.name,
-      job: name,
-    });
-    // The watch may have seen it finish before the create returned.
-    const seen = this.#jobs.cache.get(name);
-    if (seen && seen.metadata?.uid === created.metadata!.uid) this.#onUpsert(seen);
-    // Else in the cache until a LIST or the watch shows it, so that a Job
-    // collected before any of them did is still noticed as gone.
-    else if (!seen) this.#jobs.assume(created);
-  }
-
-  /** A Job of the node's name already exists: ours, stale, or someone else's. */
-  async #resolveConflict(name: string): Promise<void> {
-    const began = this.#now();
-    let existing: V1Job | undefined;
-    try {
-      existing = await this.#o.api.getJob(name);
-    } catch (e) {
-      if (isOutage(e)) return this.#outageHit(name, e, began);
-      return void this.#apply(name, {
-        type: "fail",
-        reason: `cannot read existing Job ${name}: ${errorText(e)}`,
-      });
-    }
-    // Deleted between our create and our read: try again in the next slot.
-    if (!existing) return void this.#apply(name, { type: "requeue" });
-    if (classifyJob(existing, this.#o.run, this.#byName.get(name)!.node.uid) === "notOurs") {
-      return void this.#apply(name, {
-        type: "fail",
-        reason: `a Job named ${name} exists without label ${this.#o.run.keys.owner}; ` +
-          "it is not ours and is left alone: delete it or choose another --name-prefix",
-      });
-    }
-    this.#meet(name, existing, false);
+  /** Whether the canary's verdict is still open: only its nodes start. */
+  #canaryOpen(): boolean {
+    return !this.#canaryPassed && this.#canary.size > 0;
   }
 
   /** Takes the next queued node (or leftover) for which a slot may open; undefined when none. */
   #pick(): string | undefined {
-    const canary = !this.#canaryPassed && this.#canary.size > 0;
     const domain = this.#o.domain;
-    // A name enters the queue only on becoming queued, so it is there once;
-    // names that left by another way (failed, adopted) are skipped here.
-    const queued = (n: string) => this.#nodes.get(n)?.phase === "queued";
-    if (!canary && !domain) {
-      while (this.#queue.length) {
-        const n = this.#queue.shift()!;
-        if (queued(n)) return n;
-      }
-      return undefined;
-    }
-    this.#queue = this.#queue.filter(queued);
-    const candidates = this.#queue.filter((n) => !canary || this.#canary.has(n));
-    const byDomain = (n: string) => {
-      const t = this.#byName.get(n);
-      return t && domain ? domain(t) : "";
-    };
-    const j = nextStartable(candidates, byDomain, this.#inFlightByDomain(), this.#o.maxPerDomain);
-    if (j < 0) return undefined;
-    this.#queue.splice(this.#queue.indexOf(candidates[j]), 1);
-    return candidates[j];
+    const { name, queue } = takeNext(this.#queue, {
+      queued: (n) => this.#nodes.get(n)?.phase === "queued",
+      canary: this.#canaryOpen() ? this.#canary : undefined,
+      domainOf: domain && ((n) => {
+        const t = this.#byName.get(n);
+        return t && domain(t);
+      }),
+      inFlight: this.#inFlight,
+      maxPerDomain: this.#o.maxPerDomain,
+    });
+    this.#queue = queue;
+    return name;
   }
 
-  /** Jobs in flight per failure domain. */
-  #inFlightByDomain(): Map<string, number> {
-    const counts = new Map<string, number>();
-    const domain = this.#o.domain;
-    if (!domain) return counts;
-    for (const name of this.#inFlight) {
-      const t = this.#byName.get(name);
-      if (!t) continue;
-      const d = domain(t);
-      counts.set(d, (counts.get(d) ?? 0) + 1);
-    }
-    return counts;
-  }
-
-  /** Starts what the slots allow; while paused, one probe start at a time. */
   /** Whether the maintenance window has closed: nothing more starts. */
   #closed(): boolean {
     return this.#o.closesAt !== undefined && this.#now() >= this.#o.closesAt;
   }
 
+  /** Whether nothing more may start: aborted, stopped, or the window closed. */
+  #halted(): boolean {
+    return this.#o.signal.aborted || !!this.#stoppedBy || this.#closed();
+  }
+
+  /** Starts what the slots allow; while paused, one probe start at a time. */
   #fill(): void {
-    if (this.#o.signal.aborted || this.#stoppedBy || this.#closed()) return;
+    if (this.#halted()) return;
     if (this.#pausedBy) return;
-    const canary = !this.#canaryPassed && this.#canary.size > 0;
-    const limit = canary ? Math.min(this.#canary.size, this.#o.parallelism) : this.#o.parallelism;
+    const limit = slotLimit(this.#o.parallelism, this.#canaryOpen() ? this.#canary.size : 0);
     // The budget counts the nodes in work: each start below takes one of its slots.
     let room = this.#o.budget?.slots(this.#inWork()) ?? Infinity;
-    while (this.#inFlight.size - this.#leftoversDeleting.size < limit && room > 0) {
-      const paused = this.#outage.paused;
-      if (paused && (this.#count("creating") > 0 || !this.#outage.mayProbe(this.#now()))) return;
+    while (true) {
+      const admission = admit({
+        held: this.#inFlight.size - this.#leftoversDeleting.size,
+        limit,
+        room,
+        outage: this.#outage.paused,
+        creating: this.#count("creating"),
+        mayProbe: this.#outage.mayProbe(this.#now()),
+      });
+      if (admission === "full" || admission === "waitForProbe") return;
       const name = this.#pick();
       if (name === undefined) return;
       if (this.#byName.has(name)) room--;
       this.#begin(name);
-      if (paused) return;
+      if (admission === "probe") return;
     }
   }
 
@@ -705,85 +585,7 @@ class Fanout {
     }
     if (!this.#byName.has(name)) return this.#drop(name); // a leftover already gone
     this.#apply(name, { type: "start" });
-    this.#track(this.#start(name), name);
-  }
-
-  /**
-   * Reports Jobs whose pod is still Pending long after they started, with the
-   * pod's own reason, instead of letting them look busy until a deadline.
-   */
-  #checkStall(name: string, s: NodeState, now: number): number {
-    if (!this.#pods.readable) return Infinity;
-    const repeat = this.#o.stallRepeatMs ?? STALL_REPEAT_MS;
-    const left = stallDue(s, now, this.#o.stallAfterMs ?? STALL_AFTER_MS, repeat);
-    if (left > 0) return left;
-    this.#put(name, { ...s, stallCheckedAt: now });
-    this.#pods.list(name).then((pods) => {
-      const current = this.#nodes.get(name);
-      if (!pods || current?.phase !== "running" || current.uid !== s.uid) return;
-      const reason = stalledBy(pods);
-      if (reason === undefined) return;
-      const node = this.#byName.get(name)!.node.name;
-      const seconds = Math.round((this.#now() - s.startedAt!) / 1000);
-      this.#o.reporter.event({ kind: "stalled", node, job: name, reason, seconds });
-    });
-    return repeat;
-  }
-
-  /** Fails a running node past the node timeout; returns ms until its deadline. */
-  #expire(name: string, s: NodeState, now: number): number {
-    const timeout = this.#o.nodeTimeoutMs;
-    if (timeout === undefined) return Infinity;
-    const left = s.startedAt! + timeout - now;
-    if (left > 0) return left;
-    this.#apply(name, { type: "fail", reason: `timeout: not finished within ${timeout / 1000} s` });
-    if (this.#o.deleteTimedOut) {
-      this.#o.api.deleteJob(name, s.uid!).catch(() => {});
-      this.#o.reporter.event({ kind: "deleting", job: name, why: "it timed out" });
-    }
-    return Infinity;
-  }
-
-  /** Checks the deadlines of the nodes in flight; returns ms until the next. */
-  #checkDeadlines(now: number): number {
-    let nextIn = Infinity;
-    for (const name of [...this.#inFlight]) {
-      const s = this.#nodes.get(name)!;
-      if (s.phase === "running") {
-        nextIn = Math.min(nextIn, this.#expire(name, s, now));
-        const current = this.#nodes.get(name)!;
-        if (current.phase === "running") {
-          nextIn = Math.min(nextIn, this.#checkStall(name, current, now));
-        }
-      } else if (s.phase === "deleting") {
-        nextIn = Math.min(nextIn, checkDeletion(this.#stale, name, s, now));
-      } else if (s.phase === "waitingStale" && this.#o.nodeTimeoutMs && this.#byName.has(name)) {
-        // The stale Job is never killed; the node timeout still bounds the wait.
-        const wait = staleWaitTimeout(name, s, now, this.#o.nodeTimeoutMs);
-        if ("left" in wait) nextIn = Math.min(nextIn, wait.left);
-        else this.#apply(name, { type: "fail", reason: wait.reason });
-      }
-    }
-    return nextIn;
-  }
-
-  /**
-   * Sends blocked nodes back to the queue once their wait is over, or ends
-   * them as blocked past the timeout; returns ms until the next is due.
-   */
-  #checkBlocked(now: number): number {
-    let nextIn = Infinity;
-    const retry = this.#o.blockedRetryMs ?? 5_000;
-    const timeout = this.#o.blockedTimeoutMs;
-    for (const name of [...this.#blocked]) {
-      const s = this.#nodes.get(name)!;
-      if (timeout !== undefined && s.blockedAt! + timeout <= now) {
-        const reason = `still blocked after ${timeout / 1000} s: ${s.reason}`;
-        this.#apply(name, { type: "blockedTimeout", reason }, { finishedAt: now });
-      } else if (s.since + retry <= now) this.#apply(name, { type: "unblock" });
-      else nextIn = Math.min(nextIn, s.since + retry - now);
-    }
-    return nextIn;
+    this.#track(startNode(this.#starter, this.#byName.get(name)!), name);
   }
 
   /** Notices the user's pause and resume, and says so once each. */
@@ -826,63 +628,16 @@ class Fanout {
     });
   }
 
+  /**
+   * Runs the rollout: starts what the slots allow, checks deadlines, and
+   * sleeps until a watch event, a timer or the user wakes it.
+   */
   async run(): Promise<DispatchReport> {
-    this.#began = this.#now();
-    for (const t of this.#o.targets) this.#put(t.name, { phase: "queued", since: this.#began });
-    await this.#jobs.start();
-    this.#initial();
-    this.#o.budget?.onChange(() => this.#notify());
-    this.#o.pause?.onChange(() => this.#notify());
+    await this.#open();
     const onAbort = () => this.#notify();
     this.#o.signal.addEventListener("abort", onAbort);
-    let lastProgress = this.#now();
-    let lastCounts = "";
     try {
-      while (true) {
-        this.#checkPause();
-        this.#fill();
-        if (this.#done() || this.#o.signal.aborted) break;
-        const now = this.#now();
-        this.#checkSilence(now);
-        if (this.#o.progressOnChange) {
-          const p = this.#progress();
-          const key = progressKey(p);
-          if (key !== lastCounts) {
-            this.#o.reporter.progress(p);
-            lastCounts = key;
-          }
-        }
-        // Wake when the window closes, once: after, nothing is waited for.
-        const closesIn = (this.#o.closesAt ?? -Infinity) > now ? this.#o.closesAt! - now : Infinity;
-        const nextDeadline = Math.min(
-          this.#checkDeadlines(now),
-          this.#checkBlocked(now),
-          closesIn,
-        );
-        if (now - lastProgress >= this.#o.progressIntervalMs) {
-          this.#o.reporter.progress(this.#progress());
-          lastProgress = now;
-        }
-        const wait = new AbortController();
-        this.#wake = () => wait.abort();
-        if (!this.#woken) {
-          const probe = this.#outage.paused ? 1_000 : Infinity;
-          await this.#o.clock.sleep(
-            Math.max(
-              1,
-              Math.min(
-                nextDeadline,
-                probe,
-                MAX_SLEEP_MS,
-                this.#o.progressIntervalMs - (now - lastProgress),
-              ),
-            ),
-            wait.signal,
-          );
-        }
-        this.#woken = false;
-        this.#wake = () => {};
-      }
+      await this.#loop();
     } finally {
       this.#o.signal.removeEventListener("abort", onAbort);
       // A create already sent when the run was stopped may still make its
@@ -891,6 +646,76 @@ class Fanout {
       await this.#jobs.stop();
     }
     this.#o.reporter.progress(this.#progress());
+    return this.#report();
+  }
+
+  /** Queues every target, takes the first view of the Jobs, and listens to the gates. */
+  async #open(): Promise<void> {
+    this.#began = this.#now();
+    for (const t of this.#o.targets) this.#put(t.name, { phase: "queued", since: this.#began });
+    await this.#jobs.start();
+    this.#initial();
+    this.#o.budget?.onChange(() => this.#notify());
+    this.#o.pause?.onChange(() => this.#notify());
+  }
+
+  /** One pass per wake-up until every node is done, the run stopped or it was aborted. */
+  async #loop(): Promise<void> {
+    let lastProgress = this.#now();
+    let lastCounts = "";
+    while (true) {
+      this.#checkPause();
+      this.#fill();
+      if (this.#done() || this.#o.signal.aborted) return;
+      const now = this.#now();
+      this.#checkSilence(now);
+      if (this.#o.progressOnChange) lastCounts = this.#progressOnChange(lastCounts);
+      const nextDeadline = this.#checkTimers(now);
+      if (now - lastProgress >= this.#o.progressIntervalMs) {
+        this.#o.reporter.progress(this.#progress());
+        lastProgress = now;
+      }
+      await this.#sleep(Math.min(nextDeadline, this.#o.progressIntervalMs - (now - lastProgress)));
+    }
+  }
+
+  /** Reports the progress when its counts changed since `last`; returns the counts' key. */
+  #progressOnChange(last: string): string {
+    const p = this.#progress();
+    const key = progressKey(p);
+    if (key !== last) this.#o.reporter.progress(p);
+    return key;
+  }
+
+  /** Acts on the deadlines due by `now`; returns ms until the next one. */
+  #checkTimers(now: number): number {
+    // Wake when the window closes, once: after, nothing is waited for.
+    const closesIn = (this.#o.closesAt ?? -Infinity) > now ? this.#o.closesAt! - now : Infinity;
+    return Math.min(
+      checkDeadlines(this.#deadlines, now),
+      checkBlocked(this.#deadlines, now),
+      closesIn,
+    );
+  }
+
+  /**
+   * Sleeps `ms` (at least 1 ms, at most {@linkcode MAX_SLEEP_MS}) unless woken
+   * first; a wake-up that came since the last sleep ends it at once.
+   */
+  async #sleep(ms: number): Promise<void> {
+    const wait = new AbortController();
+    this.#wake = () => wait.abort();
+    if (!this.#woken) {
+      // While the API is out, a probe start may be due within the second.
+      const probe = this.#outage.paused ? 1_000 : Infinity;
+      await this.#o.clock.sleep(Math.max(1, Math.min(ms, probe, MAX_SLEEP_MS)), wait.signal);
+    }
+    this.#woken = false;
+    this.#wake = () => {};
+  }
+
+  /** Each target's result, why the rollout stopped, whether the window left nodes. */
+  #report(): DispatchReport {
     return {
       results: this.#o.targets.map((t) => nodeResult(t, this.#nodes.get(t.name)!)),
       stoppedBy: this.#stoppedBy,

@@ -10,6 +10,7 @@ import type { V1Node, V1PodSpec } from "@kubernetes/client-node";
 import {
   checkTemplateNamespace,
   instantiateJob,
+  type InstantiateOptions,
   jobName,
   type JobTemplate,
   type OwnerRef,
@@ -156,8 +157,79 @@ export async function planRun(
   ctx: RunContext,
   cleanupTemplate?: JobTemplate,
 ): Promise<Plan | number> {
-  const { kube, log } = ctx;
   const keys = trackingKeys(opts.trackingLabelPrefix);
+  const prefix = namePrefixOf(opts, template);
+  const namespace = checkTemplates(opts, ctx, template, cleanupTemplate);
+  const podSpec = template.spec.template.spec!;
+  const selection = selectionOf(opts);
+  const owner = await resolveOwner(opts, ctx.kube, namespace);
+  const hash = templateHash(template, opts.pin);
+  const run: RunIdentity = { keys, prefix, owner, templateHash: hash };
+  const resolved = await settleSelection(opts, ctx, selection, podSpec);
+  const cleanup = cleanupTemplate
+    ? await planCleanup(opts, cleanupTemplate, prefix, resolved, ctx)
+    : undefined;
+  const eligible = opts.skipSatisfiedNodes
+    ? withoutSatisfied(opts, resolved.eligible, ctx.log)
+    : resolved.eligible;
+  if (eligible.length === 0 && !cleanup?.nodes.length) {
+    ctx.log.info(nothingToDo(resolved, selection));
+    return EXIT.ok;
+  }
+  checkAffinity(opts, podSpec, eligible);
+
+  const jobs = { namespace, keys, owner, pin: opts.pin };
+  const main = planTargets(opts, eligible, { ...jobs, template, prefix, templateHash: hash });
+  const cleanupPart = cleanup && cleanupTemplate
+    ? planCleanupTargets(opts, cleanup, { ...jobs, template: cleanupTemplate })
+    : { cleanupTargets: [] };
+  logSelected(opts, ctx, { ...main, selection, resolved, eligible, namespace, owner });
+
+  return {
+    namespace,
+    keys,
+    prefix,
+    owner,
+    run,
+    podSpec,
+    selection,
+    resolved,
+    eligible,
+    ...main,
+    cleanup,
+    ...cleanupPart,
+  };
+}
+
+/** Why there is nothing to do: every selected node is done, or none is selected. */
+function nothingToDo(resolved: Resolved, selection: Selection): string {
+  return resolved.eligible.length
+    ? `nothing to do: all ${resolved.eligible.length} selected nodes are already done`
+    : `nothing to do: no node matches ${describeSelection(selection)}`;
+}
+
+/** The cleanup run's identity and its Jobs, one per node it owes. */
+function planCleanupTargets(
+  opts: Options,
+  cleanup: CleanupPlan,
+  job: Omit<InstantiateOptions, "node" | "prefix">,
+): Pick<Plan, "cleanupRun" | "cleanupTargets"> {
+  const templateHashOf = templateHash(job.template, opts.pin);
+  const { prefix } = cleanup;
+  return {
+    cleanupRun: { keys: job.keys, prefix, owner: job.owner, templateHash: templateHashOf },
+    cleanupTargets: cleanup.nodes.map((n) =>
+      targetOf(n, { ...job, prefix, templateHash: templateHashOf })
+    ),
+  };
+}
+
+/**
+ * The Jobs' name prefix: `--name-prefix`, else the template's name.
+ *
+ * @throws {UsageError} when there is none, or nothing of it is usable in a name
+ */
+function namePrefixOf(opts: Options, template: JobTemplate): string {
   const prefix = opts.namePrefix ?? template.metadata?.name;
   if (!prefix) {
     throw new UsageError(
@@ -175,24 +247,54 @@ export async function planRun(
       }: nothing of it is usable in a Job name; use lowercase letters and digits`,
     );
   }
+  return prefix;
+}
+
+/**
+ * Checks both templates against the options (TTL) and the namespace in use.
+ *
+ * @returns the namespace of the Jobs
+ * @throws {UsageError} naming the template and the fix
+ */
+function checkTemplates(
+  opts: Options,
+  ctx: RunContext,
+  template: JobTemplate,
+  cleanupTemplate: JobTemplate | undefined,
+): string {
   checkTtl(opts, template, opts.jobTemplate);
   if (cleanupTemplate) checkTtl(opts, cleanupTemplate, opts.cleanupJobTemplate);
   const namespace = resolveNamespace(opts, ctx);
   checkTemplateNamespace(template, namespace, opts.jobTemplate);
   if (cleanupTemplate) checkTemplateNamespace(cleanupTemplate, namespace, opts.cleanupJobTemplate!);
-  const podSpec = template.spec.template.spec!;
-  const selection: Selection = {
+  return namespace;
+}
+
+/** How nodes are selected, from the options. */
+function selectionOf(opts: Options): Selection {
+  return {
     nodes: opts.nodes,
     labelSelectors: opts.nodeSelectors,
     fieldSelector: opts.nodeFieldSelector,
     pageSize: opts.nodePageSize,
     ignoreTaints: opts.ignoreNodeTaints,
   };
+}
 
-  const owner = await resolveOwner(opts, kube, namespace);
-  const hash = templateHash(template, opts.pin);
-  const run: RunIdentity = { keys, prefix, owner, templateHash: hash };
-  const resolved = await waitForSelection(kube, selection, podSpec, {
+/**
+ * Waits for the selection to settle and says which nodes were skipped for
+ * their taints.
+ *
+ * @throws {UsageError} when every matched node is tainted, or none matched in time
+ */
+async function settleSelection(
+  opts: Options,
+  ctx: RunContext,
+  selection: Selection,
+  podSpec: V1PodSpec,
+): Promise<Resolved> {
+  const { log } = ctx;
+  const resolved = await waitForSelection(ctx.kube, selection, podSpec, {
     waitSecs: opts.waitForNodesSecs,
     settleSecs: opts.nodeSettleSecs,
     signal: ctx.signal,
@@ -226,127 +328,95 @@ export async function planRun(
       } within --wait-for-nodes-secs ${opts.waitForNodesSecs}`,
     );
   }
-  const cleanup = cleanupTemplate
-    ? await planCleanup(opts, cleanupTemplate, prefix, resolved, ctx)
-    : undefined;
+  return resolved;
+}
 
-  let eligible = resolved.eligible;
-  if (opts.skipSatisfiedNodes) {
-    const cfg = opts.nodeLabels!;
-    const done = eligible.filter((n) => isSatisfied(cfg, n, opts.requireNodeHandlers));
-    // One line per node up to a point: a satisfied fleet of thousands would
-    // otherwise bury the few nodes that still have work.
-    for (const n of done.slice(0, SATISFIED_LINES)) {
-      log.info(`skipped node ${n.metadata!.name}: already done (${cfg.key}=${cfg.value})`, {
-        event: "satisfied",
-        node: n.metadata!.name,
-      });
-    }
-    if (done.length > SATISFIED_LINES) {
-      log.info(`skipped ${done.length - SATISFIED_LINES} more nodes that are already done`, {
-        event: "satisfied",
-        more: done.length - SATISFIED_LINES,
-      });
-    }
-    if (done.length) eligible = eligible.filter((n) => !done.includes(n));
+/** The eligible nodes without those already done (`--skip-satisfied-nodes`), which are said. */
+function withoutSatisfied(opts: Options, eligible: V1Node[], log: RunContext["log"]): V1Node[] {
+  const cfg = opts.nodeLabels!;
+  const done = eligible.filter((n) => isSatisfied(cfg, n, opts.requireNodeHandlers));
+  // One line per node up to a point: a satisfied fleet of thousands would
+  // otherwise bury the few nodes that still have work.
+  for (const n of done.slice(0, SATISFIED_LINES)) {
+    log.info(`skipped node ${n.metadata!.name}: already done (${cfg.key}=${cfg.value})`, {
+      event: "satisfied",
+      node: n.metadata!.name,
+    });
   }
-  if (eligible.length === 0 && !cleanup?.nodes.length) {
-    log.info(
-      resolved.eligible.length
-        ? `nothing to do: all ${resolved.eligible.length} selected nodes are already done`
-        : `nothing to do: no node matches ${describeSelection(selection)}`,
-    );
-    return EXIT.ok;
+  if (done.length > SATISFIED_LINES) {
+    log.info(`skipped ${done.length - SATISFIED_LINES} more nodes that are already done`, {
+      event: "satisfied",
+      more: done.length - SATISFIED_LINES,
+    });
   }
+  return done.length ? eligible.filter((n) => !done.includes(n)) : eligible;
+}
+
+/**
+ * Refuses a template whose nodeSelector or affinity excludes a selected node.
+ *
+ * @throws {UsageError} naming how many, the first, and the fix
+ */
+function checkAffinity(opts: Options, podSpec: V1PodSpec, eligible: V1Node[]): void {
   const mismatched = eligible
     .map((n) => [n.metadata!.name!, affinityMismatch(podSpec, n)] as const)
     .filter(([, why]) => why);
-  if (mismatched.length) {
-    const [name, why] = mismatched[0];
-    throw new UsageError(
-      `Invalid job template ${opts.jobTemplate}: it excludes ${mismatched.length} selected node(s), ` +
-        `e.g. ${name} (${why}); a pod pinned to a node it does not match is rejected by the kubelet. ` +
-        "Narrow the node selection or relax the template's nodeSelector/affinity",
-    );
-  }
+  if (!mismatched.length) return;
+  const [name, why] = mismatched[0];
+  throw new UsageError(
+    `Invalid job template ${opts.jobTemplate}: it excludes ${mismatched.length} selected node(s), ` +
+      `e.g. ${name} (${why}); a pod pinned to a node it does not match is rejected by the kubelet. ` +
+      "Narrow the node selection or relax the template's nodeSelector/affinity",
+  );
+}
 
+/**
+ * The main Jobs in dispatch order (`--order`), and with `--max-per-topology`
+ * the failure domain of each.
+ */
+function planTargets(
+  opts: Options,
+  eligible: V1Node[],
+  job: Omit<InstantiateOptions, "node">,
+): Pick<Plan, "selected" | "targets" | "domain"> {
   const selected = new Map(eligible.map((n) => [n.metadata!.name!, n]));
   const limit = opts.maxPerTopology;
   const labelsOf = (t: Target) => selected.get(t.node.name)?.metadata?.labels;
   const domain = limit ? (t: Target) => domainOf(labelsOf(t), limit.key) : undefined;
-  const targets: Target[] = orderItems(
-    eligible.map((n) => {
-      const node = nodeFacts(n);
-      return {
-        node,
-        name: jobName(prefix, node.name),
-        job: () =>
-          instantiateJob({
-            template,
-            node,
-            prefix,
-            namespace,
-            keys,
-            owner,
-            pin: opts.pin,
-            templateHash: hash,
-          }),
-      };
-    }),
-    {
-      order: opts.order,
-      seed: opts.seed,
-      zone: (t) => domainOf(labelsOf(t), "topology.kubernetes.io/zone"),
-      limitDomain: domain,
-    },
-  );
-  const cleanupHash = cleanupTemplate && templateHash(cleanupTemplate, opts.pin);
-  const cleanupRun: RunIdentity | undefined = cleanup &&
-    { keys, prefix: cleanup.prefix, owner, templateHash: cleanupHash };
-  const cleanupTargets: Target[] = (cleanup?.nodes ?? []).map((n) => {
-    const node = nodeFacts(n);
-    return {
-      node,
-      name: jobName(cleanup!.prefix, node.name),
-      job: () =>
-        instantiateJob({
-          template: cleanupTemplate!,
-          node,
-          prefix: cleanup!.prefix,
-          namespace,
-          keys,
-          owner,
-          pin: opts.pin,
-          templateHash: cleanupHash,
-        }),
-    };
+  const targets: Target[] = orderItems(eligible.map((n) => targetOf(n, job)), {
+    order: opts.order,
+    seed: opts.seed,
+    zone: (t) => domainOf(labelsOf(t), "topology.kubernetes.io/zone"),
+    limitDomain: domain,
   });
-  log.info(
-    `selected ${targets.length} nodes (${describeSelection(selection)}` +
+  return { selected, targets, domain };
+}
+
+/** A node's target: its Job's name, and its Job built only when it is created. */
+function targetOf(n: V1Node, job: Omit<InstantiateOptions, "node">): Target {
+  const node = nodeFacts(n);
+  return {
+    node,
+    name: jobName(job.prefix, node.name),
+    job: () => instantiateJob({ ...job, node }),
+  };
+}
+
+/** The one line that says what the run selected. */
+function logSelected(
+  opts: Options,
+  ctx: RunContext,
+  p: Pick<Plan, "targets" | "selection" | "resolved" | "eligible" | "namespace" | "owner">,
+): void {
+  const { resolved, eligible, owner } = p;
+  ctx.log.info(
+    `selected ${p.targets.length} nodes (${describeSelection(p.selection)}` +
       `${resolved.skipped.length ? `; ${resolved.skipped.length} skipped for taints` : ""}` +
       `${
         resolved.eligible.length > eligible.length
           ? `; ${resolved.eligible.length - eligible.length} already done`
           : ""
-      }), namespace ${namespace}, parallelism ${opts.parallelism}` +
+      }), namespace ${p.namespace}, parallelism ${opts.parallelism}` +
       (owner ? `, owner job ${owner.name}` : ""),
   );
-
-  return {
-    namespace,
-    keys,
-    prefix,
-    owner,
-    run,
-    podSpec,
-    selection,
-    resolved,
-    eligible,
-    selected,
-    targets,
-    domain,
-    cleanup,
-    cleanupRun,
-    cleanupTargets,
-  };
 }
