@@ -14,16 +14,13 @@ import { ApiError } from "./kube.ts";
 import type { NodeState } from "./node_state.ts";
 import { podFailure, stallReason } from "./pods.ts";
 import type { JobApi } from "./fanout_types.ts";
+import { errorText } from "./log.ts";
 
 /** How long a Job may run with a Pending pod before it is reported as stalled. */
 export const STALL_AFTER_MS = 120_000;
 
 /** How often a stall is reported again. */
 export const STALL_REPEAT_MS = 300_000;
-
-function errorText(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
 
 /** Lists a Job's pods for the engine, until the API refuses it once. */
 export class PodReader {

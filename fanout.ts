@@ -34,6 +34,7 @@ import { Outage, SILENT_MS } from "./outage.ts";
 import type { DispatchReport, FanoutOptions, Progress, Target } from "./fanout_types.ts";
 import { nodeResult, progressKey, progressOf } from "./outcome.ts";
 import { PodReader } from "./explain.ts";
+import { errorText } from "./log.ts";
 import { deleteStale, firstSight, STALE_DELETE_DEADLINE_MS, type StaleHost } from "./stale.ts";
 
 export { type Clock, SYSTEM_CLOCK };
@@ -54,10 +55,6 @@ const MAX_SLEEP_MS = 10_000;
 
 function nameOf(job: V1Job): string {
   return job.metadata!.name!;
-}
-
-function errorText(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }
 
 /**

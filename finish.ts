@@ -17,6 +17,7 @@ import { explainedReason, failureReason, type PodReader } from "./explain.ts";
 import { resultFacts } from "./outcome.ts";
 import type { Clock } from "./clock.ts";
 import type { FanoutOptions, Target } from "./fanout_types.ts";
+import { errorText } from "./log.ts";
 
 /** What the post-success work says when it met an outage: the node is queued again. */
 const OUTAGE = "\u0000outage";
@@ -41,10 +42,6 @@ export interface FinishHost {
   ok(): void;
   /** Work begun at `began` met an outage: the node is queued again, starts pause. */
   outageHit(name: string, e: unknown, began: number): void;
-}
-
-function errorText(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }
 
 /** What the final result says of a Job (outcome.ts), as of now. */

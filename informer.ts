@@ -11,6 +11,7 @@
 
 import { ApiError, type ListResult, type WatchEvent } from "./kube.ts";
 import { type Clock, SYSTEM_CLOCK } from "./clock.ts";
+import { errorText } from "./log.ts";
 
 /** What an informer needs of an object: a name and a resourceVersion. */
 export interface KubeObject {
@@ -70,10 +71,6 @@ export interface InformerOptions<T> {
 
 /** Watch failures in a row before the informer polls instead. */
 const FAILURES_BEFORE_POLLING = 3;
-
-function errorText(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
 
 /**
  * Lists and watches one collection and keeps it in a cache keyed by name.

@@ -7,6 +7,14 @@
 
 import type { DispatchEvent, Progress, Reporter } from "./fanout.ts";
 
+/**
+ * The message of anything thrown, for a log line: an Error's message, else
+ * the value as text.
+ */
+export function errorText(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
 /** `text` for people, `json` for log pipelines. */
 export type LogFormat = "text" | "json";
 

@@ -10,7 +10,6 @@
 import type { V1Node } from "@kubernetes/client-node";
 import { ApiError, isRetryable, type Kube, paths } from "./kube.ts";
 import { SYSTEM_CLOCK } from "./clock.ts";
-import type { Logger } from "./log.ts";
 import type { TrackingKeys } from "./job.ts";
 import {
   goDurationMs,
@@ -29,6 +28,7 @@ import {
   type TaintSelector,
   taintsToLift,
 } from "./lifecycle.ts";
+import { errorText, type Logger } from "./log.ts";
 
 /** Options of {@linkcode NodeWriter}. */
 export interface NodeWriterOptions {
@@ -357,8 +357,4 @@ export class NodeWriter {
 /** `k=v, k2 removed` */
 function describe(plan: LabelPlan): string {
   return [...plan].map(([k, v]) => v === null ? `${k} removed` : `${k}=${v}`).join(", ");
-}
-
-function errorText(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }

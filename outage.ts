@@ -8,6 +8,7 @@
  */
 
 import { isRetryable } from "./kube.ts";
+import { errorText } from "./log.ts";
 
 /** How the API failed, for the progress line: `API unreachable for 2m10s`. */
 export type OutageWord = "unreachable" | "failing" | "throttling";
@@ -50,10 +51,6 @@ export function isOutage(e: unknown): boolean {
 function wordOf(e: unknown): OutageWord {
   const status = (e as { status?: number }).status ?? 0;
   return status === 429 ? "throttling" : status >= 500 ? "failing" : "unreachable";
-}
-
-function errorText(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }
 
 /** Tracks one outage at a time; the engine asks it whether starts may go on. */

@@ -15,6 +15,7 @@ import { isOutage } from "./outage.ts";
 import { deletionHolds } from "./pods.ts";
 import type { Clock } from "./clock.ts";
 import type { JobApi, Reporter } from "./fanout_types.ts";
+import { errorText } from "./log.ts";
 
 /**
  * How long the deletion of a stale Job may take before its node fails. A
@@ -127,10 +128,6 @@ export interface StaleHost {
   listPods(name: string): Promise<V1Pod[] | undefined>;
   /** Keeps track of work off to the side, which fails the node if it throws. */
   track(work: Promise<void>, name: string): void;
-}
-
-function errorText(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }
 
 /**

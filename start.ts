@@ -16,6 +16,7 @@ import type { NodeEvent, NodeState } from "./node_state.ts";
 import { isOutage } from "./outage.ts";
 import type { Clock } from "./clock.ts";
 import type { FanoutOptions, JobApi, Reporter, Target } from "./fanout_types.ts";
+import { errorText } from "./log.ts";
 
 /** What the start of a node needs from the engine. */
 export interface StartHost {
@@ -51,10 +52,6 @@ export interface StartHost {
   created(name: string, job: V1Job): void;
   /** A Job of the node's name exists and is ours or stale: count, adopt or replace it. */
   meet(name: string, job: V1Job): void;
-}
-
-function errorText(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }
 
 /**
