@@ -849,15 +849,34 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
           ],
         }),
       }));
+      // The audit policy omits the stage at which kube-apiserver logs a 401;
+      // its metrics count every request it could not authenticate.
       const failedAuth = async () => {
-        // The audit policy omits the stage at which kube-apiserver logs a
-        // 401; its metrics count every request it could not authenticate.
         const metrics = await cluster.kubectl(["get", "--raw", "/metrics"]);
-        return metrics.stdout.split("\n")
-          .filter((l) => /^authentication_attempts\{result="(error|failure)"\}/.test(l))
-          .reduce((sum, l) => sum + Number(l.split(" ").at(-1)), 0);
+        const count = (result: string) =>
+          Number(
+            metrics.stdout.match(
+              new RegExp(`^authentication_attempts\\{result="${result}"\\} (\\S+)$`, "m"),
+            )?.[1] ?? NaN,
+          );
+        return (count("error") || 0) + (count("failure") || 0);
       };
+      // Calibration: a client certificate of another CA counts as a failure.
+      const before = await failedAuth();
+      const stranger = await certificate(
+        "/O=system:masters/CN=e2e-stranger",
+        "extendedKeyUsage=clientAuth\n",
+      );
+      const strangerConfig = await tempFile(kubeconfigText({
+        cluster: caData,
+        user: {
+          "client-certificate-data": b64(stranger.cert),
+          "client-key-data": b64(stranger.key),
+        },
+      }));
+      assert.match((await whoami(strangerConfig)).result.stderr, /Unauthorized/);
       const failedBefore = await failedAuth();
+      assert.ok(failedBefore > before, "the metric counts a refused certificate");
       const started = Date.now();
       const offset = await auditSize(cluster);
       const r = await dispatchWith(cluster, kubeconfig, {
@@ -874,7 +893,8 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
       for (const e of audit) requestsBy[e.user.username] = (requestsBy[e.user.username] ?? 0) + 1;
       console.log(
         `    exit ${r.code} after ${secs.toFixed(0)} s; plugin ran ${runs} times; ` +
-          `requests by user: ${JSON.stringify(requestsBy)}; failed authentications: ${failed}`,
+          `requests by user: ${JSON.stringify(requestsBy)}; failed authentications: ${failed} ` +
+          `(the stranger's: ${failedBefore - before})`,
       );
       assert.equal(r.code, 0, r.stderr);
       assert.equal(firstLineUser(r.stderr), "e2e-rotated-1");
