@@ -202,6 +202,26 @@ export function resourceOf(path: string): string {
   return sub ? `${resource}/${sub}` : resource;
 }
 
+/**
+ * Why a `fetch` failed, in a user's words. Deno says only "fetch failed" and
+ * keeps the reason (a refused connection, a proxy or API server certificate
+ * that the kubeconfig's CA did not sign) in the error's cause, after the
+ * request's URL, which the message names already.
+ *
+ * @example
+ * ```ts
+ * fetchFailure(new TypeError("fetch failed", {
+ *   cause: new Error("error sending request for url (https://h/): client error (Connect): invalid peer certificate: UnknownIssuer"),
+ * })); // "client error (Connect): invalid peer certificate: UnknownIssuer"
+ * ```
+ */
+export function fetchFailure(e: unknown): string {
+  const err = e as Error;
+  const cause = (err?.cause as Error | undefined)?.message;
+  const why = cause || err?.message || String(e);
+  return why.replace(/^error sending request for url \([^)]*\): /, "");
+}
+
 /** The kubeconfig reads, from the file system and the environment. */
 const DENO_IO: KubeconfigIo = {
   env: (name) => Deno.env.get(name),
@@ -438,7 +458,7 @@ export class Kube {
         resource: resourceOf(path),
         message: timedOut
           ? `no answer from ${this.server} within ${this.#retry.requestTimeoutMs} ms`
-          : `${this.server} unreachable: ${(e as Error).message}`,
+          : `${this.server} unreachable: ${fetchFailure(e)}`,
       });
     }
   }

@@ -3,6 +3,7 @@ import fc from "fast-check";
 import {
   ApiError,
   DEFAULT_RETRY,
+  fetchFailure,
   isRetryable,
   resourceOf,
   retryDelayMs,
@@ -138,6 +139,39 @@ Deno.test({
     ];
     for (const [path, want] of cases) {
       await t.step(`${path} → ${want}`, () => assert.equal(resourceOf(path), want));
+    }
+  },
+});
+
+Deno.test({
+  name: "fetchFailure() says why a request failed: Deno's cause, without the URL",
+  permissions: "none",
+  async fn(t) {
+    const failed = (cause?: string) =>
+      new TypeError("fetch failed", cause === undefined ? undefined : { cause: new Error(cause) });
+    const cases: [string, unknown, string][] = [
+      [
+        "a proxy's certificate of another CA",
+        failed(
+          "error sending request for url (https://127.0.0.1:6443/api/v1/nodes): " +
+            "client error (Connect): invalid peer certificate: UnknownIssuer",
+        ),
+        "client error (Connect): invalid peer certificate: UnknownIssuer",
+      ],
+      [
+        "a refused connection",
+        failed(
+          "error sending request for url (http://127.0.0.1:9/api): client error (Connect): " +
+            "tcp connect error: Connection refused (os error 111)",
+        ),
+        "client error (Connect): tcp connect error: Connection refused (os error 111)",
+      ],
+      ["no cause", failed(), "fetch failed"],
+      ["an empty cause", failed(""), "fetch failed"],
+      ["not an Error", "boom", "boom"],
+    ];
+    for (const [name, e, want] of cases) {
+      await t.step(name, () => assert.equal(fetchFailure(e), want));
     }
   },
 });

@@ -190,8 +190,8 @@ export class FaultProxy {
 }
 
 /**
- * An HTTP CONNECT and SOCKS5 proxy of the suite's own on 127.0.0.1, which
- * counts the tunnels it opens. `redirect` sends a tunnel asked for one address to
+ * An HTTP CONNECT and SOCKS5 proxy of the suite's own on 127.0.0.1 (over TLS
+ * too: an https proxy), which counts the tunnels it opens. `redirect` sends a tunnel asked for one address to
  * another: a kubeconfig whose server is a closed port then works only
  * through the proxy, so a run that succeeds proves every request went
  * through it.
@@ -213,21 +213,33 @@ export class ConnectProxy {
   #conns = new Set<Deno.Conn>();
   #accepting: Promise<void>;
 
-  private constructor(redirect: Record<string, string>) {
+  #tls: boolean;
+
+  private constructor(redirect: Record<string, string>, tls?: { cert: string; key: string }) {
     this.#redirect = redirect;
-    this.#listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    this.#tls = tls !== undefined;
+    this.#listener = tls
+      ? Deno.listenTls({ hostname: "127.0.0.1", port: 0, ...tls })
+      : Deno.listen({ hostname: "127.0.0.1", port: 0 });
     this.port = (this.#listener.addr as Deno.NetAddr).port;
     this.#accepting = this.#accept();
   }
 
-  /** Starts a proxy; `redirect` maps `host:port` asked for to `host:port` connected to. */
-  static start(redirect: Record<string, string> = {}): ConnectProxy {
-    return new ConnectProxy(redirect);
+  /**
+   * Starts a proxy; `redirect` maps `host:port` asked for to `host:port`
+   * connected to. With `tls` (PEM) it is an https proxy: clients speak TLS
+   * to the proxy itself, then, through the tunnel, TLS to the target.
+   */
+  static start(
+    redirect: Record<string, string> = {},
+    tls?: { cert: string; key: string },
+  ): ConnectProxy {
+    return new ConnectProxy(redirect, tls);
   }
 
-  /** The proxy's URL, for `proxy-url`. */
+  /** The proxy's URL, for `proxy-url`: `https://` when it speaks TLS. */
   get url(): string {
-    return `http://127.0.0.1:${this.port}`;
+    return `${this.#tls ? "https" : "http"}://127.0.0.1:${this.port}`;
   }
 
   /** The same proxy's URL as a SOCKS5 proxy: it speaks both. */

@@ -125,6 +125,57 @@ function kubeconfigText(opts: {
   });
 }
 
+/**
+ * A new P-256 key and its certificate for `subject`, signed by the CA whose
+ * `ca.crt` and `ca.key` are in `caDir` (the cluster's PKI), or self-signed
+ * without `caDir`; `ext` is what `openssl x509 -extfile` takes.
+ */
+async function certificate(
+  subject: string,
+  ext: string,
+  caDir?: string,
+): Promise<{ cert: string; key: string }> {
+  const d = await Deno.makeTempDir({ prefix: "e2e-cert-" });
+  const openssl = async (...args: string[]) => {
+    const out = await new Deno.Command("openssl", { args, stdin: "null" }).output();
+    if (out.code !== 0) {
+      throw new Error(`Cannot run openssl ${args[0]}: ${new TextDecoder().decode(out.stderr)}`);
+    }
+  };
+  await Deno.writeTextFile(`${d}/ext`, ext);
+  await openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", `${d}/key`);
+  await openssl("req", "-new", "-key", `${d}/key`, "-subj", subject, "-out", `${d}/csr`);
+  await openssl(
+    "x509",
+    "-req",
+    "-in",
+    `${d}/csr`,
+    ...(caDir
+      ? ["-CA", `${caDir}/ca.crt`, "-CAkey", `${caDir}/ca.key`, "-set_serial", `${Date.now()}`]
+      : ["-key", `${d}/key`]),
+    "-days",
+    "1",
+    "-extfile",
+    `${d}/ext`,
+    "-out",
+    `${d}/crt`,
+  );
+  const pair = {
+    cert: await Deno.readTextFile(`${d}/crt`),
+    key: await Deno.readTextFile(`${d}/key`),
+  };
+  await Deno.remove(d, { recursive: true });
+  return pair;
+}
+
+/** A TCP port nothing listens on. */
+function closedPort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
+}
+
 /** What a variant must show. */
 type Want =
   /** kubectl and the dispatcher act as `user`; the dispatcher's run succeeds. */
@@ -458,9 +509,7 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
   // A refused proxy costs the retry budget of the first request: it runs
   // while the table does.
   const refusingProxy = (async () => {
-    const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-    const refusing = `http://127.0.0.1:${(l.addr as Deno.NetAddr).port}`;
-    l.close();
+    const refusing = `http://127.0.0.1:${closedPort()}`;
     const kubeconfig = await tempFile(kubeconfigText({
       cluster: { ...caData, "proxy-url": refusing },
       user: adminData,
@@ -468,6 +517,27 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
     const kubectl = await whoami(kubeconfig);
     const r = await dispatchWith(cluster, kubeconfig, { prefix: "cr-noproxy" });
     return { r, kubectl };
+  })();
+
+  // So does an https proxy whose own certificate the kubeconfig's CA did not
+  // sign: client-go verifies the proxy with the cluster's TLS settings, and
+  // so does Deno's client (its caCerts serve both hops).
+  const untrustedProxy = (async () => {
+    const proxy = ConnectProxy.start(
+      {},
+      await certificate("/CN=e2e-untrusted-proxy", "subjectAltName=IP:127.0.0.1\n"),
+    );
+    try {
+      const kubeconfig = await tempFile(kubeconfigText({
+        cluster: { ...caData, "proxy-url": proxy.url },
+        user: { token: tokenOne },
+      }));
+      const kubectl = await whoami(kubeconfig);
+      const r = await dispatchWith(cluster, kubeconfig, { prefix: "cr-untrusted" });
+      return { r, kubectl, tunnels: proxy.total };
+    } finally {
+      await proxy.close();
+    }
   })();
 
   let run = 0;
@@ -555,27 +625,41 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
     assert.equal((await jobsIn(cluster, "cred-pod")).length, 0);
   });
 
-  for (const scheme of ["http", "socks5"] as const) {
+  for (const scheme of ["http", "socks5", "https"] as const) {
     await t.step(
       `proxy-url ${scheme}: every request of the run goes through the proxy`,
       async () => {
         // The kubeconfig's server is a closed port that only the proxy maps to
         // the API server: a request that bypassed the proxy could not succeed.
-        const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-        const closed = `127.0.0.1:${(l.addr as Deno.NetAddr).port}`;
-        l.close();
-        const proxy = ConnectProxy.start({ [closed]: new URL(server).host });
+        const closed = `127.0.0.1:${closedPort()}`;
+        // The https proxy's certificate is signed by the cluster's CA, which
+        // the kubeconfig's certificate-authority-data already holds: kubectl
+        // (Go's transport verifies the proxy with the TLS config of the
+        // cluster) and the dispatcher (Deno's caCerts serve both the proxy
+        // and the API server) trust it with no other setting.
+        const proxy = ConnectProxy.start(
+          { [closed]: new URL(server).host },
+          scheme === "https"
+            ? await certificate(
+              "/CN=e2e-https-proxy",
+              "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+              `${cluster.dir}/pki`,
+            )
+            : undefined,
+        );
         try {
           const kubeconfig = await tempFile(kubeconfigText({
             cluster: {
               ...caData,
               server: `https://${closed}`,
-              "proxy-url": scheme === "http" ? proxy.url : proxy.socksUrl,
+              "proxy-url": scheme === "socks5" ? proxy.socksUrl : proxy.url,
             },
             user: { token: tokenOne },
           }));
+          assert.equal(new URL(proxy.url).protocol, scheme === "https" ? "https:" : "http:");
           const kubectl = await whoami(kubeconfig);
           assert.equal(kubectl.user, one.user, kubectl.result.stderr);
+          assert.ok(proxy.total >= 1, "kubectl went through the proxy");
           const before = proxy.total;
           const offset = await auditSize(cluster);
           const r = await dispatchWith(cluster, kubeconfig, { prefix: `cr-${scheme}` });
@@ -599,6 +683,22 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
       },
     );
   }
+
+  await t.step("an https proxy of another CA: both refuse it, nothing created", async () => {
+    const { r, kubectl, tunnels } = await untrustedProxy;
+    assert.notEqual(kubectl.result.code, 0, "kubectl fails too");
+    assert.match(kubectl.result.stderr, /proxyconnect tcp: tls: .*certificate/);
+    assert.equal(r.code, 3, r.stderr);
+    assert.equal(errorLines(r.stderr).length, 1, r.stderr);
+    assert.match(errorLines(r.stderr)[0], /unreachable: .*(certificate|UnknownIssuer)/i);
+    assert.equal(tunnels, 0, "no tunnel opened");
+    assert.equal(
+      (await jobsIn(cluster, NS)).filter((j) => j.name.startsWith("cr-untrusted-")).length,
+      0,
+    );
+    console.log(`    kubectl: ${kubectl.result.stderr.trim().split("\n").at(-1)}`);
+    console.log(`    dispatcher: ${errorLines(r.stderr)[0]}`);
+  });
 
   await t.step("a proxy that refuses: exit 3, one line, nothing created", async () => {
     const { r, kubectl } = await refusingProxy;
@@ -689,7 +789,8 @@ printf '{"apiVersion":"%s","kind":"ExecCredential","status":{%s,"expirationTimes
         assert.equal(x.r.code, 0, x.r.stderr);
         assert.equal(firstLineUser(x.r.stderr), user);
         assert.match(x.r.stderr, /summary: 3 succeeded, 0 failed of 3 nodes/);
-        assert.doesNotMatch(x.r.stderr, /401|nauthori[sz]ed/);
+        // 401 as a word: the server's random port may hold the digits (:43401).
+        assert.doesNotMatch(x.r.stderr, /\b401\b|nauthori[sz]ed/);
         assert.ok(x.secs >= 55, `a rollout of about 60 s, took ${x.secs}`);
         assert.ok(x.runs >= 3, `the plugin ran ${x.runs} times`);
         const users = new Set(
@@ -708,6 +809,108 @@ printf '{"apiVersion":"%s","kind":"ExecCredential","status":{%s,"expirationTimes
         } s`,
       );
       assert.ok(runsAt[2] - runsAt[1] < 5_000, "renewed right after the 401");
+    },
+  );
+
+  await t.step(
+    "an exec plugin that signs a new client certificate each run, expiring every 15 s",
+    async () => {
+      await cluster.createNodes(suiteNodes("ex-rotate", 3));
+      // Each run: a new key, and a certificate of the cluster's CA for its
+      // own user, so the audit log tells which run's certificate each request
+      // carried. Deno binds a client certificate to its HTTP client: each new
+      // one needs a new client.
+      await Deno.writeTextFile(
+        `${dir}/rotating.sh`,
+        String.raw`#!/bin/sh
+set -e
+n=$(( $(cat "$COUNT_FILE" 2>/dev/null || echo 0) + 1 ))
+echo "$n" > "$COUNT_FILE"
+d="$COUNT_FILE.$n"
+mkdir -p "$d"
+openssl ecparam -name prime256v1 -genkey -noout -out "$d/key"
+openssl req -new -key "$d/key" -subj "/O=system:masters/CN=e2e-rotated-$n" -out "$d/csr"
+printf 'extendedKeyUsage=clientAuth\n' > "$d/ext"
+openssl x509 -req -in "$d/csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -set_serial "$(date +%s%N)" \
+  -days 1 -extfile "$d/ext" -out "$d/crt" 2>/dev/null
+exp=$(date -u -d "@$(( $(date +%s) + 15 ))" +%Y-%m-%dT%H:%M:%SZ)
+pem() { awk '{ printf "%s\\n", $0 }' "$1"; }
+printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"clientCertificateData":"%s","clientKeyData":"%s","expirationTimestamp":"%s"}}\n' \
+  "$(pem "$d/crt")" "$(pem "$d/key")" "$exp"
+`,
+      );
+      await Deno.chmod(`${dir}/rotating.sh`, 0o755);
+      const kubeconfig = await tempFile(kubeconfigText({
+        cluster: caData,
+        user: exec({
+          command: `${dir}/rotating.sh`,
+          env: [
+            { name: "COUNT_FILE", value: `${dir}/count-rotate` },
+            { name: "PKI", value: `${cluster.dir}/pki` },
+          ],
+        }),
+      }));
+      // The audit policy omits the stage at which kube-apiserver logs a 401;
+      // its metrics count every request it could not authenticate.
+      const failedAuth = async () => {
+        const metrics = await cluster.kubectl(["get", "--raw", "/metrics"]);
+        const count = (result: string) =>
+          Number(
+            metrics.stdout.match(
+              new RegExp(`^authentication_attempts\\{result="${result}"\\} (\\S+)$`, "m"),
+            )?.[1] ?? NaN,
+          );
+        return (count("error") || 0) + (count("failure") || 0);
+      };
+      // Calibration: a client certificate of another CA counts as a failure.
+      const before = await failedAuth();
+      const stranger = await certificate(
+        "/O=system:masters/CN=e2e-stranger",
+        "extendedKeyUsage=clientAuth\n",
+      );
+      const strangerConfig = await tempFile(kubeconfigText({
+        cluster: caData,
+        user: {
+          "client-certificate-data": b64(stranger.cert),
+          "client-key-data": b64(stranger.key),
+        },
+      }));
+      assert.match((await whoami(strangerConfig)).result.stderr, /Unauthorized/);
+      const failedBefore = await failedAuth();
+      assert.ok(failedBefore > before, "the metric counts a refused certificate");
+      const started = Date.now();
+      const offset = await auditSize(cluster);
+      const r = await dispatchWith(cluster, kubeconfig, {
+        prefix: "ex-rotate",
+        pool: "ex-rotate",
+        duration: "15s",
+        args: ["--parallelism", "1"],
+      });
+      const secs = (Date.now() - started) / 1000;
+      const audit = await dispatcherAudit(cluster, offset);
+      const failed = (await failedAuth()) - failedBefore;
+      const runs = Number(await Deno.readTextFile(`${dir}/count-rotate`));
+      const requestsBy: Record<string, number> = {};
+      for (const e of audit) requestsBy[e.user.username] = (requestsBy[e.user.username] ?? 0) + 1;
+      console.log(
+        `    exit ${r.code} after ${secs.toFixed(0)} s; plugin ran ${runs} times; ` +
+          `requests by user: ${JSON.stringify(requestsBy)}; failed authentications: ${failed} ` +
+          `(the stranger's: ${failedBefore - before})`,
+      );
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(firstLineUser(r.stderr), "e2e-rotated-1");
+      assert.match(r.stderr, /summary: 3 succeeded, 0 failed of 3 nodes/);
+      // 401 as a word: the server's random port may hold the digits.
+      assert.doesNotMatch(r.stderr, /\b401\b|nauthori[sz]ed/);
+      assert.ok(secs > 30, `the run crossed two expirations, took ${secs} s`);
+      assert.ok(runs >= 3, `the plugin ran ${runs} times`);
+      // Every certificate the plugin issued carried requests, and no request
+      // carried anything else.
+      assert.deepEqual(
+        Object.keys(requestsBy).sort(),
+        Array.from({ length: runs }, (_, i) => `e2e-rotated-${i + 1}`).sort(),
+      );
+      assert.equal(failed, 0, "the API server refused no credentials");
     },
   );
 
