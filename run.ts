@@ -129,17 +129,24 @@ async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<n
   const x: Execution = { opts, plan, ctx };
   const { namespace, keys, owner } = plan;
   if (await yieldsToLiveRun(x)) return EXIT.ok;
+  // Outside every window nothing starts: nothing to guard, no write at all.
+  const closes = windowCloses(x);
+  if (closes === undefined) return EXIT.window;
   // Before the first create: a helm upgrade must not have the per-node Jobs
   // garbage-collected mid-run (owner_guard.ts).
   const guard = owner && await holdOwner({ kube: ctx.kube, namespace, owner, keys, log: ctx.log });
-  const closes = windowCloses(x);
-  if (closes === undefined) return EXIT.window;
   const started = Date.now();
-  const cleanup = plan.cleanupTargets.length ? await runCleanup(x, started) : [];
-  const main: MainOutcome = plan.targets.length
-    ? await runMain(x, closes, cleanup)
-    : { results: [], code: exitCode({ cleanup, results: [] }) };
-  await guard?.release();
+  let main: MainOutcome, cleanup: NodeResult[];
+  try {
+    cleanup = plan.cleanupTargets.length ? await runCleanup(x, started) : [];
+    main = plan.targets.length
+      ? await runMain(x, closes, cleanup)
+      : { results: [], code: exitCode({ cleanup, results: [] }) };
+  } finally {
+    // Also when the run ends in an error: release keeps the finalizer while
+    // per-node Jobs are still active, and drops it otherwise.
+    await guard?.release();
+  }
   if (opts.report && !writeRunReport(x, started, cleanup, main)) return EXIT.failed;
   return main.code;
 }

@@ -671,13 +671,29 @@ spec:
       const args = [...base, "--parallelism", "1"];
       const days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
       const outside = `${days[(new Date().getUTCDay() + 2) % 7]} 00:00-01:00 UTC`;
-      const early = await dispatcher(cluster, [...args, "--window", outside]);
+      // With an owner (a Helm hook outside its window): no Job, and no
+      // finalizer left on the owner that would hold a later helm upgrade.
+      await ownerJob(cluster, ns, "early-hook");
+      const early = await dispatcher(cluster, [
+        ...args,
+        "--window",
+        outside,
+        "--owner-job-name",
+        "early-hook",
+      ]);
       assert.equal(early.code, 4, early.stderr);
       assert.match(
         early.stderr,
         /incomplete: outside every --window .*; 6 nodes left, none started/,
       );
-      assert.equal((await jobsIn(cluster, ns)).length, 0);
+      assert.deepEqual(
+        (await jobsIn(cluster, ns)).map((j) => j.name),
+        ["early-hook"],
+        "no per-node Job",
+      );
+      const hook = await cluster.kubectl(["get", "job", "early-hook", "-n", ns, "-o", "json"]);
+      assert.deepEqual(JSON.parse(hook.stdout).metadata.finalizers ?? [], [], "no finalizer held");
+      await cluster.kubectl(["delete", "job", "early-hook", "-n", ns, "--wait"]);
 
       // A window of whole minutes that closes 20 s from now.
       while (new Date().getUTCSeconds() !== 40) await new Promise((r) => setTimeout(r, 200));
