@@ -222,6 +222,16 @@ export function fetchFailure(e: unknown): string {
   return why.replace(/^error sending request for url \([^)]*\): /, "");
 }
 
+/**
+ * Whether a failed fetch failed on TLS verification: the peer's certificate
+ * (the API server's or an https proxy's) is not signed by the CA in use,
+ * expired, or names another host. rustls (Deno's TLS) says "invalid peer
+ * certificate: UnknownIssuer" and the like.
+ */
+export function untrusted(e: unknown): boolean {
+  return /invalid peer certificate/i.test(fetchFailure(e));
+}
+
 /** The kubeconfig reads, from the file system and the environment. */
 const DENO_IO: KubeconfigIo = {
   env: (name) => Deno.env.get(name),
@@ -451,14 +461,15 @@ export class Kube {
       } as RequestInit);
     } catch (e) {
       const timedOut = signal.aborted && (signal.reason as Error)?.name === "TimeoutError";
+      const refusedCert = !timedOut && untrusted(e);
       throw new ApiError({
         status: 0,
-        reason: timedOut ? "Timeout" : "Unreachable",
+        reason: timedOut ? "Timeout" : refusedCert ? "Untrusted" : "Unreachable",
         verb,
         resource: resourceOf(path),
         message: timedOut
           ? `no answer from ${this.server} within ${this.#retry.requestTimeoutMs} ms`
-          : `${this.server} unreachable: ${fetchFailure(e)}`,
+          : `${this.server} ${refusedCert ? "not trusted" : "unreachable"}: ${fetchFailure(e)}`,
       });
     }
   }
@@ -531,8 +542,13 @@ export class Kube {
       const delay = retryDelayMs(attempt, err, this.#retry, Math.random());
       // A stopping run retries nothing: SIGTERM must not wait out a retry budget.
       const stopping = this.#stop?.aborted ?? false;
+      // An untrusted certificate (the server's or the proxy's) does not heal
+      // within a retry budget: kubectl fails at once, and so does the first
+      // request here. Mid-run it still pauses starts like any outage (status 0).
+      const untrustedNow = err.reason === "Untrusted";
       if (
-        once || stopping || !isRetryable(err) || Date.now() - started + delay > this.#retry.budgetMs
+        once || stopping || untrustedNow || !isRetryable(err) ||
+        Date.now() - started + delay > this.#retry.budgetMs
       ) {
         throw err;
       }

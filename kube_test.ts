@@ -8,6 +8,7 @@ import {
   resourceOf,
   retryDelayMs,
   type RetryPolicy,
+  untrusted,
 } from "./kube.ts";
 
 function apiError(status: number, retryAfterMs?: number): ApiError {
@@ -172,6 +173,27 @@ Deno.test({
     ];
     for (const [name, e, want] of cases) {
       await t.step(name, () => assert.equal(fetchFailure(e), want));
+    }
+  },
+});
+
+Deno.test({
+  name: "untrusted() tells a refused certificate from other network failures",
+  permissions: "none",
+  async fn(t) {
+    const failed = (cause: string) => new TypeError("fetch failed", { cause: new Error(cause) });
+    const cases: [string, unknown, boolean][] = [
+      [
+        "another CA",
+        failed("client error (Connect): invalid peer certificate: UnknownIssuer"),
+        true,
+      ],
+      ["expired", failed("client error (Connect): invalid peer certificate: Expired"), true],
+      ["refused", failed("client error (Connect): tcp connect error: Connection refused"), false],
+      ["no cause", new TypeError("fetch failed"), false],
+    ];
+    for (const [name, e, want] of cases) {
+      await t.step(name, () => assert.equal(untrusted(e), want));
     }
   },
 });

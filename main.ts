@@ -52,6 +52,10 @@ function describeApiError(e: ApiError): string {
     return `${e.message} (forbidden: grant the verb "${e.verb}" on "${e.resource}" to this user; ` +
       "see the README's RBAC section)";
   }
+  if (e.reason === "Untrusted") {
+    return `${e.message} (check certificate-authority(-data) of the kubeconfig's cluster, ` +
+      "the server address, and an https proxy-url's certificate)";
+  }
   if (e.status === 0) return `${e.message} (is the API server up and --context right?)`;
   return e.message;
 }
