@@ -130,8 +130,10 @@ export async function main(args: string[]): Promise<number> {
       return exitOnSignal;
     }
     if (e instanceof UsageError) {
-      log.error(e.message);
-      if (/^(Missing|Invalid --|Unknown option|Option)/.test(e.message)) log.error("See --help");
+      // One line, as the input's name and its fix; the manual is a pointer
+      // on the same line, so a log search for "error:" finds all of it.
+      const manual = /^(Missing|Invalid --|Invalid argument|Unknown flag)/.test(e.message);
+      log.error(manual ? `${e.message} (see --help)` : e.message);
       return EXIT.usage;
     }
     if (e instanceof ConfigError) {

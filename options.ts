@@ -7,6 +7,7 @@
 
 import { parseArgs, type ParseArgsOptionsConfig } from "node:util";
 import { isLabelKey, isLabelValue, UsageError } from "./job.ts";
+import { describeFlagError, type FlagSpec, switchValues } from "./flag_errors.ts";
 import {
   type LabelConfig,
   parseExtraLabels,
@@ -499,7 +500,8 @@ function oneOf<T extends string>(
  */
 function parseFlags<F extends ParseArgsOptionsConfig>(argv: string[], flags: F) {
   try {
-    return parseArgs({ args: argv, options: flags, strict: true, allowPositionals: false }).values;
+    const args = switchValues(argv, flags as Record<string, FlagSpec>);
+    return parseArgs({ args, options: flags, strict: true, allowPositionals: false }).values;
   } catch (e) {
     const msg = (e as Error).message;
     // parseArgs refuses "--parallelism -1" as ambiguous (the value looks like
@@ -513,7 +515,9 @@ function parseFlags<F extends ParseArgsOptionsConfig>(argv: string[], flags: F) 
         ...argv.slice(at + 2),
       ], flags);
     }
-    throw new UsageError(msg.replace(/\. To specify a positional argument.*$/s, "").split("\n")[0]);
+    throw new UsageError(
+      describeFlagError(msg, { argv, flags: flags as Record<string, FlagSpec>, help: HELP }),
+    );
   }
 }
 

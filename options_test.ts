@@ -230,6 +230,12 @@ Deno.test({
       assert.equal(parseOptions([...T, "--dry-run", "server"]).dryRun, "server");
     });
 
+    await t.step("with a switch written =true or =false, as kubectl accepts", () => {
+      assert.equal(parseOptions([...T, "--ignore-node-taints=true"]).ignoreNodeTaints, true);
+      assert.equal(parseOptions([...T, "--ignore-node-taints=false"]).ignoreNodeTaints, false);
+      assert.equal(parseOptions([...T, "--poll-only=true"]).pollOnly, true);
+    });
+
     await t.step("with --log-format text", () => {
       assert.equal(parseOptions([...T, "--log-format", "text"]).logFormat, "text");
     });
@@ -302,16 +308,39 @@ Deno.test({
       {
         name: "an unknown flag",
         argv: [...T, "--parallel", "3"],
-        says: /Unknown option '--parallel'/,
+        says: /^Unknown flag --parallel: did you mean --parallelism\?$/,
       },
-      { name: "an unknown short flag", argv: [...T, "-x"], says: /Unknown option '-x'/ },
-      { name: "a positional argument", argv: [...T, "job2.yaml"], says: /Unexpected argument/ },
       {
-        name: "a value for a boolean flag",
-        argv: [...T, "--ignore-node-taints=true"],
-        says: /--ignore-node-taints/,
+        name: "an unknown short flag",
+        argv: [...T, "-x"],
+        says: /^Unknown flag -x: it is not a flag of job-dispatcher$/,
       },
-      { name: "a missing value", argv: [...T, "--namespace"], says: /--namespace/ },
+      {
+        name: "a positional argument",
+        argv: [...T, "job2.yaml"],
+        says: /^Invalid argument "job2\.yaml" \(after --job-template job\.yaml\): .*flags only/,
+      },
+      {
+        name: "a list with a space in it",
+        argv: [...T, "--nodes", "a,", "b"],
+        says: /^Invalid argument "b" \(after --nodes a,\): .*write a list as a,b$/,
+      },
+      {
+        name: "a value for a switch other than true or false",
+        argv: [...T, "--ignore-node-taints=yes"],
+        says:
+          /^Invalid --ignore-node-taints=yes: --ignore-node-taints is a switch; write --ignore-node-taints \(or --ignore-node-taints=false\)$/,
+      },
+      {
+        name: "a missing value",
+        argv: [...T, "--namespace"],
+        says: /^Missing value of --namespace: write --namespace NS$/,
+      },
+      {
+        name: "a missing value of the short form",
+        argv: [...T, "-n"],
+        says: /^Missing value of --namespace: write --namespace NS$/,
+      },
       { name: "a missing --job-template", argv: [], says: /^Missing --job-template/ },
       {
         name: "an empty --job-template",
@@ -354,7 +383,11 @@ Deno.test({
         argv: [...T, "--dry-run=none"],
         says: /^Invalid --dry-run "none": expected client or server$/,
       },
-      { name: "--dry-run without a value", argv: [...T, "--dry-run"], says: /--dry-run/ },
+      {
+        name: "--dry-run without a value",
+        argv: [...T, "--dry-run"],
+        says: /^Missing value of --dry-run: write --dry-run=client\|server$/,
+      },
       {
         name: "a bad --log-format",
         argv: [...T, "--log-format", "yaml"],
