@@ -6,7 +6,9 @@
 
 import assert from "node:assert/strict";
 import { type Cluster, startCluster } from "./cluster.ts";
+import { parse, stringify } from "yaml";
 import { jobTemplate } from "./_dispatcher.ts";
+import { CHART, helmResult } from "./_helm.ts";
 import { type Ended, errorLines, runDispatcher } from "./_faults.ts";
 import {
   kubeconfigFor,
@@ -548,6 +550,47 @@ spec:
           assert.deepEqual(await cordoned(cluster), [], "no node cordoned");
         });
       }
+
+      await t.step("chart values: helm install refuses them, nothing created", async (t) => {
+        const home = await Deno.makeTempDir({ prefix: "helm-bad-" });
+        const helm = helmResult(home, cluster.kubeconfig);
+        const values = await tempFile(stringify({
+          jobTemplate: parse(GOOD),
+          selection: { nodeSelectors: [`${SUITE}=bad`] },
+        }));
+        const cases: [string, string[], RegExp][] = [
+          ["a mistyped key", ["--set", "paralelism=20"], /additional properties 'paralelism'/],
+          ["parallelism 0", ["--set", "parallelism=0"], /\/parallelism': minimum: got 0, want 1/],
+          ["an unknown owner mode", ["--set", "owner.mode=jobname"], /\/owner\/mode'/],
+          ["a bare word in extraArgs", ["--set", "extraArgs={drain}"], /'drain' does not match/],
+          [
+            "--drain without its RBAC",
+            ["--set", "extraArgs={--drain}"],
+            /extraArgs --drain needs rbac\.drain=true .*add --set rbac\.drain=true/,
+          ],
+        ];
+        for (const [name, set, says] of cases) {
+          await t.step(name, async () => {
+            const r = await helm(["install", "bad-values", CHART, "-n", NS, "-f", values, ...set]);
+            assert.notEqual(r.code, 0, r.stdout);
+            assert.match(r.stderr, says);
+          });
+        }
+        const left = await cluster.kubectl([
+          "get",
+          "secrets,serviceaccounts,configmaps,jobs",
+          "-n",
+          NS,
+          "-l",
+          "app.kubernetes.io/instance=bad-values",
+          "-o",
+          "name",
+        ]);
+        assert.equal(left.code, 0, left.stderr);
+        assert.equal(left.stdout.trim(), "", "no object of the release");
+        const releases = await cluster.kubectl(["get", "secrets", "-n", NS, "-l", "owner=helm"]);
+        assert.doesNotMatch(releases.stdout, /bad-values/, "no release stored");
+      });
 
       await t.step("server unreachable: exit 3", async () => {
         const r = await unreachable!;
