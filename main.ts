@@ -8,7 +8,7 @@
 import { parseJobTemplate, UsageError } from "./job.ts";
 import { ApiError, ConfigError, Kube } from "./kube.ts";
 import { Logger, STDERR } from "./log.ts";
-import { HELP, parseOptions } from "./options.ts";
+import { HELP, parseOptions, requestedLogFormat } from "./options.ts";
 import { EXIT, runDispatcher } from "./run.ts";
 import { connectedLine, whoAmI } from "./whoami.ts";
 
@@ -58,7 +58,7 @@ function describeApiError(e: ApiError): string {
 
 /** Runs the CLI with `args` and returns the process exit code. */
 export async function main(args: string[]): Promise<number> {
-  let log = new Logger("text");
+  let log = new Logger(requestedLogFormat(args));
   const stop = new AbortController();
   let exitOnSignal: number = EXIT.ok;
   const onSignal = (sig: "SIGINT" | "SIGTERM") => () => {

@@ -522,6 +522,24 @@ function parseFlags<F extends ParseArgsOptionsConfig>(argv: string[], flags: F) 
 }
 
 /**
+ * The log format asked for, read before the flags are validated, so that a
+ * refusal of the flags is logged in the format a log pipeline expects
+ * (the chart passes `--log-format=json`).
+ *
+ * @example
+ * ```ts
+ * requestedLogFormat(["--log-format=json", "--parallelism", "0"]); // "json"
+ * ```
+ */
+export function requestedLogFormat(argv: readonly string[]): LogFormat {
+  const at = argv.lastIndexOf("--log-format");
+  const eq = argv.findLast((a) => a.startsWith("--log-format="));
+  // The later of the two forms wins, as parseArgs lets the last one win.
+  const value = eq && argv.lastIndexOf(eq) > at ? eq.slice("--log-format=".length) : argv[at + 1];
+  return at < 0 && !eq ? "text" : value === "json" ? "json" : "text";
+}
+
+/**
  * Parses argv into validated options.
  *
  * @throws {UsageError} naming the flag and what is wrong with it

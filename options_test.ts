@@ -6,6 +6,7 @@ import {
   type Options,
   parseMaintenanceOptions,
   parseOptions,
+  requestedLogFormat,
 } from "./options.ts";
 
 const T = ["--job-template", "job.yaml"];
@@ -877,5 +878,26 @@ Deno.test({
         /^Invalid --force: it is a drain option; add --drain$/,
       );
     });
+  },
+});
+
+Deno.test({
+  name: "requestedLogFormat() reads --log-format before the flags are validated",
+  permissions: "none",
+  async fn(t) {
+    const cases: [string[], "text" | "json"][] = [
+      [[], "text"],
+      [["--log-format", "json", "--parallelism", "0"], "json"],
+      [["--log-format=json", "--paralelism"], "json"],
+      [["--log-format=json", "--log-format", "text"], "text"],
+      [["--log-format", "text", "--log-format=json"], "json"],
+      [["--log-format", "yaml"], "text"],
+      [["--log-format"], "text"],
+    ];
+    for (const [argv, want] of cases) {
+      await t.step(`${argv.join(" ") || "(none)"} → ${want}`, () => {
+        assert.equal(requestedLogFormat(argv), want);
+      });
+    }
   },
 });
