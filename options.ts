@@ -128,6 +128,9 @@ export const HELP = `job-dispatcher: run exactly one Kubernetes Job per selected
 USAGE
   job-dispatcher --job-template PATH [selection] [flags]
 
+  Flags as kubectl's: a value follows a space or "="; a switch also takes
+  "=true" or "=false".
+
   Stamps out one batch/v1 Job per node from a template, pins each to its node
   with spec.template.spec.nodeName, keeps at most --parallelism in flight and
   starts the next the moment a watch says one finished. Re-running is safe:
@@ -326,8 +329,9 @@ NODE MAINTENANCE (in the style of kubectl drain)
   --pause-file PATH         While PATH exists, no new Job starts (Jobs in flight
                             finish); removing it resumes. With an owner Job, the
                             annotation <P>/paused=true on it does the same:
-                            "kubectl annotate job OWNER <P>/paused=true";
-                            "kubectl annotate job OWNER <P>/paused-" resumes.
+                            "kubectl annotate job OWNER -n NS <P>/paused=true
+                            --overwrite"; "kubectl annotate job OWNER -n NS
+                            <P>/paused-" resumes.
   --retry-failed            On a re-run of the same owner (or prefix), dispatch
                             again the nodes whose Job failed before: the failed
                             Job is deleted and replaced. Without it a failure is
