@@ -10,6 +10,7 @@ import { ApiError, ConfigError, Kube } from "./kube.ts";
 import { Logger, STDERR } from "./log.ts";
 import { HELP, parseOptions, requestedLogFormat } from "./options.ts";
 import { EXIT, runDispatcher } from "./run.ts";
+import { throttledLine } from "./summary.ts";
 import { connectedLine, whoAmI } from "./whoami.ts";
 
 /** The release version; `--version` prints it. */
@@ -121,7 +122,7 @@ export async function main(args: string[]): Promise<number> {
       writeFile: (path, text) => Deno.writeTextFileSync(path, text),
     }, cleanup);
     if (kube.stats.throttled) {
-      log.info(`the API server throttled ${kube.stats.throttled} requests (429)`);
+      log.info(throttledLine(kube.stats.throttled, opts.maintenance.drain !== undefined));
     }
     return stop.signal.aborted ? exitOnSignal : code;
   } catch (e) {

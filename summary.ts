@@ -102,6 +102,24 @@ function nodes(n: number): string {
   return `${n} ${n === 1 ? "node" : "nodes"}`;
 }
 
+/**
+ * The line about 429 answers at the end of a run. With `--drain` some are a
+ * PodDisruptionBudget refusing an eviction (the Eviction API answers 429
+ * TooManyRequests for it), not the API server throttling this client.
+ *
+ * @example
+ * ```ts
+ * throttledLine(3, false); // "the API server throttled 3 requests (429)"
+ * ```
+ */
+export function throttledLine(count: number, draining: boolean): string {
+  const what = `${count} ${count === 1 ? "request" : "requests"}`;
+  return draining
+    ? `the API server answered 429 to ${what}: throttling, or a PodDisruptionBudget ` +
+      "refusing an eviction"
+    : `the API server throttled ${what} (429)`;
+}
+
 /** What {@linkcode exitCode} judges. */
 export interface Ending {
   /** The results of the cleanup fan-out (`--cleanup-job-template`), if any. */

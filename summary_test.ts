@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { NodeResult } from "./fanout.ts";
-import { EXIT, exitCode, outcomeCounts, summarise, writeReport } from "./summary.ts";
+import { EXIT, exitCode, outcomeCounts, summarise, throttledLine, writeReport } from "./summary.ts";
 import { Logger } from "./log.ts";
 import { trackingKeys } from "./job.ts";
 import { jsonReport, junitReport } from "./report.ts";
@@ -148,6 +148,28 @@ Deno.test({
         summarise(rs, new Logger("text", (l) => lines.push(l.slice(9))), "ns", run, Date.now());
         assert.equal(lines.length, want.length, lines.join("\n"));
         want.forEach((re, i) => assert.match(lines[i], new RegExp(re)));
+      });
+    }
+  },
+});
+
+Deno.test({
+  name: "throttledLine() does not call a budget's refusal of an eviction throttling",
+  permissions: "none",
+  async fn(t) {
+    const cases: [number, boolean, string][] = [
+      [1, false, "the API server throttled 1 request (429)"],
+      [9, false, "the API server throttled 9 requests (429)"],
+      [
+        9,
+        true,
+        "the API server answered 429 to 9 requests: throttling, or a PodDisruptionBudget " +
+        "refusing an eviction",
+      ],
+    ];
+    for (const [count, draining, want] of cases) {
+      await t.step(`${count}, drain ${draining}`, () => {
+        assert.equal(throttledLine(count, draining), want);
       });
     }
   },
