@@ -6,7 +6,7 @@
  */
 
 import { parseArgs, type ParseArgsOptionsConfig } from "node:util";
-import { isLabelKey, isLabelValue, UsageError } from "./job.ts";
+import { isDnsLabel, isLabelKey, isLabelValue, UsageError } from "./job.ts";
 import { describeFlagError, type FlagSpec, switchValues } from "./flag_errors.ts";
 import {
   type LabelConfig,
@@ -637,6 +637,18 @@ export function parseOptions(argv: string[]): Options {
   }
   if (opts.nodeSelectors.some((s) => !s.trim())) {
     throw new UsageError('Invalid --node-selector "": give a label selector such as role=worker');
+  }
+  // The API server would answer "not found", and the tool would suggest
+  // creating a namespace that cannot exist: say what a name may be instead.
+  if (opts.namespace !== undefined && !isDnsLabel(opts.namespace)) {
+    throw new UsageError(
+      `Invalid --namespace ${JSON.stringify(opts.namespace)}: a namespace is a DNS label ` +
+        '(lowercase a-z, 0-9 and "-", at most 63 characters), e.g. ops',
+    );
+  }
+  // Said rather than ignored: a CI job asking for JUnit would find no file.
+  if (v["report-format"] !== undefined && !opts.report) {
+    throw new UsageError("Invalid --report-format: it needs --report PATH, the file to write");
   }
   if (opts.maxFailures !== undefined) failureBudget(opts.maxFailures, 0);
   if (opts.maintenance.maxUnavailable && nodes) {

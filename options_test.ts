@@ -390,6 +390,22 @@ Deno.test({
         says: /^Missing value of --dry-run: write --dry-run=client\|server$/,
       },
       {
+        name: "a --namespace that cannot exist",
+        argv: [...T, "-n", "Ops"],
+        says:
+          /^Invalid --namespace "Ops": a namespace is a DNS label \(lowercase a-z, 0-9 and "-", at most 63 characters\), e\.g\. ops$/,
+      },
+      {
+        name: "an empty --namespace",
+        argv: [...T, "--namespace="],
+        says: /^Invalid --namespace ""/,
+      },
+      {
+        name: "--report-format without --report",
+        argv: [...T, "--report-format", "junit"],
+        says: /^Invalid --report-format: it needs --report PATH, the file to write$/,
+      },
+      {
         name: "a bad --log-format",
         argv: [...T, "--log-format", "yaml"],
         says: /^Invalid --log-format "yaml": expected text or json$/,
@@ -453,7 +469,7 @@ const FLAGS: Record<string, string[]> = {
   "--dry-run": ["client"],
   "--log-format": ["json"],
   "--report": ["/tmp/r.json"],
-  "--report-format": ["junit"],
+  "--report-format": ["junit", "--report", "/tmp/r.xml"],
   "--node-records": ["failures"],
   "--max-failures": ["2"],
   "--canary": ["1"],

@@ -488,6 +488,19 @@ spec:
             /Invalid namespace b-nope: it does not exist \(kubectl create namespace b-nope\)/,
         },
         {
+          name: "namespace that cannot exist",
+          args: async (tpl) => [
+            "--job-template",
+            await tpl(GOOD),
+            "-n",
+            "B-In",
+            "--node-selector",
+            `${SUITE}=bad`,
+          ],
+          code: 2,
+          message: /Invalid --namespace "B-In": a namespace is a DNS label/,
+        },
+        {
           name: "owner Job missing",
           args: async (tpl) => [
             "--job-template",
