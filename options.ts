@@ -586,7 +586,8 @@ export function parseOptions(argv: string[]): Options {
     trackingLabelPrefix: v["tracking-label-prefix"] ?? "job-dispatcher",
     yieldToLiveRun: v["yield-to-live-run"] ?? false,
     kubeconfig: v.kubeconfig,
-    context: v.context,
+    // An empty --context is no context, as kubectl reads it (`--context "$CTX"` with CTX unset).
+    context: v.context || undefined,
     dryRun: oneOf("dry-run", v["dry-run"], ["client", "server"]),
     logFormat: oneOf("log-format", v["log-format"], ["text", "json"]) ?? "text",
     report: v.report,

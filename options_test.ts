@@ -237,6 +237,11 @@ Deno.test({
       assert.equal(parseOptions([...T, "--poll-only=true"]).pollOnly, true);
     });
 
+    await t.step("with an empty --context, which is none, as kubectl reads it", () => {
+      assert.equal(parseOptions([...T, "--context", ""]).context, undefined);
+      assert.equal(parseOptions([...T, "--context=prod"]).context, "prod");
+    });
+
     await t.step("with --log-format text", () => {
       assert.equal(parseOptions([...T, "--log-format", "text"]).logFormat, "text");
     });
