@@ -46,7 +46,12 @@ export function switchValues(argv: string[], flags: Record<string, FlagSpec>): s
  * `--dry-run=client|server`), or undefined when the manual does not say.
  */
 function usageOf(flag: string, help: string): string | undefined {
-  const m = help.match(new RegExp(`(--${flag})([ =])([^\\s,]+)`));
+  // Only where the manual defines the flag, at the start of its line: the
+  // prose mentions flags too ("with --parallelism the smaller bound wins").
+  // Two flags may share a definition line: "--instance-label-prefix P --multi-install-suffix S".
+  const m = help.match(
+    new RegExp(`^ {2}(?:-\\w, )?(?:--[a-z-]+ \\S+ )?(--${flag})([ =])(\\S+)`, "m"),
+  );
   return m ? `${m[1]}${m[2]}${m[3]}` : undefined;
 }
 

@@ -3,6 +3,8 @@ import { closestFlag, describeFlagError, type FlagSpec, switchValues } from "./f
 
 const FLAGS: Record<string, FlagSpec> = {
   parallelism: { type: "string" },
+  nodes: { type: "string" },
+  "multi-install-suffix": { type: "string" },
   namespace: { type: "string", short: "n" },
   "dry-run": { type: "string" },
   cordon: { type: "boolean" },
@@ -12,7 +14,10 @@ const FLAGS: Record<string, FlagSpec> = {
 };
 const HELP = `  --parallelism N   Most Jobs.
   -n, --namespace NS  Namespace.
-  --dry-run=client|server  Print.`;
+  --dry-run=client|server  Print.
+  --nodes a,b,...   Exactly these.
+  --instance-label-prefix P --multi-install-suffix S
+  --max-unavailable N|P%  With --max-failures the smaller wins.`;
 
 Deno.test({
   name: "switchValues() reads --switch=true and --switch=false as pflag does",
@@ -78,6 +83,18 @@ Deno.test({
         "Option '-n, --namespace <value>' argument missing",
         ["-n"],
         "Missing value of --namespace: write --namespace NS",
+      ],
+      [
+        "a missing list, spelled whole",
+        "Option '--nodes <value>' argument missing",
+        ["--nodes"],
+        "Missing value of --nodes: write --nodes a,b,...",
+      ],
+      [
+        "a missing value of the second flag of a line",
+        "Option '--multi-install-suffix <value>' argument missing",
+        ["--multi-install-suffix"],
+        "Missing value of --multi-install-suffix: write --multi-install-suffix S",
       ],
       [
         "a missing value the manual does not spell",
