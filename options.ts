@@ -348,7 +348,8 @@ CLUSTER ACCESS
 OUTPUT
   --dry-run=client|server   client: print the Jobs as a YAML stream, create
                             nothing. server: send every Job with dryRun=All so the
-                            API server validates it, create nothing.
+                            API server validates it, create nothing. Either way no
+                            node is cordoned, drained, labelled or marked.
   --log-format text|json    Lines on stderr as text (default) or JSON.
   --report PATH             Write what happened to every node to PATH when the run
                             ends: name, UID, Job, start, end, outcome, reason,
