@@ -24,6 +24,14 @@ const NS = "b-in";
 const GOOD = jobTemplate("bad", "200ms");
 const SELECT = ["-n", NS, "--node-selector", `${SUITE}=bad`];
 
+/** The arguments of a run of the good template, followed by `rest`. */
+async function withGood(
+  tpl: (text: string) => Promise<string>,
+  ...rest: string[]
+): Promise<string[]> {
+  return ["--job-template", await tpl(GOOD), ...rest];
+}
+
 /** One bad input. */
 interface Case {
   name: string;
@@ -356,27 +364,19 @@ spec:
         },
         {
           name: "--dry-run without a value, last",
-          args: async (tpl) => ["--job-template", await tpl(GOOD), ...SELECT, "--dry-run"],
+          args: (tpl) => withGood(tpl, ...SELECT, "--dry-run"),
           code: 2,
           message: /Missing value of --dry-run: write --dry-run=client\|server \(see --help\)$/,
         },
         {
           name: "a list with a space after a comma",
-          args: async (tpl) => [
-            "--job-template",
-            await tpl(GOOD),
-            "-n",
-            NS,
-            "--nodes",
-            "bad-000,",
-            "bad-001",
-          ],
+          args: (tpl) => withGood(tpl, "-n", NS, "--nodes", "bad-000,", "bad-001"),
           code: 2,
           message: /Invalid argument "bad-001" \(after --nodes bad-000,\): .*write a list as a,b/,
         },
         {
           name: "a switch given a value other than true or false",
-          args: async (tpl) => ["--job-template", await tpl(GOOD), "--cordon=yes", ...SELECT],
+          args: (tpl) => withGood(tpl, "--cordon=yes", ...SELECT),
           code: 2,
           message:
             /Invalid --cordon=yes: --cordon is a switch; write --cordon \(or --cordon=false\)/,
@@ -489,14 +489,7 @@ spec:
         },
         {
           name: "namespace that cannot exist",
-          args: async (tpl) => [
-            "--job-template",
-            await tpl(GOOD),
-            "-n",
-            "B-In",
-            "--node-selector",
-            `${SUITE}=bad`,
-          ],
+          args: (tpl) => withGood(tpl, "-n", "B-In", "--node-selector", `${SUITE}=bad`),
           code: 2,
           message: /Invalid --namespace "B-In": a namespace is a DNS label/,
         },
