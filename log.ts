@@ -93,12 +93,27 @@ export function describeProgress(p: Progress): string {
       `${p.outage.paused ? "paused, " : ""}${p.inFlight} in flight; ${counts}`;
   }
   const budget = p.budget ? `${counts}; ${p.budget}` : counts;
-  const line = p.paused ? `paused by ${p.paused}: ${budget}` : budget;
+  // Paused by the user: nothing starts until they lift it, so an ETA would
+  // only grow with every line; say how to resume instead.
+  if (p.paused) return `paused by ${p.paused} (${resumeHint(p.paused)}): ${budget}`;
+  const line = budget;
   const done = p.succeeded + p.failed + (p.unknown ?? 0);
   if (done === 0 || p.elapsedMs <= 0 || done === p.total) return line;
   const rate = done / (p.elapsedMs / 1000);
   const left = (p.total - done) / rate;
   return `${line}, ${rate.toFixed(rate < 10 ? 2 : 0)} nodes/s, ETA ${duration(left)}`;
+}
+
+/**
+ * What lifts a pause, from the words that name it (`file PATH`, or
+ * `annotation KEY=true on Job NAME`, as `pause.ts` says them).
+ */
+function resumeHint(by: string): string {
+  const file = by.match(/^file (.+)$/);
+  if (file) return `rm ${file[1]} resumes`;
+  const note = by.match(/^annotation (\S+)=true on Job (\S+)$/);
+  if (note) return `kubectl annotate job ${note[2]} ${note[1]}- resumes`;
+  return "lift it to resume";
 }
 
 /** Formats seconds as kubectl formats ages: `45s`, `12m`, `3h20m`. */

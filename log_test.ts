@@ -118,9 +118,25 @@ Deno.test({
         budget: "unavailable 2/2 (1 in work, 1 NotReady)",
         paused: "annotation job-dispatcher/paused=true on Job hook",
       }),
-      "paused by annotation job-dispatcher/paused=true on Job hook: " +
+      "paused by annotation job-dispatcher/paused=true on Job hook " +
+        "(kubectl annotate job hook job-dispatcher/paused- resumes): " +
         "2/10 succeeded, 0 failed, 1 blocked, 1 in flight, 6 queued; " +
         "unavailable 2/2 (1 in work, 1 NotReady)",
+    );
+    // Paused by a file, with nodes done: no rate, no ETA (it would only grow
+    // while nothing starts), but how to resume.
+    assert.equal(
+      describeProgress({
+        succeeded: 2,
+        failed: 0,
+        inFlight: 0,
+        queued: 4,
+        total: 6,
+        elapsedMs: 15_000,
+        paused: "file /tmp/pause",
+      }),
+      "paused by file /tmp/pause (rm /tmp/pause resumes): " +
+        "2/6 succeeded, 0 failed, 0 in flight, 4 queued",
     );
   },
 });

@@ -8,8 +8,9 @@
 import { parseJobTemplate, UsageError } from "./job.ts";
 import { ApiError, ConfigError, Kube } from "./kube.ts";
 import { Logger, STDERR } from "./log.ts";
-import { HELP, parseOptions } from "./options.ts";
+import { HELP, parseOptions, requestedLogFormat } from "./options.ts";
 import { EXIT, runDispatcher } from "./run.ts";
+import { throttledLine } from "./summary.ts";
 import { connectedLine, whoAmI } from "./whoami.ts";
 
 /** The release version; `--version` prints it. */
@@ -62,7 +63,7 @@ function describeApiError(e: ApiError): string {
 
 /** Runs the CLI with `args` and returns the process exit code. */
 export async function main(args: string[]): Promise<number> {
-  let log = new Logger("text");
+  let log = new Logger(requestedLogFormat(args));
   const stop = new AbortController();
   let exitOnSignal: number = EXIT.ok;
   const onSignal = (sig: "SIGINT" | "SIGTERM") => () => {
@@ -125,7 +126,7 @@ export async function main(args: string[]): Promise<number> {
       writeFile: (path, text) => Deno.writeTextFileSync(path, text),
     }, cleanup);
     if (kube.stats.throttled) {
-      log.info(`the API server throttled ${kube.stats.throttled} requests (429)`);
+      log.info(throttledLine(kube.stats.throttled, opts.maintenance.drain !== undefined));
     }
     return stop.signal.aborted ? exitOnSignal : code;
   } catch (e) {
@@ -134,8 +135,10 @@ export async function main(args: string[]): Promise<number> {
       return exitOnSignal;
     }
     if (e instanceof UsageError) {
-      log.error(e.message);
-      if (/^(Missing|Invalid --|Unknown option|Option)/.test(e.message)) log.error("See --help");
+      // One line, as the input's name and its fix; the manual is a pointer
+      // on the same line, so a log search for "error:" finds all of it.
+      const manual = /^(Missing|Invalid --|Invalid argument|Unknown flag)/.test(e.message);
+      log.error(manual ? `${e.message} (see --help)` : e.message);
       return EXIT.usage;
     }
     if (e instanceof ConfigError) {

@@ -6,7 +6,8 @@
  */
 
 import { parseArgs, type ParseArgsOptionsConfig } from "node:util";
-import { isLabelKey, isLabelValue, UsageError } from "./job.ts";
+import { isDnsLabel, isLabelKey, isLabelValue, UsageError } from "./job.ts";
+import { describeFlagError, type FlagSpec, switchValues } from "./flag_errors.ts";
 import {
   type LabelConfig,
   parseExtraLabels,
@@ -126,6 +127,9 @@ export const HELP = `job-dispatcher: run exactly one Kubernetes Job per selected
 
 USAGE
   job-dispatcher --job-template PATH [selection] [flags]
+
+  Flags as kubectl's: a value follows a space or "="; a switch also takes
+  "=true" or "=false".
 
   Stamps out one batch/v1 Job per node from a template, pins each to its node
   with spec.template.spec.nodeName, keeps at most --parallelism in flight and
@@ -325,8 +329,9 @@ NODE MAINTENANCE (in the style of kubectl drain)
   --pause-file PATH         While PATH exists, no new Job starts (Jobs in flight
                             finish); removing it resumes. With an owner Job, the
                             annotation <P>/paused=true on it does the same:
-                            "kubectl annotate job OWNER <P>/paused=true";
-                            "kubectl annotate job OWNER <P>/paused-" resumes.
+                            "kubectl annotate job OWNER -n NS <P>/paused=true
+                            --overwrite"; "kubectl annotate job OWNER -n NS
+                            <P>/paused-" resumes.
   --retry-failed            On a re-run of the same owner (or prefix), dispatch
                             again the nodes whose Job failed before: the failed
                             Job is deleted and replaced. Without it a failure is
@@ -343,7 +348,8 @@ CLUSTER ACCESS
 OUTPUT
   --dry-run=client|server   client: print the Jobs as a YAML stream, create
                             nothing. server: send every Job with dryRun=All so the
-                            API server validates it, create nothing.
+                            API server validates it, create nothing. Either way no
+                            node is cordoned, drained, labelled or marked.
   --log-format text|json    Lines on stderr as text (default) or JSON.
   --report PATH             Write what happened to every node to PATH when the run
                             ends: name, UID, Job, start, end, outcome, reason,
@@ -499,7 +505,8 @@ function oneOf<T extends string>(
  */
 function parseFlags<F extends ParseArgsOptionsConfig>(argv: string[], flags: F) {
   try {
-    return parseArgs({ args: argv, options: flags, strict: true, allowPositionals: false }).values;
+    const args = switchValues(argv, flags as Record<string, FlagSpec>);
+    return parseArgs({ args, options: flags, strict: true, allowPositionals: false }).values;
   } catch (e) {
     const msg = (e as Error).message;
     // parseArgs refuses "--parallelism -1" as ambiguous (the value looks like
@@ -513,8 +520,28 @@ function parseFlags<F extends ParseArgsOptionsConfig>(argv: string[], flags: F) 
         ...argv.slice(at + 2),
       ], flags);
     }
-    throw new UsageError(msg.replace(/\. To specify a positional argument.*$/s, "").split("\n")[0]);
+    throw new UsageError(
+      describeFlagError(msg, { argv, flags: flags as Record<string, FlagSpec>, help: HELP }),
+    );
   }
+}
+
+/**
+ * The log format asked for, read before the flags are validated, so that a
+ * refusal of the flags is logged in the format a log pipeline expects
+ * (the chart passes `--log-format=json`).
+ *
+ * @example
+ * ```ts
+ * requestedLogFormat(["--log-format=json", "--parallelism", "0"]); // "json"
+ * ```
+ */
+export function requestedLogFormat(argv: readonly string[]): LogFormat {
+  const at = argv.lastIndexOf("--log-format");
+  const eq = argv.findLast((a) => a.startsWith("--log-format="));
+  // The later of the two forms wins, as parseArgs lets the last one win.
+  const value = eq && argv.lastIndexOf(eq) > at ? eq.slice("--log-format=".length) : argv[at + 1];
+  return at < 0 && !eq ? "text" : value === "json" ? "json" : "text";
 }
 
 /**
@@ -560,7 +587,8 @@ export function parseOptions(argv: string[]): Options {
     trackingLabelPrefix: v["tracking-label-prefix"] ?? "job-dispatcher",
     yieldToLiveRun: v["yield-to-live-run"] ?? false,
     kubeconfig: v.kubeconfig,
-    context: v.context,
+    // An empty --context is no context, as kubectl reads it (`--context "$CTX"` with CTX unset).
+    context: v.context || undefined,
     dryRun: oneOf("dry-run", v["dry-run"], ["client", "server"]),
     logFormat: oneOf("log-format", v["log-format"], ["text", "json"]) ?? "text",
     report: v.report,
@@ -611,6 +639,18 @@ export function parseOptions(argv: string[]): Options {
   }
   if (opts.nodeSelectors.some((s) => !s.trim())) {
     throw new UsageError('Invalid --node-selector "": give a label selector such as role=worker');
+  }
+  // The API server would answer "not found", and the tool would suggest
+  // creating a namespace that cannot exist: say what a name may be instead.
+  if (opts.namespace !== undefined && !isDnsLabel(opts.namespace)) {
+    throw new UsageError(
+      `Invalid --namespace ${JSON.stringify(opts.namespace)}: a namespace is a DNS label ` +
+        '(lowercase a-z, 0-9 and "-", at most 63 characters), e.g. ops',
+    );
+  }
+  // Said rather than ignored: a CI job asking for JUnit would find no file.
+  if (v["report-format"] !== undefined && !opts.report) {
+    throw new UsageError("Invalid --report-format: it needs --report PATH, the file to write");
   }
   if (opts.maxFailures !== undefined) failureBudget(opts.maxFailures, 0);
   if (opts.maintenance.maxUnavailable && nodes) {

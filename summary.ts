@@ -68,7 +68,7 @@ export function summarise(
   if (n.blocked) parts.push(`${n.blocked} blocked`);
   if (n.inFlight) parts.push(`${n.inFlight} still running`);
   if (n.notStarted) parts.push(`${n.notStarted} not started`);
-  const summary = `${parts.join(", ")} of ${results.length} nodes in ${secs} s`;
+  const summary = `${parts.join(", ")} of ${nodes(results.length)} in ${secs} s`;
   log.info(`${what}: ${summary}`, { event: what, ...n, total: results.length });
   const failed = results.filter((r) => r.outcome === "failed");
   for (const r of failed) {
@@ -76,6 +76,16 @@ export function summarise(
   }
   for (const r of results.filter((r) => r.outcome === "blocked")) {
     log.warn(`blocked node ${r.node}: no job: ${r.reason}`, { event: "nodeBlocked", ...r });
+  }
+  // Jobs still in flight at the end: the run was interrupted (a failure
+  // budget or a canary lets them finish). Say how to finish the rollout.
+  if (n.inFlight) {
+    log.warn(
+      `${n.inFlight} ${n.inFlight === 1 ? "Job still runs" : "Jobs still run"}: ` +
+        `a re-run of the same command adopts ${n.inFlight === 1 ? "it" : "them"}` +
+        (n.notStarted ? ` and starts the ${nodes(n.notStarted)} not started` : ""),
+      { event: "resumeHint", inFlight: n.inFlight, notStarted: n.notStarted },
+    );
   }
   if (failed.length) {
     log.info(
@@ -85,6 +95,29 @@ export function summarise(
     );
   }
   return summary;
+}
+
+/** `1 node`, `6 nodes`. */
+function nodes(n: number): string {
+  return `${n} ${n === 1 ? "node" : "nodes"}`;
+}
+
+/**
+ * The line about 429 answers at the end of a run. With `--drain` some are a
+ * PodDisruptionBudget refusing an eviction (the Eviction API answers 429
+ * TooManyRequests for it), not the API server throttling this client.
+ *
+ * @example
+ * ```ts
+ * throttledLine(3, false); // "the API server throttled 3 requests (429)"
+ * ```
+ */
+export function throttledLine(count: number, draining: boolean): string {
+  const what = `${count} ${count === 1 ? "request" : "requests"}`;
+  return draining
+    ? `the API server answered 429 to ${what}: throttling, or a PodDisruptionBudget ` +
+      "refusing an eviction"
+    : `the API server throttled ${what} (429)`;
 }
 
 /** What {@linkcode exitCode} judges. */

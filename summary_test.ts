@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import type { NodeResult } from "./fanout.ts";
-import { EXIT, exitCode, outcomeCounts, writeReport } from "./summary.ts";
+import { EXIT, exitCode, outcomeCounts, summarise, throttledLine, writeReport } from "./summary.ts";
 import { Logger } from "./log.ts";
+import { trackingKeys } from "./job.ts";
 import { jsonReport, junitReport } from "./report.ts";
 
 function results(...outcomes: NodeResult["outcome"][]): NodeResult[] {
@@ -111,5 +112,65 @@ Deno.test({
       assert.equal(written, false);
       assert.match(lines.join("\n"), /Cannot write report \/ro\/r: read-only file system/);
     });
+  },
+});
+
+Deno.test({
+  name: "summarise() counts, names each failure, and says how to finish an interrupted run",
+  permissions: "none",
+  async fn(t) {
+    const run = { keys: trackingKeys("job-dispatcher"), prefix: "up" };
+    const cases: [string, NodeResult[], string[]][] = [
+      ["one node, said in the singular", results("succeeded"), [
+        /^summary: 1 succeeded, 0 failed of 1 node in \d+\.\d s$/.source,
+      ]],
+      ["a failure: named, with the logs command", [
+        ...results("succeeded"),
+        { node: "n1", job: "j-n1", outcome: "failed", reason: "exited 3" },
+      ], [
+        /^summary: 1 succeeded, 1 failed of 2 nodes in /.source,
+        /^warn: failed node n1: job j-n1: exited 3$/.source,
+        /^logs: kubectl logs -n ns -l job-dispatcher\/owner=up --all-containers --prefix$/.source,
+      ]],
+      ["interrupted: how to finish", results("succeeded", "inFlight", "inFlight", "notStarted"), [
+        /^summary: 1 succeeded, 0 failed, 2 still running, 1 not started of 4 nodes in /.source,
+        /^warn: 2 Jobs still run: a re-run of the same command adopts them and starts the 1 node not started$/
+          .source,
+      ]],
+      ["interrupted with one Job left", results("inFlight"), [
+        /^summary: 0 succeeded, 0 failed, 1 still running of 1 node in /.source,
+        /^warn: 1 Job still runs: a re-run of the same command adopts it$/.source,
+      ]],
+    ];
+    for (const [name, rs, want] of cases) {
+      await t.step(name, () => {
+        const lines: string[] = [];
+        summarise(rs, new Logger("text", (l) => lines.push(l.slice(9))), "ns", run, Date.now());
+        assert.equal(lines.length, want.length, lines.join("\n"));
+        want.forEach((re, i) => assert.match(lines[i], new RegExp(re)));
+      });
+    }
+  },
+});
+
+Deno.test({
+  name: "throttledLine() does not call a budget's refusal of an eviction throttling",
+  permissions: "none",
+  async fn(t) {
+    const cases: [number, boolean, string][] = [
+      [1, false, "the API server throttled 1 request (429)"],
+      [9, false, "the API server throttled 9 requests (429)"],
+      [
+        9,
+        true,
+        "the API server answered 429 to 9 requests: throttling, or a PodDisruptionBudget " +
+        "refusing an eviction",
+      ],
+    ];
+    for (const [count, draining, want] of cases) {
+      await t.step(`${count}, drain ${draining}`, () => {
+        assert.equal(throttledLine(count, draining), want);
+      });
+    }
   },
 });

@@ -97,6 +97,13 @@ selectors such as "tier in (a,b)"). Nodes are never listed unless given.
 {{- if $v.owner.yieldToLiveRun }}{{ $a = append $a "--yield-to-live-run" }}{{ end }}
 {{- with $v.dryRun }}{{ $a = append $a (printf "--dry-run=%s" .) }}{{ end }}
 {{- $a = append $a (printf "--log-format=%s" $v.logFormat) }}
-{{- range $v.extraArgs }}{{ $a = append $a (toString .) }}{{ end }}
+{{- range $v.extraArgs }}
+{{- $arg := toString . }}
+{{- /* Refused at install time: in the hook it would fail every node on a 403 after the release exists. */}}
+{{- if and $v.rbac.create (not $v.rbac.drain) (regexMatch "^--(drain|blocking-pod-selector)(=|$)" $arg) }}
+{{- fail (printf "extraArgs %s needs rbac.drain=true (pods list, pods/eviction create): add --set rbac.drain=true" $arg) }}
+{{- end }}
+{{- $a = append $a $arg }}
+{{- end }}
 {{- toYaml $a }}
 {{- end }}
