@@ -638,8 +638,10 @@ class Fanout {
     } finally {
       this.#o.signal.removeEventListener("abort", onAbort);
       // A create already sent when the run was stopped may still make its
-      // Job; wait for the answer so that the Job is reported, not lost.
-      await Promise.allSettled([...this.#tasks]);
+      // Job; wait for the answer so that the Job is reported, not lost. Until
+      // none is left: a stopped drain tracks the uncordon of its node as it
+      // ends, and that must run before the process exits.
+      while (this.#tasks.size) await Promise.allSettled([...this.#tasks]);
       await this.#jobs.stop();
     }
     this.#o.reporter.progress(this.#progress());

@@ -721,6 +721,27 @@ Deno.test("dispatch() prepares a node (cordon, drain) before its Job, holding it
     assert.deepEqual(released, ["node-000:abandoned"]);
     assert.deepEqual(results.map((r) => r.outcome), ["notStarted", "notStarted"]);
   });
+  await t.step(
+    "a stop during a drain: the run ends only once the node's uncordon is done",
+    async () => {
+      // The release is tracked as the stopped drain ends, after the run began
+      // to wait for its tasks: Ctrl-C left the node cordoned when it was not waited for.
+      const h = harness({ runMs: 100 });
+      const released: string[] = [];
+      await run(h, targets(1), {
+        prepare: async () => {
+          h.stop.abort();
+          await h.clock.sleep(10);
+          return undefined;
+        },
+        release: async (tg, why) => {
+          await h.clock.sleep(50);
+          released.push(`${tg.node.name}:${why}`);
+        },
+      });
+      assert.deepEqual(released, ["node-000:abandoned"]);
+    },
+  );
 });
 
 Deno.test("dispatch() with retryFailed replaces an earlier run's failed Job, once", async (t) => {
