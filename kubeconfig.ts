@@ -131,6 +131,7 @@ export function parseKubeconfig(text: string, path: string): Kubeconfig {
   // An empty file is an empty kubeconfig, as kubectl reads it.
   if (doc === null || doc === undefined) doc = {};
   if (!isMap(doc)) throw new SyntaxError(`expected a YAML mapping, found ${typeof doc}`);
+  notAnotherKind(doc);
   const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/")) || "/" : "";
   // The messages are client-node's, which loaded every kubeconfig until now.
   const clusters = entries(doc.clusters).map((e, i): ClusterEntry => {
@@ -271,6 +272,26 @@ export interface LoadOptions {
   context?: string;
 }
 
+/**
+ * Why a kubeconfig yields no cluster, with the fix: the file was found and
+ * read, so "set --kubeconfig" would send the user back to what they did.
+ */
+function noClusterWhy(config: Kubeconfig, context: ContextEntry | undefined): string {
+  const names = (xs: { name: string }[]) => xs.map((x) => x.name).join(", ");
+  if (context) {
+    return `its context ${context.name} names cluster ${JSON.stringify(context.cluster)}, ` +
+      `which it does not define (clusters: ${names(config.clusters) || "none"})`;
+  }
+  if (config.contexts.length === 0) {
+    return "it defines no context; is it a kubeconfig? Pass the file kubectl uses, " +
+      "e.g. --kubeconfig ~/.kube/config";
+  }
+  return config.currentContext
+    ? `its current-context ${config.currentContext} is not defined; pass --context ` +
+      `(contexts: ${names(config.contexts)})`
+    : `it has no current-context; pass --context (contexts: ${names(config.contexts)})`;
+}
+
 function readConfigs(opts: LoadOptions, io: KubeconfigIo): { source: string; config: Kubeconfig } {
   const fromEnv = io.env("KUBECONFIG");
   const source = opts.kubeconfig ?? (fromEnv ? `$KUBECONFIG (${fromEnv})` : "~/.kube/config");
@@ -312,6 +333,24 @@ function readConfigs(opts: LoadOptions, io: KubeconfigIo): { source: string; con
 }
 
 /**
+ * Refuses a manifest of another kind (a Job template passed as `--kubeconfig`):
+ * kubectl decodes a kubeconfig as `kind: Config` of `apiVersion: v1` and
+ * refuses any other kind, and without this the file would only surface
+ * later as "no cluster", as if no kubeconfig had been given.
+ *
+ * @throws {SyntaxError} naming the kind found and what to pass instead
+ */
+function notAnotherKind(doc: Record<string, unknown>): void {
+  const { kind, apiVersion } = doc;
+  if (kind === undefined || kind === "Config") return;
+  throw new SyntaxError(
+    `it is a ${String(kind)}${apiVersion ? ` (apiVersion ${String(apiVersion)})` : ""}, ` +
+      "not a kubeconfig (kind: Config, apiVersion: v1); pass the file kubectl uses, " +
+      "e.g. --kubeconfig ~/.kube/config",
+  );
+}
+
+/**
  * Finds the kubeconfig as kubectl does (`--kubeconfig`, else `$KUBECONFIG`'s
  * files merged, else `~/.kube/config`, else the pod's service account) and
  * the context, cluster and user to use.
@@ -331,9 +370,7 @@ export function loadKubeconfig(opts: LoadOptions, io: KubeconfigIo): Target {
   }
   const cluster = config.clusters.find((c) => c.name === context?.cluster);
   if (!context || !cluster) {
-    throw new ConfigError(
-      `Cannot find a cluster in ${source}: set --kubeconfig, $KUBECONFIG or run in a pod`,
-    );
+    throw new ConfigError(`Cannot find a cluster in ${source}: ${noClusterWhy(config, context)}`);
   }
   const user = config.users.find((u) => u.name === context.user);
   // kubectl refuses a context whose user is missing rather than going on

@@ -365,13 +365,28 @@ Deno.test({
         opts: { kubeconfig: "/k/a" },
         files: { "/k/a": kubeconfig("a", { current: false }) },
         message:
-          /^Cannot find a cluster in \/k\/a: set --kubeconfig, \$KUBECONFIG or run in a pod$/,
+          /^Cannot find a cluster in \/k\/a: it has no current-context; pass --context \(contexts: a\)$/,
+      },
+      {
+        name: "a Job manifest passed as the kubeconfig, by its kind",
+        opts: { kubeconfig: "/k/job.yaml" },
+        files: { "/k/job.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata: {name: up}\n" },
+        message:
+          /^Cannot load kubeconfig \/k\/job\.yaml: it is a Job \(apiVersion batch\/v1\), not a kubeconfig \(kind: Config, apiVersion: v1\); pass the file kubectl uses, e\.g\. --kubeconfig ~\/\.kube\/config$/,
+      },
+      {
+        name: "a YAML file without contexts, as not a kubeconfig",
+        opts: { kubeconfig: "/k/values.yaml" },
+        files: { "/k/values.yaml": "replicas: 3\n" },
+        message:
+          /^Cannot find a cluster in \/k\/values\.yaml: it defines no context; is it a kubeconfig\? Pass the file kubectl uses, e\.g\. --kubeconfig ~\/\.kube\/config$/,
       },
       {
         name: "a context whose cluster is not defined",
         opts: { kubeconfig: "/k/a" },
         files: { "/k/a": "contexts: [{name: x, context: {cluster: gone}}]\ncurrent-context: x\n" },
-        message: /^Cannot find a cluster in \/k\/a/,
+        message:
+          /^Cannot find a cluster in \/k\/a: its context x names cluster "gone", which it does not define \(clusters: none\)$/,
       },
       {
         name: "a context whose user is not defined",
