@@ -94,6 +94,20 @@ export const DEFAULT_RETRY: RetryPolicy = {
 };
 
 /**
+ * Whether an error is a PodDisruptionBudget refusing an eviction (429 with
+ * the cause `DisruptionBudget`), not the API server throttling the client.
+ *
+ * @example
+ * ```ts
+ * isBudgetRefusal(new ApiError({ status: 429, reason: "TooManyRequests", verb: "create",
+ *   resource: "pods/eviction", message: "", causes: [{ reason: "DisruptionBudget" }] })); // true
+ * ```
+ */
+export function isBudgetRefusal(err: ApiError): boolean {
+  return err.status === 429 && (err.causes ?? []).some((c) => c.reason === "DisruptionBudget");
+}
+
+/**
  * Whether a failed request may succeed if sent again: throttled (429), a
  * server error (5xx), a timeout or a connection failure. Other 4xx answers
  * cannot heal by waiting.
@@ -134,8 +148,13 @@ export function retryDelayMs(
 export interface ApiStats {
   /** Requests sent, by `verb resource`. */
   requests: Record<string, number>;
-  /** 429 answers seen. */
+  /** 429 answers of the API server's throttling (Priority and Fairness, max-in-flight). */
   throttled: number;
+  /**
+   * 429 answers to evictions that a PodDisruptionBudget refused (cause
+   * `DisruptionBudget`): the budget working as meant, not throttling.
+   */
+  budgetRefusals: number;
   /** Requests sent again under the retry policy. */
   retries: number;
 }
@@ -295,7 +314,7 @@ export class Kube {
   /** The namespace of the kubeconfig's context, if it names one. */
   readonly contextNamespace?: string;
   /** What this client has sent. */
-  readonly stats: ApiStats = { requests: {}, throttled: 0, retries: 0 };
+  readonly stats: ApiStats = { requests: {}, throttled: 0, budgetRefusals: 0, retries: 0 };
   #source: CredentialSource;
   #transport: Transport;
   #headers: [string, string][];
@@ -498,6 +517,17 @@ export class Kube {
   }
 
   /**
+   * Counts a 429 as throttling or as a PodDisruptionBudget's refusal: the
+   * Eviction API answers 429 TooManyRequests for both, and only the cause
+   * (`DisruptionBudget`, naming the budget) tells them apart.
+   */
+  #count429(err: ApiError): void {
+    if (err.status !== 429) return;
+    if (isBudgetRefusal(err)) this.stats.budgetRefusals++;
+    else this.stats.throttled++;
+  }
+
+  /**
    * Sends one request under the retry policy and returns the decoded body.
    *
    * @param verb the Kubernetes verb, for errors and counts
@@ -538,7 +568,7 @@ export class Kube {
         timeout.clear();
         release();
       }
-      if (err.status === 429) this.stats.throttled++;
+      this.#count429(err);
       const delay = retryDelayMs(attempt, err, this.#retry, Math.random());
       // A stopping run retries nothing: SIGTERM must not wait out a retry budget.
       const stopping = this.#stop?.aborted ?? false;
@@ -642,8 +672,9 @@ export class Kube {
       clearTimeout(timer)
     );
     if (!res.ok) {
-      if (res.status === 429) this.stats.throttled++;
-      throw await Kube.#errorOf(res, "watch", path);
+      const err = await Kube.#errorOf(res, "watch", path);
+      this.#count429(err);
+      throw err;
     }
     timer = setTimeout(() => idle.abort(), idleMs);
     const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();

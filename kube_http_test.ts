@@ -40,6 +40,28 @@ Deno.test("Kube.request() honours Retry-After on 429 and counts the throttling",
   );
 });
 
+Deno.test("Kube counts a PodDisruptionBudget's 429 on an eviction apart from throttling", async () => {
+  const refusal = () =>
+    status(429, "TooManyRequests", {
+      message: "Cannot evict pod as it would violate the pod's disruption budget.",
+      causes: [{
+        reason: "DisruptionBudget",
+        message: "The disruption budget web needs 2 healthy pods",
+      }],
+    });
+  await withServer(
+    (_req, n) => (n === 1 ? refusal() : status(429, "TooManyRequests")),
+    async (kube) => {
+      const path = "/api/v1/namespaces/a/pods/p/eviction";
+      // `once`: the drain, not the client, retries a budget's refusal.
+      await assert.rejects(kube.request("create", "POST", path, {}, true));
+      await assert.rejects(kube.request("create", "POST", path, {}, true));
+      assert.equal(kube.stats.budgetRefusals, 1, "the budget's refusal");
+      assert.equal(kube.stats.throttled, 1, "the 429 without the DisruptionBudget cause");
+    },
+  );
+});
+
 Deno.test("Kube.connect() leaves a user the fast path does not handle to client-node's KubeConfig", async () => {
   // Impersonation (`as`) is one of those; client-node sends the token as before.
   await withServer(

@@ -10,7 +10,7 @@ import { ApiError, ConfigError, Kube } from "./kube.ts";
 import { Logger, STDERR } from "./log.ts";
 import { HELP, parseOptions, requestedLogFormat } from "./options.ts";
 import { EXIT, runDispatcher } from "./run.ts";
-import { throttledLine } from "./summary.ts";
+import { apiStatsLines } from "./summary.ts";
 import { connectedLine, whoAmI } from "./whoami.ts";
 
 /** The release version; `--version` prints it. */
@@ -125,9 +125,7 @@ export async function main(args: string[]): Promise<number> {
       terminal,
       writeFile: (path, text) => Deno.writeTextFileSync(path, text),
     }, cleanup);
-    if (kube.stats.throttled) {
-      log.info(throttledLine(kube.stats.throttled, opts.maintenance.drain !== undefined));
-    }
+    for (const [line, fields] of apiStatsLines(kube.stats)) log.info(line, fields);
     return stop.signal.aborted ? exitOnSignal : code;
   } catch (e) {
     if (stop.signal.aborted && !(e instanceof UsageError)) {

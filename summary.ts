@@ -7,6 +7,7 @@
 import { labelValue, type RunIdentity } from "./job.ts";
 import type { NodeResult } from "./fanout_types.ts";
 import type { Logger } from "./log.ts";
+import type { ApiStats } from "./kube.ts";
 import { jsonReport, junitReport, type ReportInput } from "./report.ts";
 
 /** Exit codes, as documented in `--help`. */
@@ -103,21 +104,36 @@ function nodes(n: number): string {
 }
 
 /**
- * The line about 429 answers at the end of a run. With `--drain` some are a
- * PodDisruptionBudget refusing an eviction (the Eviction API answers 429
- * TooManyRequests for it), not the API server throttling this client.
+ * The lines about 429 answers at the end of a run: the API server throttling
+ * this client, and apart from it PodDisruptionBudgets refusing evictions
+ * (the Eviction API answers 429 TooManyRequests for those too, but a budget
+ * doing its job is not a loaded server), each with its fields for JSON.
  *
  * @example
  * ```ts
- * throttledLine(3, false); // "the API server throttled 3 requests (429)"
+ * apiStatsLines({ throttled: 3, budgetRefusals: 0 });
+ * // [["the API server throttled 3 requests (429)", { event: "throttled", count: 3 }]]
  * ```
  */
-export function throttledLine(count: number, draining: boolean): string {
-  const what = `${count} ${count === 1 ? "request" : "requests"}`;
-  return draining
-    ? `the API server answered 429 to ${what}: throttling, or a PodDisruptionBudget ` +
-      "refusing an eviction"
-    : `the API server throttled ${what} (429)`;
+export function apiStatsLines(
+  stats: Pick<ApiStats, "throttled" | "budgetRefusals">,
+): [string, Record<string, unknown>][] {
+  const lines: [string, Record<string, unknown>][] = [];
+  const n = (count: number, one: string) => `${count} ${one}${count === 1 ? "" : "s"}`;
+  if (stats.throttled) {
+    lines.push([
+      `the API server throttled ${n(stats.throttled, "request")} (429)`,
+      { event: "throttled", count: stats.throttled },
+    ]);
+  }
+  if (stats.budgetRefusals) {
+    lines.push([
+      `PodDisruptionBudgets refused ${n(stats.budgetRefusals, "eviction")} ` +
+      "(429, cause DisruptionBudget; retried by the drain), not API throttling",
+      { event: "budgetRefusals", count: stats.budgetRefusals },
+    ]);
+  }
+  return lines;
 }
 
 /** What {@linkcode exitCode} judges. */

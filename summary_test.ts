@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { NodeResult } from "./fanout.ts";
-import { EXIT, exitCode, outcomeCounts, summarise, throttledLine, writeReport } from "./summary.ts";
+import { apiStatsLines, EXIT, exitCode, outcomeCounts, summarise, writeReport } from "./summary.ts";
 import { Logger } from "./log.ts";
 import { trackingKeys } from "./job.ts";
 import { jsonReport, junitReport } from "./report.ts";
@@ -154,22 +154,31 @@ Deno.test({
 });
 
 Deno.test({
-  name: "throttledLine() does not call a budget's refusal of an eviction throttling",
+  name: "apiStatsLines() counts a budget's refusal of an eviction apart from throttling",
   permissions: "none",
   async fn(t) {
-    const cases: [number, boolean, string][] = [
-      [1, false, "the API server throttled 1 request (429)"],
-      [9, false, "the API server throttled 9 requests (429)"],
-      [
-        9,
-        true,
-        "the API server answered 429 to 9 requests: throttling, or a PodDisruptionBudget " +
-        "refusing an eviction",
-      ],
+    const cases: [string, number, number, string[]][] = [
+      ["nothing", 0, 0, []],
+      ["one throttled", 1, 0, ["the API server throttled 1 request (429)"]],
+      ["nine throttled", 9, 0, ["the API server throttled 9 requests (429)"]],
+      ["refusals only", 0, 1, [
+        "PodDisruptionBudgets refused 1 eviction (429, cause DisruptionBudget; retried by " +
+        "the drain), not API throttling",
+      ]],
+      ["both", 2, 5, [
+        "the API server throttled 2 requests (429)",
+        "PodDisruptionBudgets refused 5 evictions (429, cause DisruptionBudget; retried by " +
+        "the drain), not API throttling",
+      ]],
     ];
-    for (const [count, draining, want] of cases) {
-      await t.step(`${count}, drain ${draining}`, () => {
-        assert.equal(throttledLine(count, draining), want);
+    for (const [name, throttled, budgetRefusals, want] of cases) {
+      await t.step(name, () => {
+        const lines = apiStatsLines({ throttled, budgetRefusals });
+        assert.deepEqual(lines.map(([msg]) => msg), want);
+        assert.deepEqual(
+          lines.map(([, f]) => f.count),
+          [throttled, budgetRefusals].filter(Boolean),
+        );
       });
     }
   },
