@@ -36,10 +36,10 @@ import {
   waitForSelection,
 } from "./select.ts";
 import { isSatisfied, ownedButUnselected } from "./lifecycle.ts";
-import type { Options } from "./options.ts";
+import type { MaintenanceOptions, Options } from "./options.ts";
 import { domainOf, orderItems } from "./safety.ts";
 import { checkTtl, resolveNamespace, resolveOwner } from "./preflight.ts";
-import { EXIT } from "./summary.ts";
+import { EXIT, writeReport } from "./summary.ts";
 import type { RunContext } from "./run.ts";
 
 /** How many already-done nodes are named one by one before the rest are counted. */
@@ -173,8 +173,7 @@ export async function planRun(
     ? withoutSatisfied(opts, resolved.eligible, ctx.log)
     : resolved.eligible;
   if (eligible.length === 0 && !cleanup?.nodes.length) {
-    ctx.log.info(nothingToDo(resolved, selection));
-    return EXIT.ok;
+    return nothingToDo(opts, ctx, { resolved, selection, namespace, prefix, owner });
   }
   checkAffinity(opts, podSpec, eligible);
 
@@ -201,11 +200,89 @@ export async function planRun(
   };
 }
 
-/** Why there is nothing to do: every selected node is done, or none is selected. */
-function nothingToDo(resolved: Resolved, selection: Selection): string {
-  return resolved.eligible.length
-    ? `nothing to do: all ${resolved.eligible.length} selected nodes are already done`
-    : `nothing to do: no node matches ${describeSelection(selection)}`;
+/**
+ * Says why there is nothing to do, writes the `--report` (0 nodes), and ends
+ * the run. No match exits 0, as `kubectl get nodes -l …` ("No resources
+ * found"), `kubectl cordon -l …` and `kubectl drain -l …` do: a rollout over
+ * no node left nothing undone. Scripts that need a node use
+ * `--wait-for-nodes-secs`, which fails (exit 2) when none matches in time.
+ *
+ * @returns the exit code: 0, or 1 when the report cannot be written
+ */
+function nothingToDo(
+  opts: Options,
+  ctx: RunContext,
+  p: Pick<Plan, "resolved" | "selection" | "namespace" | "prefix" | "owner">,
+): number {
+  const [msg, fields] = nothingToDoLine(p.resolved.eligible.length, p.selection);
+  ctx.log.info(msg, fields);
+  if (!opts.report) return EXIT.ok;
+  const now = new Date();
+  const written = writeReport({
+    path: opts.report,
+    format: opts.reportFormat,
+    input: {
+      startedAt: now,
+      finishedAt: now,
+      namespace: p.namespace,
+      prefix: p.prefix,
+      owner: p.owner,
+      results: [],
+      uids: new Map(),
+      skipped: [],
+    },
+    writeFile: ctx.writeFile,
+    log: ctx.log,
+  });
+  return written ? EXIT.ok : EXIT.failed;
+}
+
+/**
+ * The line that says there is nothing to do, and its JSON fields: every
+ * selected node is already done, or no node matches; then kubectl's own
+ * words, the selection as given, and the kubectl command that shows the same.
+ *
+ * @param done how many selected nodes are already done (`--skip-satisfied-nodes`)
+ * @example
+ * ```ts
+ * nothingToDoLine(0, { labelSelectors: ["pool=gpu"], pageSize: 500, ignoreTaints: false })[0];
+ * // "nothing to do: No resources found: no node matches --node-selector pool=gpu
+ * //  (kubectl get nodes -l pool=gpu); nothing created, exit 0"
+ * ```
+ */
+export function nothingToDoLine(
+  done: number,
+  selection: Selection,
+): [string, Record<string, unknown>] {
+  const fields = {
+    event: "selected",
+    selected: 0,
+    skipped: { taint: 0, done },
+    labelSelectors: selection.labelSelectors,
+    fieldSelector: selection.fieldSelector,
+  };
+  if (done) {
+    const which = done === 1 ? "the 1 selected node is" : `all ${done} selected nodes are`;
+    return [`nothing to do: ${which} already done; exit 0`, fields];
+  }
+  return [
+    `nothing to do: No resources found: no node matches ${describeSelection(selection)} ` +
+    `(${kubectlGetNodes(selection)}); nothing created, exit 0`,
+    fields,
+  ];
+}
+
+/** `1 node`, `3 nodes`. */
+function nodeCount(n: number): string {
+  return `${n} ${n === 1 ? "node" : "nodes"}`;
+}
+
+/** The kubectl command that lists what a selection matches, one per united label selector. */
+function kubectlGetNodes(s: Selection): string {
+  const quote = (x: string) => (/^[\w.\/=,:-]+$/.test(x) ? x : `'${x.replaceAll("'", "'\\''")}'`);
+  const field = s.fieldSelector ? ` --field-selector ${quote(s.fieldSelector)}` : "";
+  const labels = s.labelSelectors.length ? s.labelSelectors : [""];
+  return labels.map((l) => `kubectl get nodes${l ? ` -l ${quote(l)}` : ""}${field}`).join("; ");
 }
 
 /** The cleanup run's identity and its Jobs, one per node it owes. */
@@ -402,21 +479,99 @@ function targetOf(n: V1Node, job: Omit<InstantiateOptions, "node">): Target {
   };
 }
 
-/** The one line that says what the run selected. */
+/** The one line that says what the run selected, and what it will do to the nodes. */
 function logSelected(
   opts: Options,
   ctx: RunContext,
   p: Pick<Plan, "targets" | "selection" | "resolved" | "eligible" | "namespace" | "owner">,
 ): void {
-  const { resolved, eligible, owner } = p;
-  ctx.log.info(
-    `selected ${p.targets.length} nodes (${describeSelection(p.selection)}` +
-      `${resolved.skipped.length ? `; ${resolved.skipped.length} skipped for taints` : ""}` +
-      `${
-        resolved.eligible.length > eligible.length
-          ? `; ${resolved.eligible.length - eligible.length} already done`
-          : ""
-      }), namespace ${p.namespace}, parallelism ${opts.parallelism}` +
-      (owner ? `, owner job ${owner.name}` : ""),
-  );
+  const [msg, fields] = selectedLine({
+    selected: p.targets.length,
+    selection: p.selection,
+    skippedForTaints: p.resolved.skipped.length,
+    done: p.resolved.eligible.length - p.eligible.length,
+    namespace: p.namespace,
+    parallelism: opts.parallelism,
+    owner: p.owner?.name,
+    maintenance: opts.maintenance,
+  });
+  ctx.log.info(msg, fields);
+}
+
+/** What {@linkcode selectedLine} says. */
+export interface SelectedFacts {
+  /** How many nodes get a Job. */
+  selected: number;
+  /** How nodes were selected. */
+  selection: Selection;
+  /** Matched nodes left out for a taint the template does not tolerate. */
+  skippedForTaints: number;
+  /** Matched nodes already done (`--skip-satisfied-nodes`). */
+  done: number;
+  /** The Jobs' namespace. */
+  namespace: string;
+  /** `--parallelism`. */
+  parallelism: number;
+  /** The owner Job's name, if any. */
+  owner?: string;
+  /** What the run does around each Job. */
+  maintenance: Pick<
+    MaintenanceOptions,
+    "cordon" | "drain" | "uncordonOnFailure" | "maxUnavailable" | "windows"
+  >;
+}
+
+/**
+ * The `selected` line and its JSON fields: how many nodes, how they were
+ * selected, how many were skipped and why, and, when set, what the run does
+ * to each node (cordon, drain, uncordon), the `--max-unavailable` budget and
+ * the `--window`s, so that the first line says what is about to happen.
+ *
+ * @example
+ * ```ts
+ * selectedLine({ selected: 1, selection: { nodes: ["n1"], labelSelectors: [], pageSize: 500,
+ *   ignoreTaints: true }, skippedForTaints: 0, done: 0, namespace: "ops", parallelism: 2,
+ *   maintenance: { cordon: false, uncordonOnFailure: false, windows: [] } })[0];
+ * // "selected 1 node (--nodes n1), namespace ops, parallelism 2"
+ * ```
+ */
+export function selectedLine(f: SelectedFacts): [string, Record<string, unknown>] {
+  const skipped = [
+    f.skippedForTaints ? `${f.skippedForTaints} skipped for taints` : "",
+    f.done ? `${f.done} already done` : "",
+  ].filter(Boolean);
+  const does = maintenanceWords(f.maintenance);
+  const msg =
+    `selected ${nodeCount(f.selected)} (${
+      [describeSelection(f.selection), ...skipped].join("; ")
+    }), namespace ${f.namespace}, parallelism ${f.parallelism}` +
+    (f.owner ? `, owner job ${f.owner}` : "") +
+    (does.length ? `; ${does.join("; ")}` : "");
+  return [msg, {
+    event: "selected",
+    selected: f.selected,
+    skipped: { taint: f.skippedForTaints, done: f.done },
+    namespace: f.namespace,
+    parallelism: f.parallelism,
+    owner: f.owner,
+    cordon: f.maintenance.cordon || f.maintenance.drain !== undefined,
+    drain: f.maintenance.drain !== undefined,
+    maxUnavailable: f.maintenance.maxUnavailable?.text,
+    windows: f.maintenance.windows.map((w) => w.spec),
+  }];
+}
+
+/** What the run does around each Job, in a few words each; empty when nothing. */
+function maintenanceWords(m: SelectedFacts["maintenance"]): string[] {
+  const words: string[] = [];
+  if (m.cordon || m.drain) {
+    // --drain implies --cordon (options.ts); the uncordon is only of what this run cordoned.
+    words.push(
+      `each node: cordon${m.drain ? ", drain" : ""}, Job, uncordon ` +
+        (m.uncordonOnFailure ? "after it" : "on success"),
+    );
+  }
+  if (m.maxUnavailable) words.push(`max-unavailable ${m.maxUnavailable.text}`);
+  if (m.windows.length) words.push(`window ${m.windows.map((w) => w.spec).join(" or ")}`);
+  return words;
 }
