@@ -20,7 +20,7 @@ import {
 import { formatTaint } from "./nodes.ts";
 import { NodeWatch } from "./select.ts";
 import { blockingPods, Maintenance } from "./maintenance.ts";
-import { closesAt, nextOpening } from "./window.ts";
+import { closesAt, describeNextOpening, nextOpening } from "./window.ts";
 import { FilePause, OwnerPause } from "./pause.ts";
 import { resolveMaxUnavailable } from "./budget.ts";
 import { NodeWriter } from "./node_writer.ts";
@@ -173,13 +173,19 @@ function windowCloses({ opts, plan, ctx }: Execution): number | undefined {
   const windows = opts.maintenance.windows;
   const closes = windows.length ? closesAt(windows, Date.now()) : Infinity;
   if (closes !== undefined) return closes;
-  const opens = nextOpening(windows, Date.now());
+  const now = Date.now();
+  const opens = nextOpening(windows, now);
   const left = plan.targets.length + plan.cleanupTargets.length;
   ctx.log.warn(
     `incomplete: outside every --window (next opening ${
-      opens === undefined ? "never" : new Date(opens).toISOString()
+      describeNextOpening(windows, now) ?? "never"
     }); ${left} nodes left, none started`,
-    { event: "incomplete", reason: "window closed", left },
+    {
+      event: "incomplete",
+      reason: "window closed",
+      left,
+      nextOpening: opens === undefined ? undefined : new Date(opens).toISOString(),
+    },
   );
   return undefined;
 }

@@ -201,15 +201,67 @@ export function inWindow(windows: readonly Window[], t: number): boolean {
  * ```
  */
 export function nextOpening(windows: readonly Window[], t: number): number | undefined {
-  let best: number | undefined;
+  return firstOpening(windows, t)?.at;
+}
+
+/** The first instant at or after `t` at which some window is open, and that window. */
+function firstOpening(
+  windows: readonly Window[],
+  t: number,
+): { at: number; window: Window } | undefined {
+  let best: { at: number; window: Window } | undefined;
   for (const w of windows) {
     for (const o of openings(w, t, 7)) {
       if (o.end <= t) continue;
       const at = Math.max(o.start, t);
-      if (best === undefined || at < best) best = at;
+      if (best === undefined || at < best.at) best = { at, window: w };
     }
   }
   return best;
+}
+
+/**
+ * Says when the windows next open, after `t`: the weekday and time in the
+ * zone of the window that opens, as the user wrote it, then UTC, then how
+ * long from `t`. A raw UTC timestamp would make the user convert it back to
+ * the zone they wrote the window in. undefined without windows.
+ *
+ * @example
+ * ```ts
+ * describeNextOpening([parseWindow("Mon 02:00-04:00 Europe/Berlin")], Date.parse("2026-06-01T05:00:00Z"));
+ * // "Mon 02:00 Europe/Berlin (00:00Z), in 6d19h"
+ * ```
+ */
+export function describeNextOpening(windows: readonly Window[], t: number): string | undefined {
+  const first = firstOpening(windows, t);
+  if (!first) return undefined;
+  const { at, window: { zone } } = first;
+  const local = dayAndTime(wallClock(at, zone));
+  const utc = dayAndTime(at);
+  // The UTC day only when it differs: "Mon 00:30 Europe/Berlin (Sun 22:30Z)".
+  const inUtc = zone === "UTC"
+    ? ""
+    : ` (${utc.slice(0, 3) === local.slice(0, 3) ? utc.slice(4) : utc}Z)`;
+  return `${local} ${zone}${inUtc}, ${fromNow(at - t)}`;
+}
+
+/** `Mon 02:00` of a wall time written as UTC epoch ms. */
+function dayAndTime(wall: number): string {
+  const d = new Date(wall);
+  const name = DAY_NAMES[d.getUTCDay()];
+  const two = (n: number) => String(n).padStart(2, "0");
+  return `${name[0].toUpperCase()}${name.slice(1)} ${two(d.getUTCHours())}:${
+    two(d.getUTCMinutes())
+  }`;
+}
+
+/** `in 45m`, `in 3h20m`, `in 6d19h`: to the minute, rounded up; `now` at 0. */
+function fromNow(ms: number): string {
+  const min = Math.ceil(ms / 60_000);
+  if (min <= 0) return "now";
+  if (min < 60) return `in ${min}m`;
+  if (min < 1440) return `in ${Math.floor(min / 60)}h${String(min % 60).padStart(2, "0")}m`;
+  return `in ${Math.floor(min / 1440)}d${Math.floor((min % 1440) / 60)}h`;
 }
 
 /**

@@ -1,5 +1,12 @@
 import assert from "node:assert/strict";
-import { closesAt, instantOf, inWindow, nextOpening, parseWindow } from "./window.ts";
+import {
+  closesAt,
+  describeNextOpening,
+  instantOf,
+  inWindow,
+  nextOpening,
+  parseWindow,
+} from "./window.ts";
 import { UsageError } from "./job.ts";
 
 const at = (iso: string) => Date.parse(iso);
@@ -234,6 +241,41 @@ Deno.test({
         const windows = specs.map(parseWindow);
         assert.equal(iso(nextOpening(windows, at(now))), next);
         assert.equal(iso(closesAt(windows, at(now))), closes);
+      });
+    }
+  },
+});
+
+Deno.test({
+  name: "describeNextOpening() says the opening in the window's own zone, in UTC, and from now",
+  permissions: "none",
+  async fn(t) {
+    const cases: [string, string[], string, string | undefined][] = [
+      // [name, windows, now, said]
+      [
+        "Berlin in summer, days ahead",
+        ["Mon 02:00-04:00 Europe/Berlin"],
+        "2026-06-01T05:00:00Z",
+        "Mon 02:00 Europe/Berlin (00:00Z), in 6d19h",
+      ],
+      [
+        "Berlin in winter, the UTC day differs",
+        ["Mon 00:30-04:00 Europe/Berlin"],
+        "2026-11-29T22:00:00Z",
+        "Mon 00:30 Europe/Berlin (Sun 23:30Z), in 1h30m",
+      ],
+      ["UTC says no UTC twice", ["* 02:00-04:00"], "2026-06-01T01:15:30Z", "Mon 02:00 UTC, in 45m"],
+      [
+        "the window that opens first names the zone",
+        ["Tue 09:00-10:00 America/New_York", "Tue 06:00-07:00 Asia/Tokyo"],
+        "2026-06-01T12:00:00Z",
+        "Tue 06:00 Asia/Tokyo (Mon 21:00Z), in 9h00m",
+      ],
+      ["no windows", [], "2026-06-01T03:00:00Z", undefined],
+    ];
+    for (const [name, specs, now, want] of cases) {
+      await t.step(name, () => {
+        assert.equal(describeNextOpening(specs.map(parseWindow), at(now)), want);
       });
     }
   },
