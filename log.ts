@@ -6,6 +6,7 @@
  */
 
 import type { DispatchEvent, Progress, Reporter } from "./fanout.ts";
+import { ActiveTime } from "./outcome.ts";
 
 /**
  * The message of anything thrown, for a log line: an Error's message, else
@@ -143,6 +144,7 @@ export class Logger implements Reporter {
   #live: boolean;
   #status = "";
   #counted = 0;
+  #active = new ActiveTime();
 
   /**
    * @param format text or json
@@ -211,11 +213,14 @@ export class Logger implements Reporter {
 
   /** The counts of the rollout; on a terminal, one line updated in place. */
   progress(p: Progress): void {
+    // The rate and ETA leave out the time starts were paused; the JSON
+    // fields keep the engine's elapsed time.
+    const text = describeProgress({ ...p, elapsedMs: this.#active.observe(p) });
     if (!this.#live) {
-      this.#line("info", describeProgress(p), { event: "progress", ...p });
+      this.#line("info", text, { event: "progress", ...p });
       return;
     }
-    this.#status = describeProgress(p);
+    this.#status = text;
     writeRaw(`\r\x1b[2K${this.#status}`);
   }
 

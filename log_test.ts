@@ -308,3 +308,19 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "Logger.progress() leaves the time paused out of the rate and the ETA",
+  permissions: "none",
+  fn() {
+    const { log, lines } = logger("text");
+    const at = { failed: 0, inFlight: 0, total: 100 };
+    log.progress({ ...at, succeeded: 10, queued: 90, elapsedMs: 10_000 });
+    log.progress({ ...at, succeeded: 10, queued: 90, elapsedMs: 10_000, paused: "file /tmp/p" });
+    log.progress({ ...at, succeeded: 10, queued: 90, elapsedMs: 3_610_000 });
+    // An hour paused: counted, the rate would be 20/3620 nodes/s and the ETA 4h01m.
+    log.progress({ ...at, succeeded: 20, queued: 80, elapsedMs: 3_620_000 });
+    const last = lines.at(-1)!.replace(CLOCK, "");
+    assert.equal(last, "20/100 succeeded, 0 failed, 0 in flight, 80 queued, 1.00 nodes/s, ETA 1m");
+  },
+});

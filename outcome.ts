@@ -110,6 +110,43 @@ export function progressOf(t: Tally): Progress {
 }
 
 /**
+ * The time the rollout was not paused, for its rate and ETA: the engine's
+ * elapsed time less the spans in which starts were paused (by the user's
+ * `<P>/paused` or `--pause-file`, or by an API outage). Counting a pause
+ * would make the rate fall and the ETA grow for time nobody could use.
+ * Spans are seen from the progress reports, so they are as exact as those
+ * (on the change itself on a terminal, else to the progress interval).
+ *
+ * @example
+ * ```ts
+ * const time = new ActiveTime();
+ * const p = { succeeded: 1, failed: 0, inFlight: 0, queued: 1, total: 2 };
+ * time.observe({ ...p, elapsedMs: 10_000, paused: "file /tmp/p" });
+ * time.observe({ ...p, elapsedMs: 70_000 }); // 10_000: the minute paused is left out
+ * ```
+ */
+export class ActiveTime {
+  #pausedMs = 0;
+  #since?: number;
+
+  /**
+   * Takes in one progress report, in order.
+   *
+   * @returns the elapsed time without the paused spans so far, in ms
+   */
+  observe(p: Progress): number {
+    const paused = p.paused !== undefined || p.outage?.paused === true;
+    if (paused && this.#since === undefined) this.#since = p.elapsedMs;
+    if (!paused && this.#since !== undefined) {
+      this.#pausedMs += p.elapsedMs - this.#since;
+      this.#since = undefined;
+    }
+    const open = this.#since === undefined ? 0 : p.elapsedMs - this.#since;
+    return p.elapsedMs - this.#pausedMs - open;
+  }
+}
+
+/**
  * What a live progress line shows, as one string: a new line is drawn only
  * when it changes (the elapsed time alone does not count).
  */

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import type { V1Job } from "@kubernetes/client-node";
 import type { NodeResult, Progress, Target } from "./fanout.ts";
 import type { NodeState, Phase } from "./node_state.ts";
-import { nodeResult, progressKey, progressOf, resultFacts } from "./outcome.ts";
+import { ActiveTime, nodeResult, progressKey, progressOf, resultFacts } from "./outcome.ts";
 
 const JOB: V1Job = {
   metadata: { name: "j-n1", creationTimestamp: new Date(1_000) },
@@ -132,5 +132,64 @@ Deno.test({
     const later: Progress = { ...p, elapsedMs: 9_000 };
     assert.equal(progressKey(later), progressKey(p));
     assert.notEqual(progressKey({ ...p, paused: "a file" }), progressKey(p));
+  },
+});
+
+Deno.test({
+  name: "ActiveTime leaves the spans paused by the user or an outage out of the elapsed time",
+  permissions: "none",
+  async fn(t) {
+    const outage: Progress["outage"] = {
+      word: "unreachable",
+      forMs: 1,
+      paused: true,
+      detail: "connection refused",
+    };
+    // [name, reports as [elapsedMs, paused by the user, outage], active ms after each]
+    const cases: [string, [number, boolean, boolean][], number[]][] = [
+      ["never paused", [[10_000, false, false], [20_000, false, false]], [10_000, 20_000]],
+      [
+        "paused and resumed by the user",
+        [[10_000, false, false], [20_000, true, false], [80_000, true, false], [
+          90_000,
+          false,
+          false,
+        ]],
+        // Resumed as the last report came: the pause ran until it was seen lifted.
+        [10_000, 20_000, 20_000, 20_000],
+      ],
+      [
+        "two pauses, the second still on",
+        [[5_000, true, false], [15_000, false, false], [25_000, true, false], [
+          45_000,
+          true,
+          false,
+        ]],
+        [5_000, 5_000, 15_000, 15_000],
+      ],
+      [
+        "an API outage pauses starts too",
+        [[10_000, false, true], [40_000, false, false], [50_000, false, false]],
+        [10_000, 10_000, 20_000],
+      ],
+    ];
+    for (const [name, reports, want] of cases) {
+      await t.step(name, () => {
+        const time = new ActiveTime();
+        const got = reports.map(([elapsedMs, paused, out]) =>
+          time.observe({
+            succeeded: 1,
+            failed: 0,
+            inFlight: 0,
+            queued: 1,
+            total: 2,
+            elapsedMs,
+            paused: paused ? "file /tmp/p" : undefined,
+            outage: out ? outage : undefined,
+          })
+        );
+        assert.deepEqual(got, want);
+      });
+    }
   },
 });
