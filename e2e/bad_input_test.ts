@@ -454,6 +454,16 @@ spec:
           message: new RegExp(`Cannot load kubeconfig ${notYaml}: \\S`),
         },
         {
+          name: "kubeconfig that is a Job template (kind, not 'set --kubeconfig')",
+          args: async (tpl) => {
+            const job = await tpl(GOOD);
+            return ["--job-template", job, "--kubeconfig", job, ...SELECT];
+          },
+          code: 3,
+          message:
+            /Cannot load kubeconfig \S+: it is a Job \(apiVersion batch\/v1\), not a kubeconfig \(kind: Config, apiVersion: v1\); pass the file kubectl uses/,
+        },
+        {
           name: "kubeconfig with an unknown context",
           args: async (tpl) => ["--job-template", await tpl(GOOD), "--context", "nope", ...SELECT],
           code: 3,

@@ -462,6 +462,64 @@ clusterTest("end-to-end on a real control plane", async (t, cluster) => {
       },
     );
 
+    await t.step(
+      "no match: exit 0 as kubectl, 'No resources found' with the kubectl form, a report of 0",
+      async () => {
+        const report = `${await Deno.makeTempDir({ prefix: "e2e-nomatch-" })}/report.json`;
+        const args = ["--job-template", await writeTemplate(jobTemplate("nomatch", "200ms"))];
+        const r = await dispatcher(cluster, [
+          ...args,
+          "-n",
+          ns,
+          "--node-selector",
+          `${SUITE}=nomatch`,
+          "--log-format",
+          "json",
+          "--report",
+          report,
+        ]);
+        // The oracle: kubectl get exits 0 on no match and says so.
+        const oracle = await cluster.kubectl(["get", "nodes", "-l", `${SUITE}=nomatch`]);
+        assert.equal(oracle.code, 0, oracle.stderr);
+        assert.match(oracle.stderr, /No resources found/);
+        assert.equal(r.code, oracle.code, r.stderr);
+        const lines = r.stderr.trim().split("\n").map((l) => JSON.parse(l));
+        const none = lines.find((l) => l.event === "selected");
+        assert.equal(none?.selected, 0, r.stderr);
+        assert.deepEqual(none?.labelSelectors, [`${SUITE}=nomatch`]);
+        assert.match(
+          none.msg,
+          /No resources found: no node matches --node-selector \S+=nomatch \(kubectl get nodes -l \S+=nomatch\)/,
+        );
+        const written = JSON.parse(await Deno.readTextFile(report));
+        assert.equal(written.summary.total, 0);
+        assert.deepEqual(written.nodes, []);
+        const jobs = (await jobsIn(cluster, ns)).filter((j) => j.name.startsWith("nomatch-"));
+        assert.deepEqual(jobs, [], "nothing created");
+
+        await cluster.createNodes(nodes("one", 1));
+        const one = await dispatcher(cluster, [
+          ...args,
+          "-n",
+          ns,
+          "--node-selector",
+          `${SUITE}=one`,
+          "--log-format",
+          "json",
+        ]);
+        assert.equal(one.code, 0, one.stderr);
+        const selected = one.stderr.trim().split("\n").map((l) => JSON.parse(l))
+          .find((l) => l.event === "selected");
+        assert.match(selected?.msg ?? "", /^selected 1 node \(/, one.stderr);
+        assert.equal(selected.selected, 1);
+        assert.deepEqual(selected.skipped, { taint: 0, done: 0 });
+        assert.equal(
+          (await jobsIn(cluster, ns)).filter((j) => j.name.startsWith("nomatch-")).length,
+          1,
+        );
+      },
+    );
+
     await t.step("--owner-job-from-pod takes the Job that owns the pod", async () => {
       await cluster.createNodes(nodes("frompod", 2));
       const applied = await cluster.kubectl(
