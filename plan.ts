@@ -39,7 +39,7 @@ import { isSatisfied, ownedButUnselected } from "./lifecycle.ts";
 import type { MaintenanceOptions, Options } from "./options.ts";
 import { domainOf, orderItems } from "./safety.ts";
 import { checkTtl, resolveNamespace, resolveOwner } from "./preflight.ts";
-import { EXIT, writeReport } from "./summary.ts";
+import { counted, EXIT, writeReport } from "./summary.ts";
 import type { RunContext } from "./run.ts";
 
 /** How many already-done nodes are named one by one before the rest are counted. */
@@ -270,11 +270,6 @@ export function nothingToDoLine(
     `(${kubectlGetNodes(selection)}); nothing created, exit 0`,
     fields,
   ];
-}
-
-/** `1 node`, `3 nodes`. */
-function nodeCount(n: number): string {
-  return `${n} ${n === 1 ? "node" : "nodes"}`;
 }
 
 /** The kubectl command that lists what a selection matches, one per united label selector. */
@@ -542,7 +537,7 @@ export function selectedLine(f: SelectedFacts): [string, Record<string, unknown>
   ].filter(Boolean);
   const does = maintenanceWords(f.maintenance);
   const msg =
-    `selected ${nodeCount(f.selected)} (${
+    `selected ${counted(f.selected, "node")} (${
       [describeSelection(f.selection), ...skipped].join("; ")
     }), namespace ${f.namespace}, parallelism ${f.parallelism}` +
     (f.owner ? `, owner job ${f.owner}` : "") +

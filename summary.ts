@@ -98,9 +98,21 @@ export function summarise(
   return summary;
 }
 
+/**
+ * A count and its noun, singular for one: `1 node`, `6 nodes`.
+ *
+ * @example
+ * ```ts
+ * counted(1, "node"); // "1 node"
+ * ```
+ */
+export function counted(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? "" : "s"}`;
+}
+
 /** `1 node`, `6 nodes`. */
 function nodes(n: number): string {
-  return `${n} ${n === 1 ? "node" : "nodes"}`;
+  return counted(n, "node");
 }
 
 /**
@@ -119,16 +131,15 @@ export function apiStatsLines(
   stats: Pick<ApiStats, "throttled" | "budgetRefusals">,
 ): [string, Record<string, unknown>][] {
   const lines: [string, Record<string, unknown>][] = [];
-  const n = (count: number, one: string) => `${count} ${one}${count === 1 ? "" : "s"}`;
   if (stats.throttled) {
     lines.push([
-      `the API server throttled ${n(stats.throttled, "request")} (429)`,
+      `the API server throttled ${counted(stats.throttled, "request")} (429)`,
       { event: "throttled", count: stats.throttled },
     ]);
   }
   if (stats.budgetRefusals) {
     lines.push([
-      `PodDisruptionBudgets refused ${n(stats.budgetRefusals, "eviction")} ` +
+      `PodDisruptionBudgets refused ${counted(stats.budgetRefusals, "eviction")} ` +
       "(429, cause DisruptionBudget; retried by the drain), not API throttling",
       { event: "budgetRefusals", count: stats.budgetRefusals },
     ]);
