@@ -34,6 +34,7 @@ import {
 } from "./_fixtures.ts";
 import type { Cluster } from "./cluster.ts";
 import { DispatcherProcess } from "./_faults.ts";
+import { disruptionsAllowed, heldPod } from "./_budget.ts";
 
 const KEY = trackingKeys("job-dispatcher").cordonedBy;
 
@@ -848,38 +849,9 @@ clusterTest(
     const node = "stop-000";
     // One pod on the node, under a budget that allows no disruption: the
     // drain waits on it for as long as its timeout lets it.
-    const applied = await cluster.kubectl(
-      ["apply", "-f", "-"],
-      `apiVersion: apps/v1
-kind: Deployment
-metadata: {name: held, namespace: ${ns}}
-spec:
-  selector: {matchLabels: {role: held}}
-  template:
-    metadata:
-      labels: {role: held}
-      annotations: {${OUTCOME_LABEL}: serve}
-    spec:
-      nodeSelector: {kubernetes.io/hostname: ${node}}
-      containers: [{name: c, image: registry.invalid/held:1}]
----
-apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata: {name: held-pdb, namespace: ${ns}}
-spec:
-  maxUnavailable: 0
-  selector: {matchLabels: {role: held}}
-`,
-    );
+    const applied = await cluster.kubectl(["apply", "-f", "-"], heldPod(ns, "held", node));
     assert.equal(applied.code, 0, applied.stderr);
-    await eventually(
-      async () => {
-        const pdb = await getJson<Pdb>(cluster, ["pdb", "held-pdb", "-n", ns]);
-        return pdb.status?.currentHealthy === 1 && pdb.status.disruptionsAllowed === 0;
-      },
-      60_000,
-      "held-pdb: 1 healthy, 0 disruptions allowed",
-    );
+    await disruptionsAllowed(cluster, ns, "held-pdb", 1, 0);
     const [pod] = (await getJson<{ items: V1Pod[] }>(cluster, ["pods", "-n", ns])).items;
     const podName = `${ns}/${pod.metadata!.name}`;
     const args = [
