@@ -43,7 +43,7 @@ const BLOCKED = () =>
 async function drain(
   answers: (() => Response)[],
   timeoutSecs = 1,
-  opts: { clock?: Clock; retryMs?: number } = {},
+  opts: { clock?: Clock; retryMs?: number; disableEviction?: boolean } = {},
 ) {
   const lines: { level: string; msg: string; fields: Record<string, unknown> }[] = [];
   let evictions = 0;
@@ -61,13 +61,22 @@ async function drain(
       if (answer.status === 201) gone = true;
       return answer;
     }
+    if (req.method === "DELETE" && path.endsWith("/pods/web-1")) {
+      gone = true;
+      return Response.json(POD);
+    }
     return status(404, "NotFound");
   }, async (kube) => {
     const m = new Maintenance({
       kube,
       annotation: KEY,
       runId: "run-a",
-      drain: { deleteEmptyDirData: false, force: false, timeoutSecs, disableEviction: false },
+      drain: {
+        deleteEmptyDirData: false,
+        force: false,
+        timeoutSecs,
+        disableEviction: opts.disableEviction ?? false,
+      },
       uncordonOnFailure: false,
       warn: () => {},
       log: {
@@ -138,6 +147,13 @@ Deno.test({
         assert.equal(lines[0].msg, "node n1: evicting pod shop/web-1");
       },
     );
+    await t.step("--disable-eviction: the pod's deletion is said as such", async () => {
+      const { result, lines } = await drain([BLOCKED], 1, { disableEviction: true });
+      assert.equal(result, undefined);
+      assert.deepEqual(lines.map((l) => [l.level, l.msg]), [
+        ["info", "node n1: deleting pod shop/web-1"],
+      ]);
+    });
     await t.step("503: an outage is thrown for the engine to pause, never a reason", async () => {
       const { result, error } = await drain([() => status(503, "ServiceUnavailable")]);
       assert.equal(result, undefined);
