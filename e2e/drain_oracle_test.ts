@@ -496,8 +496,9 @@ spec:
             "--progress-interval-secs",
             "0.5",
           ]);
-          // The progress line: `paused by file F: 0/3 succeeded, …`.
-          const paused = new RegExp(`paused by file ${file.replaceAll(".", "\\.")}: 0/3 succeeded`);
+          // The progress line: `paused by file F (rm F resumes): 0/3 succeeded, …`.
+          const f = file.replaceAll(".", "\\.");
+          const paused = new RegExp(`paused by file ${f} \\(rm ${f} resumes\\): 0/3 succeeded`);
           // Several progress lines, each the dispatcher's word that it is
           // still paused: the time a Job would have needed to appear.
           assert.ok(await run.waitFor(atLeast(6, paused)), run.stderr);
