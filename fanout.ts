@@ -364,7 +364,15 @@ class Fanout {
     if (s.phase === "succeeded") {
       this.#o.reporter.event({ kind: "succeeded", node, job: t.name, counted });
     } else if (s.phase === "failed") {
-      this.#o.reporter.event({ kind: "failed", node, job: t.name, reason: s.reason!, counted });
+      const noJob = s.startedAt === undefined || undefined;
+      this.#o.reporter.event({
+        kind: "failed",
+        node,
+        job: t.name,
+        reason: s.reason!,
+        counted,
+        noJob,
+      });
       // Counted from an earlier run: this run prepared nothing on the node.
       if (this.#o.release && !counted) this.#track(this.#o.release(t, "failed"));
     } else if (s.phase === "stillBlocked") {

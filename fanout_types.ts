@@ -49,7 +49,15 @@ export interface Target {
 export type DispatchEvent =
   | { kind: "created" | "adopted" | "replaced"; node: string; job: string }
   | { kind: "succeeded"; node: string; job: string; counted?: boolean }
-  | { kind: "failed"; node: string; job: string; reason: string; counted?: boolean }
+  | {
+    kind: "failed";
+    node: string;
+    job: string;
+    reason: string;
+    counted?: boolean;
+    /** It failed before its Job was created (a drain refused or timed out): no logs to read. */
+    noJob?: boolean;
+  }
   | { kind: "deleting"; job: string; why: string }
   | { kind: "waiting"; node: string; job: string; why: string }
   | { kind: "watch"; state: "relisted" | "polling" | "reconnected" | "watching"; detail: string }
@@ -64,8 +72,10 @@ export interface Progress {
   succeeded: number;
   /** Nodes that failed. */
   failed: number;
-  /** Jobs in flight. */
+  /** Jobs in flight (nodes draining included). */
   inFlight: number;
+  /** Nodes whose drain is under way (phase `draining`), a part of `inFlight`. */
+  draining?: number;
   /** Nodes not started yet. */
   queued: number;
   /** All nodes of the run. */

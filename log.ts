@@ -51,6 +51,7 @@ export function describeEvent(e: DispatchEvent): string {
     case "succeeded":
       return `node ${e.node}: job ${e.job} succeeded${e.counted ? " (earlier, counted)" : ""}`;
     case "failed":
+      if (e.noJob) return `node ${e.node}: failed before its Job was created: ${e.reason}`;
       return `node ${e.node}: job ${e.job} failed${
         e.counted ? " (earlier, counted)" : ""
       }: ${e.reason}`;
@@ -86,8 +87,14 @@ export function describeEvent(e: DispatchEvent): string {
 export function describeProgress(p: Progress): string {
   const unknown = (p.unknown ? `, ${p.unknown} unknown` : "") +
     (p.blocked ? `, ${p.blocked} blocked` : "");
+  // A node being drained holds a slot but has no Job yet: said apart, so
+  // that a drain a budget holds up does not read as a Job that hangs.
+  const draining = p.draining ?? 0;
+  const flight = draining
+    ? `${p.inFlight - draining} in flight, ${draining} draining`
+    : `${p.inFlight} in flight`;
   const counts = `${p.succeeded}/${p.total} succeeded, ${p.failed} failed${unknown}, ` +
-    `${p.inFlight} in flight, ${p.queued} queued`;
+    `${flight}, ${p.queued} queued`;
   // During an outage a rate and an ETA would be fiction: say what is going on.
   if (p.outage) {
     return `API ${p.outage.word} for ${clock(p.outage.forMs / 1000)}: ` +

@@ -51,6 +51,17 @@ Deno.test({
         "node n1: job up-n1 failed (earlier, counted): DeadlineExceeded",
       ],
       [
+        "failed in its drain, before any Job",
+        {
+          kind: "failed",
+          node: "n1",
+          job: "up-n1",
+          reason: "drain did not finish within 9 s",
+          noJob: true,
+        },
+        "node n1: failed before its Job was created: drain did not finish within 9 s",
+      ],
+      [
         "deleting",
         { kind: "deleting", job: "up-n1", why: "it belongs to an earlier owner" },
         "deleting job up-n1: it belongs to an earlier owner",
@@ -89,6 +100,19 @@ Deno.test({
     assert.equal(
       describeProgress({ succeeded: 0, failed: 0, inFlight: 0, queued: 0, total: 0, elapsedMs: 0 }),
       "0/0 succeeded, 0 failed, 0 in flight, 0 queued",
+    );
+    // Nodes being drained hold slots but have no Job yet: said apart.
+    assert.equal(
+      describeProgress({
+        succeeded: 0,
+        failed: 0,
+        inFlight: 3,
+        draining: 2,
+        queued: 1,
+        total: 4,
+        elapsedMs: 0,
+      }),
+      "0/4 succeeded, 0 failed, 1 in flight, 2 draining, 1 queued",
     );
     // During an outage: what is going on, never a rate or an ETA.
     assert.equal(

@@ -36,6 +36,13 @@ export interface NodeMaintenanceOptions {
   uncordonOnFailure: boolean;
   /** Says what happened (a node cordoned by others, eviction warnings, an uncordon that failed). */
   warn: (message: string) => void;
+  /**
+   * Says what a drain does, a line per event as kubectl drain prints them
+   * (cordoned, evicting pod, a budget refusing, uncordoned), with fields for
+   * the JSON log. Without it the lines go to `warn`: a drain that says
+   * nothing for minutes reads as a hang.
+   */
+  log?: MaintenanceLog;
   /** Aborts on SIGINT/SIGTERM: a drain under way gives up. */
   signal: AbortSignal;
   /** The clock. @default SYSTEM_CLOCK */
@@ -43,6 +50,20 @@ export interface NodeMaintenanceOptions {
   /** How often a drain re-lists the node's pods and retries blocked evictions. @default 2000 */
   retryMs?: number;
 }
+
+/** Where {@linkcode Maintenance} says what it does (the run's logger). */
+export interface MaintenanceLog {
+  /** An ordinary line. */
+  info(msg: string, fields: Record<string, unknown>): void;
+  /** A line the user should look at. */
+  warn(msg: string, fields: Record<string, unknown>): void;
+}
+
+/**
+ * How often a node's drain repeats that a budget still refuses: kubectl says
+ * it every 5 s per pod, which for a thousand blocked nodes would be a flood.
+ */
+export const REFUSAL_REPEAT_MS = 30_000;
 
 /** A node, as the engine's targets name it. */
 export interface MaintainedNode {
@@ -62,9 +83,12 @@ export class Maintenance {
   #o: NodeMaintenanceOptions;
   #clock: Clock;
 
+  #log: MaintenanceLog;
+
   constructor(opts: NodeMaintenanceOptions) {
     this.#o = opts;
     this.#clock = opts.clock ?? SYSTEM_CLOCK;
+    this.#log = opts.log ?? { info: (m) => opts.warn(m), warn: (m) => opts.warn(m) };
   }
 
   #target(node: MaintainedNode): CordonTarget {
@@ -78,6 +102,9 @@ export class Maintenance {
    */
   async prepare(node: MaintainedNode): Promise<string | undefined> {
     const cordon = await cordonNode(this.#o.kube, this.#target(node));
+    if (cordon.outcome === "cordoned") {
+      this.#log.info(`node ${node.name}: cordoned`, { event: "cordoned", node: node.name });
+    }
     if (cordon.outcome === "others") {
       this.#o.warn(
         `node ${node.name} was cordoned already${
@@ -103,7 +130,7 @@ export class Maintenance {
     };
     const plan = planDrain(await podsOnNode(kube, node), opts);
     if (plan.refused.length) {
-      return `cannot drain node ${node}: ${describeRefusals(plan.refused)}`;
+      return `drain refused: ${describeRefusals(plan.refused)}`;
     }
     for (const w of plan.warnings) this.#o.warn(`node ${node}: ${w}`);
     const evict = {
@@ -114,16 +141,23 @@ export class Maintenance {
     const asked = new Set<string | undefined>();
     const blocked = new Map<string | undefined, { pod: V1Pod; verdict: EvictionVerdict }>();
     let remaining = plan.evict;
+    let saidAt = -Infinity;
     while (!signal.aborted) {
       for (const pod of remaining) {
         const uid = pod.metadata?.uid;
         if (asked.has(uid) || pod.metadata?.deletionTimestamp) continue;
+        if (!blocked.has(uid)) this.#evicting(node, pod, flags.disableEviction);
         const verdict = await evictPod(kube, pod, evict);
         if (verdict.kind === "evicted" || verdict.kind === "gone") {
           asked.add(uid);
           blocked.delete(uid);
-        } else if (verdict.kind === "blocked") blocked.set(uid, { pod, verdict });
-        else if (verdict.kind === "refused") return `cannot drain node ${node}: ${verdict.message}`;
+        } else if (verdict.kind === "blocked") {
+          blocked.set(uid, { pod, verdict });
+          if (this.#clock.now() - saidAt >= REFUSAL_REPEAT_MS) {
+            saidAt = this.#clock.now();
+            this.#refused(node, pod, verdict, deadline);
+          }
+        } else if (verdict.kind === "refused") return `drain refused: ${verdict.message}`;
         else {
           // An outage: the engine pauses and requeues the node, never fails it.
           throw new ApiError({
@@ -151,6 +185,30 @@ export class Maintenance {
     return undefined;
   }
 
+  /** Says that `pod` is being evicted (or deleted), as kubectl drain does. */
+  #evicting(node: string, pod: V1Pod, deleted: boolean): void {
+    const fields = { event: deleted ? "deleting" : "evicting", node, pod: podRef(pod) };
+    this.#log.info(`node ${node}: ${fields.event} pod ${podRef(pod)}`, fields);
+  }
+
+  /** Says which budget refuses an eviction and until when the drain retries. */
+  #refused(node: string, pod: V1Pod, v: EvictionVerdict & { kind: "blocked" }, deadline: number) {
+    const left = Math.max(0, Math.round((deadline - this.#clock.now()) / 1000));
+    this.#log.warn(
+      `node ${node}: cannot evict pod ${podRef(pod)}: ${v.message} ` +
+        `(retrying, ${left} s left of --drain-timeout-secs)`,
+      { event: "evictionBlocked", node, pod: podRef(pod), pdb: v.budget, detail: v.detail },
+    );
+  }
+
+  /** Lifts this run's cordon; says so when there was one to lift. */
+  async #uncordon(node: MaintainedNode): Promise<void> {
+    const r = await uncordonNode(this.#o.kube, this.#target(node));
+    if (r.outcome === "uncordoned") {
+      this.#log.info(`node ${node.name}: uncordoned`, { event: "uncordoned", node: node.name });
+    }
+  }
+
   /**
    * Lifts this run's cordon after the node's Job succeeded; a string fails
    * the node (it stays cordoned, which is safe, and says so).
@@ -160,7 +218,7 @@ export class Maintenance {
    */
   async afterSuccess(node: MaintainedNode): Promise<string | undefined> {
     try {
-      await uncordonNode(this.#o.kube, this.#target(node));
+      await this.#uncordon(node);
       return undefined;
     } catch (e) {
       if (isRetryable(e)) throw e;
@@ -175,7 +233,7 @@ export class Maintenance {
   async release(node: MaintainedNode, why: "failed" | "abandoned"): Promise<void> {
     if (why === "failed" && !this.#o.uncordonOnFailure) return;
     try {
-      await uncordonNode(this.#o.kube, this.#target(node));
+      await this.#uncordon(node);
     } catch (e) {
       this.#o.warn(`Cannot uncordon node ${node.name}: ${(e as Error).message}`);
     }

@@ -4,6 +4,7 @@ import { Maintenance } from "./maintenance.ts";
 import { PDB_VIOLATION } from "./drain.ts";
 import { isOutage } from "./outage.ts";
 import { status, withServer } from "./_loopback.ts";
+import type { Clock } from "./clock.ts";
 
 const KEY = "job-dispatcher/cordoned-by";
 /** A node this run already cordoned: the cordon is a read, not a write. */
@@ -39,7 +40,12 @@ const BLOCKED = () =>
  * Drains n1 against a fake API server whose eviction answers are `answers`
  * in turn (the last one repeats); an evicted pod is gone from the next list.
  */
-async function drain(answers: (() => Response)[], timeoutSecs = 1) {
+async function drain(
+  answers: (() => Response)[],
+  timeoutSecs = 1,
+  opts: { clock?: Clock; retryMs?: number; disableEviction?: boolean } = {},
+) {
+  const lines: { level: string; msg: string; fields: Record<string, unknown> }[] = [];
   let evictions = 0;
   let gone = false;
   let result: string | undefined;
@@ -55,17 +61,31 @@ async function drain(answers: (() => Response)[], timeoutSecs = 1) {
       if (answer.status === 201) gone = true;
       return answer;
     }
+    if (req.method === "DELETE" && path.endsWith("/pods/web-1")) {
+      gone = true;
+      return Response.json(POD);
+    }
     return status(404, "NotFound");
   }, async (kube) => {
     const m = new Maintenance({
       kube,
       annotation: KEY,
       runId: "run-a",
-      drain: { deleteEmptyDirData: false, force: false, timeoutSecs, disableEviction: false },
+      drain: {
+        deleteEmptyDirData: false,
+        force: false,
+        timeoutSecs,
+        disableEviction: opts.disableEviction ?? false,
+      },
       uncordonOnFailure: false,
       warn: () => {},
+      log: {
+        info: (msg, fields) => lines.push({ level: "info", msg, fields }),
+        warn: (msg, fields) => lines.push({ level: "warn", msg, fields }),
+      },
       signal: new AbortController().signal,
-      retryMs: 50,
+      retryMs: opts.retryMs ?? 50,
+      clock: opts.clock,
     });
     try {
       result = await m.prepare({ name: "n1", uid: "uid-1" });
@@ -73,7 +93,7 @@ async function drain(answers: (() => Response)[], timeoutSecs = 1) {
       error = e;
     }
   });
-  return { result, error, evictions };
+  return { result, error, evictions, lines };
 }
 
 Deno.test({
@@ -96,6 +116,43 @@ Deno.test({
           "pods still on the node: shop/web-1",
       );
       assert.ok(evictions > 2, `retried: ${evictions} evictions`);
+    });
+    await t.step(
+      "429 for 100 s, retried every 5 s: the pod's eviction said once, the budget's refusal every 30 s",
+      async () => {
+        // A clock whose sleeps pass at once: 100 s of drain in a few ms.
+        let now = 0;
+        const clock: Clock = {
+          now: () => now,
+          sleep: (ms) => Promise.resolve(void (now += ms)),
+        };
+        const { result, evictions, lines } = await drain([BLOCKED], 100, { clock, retryMs: 5000 });
+        assert.match(result ?? "", /^drain did not finish within 100 s; /);
+        assert.equal(evictions, 21, "kubectl's pace: every 5 s");
+        const said = lines.map((l) => [l.level, l.fields.event, l.fields.pod, l.fields.pdb]);
+        const refused = ["warn", "evictionBlocked", "shop/web-1", "shop/web-pdb"];
+        assert.deepEqual(said, [
+          ["info", "evicting", "shop/web-1", undefined],
+          refused,
+          refused,
+          refused,
+          refused,
+        ]);
+        assert.equal(
+          lines[1].msg,
+          "node n1: cannot evict pod shop/web-1: blocked by PodDisruptionBudget shop/web-pdb: " +
+            "The disruption budget web-pdb needs 2 healthy pods and has 2 currently " +
+            "(retrying, 100 s left of --drain-timeout-secs)",
+        );
+        assert.equal(lines[0].msg, "node n1: evicting pod shop/web-1");
+      },
+    );
+    await t.step("--disable-eviction: the pod's deletion is said as such", async () => {
+      const { result, lines } = await drain([BLOCKED], 1, { disableEviction: true });
+      assert.equal(result, undefined);
+      assert.deepEqual(lines.map((l) => [l.level, l.msg]), [
+        ["info", "node n1: deleting pod shop/web-1"],
+      ]);
     });
     await t.step("503: an outage is thrown for the engine to pause, never a reason", async () => {
       const { result, error } = await drain([() => status(503, "ServiceUnavailable")]);

@@ -373,7 +373,7 @@ OUTPUT
 EXIT CODES
   0    every selected node succeeded (or its outcome is unknown: its Job was
        collected before it was seen, said in the summary), or nothing to do
-  1    some node failed (the summary names each, with a kubectl logs hint)
+  1    some node failed (the summary names each, with what to look at)
   2    bad usage or input (flags, template, selectors); nothing was created
   3    the cluster could not be used before any dispatch (unreachable,
        unauthorised, forbidden, kubeconfig unusable)

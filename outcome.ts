@@ -100,6 +100,7 @@ export function progressOf(t: Tally): Progress {
     unknown: t.count("unknown") || undefined,
     blocked: t.count("blocked") + t.count("stillBlocked") || undefined,
     inFlight: t.inFlight,
+    draining: t.count("draining") || undefined,
     queued: t.count("queued"),
     total: t.total,
     elapsedMs: t.elapsedMs,
@@ -151,6 +152,6 @@ export class ActiveTime {
  * when it changes (the elapsed time alone does not count).
  */
 export function progressKey(p: Progress): string {
-  return `${p.succeeded}/${p.failed}/${p.inFlight}/${p.queued}/${p.outage?.paused}/` +
+  return `${p.succeeded}/${p.failed}/${p.inFlight}/${p.draining}/${p.queued}/${p.outage?.paused}/` +
     `${p.budget}/${p.paused}`;
 }

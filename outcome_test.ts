@@ -122,6 +122,7 @@ Deno.test({
       unknown: undefined,
       blocked: 1,
       inFlight: 1,
+      draining: undefined,
       queued: 2,
       total: 7,
       elapsedMs: 5_000,

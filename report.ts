@@ -343,7 +343,12 @@ export class Recorder implements Reporter {
       this.#nodeEvent(e.node, "Normal", "JobSucceeded", `job ${e.job} succeeded`);
       this.#mark(e.node, "succeeded");
     } else if (e.kind === "failed" && !e.counted) {
-      this.#nodeEvent(e.node, "Warning", "JobFailed", `job ${e.job} failed: ${e.reason}`);
+      // A node that failed before its Job existed (its drain) had no Job fail.
+      if (e.noJob) {
+        this.#nodeEvent(e.node, "Warning", "NodeFailed", `failed before job ${e.job}: ${e.reason}`);
+      } else {
+        this.#nodeEvent(e.node, "Warning", "JobFailed", `job ${e.job} failed: ${e.reason}`);
+      }
       this.#mark(e.node, "failed", e.reason);
     } else if (e.kind === "stalled") {
       this.#nodeEvent(

@@ -153,12 +153,20 @@ Deno.test({
           "PATCH node n1",
           "POST events JobFailed",
           "PATCH node n2",
+          "POST events NodeFailed",
+          "PATCH node n4",
           "POST events JobPending",
         ],
       },
       {
         records: "failures",
-        want: ["POST events JobFailed", "PATCH node n2", "POST events JobPending"],
+        want: [
+          "POST events JobFailed",
+          "PATCH node n2",
+          "POST events NodeFailed",
+          "PATCH node n4",
+          "POST events JobPending",
+        ],
       },
       { records: "none", want: [] },
     ];
@@ -181,12 +189,14 @@ Deno.test({
           log: new Logger("text", () => {}),
           keys: trackingKeys("job-dispatcher"),
           namespace: "ops",
-          nodes: new Map([["n1", node], ["n2", node], ["n3", node]]),
+          nodes: new Map([["n1", node], ["n2", node], ["n3", node], ["n4", node]]),
           nodeRecords: c.records,
         });
         recorder.event({ kind: "succeeded", node: "n1", job: "up-n1" });
         recorder.event({ kind: "succeeded", node: "n3", job: "up-n3", counted: true });
         recorder.event({ kind: "failed", node: "n2", job: "up-n2", reason: "exit 1" });
+        // Its drain failed: no Job ever failed on n4.
+        recorder.event({ kind: "failed", node: "n4", job: "up-n4", reason: "drain", noJob: true });
         recorder.event({ kind: "stalled", node: "n3", job: "up-n3", reason: "x", seconds: 120 });
         await recorder.finished("done", false);
         assert.deepEqual(writes, c.want);

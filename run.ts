@@ -375,6 +375,7 @@ function maintenanceFor({ opts, plan, ctx }: Execution): Maintenance | undefined
     drain: opts.maintenance.drain,
     uncordonOnFailure: opts.maintenance.uncordonOnFailure,
     warn: (message) => ctx.log.warn(message),
+    log: ctx.log,
     signal: ctx.signal,
   });
 }

@@ -73,7 +73,13 @@ export function summarise(
   log.info(`${what}: ${summary}`, { event: what, ...n, total: results.length });
   const failed = results.filter((r) => r.outcome === "failed");
   for (const r of failed) {
-    log.warn(`failed node ${r.node}: job ${r.job}: ${r.reason}`, { event: "nodeFailed", ...r });
+    const hint = failureHint(r);
+    const what = r.startedAt === undefined ? "no job (failed before it)" : `job ${r.job}`;
+    log.warn(`failed node ${r.node}: ${what}: ${r.reason}${hint ? `; see ${hint}` : ""}`, {
+      event: "nodeFailed",
+      ...r,
+      hint,
+    });
   }
   for (const r of results.filter((r) => r.outcome === "blocked")) {
     log.warn(`blocked node ${r.node}: no job: ${r.reason}`, { event: "nodeBlocked", ...r });
@@ -88,7 +94,8 @@ export function summarise(
       { event: "resumeHint", inFlight: n.inFlight, notStarted: n.notStarted },
     );
   }
-  if (failed.length) {
+  // Only a Job that was created has logs to read.
+  if (failed.some((r) => r.startedAt !== undefined)) {
     log.info(
       `logs: kubectl logs -n ${ns} -l ${run.keys.owner}=${
         labelValue(run.prefix)
@@ -96,6 +103,29 @@ export function summarise(
     );
   }
   return summary;
+}
+
+/**
+ * What to look at for a node that failed before its Job was created: the
+ * PodDisruptionBudgets that refused its drain (`kubectl get pdb`); a pod
+ * kubectl would refuse names its overriding flag in the reason itself.
+ * Undefined for a Job's failure (its logs tell) and for anything else.
+ *
+ * @example
+ * ```ts
+ * failureHint({ node: "n1", job: "j", outcome: "failed",
+ *   reason: "drain did not finish within 9 s; blocked by PodDisruptionBudget shop/web-pdb (…)" });
+ * // "kubectl get pdb -n shop web-pdb"
+ * ```
+ */
+export function failureHint(r: NodeResult): string | undefined {
+  if (r.startedAt !== undefined || !r.reason) return undefined;
+  const budgets = [...r.reason.matchAll(/PodDisruptionBudget ([^/\s]+)\/([^\s:;,)]+)/g)];
+  if (!budgets.length) return undefined;
+  const byNs = new Map<string, Set<string>>();
+  for (const [, ns, name] of budgets) byNs.set(ns, (byNs.get(ns) ?? new Set()).add(name));
+  return [...byNs].map(([ns, names]) => `kubectl get pdb -n ${ns} ${[...names].join(" ")}`)
+    .join("; ");
 }
 
 /**

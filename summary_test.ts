@@ -126,11 +126,33 @@ Deno.test({
       ]],
       ["a failure: named, with the logs command", [
         ...results("succeeded"),
-        { node: "n1", job: "j-n1", outcome: "failed", reason: "exited 3" },
+        { node: "n1", job: "j-n1", outcome: "failed", reason: "exited 3", startedAt: 1 },
       ], [
         /^summary: 1 succeeded, 1 failed of 2 nodes in /.source,
         /^warn: failed node n1: job j-n1: exited 3$/.source,
         /^logs: kubectl logs -n ns -l job-dispatcher\/owner=up --all-containers --prefix$/.source,
+      ]],
+      // No Job was created: there are no logs to read, the budget is what to look at.
+      ["a drain a budget held: no job, the budget named, no logs command", [{
+        node: "n1",
+        job: "j-n1",
+        outcome: "failed",
+        reason: "drain did not finish within 9 s; blocked by PodDisruptionBudget shop/web-pdb (…)",
+      }], [
+        /^summary: 0 succeeded, 1 failed of 1 node in /.source,
+        /^warn: failed node n1: no job \(failed before it\): drain did not finish within 9 s; .*; see kubectl get pdb -n shop web-pdb$/
+          .source,
+      ]],
+      ["a drain refused: the reason names the flag, no logs command", [{
+        node: "n1",
+        job: "j-n1",
+        outcome: "failed",
+        reason: "drain refused: cannot delete Pods that declare no controller " +
+          "(use --force to override): shop/p",
+      }], [
+        /^summary: 0 succeeded, 1 failed of 1 node in /.source,
+        /^warn: failed node n1: no job \(failed before it\): drain refused: .*--force.*: shop\/p$/
+          .source,
       ]],
       ["interrupted: how to finish", results("succeeded", "inFlight", "inFlight", "notStarted"), [
         /^summary: 1 succeeded, 0 failed, 2 still running, 1 not started of 4 nodes in /.source,

@@ -26,6 +26,7 @@ import {
 import { DURATION_ANNOTATION } from "./_nodes.ts";
 import { atLeast, DispatcherProcess } from "./_faults.ts";
 import { clusterTest, namespace, SUITE, suiteNodes, tempFile } from "./_fixtures.ts";
+import { disruptionsAllowed, heldPod } from "./_budget.ts";
 
 /** The pods every node of a row holds, by their `role` label. */
 const ROLES = ["agent", "bare", "done", "loose", "scratch", "static", "web"] as const;
@@ -275,29 +276,6 @@ const OUTAGE_SAID = /API outage: |API (unreachable|failing|throttling) for \S+: 
 async function auditEvents(cluster: Cluster, ns: string): Promise<AuditEvent[]> {
   return (await Deno.readTextFile(cluster.auditLog!)).split("\n")
     .filter((l) => l.includes(`"namespace":"${ns}"`)).map((l) => JSON.parse(l));
-}
-
-/** Waits until the disruption controller judges budget `name` of `ns`. */
-async function disruptionsAllowed(
-  cluster: Cluster,
-  ns: string,
-  name: string,
-  healthy: number,
-  allowed: number,
-): Promise<void> {
-  await eventually(
-    async () => {
-      const pdb = await getJson<
-        { status?: { disruptionsAllowed?: number; currentHealthy?: number } }
-      >(
-        cluster,
-        ["pdb", name, "-n", ns],
-      );
-      return pdb.status?.currentHealthy === healthy && pdb.status.disruptionsAllowed === allowed;
-    },
-    60_000,
-    `${name} of ${ns}: ${healthy} healthy, ${allowed} disruptions allowed`,
-  );
 }
 
 /** One flag combination, given to both tools as written. */
@@ -576,26 +554,7 @@ spec:
         await cluster.createNodes(suiteNodes("freeze", 1));
         const applied = await cluster.kubectl(
           ["apply", "-f", "-"],
-          `apiVersion: apps/v1
-kind: Deployment
-metadata: {name: hold, namespace: ${ns}}
-spec:
-  selector: {matchLabels: {role: hold}}
-  template:
-    metadata:
-      labels: {role: hold}
-      annotations: {${OUTCOME_LABEL}: serve}
-    spec:
-      nodeSelector: {kubernetes.io/hostname: freeze-000}
-      containers: [{name: c, image: registry.invalid/hold:1}]
----
-apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata: {name: hold-pdb, namespace: ${ns}}
-spec:
-  minAvailable: 1
-  selector: {matchLabels: {role: hold}}
-`,
+          heldPod(ns, "hold", "freeze-000"),
         );
         assert.equal(applied.code, 0, applied.stderr);
         await disruptionsAllowed(cluster, ns, "hold-pdb", 1, 0);

@@ -33,6 +33,8 @@ import {
   tempFile,
 } from "./_fixtures.ts";
 import type { Cluster } from "./cluster.ts";
+import { DispatcherProcess } from "./_faults.ts";
+import { disruptionsAllowed, heldPod } from "./_budget.ts";
 
 const KEY = trackingKeys("job-dispatcher").cordonedBy;
 
@@ -838,3 +840,120 @@ spec:
     },
   );
 });
+
+clusterTest(
+  "a stopped drain leaves nothing behind; a drain says what it waits for",
+  async (t, cluster) => {
+    const ns = await namespace(cluster, "stop");
+    await cluster.createNodes(suiteNodes("stop", 1));
+    const node = "stop-000";
+    // One pod on the node, under a budget that allows no disruption: the
+    // drain waits on it for as long as its timeout lets it.
+    const applied = await cluster.kubectl(["apply", "-f", "-"], heldPod(ns, "held", node));
+    assert.equal(applied.code, 0, applied.stderr);
+    await disruptionsAllowed(cluster, ns, "held-pdb", 1, 0);
+    const [pod] = (await getJson<{ items: V1Pod[] }>(cluster, ["pods", "-n", ns])).items;
+    const podName = `${ns}/${pod.metadata!.name}`;
+    const args = [
+      ...await suiteArgs("stop", ns, "200ms"),
+      "--drain",
+      "--progress-interval-secs",
+      "1",
+    ];
+    const refusal = new RegExp(
+      `cannot evict pod ${podName}: blocked by PodDisruptionBudget ${ns}/held-pdb`,
+    );
+
+    for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143]] as const) {
+      await t.step(
+        `${signal} while a budget holds the drain: exit ${code}, the node uncordoned, no Job`,
+        async () => {
+          const run = new DispatcherProcess(cluster, [...args, "--drain-timeout-secs", "120"]);
+          // Watched on the node itself: this run's cordon is on.
+          await eventually(
+            async () => (await cordons(cluster, "stop"))[node].by !== undefined,
+            60_000,
+            `${node} cordoned by the run`,
+          );
+          await eventually(
+            async () => (await cordons(cluster, "stop"))[node].unschedulable,
+            10_000,
+            `${node} unschedulable`,
+          );
+          run.kill(signal);
+          const r = await run.ended;
+          // Read right after the exit: the uncordon is part of the run, not a
+          // promise left behind.
+          const after = (await cordons(cluster, "stop"))[node];
+          assert.equal(r.code, code, r.stderr);
+          assert.deepEqual(
+            after,
+            { unschedulable: false, by: undefined, error: undefined },
+            r.stderr,
+          );
+          assert.deepEqual(await jobsIn(cluster, ns), [], "no Job");
+          assert.match(r.stderr, new RegExp(`node ${node}: cordoned`));
+          assert.match(r.stderr, new RegExp(`node ${node}: uncordoned`));
+        },
+      );
+    }
+
+    await t.step(
+      "a node cordoned by someone else, the run stopped: it stays cordoned",
+      async () => {
+        const cordoned = await cluster.kubectl(["cordon", node]);
+        assert.equal(cordoned.code, 0, cordoned.stderr);
+        const run = new DispatcherProcess(cluster, [...args, "--drain-timeout-secs", "120"]);
+        // The node was cordoned already: what says the drain is under way is
+        // the budget's refusal (the API server's 429), which the run reports.
+        assert.ok(await run.waitFor(refusal), run.stderr);
+        run.kill("SIGINT");
+        const r = await run.ended;
+        const after = (await cordons(cluster, "stop"))[node];
+        assert.equal(r.code, 130, r.stderr);
+        assert.deepEqual(after, { unschedulable: true, by: undefined, error: undefined }, r.stderr);
+        assert.deepEqual(await jobsIn(cluster, ns), [], "no Job");
+        assert.doesNotMatch(r.stderr, new RegExp(`node ${node}: uncordoned`));
+        const lifted = await cluster.kubectl(["uncordon", node]);
+        assert.equal(lifted.code, 0, lifted.stderr);
+      },
+    );
+
+    await t.step(
+      "a drain a budget holds says so, as kubectl drain does; its failure is no Job's",
+      async () => {
+        const r = await dispatcher(cluster, [...args, "--drain-timeout-secs", "8"]);
+        assert.equal(r.code, 1, r.stderr);
+        const k = await cluster.kubectl(["drain", node, "--ignore-daemonsets", "--timeout=6s"]);
+        const kubectl = k.stdout + k.stderr;
+        console.log(`kubectl drain:\n${kubectl}\njob-dispatcher:\n${r.stderr}`);
+        // The oracle: kubectl names the pod it evicts and the budget's refusal.
+        assert.notEqual(k.code, 0, kubectl);
+        assert.match(kubectl, new RegExp(`evicting pod ${podName}`));
+        assert.match(kubectl, /would violate the pod's disruption budget/);
+        // The same two facts, and the budget's name, kubectl does not give.
+        assert.match(r.stderr, new RegExp(`node ${node}: evicting pod ${podName}`));
+        assert.match(r.stderr, refusal);
+        // Within 8 s the refusal is said once (then at most every 30 s).
+        assert.equal(r.stderr.split("\n").filter((l) => refusal.test(l)).length, 1, r.stderr);
+        assert.match(r.stderr, /0\/1 succeeded, 0 failed, 0 in flight, 1 draining/);
+        assert.match(
+          r.stderr,
+          new RegExp(
+            `node ${node}: failed before its Job was created: drain did not finish within 8 s; blocked by PodDisruptionBudget ${ns}/held-pdb`,
+          ),
+        );
+        assert.match(
+          r.stderr,
+          new RegExp(
+            `failed node ${node}: no job \\(failed before it\\): .*; see kubectl get pdb -n ${ns} held-pdb`,
+          ),
+        );
+        assert.doesNotMatch(r.stderr, /job \S+ failed|kubectl logs/);
+        assert.deepEqual(await jobsIn(cluster, ns), [], "no Job");
+        const lifted = await cluster.kubectl(["uncordon", node]);
+        assert.equal(lifted.code, 0, lifted.stderr);
+      },
+    );
+  },
+);
