@@ -119,8 +119,11 @@ export function describeProgress(p: Progress): string {
 function resumeHint(by: string): string {
   const file = by.match(/^file (.+)$/);
   if (file) return `rm ${file[1]} resumes`;
-  const note = by.match(/^annotation (\S+)=true on Job (\S+)$/);
-  if (note) return `kubectl annotate job ${note[2]} ${note[1]}- resumes`;
+  const note = by.match(/^annotation (\S+)=true on Job (?:(\S+)\/)?(\S+)$/);
+  if (note) {
+    const ns = note[2] ? ` -n ${note[2]}` : "";
+    return `kubectl annotate job ${note[3]}${ns} ${note[1]}- resumes`;
+  }
   return "lift it to resume";
 }
 

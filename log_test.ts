@@ -140,10 +140,10 @@ Deno.test({
         total: 10,
         elapsedMs: 0,
         budget: "unavailable 2/2 (1 in work, 1 NotReady)",
-        paused: "annotation job-dispatcher/paused=true on Job hook",
+        paused: "annotation job-dispatcher/paused=true on Job ops/hook",
       }),
-      "paused by annotation job-dispatcher/paused=true on Job hook " +
-        "(kubectl annotate job hook job-dispatcher/paused- resumes): " +
+      "paused by annotation job-dispatcher/paused=true on Job ops/hook " +
+        "(kubectl annotate job hook -n ops job-dispatcher/paused- resumes): " +
         "2/10 succeeded, 0 failed, 1 blocked, 1 in flight, 6 queued; " +
         "unavailable 2/2 (1 in work, 1 NotReady)",
     );

@@ -27,13 +27,16 @@ export interface PauseGate {
  *
  * @example
  * ```ts
- * ownerPausedBy({ metadata: { name: "hook", annotations: { "p/paused": "true" } } }, "p/paused");
- * // "annotation p/paused=true on Job hook"
+ * ownerPausedBy({ metadata: { name: "hook", namespace: "ops", annotations: { "p/paused": "true" } } }, "p/paused");
+ * // "annotation p/paused=true on Job ops/hook"
  * ```
  */
 export function ownerPausedBy(job: V1Job | undefined, key: string): string | undefined {
   if (job?.metadata?.annotations?.[key] !== "true") return undefined;
-  return `annotation ${key}=true on Job ${job.metadata.name}`;
+  // Namespace and name, so that the resume command printed from it works
+  // whatever namespace the user's own kubectl context is in.
+  const { name, namespace } = job.metadata;
+  return `annotation ${key}=true on Job ${namespace ? `${namespace}/` : ""}${name}`;
 }
 
 /** Keeps of the owner Job only what the pause reads. */

@@ -6,10 +6,10 @@ Deno.test({
   permissions: "none",
   async fn(t) {
     const job = (annotations?: Record<string, string>) => ({
-      metadata: { name: "hook", annotations },
+      metadata: { name: "hook", namespace: "ops", annotations },
     });
     const cases: [string, ReturnType<typeof job> | undefined, string | undefined][] = [
-      ["true pauses", job({ "p/paused": "true" }), "annotation p/paused=true on Job hook"],
+      ["true pauses", job({ "p/paused": "true" }), "annotation p/paused=true on Job ops/hook"],
       ["false does not", job({ "p/paused": "false" }), undefined],
       ["another value does not", job({ "p/paused": "yes" }), undefined],
       ["no annotation", job(), undefined],

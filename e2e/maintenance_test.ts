@@ -764,7 +764,9 @@ spec:
         assert.equal(r.code, 0, r.stderr);
         assert.match(
           r.stderr,
-          /paused by annotation job-dispatcher\/paused=true on Job hook: no new Job starts/,
+          new RegExp(
+            `paused by annotation job-dispatcher/paused=true on Job ${ns}/hook: no new Job starts`,
+          ),
         );
         assert.match(r.stderr, /resumed: the pause was lifted/);
         assert.equal(watcher.seen.size, 4, "resumed: every node got its Job");
