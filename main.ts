@@ -8,7 +8,7 @@
 import { parseJobTemplate, UsageError } from "./job.ts";
 import { ApiError, ConfigError, Kube } from "./kube.ts";
 import { Logger, STDERR } from "./log.ts";
-import { HELP, parseOptions, requestedLogFormat } from "./options.ts";
+import { HELP, type Options, parseOptions, requestedLogFormat } from "./options.ts";
 import { EXIT, runDispatcher } from "./run.ts";
 import { apiStatsLines } from "./summary.ts";
 import { connectedLine, whoAmI } from "./whoami.ts";
@@ -61,25 +61,126 @@ function describeApiError(e: ApiError): string {
   return e.message;
 }
 
+/**
+ * SIGINT and SIGTERM while the CLI runs: the first one stops new Jobs (the
+ * created ones run on; a re-run adopts them) and decides the exit code.
+ */
+class StopSignals {
+  /** Aborted by the first signal. */
+  readonly controller = new AbortController();
+  /** The exit code the signal asks for (130 or 143), once one came. */
+  exitCode: number = EXIT.ok;
+  /** The logger in use: replaced once the options say which format. */
+  log: Logger;
+  #handlers = {
+    SIGINT: () => this.#received("SIGINT"),
+    SIGTERM: () => this.#received("SIGTERM"),
+  };
+
+  constructor(log: Logger) {
+    this.log = log;
+    Deno.addSignalListener("SIGINT", this.#handlers.SIGINT);
+    Deno.addSignalListener("SIGTERM", this.#handlers.SIGTERM);
+  }
+
+  /** Whether a signal stopped the run. */
+  get stopped(): boolean {
+    return this.controller.signal.aborted;
+  }
+
+  #received(sig: "SIGINT" | "SIGTERM"): void {
+    if (this.stopped) return;
+    this.exitCode = sig === "SIGINT" ? EXIT.sigint : EXIT.sigterm;
+    this.log.warn(`${sig}: creating no more Jobs; created ones run on, a re-run adopts them`);
+    this.controller.abort();
+  }
+
+  /** Stops listening. */
+  close(): void {
+    Deno.removeSignalListener("SIGINT", this.#handlers.SIGINT);
+    Deno.removeSignalListener("SIGTERM", this.#handlers.SIGTERM);
+  }
+}
+
+/** Reads and checks the Job template and the cleanup template, if any. */
+async function readTemplates(opts: Options) {
+  const parse = async (path: string, flag?: string) =>
+    parseJobTemplate(await readTemplate(path, flag), path === "-" ? "stdin" : path);
+  const template = await parse(opts.jobTemplate);
+  const cleanup = opts.cleanupJobTemplate === undefined
+    ? undefined
+    : await parse(opts.cleanupJobTemplate, "cleanup job template");
+  return { template, cleanup };
+}
+
+/** Connects with the kubeconfig's credentials and the client's bounds. */
+function connect(opts: Options, signal: AbortSignal): Promise<Kube> {
+  return Kube.connect({
+    kubeconfig: opts.kubeconfig,
+    context: opts.context,
+    signal,
+    limits: {
+      concurrency: opts.kubeApiConcurrency,
+      qps: opts.kubeApiQps,
+      burst: opts.kubeApiBurst,
+    },
+  });
+}
+
+/** What the run may do to the world outside the cluster: the process's own I/O. */
+function processContext(kube: Kube, log: Logger, signal: AbortSignal, terminal: boolean) {
+  return {
+    kube,
+    log,
+    signal,
+    env: (name: string) => Deno.env.get(name),
+    readFile: (path: string) => {
+      try {
+        return Deno.readTextFileSync(path);
+      } catch {
+        return undefined;
+      }
+    },
+    stdout: (text: string) => console.log(text),
+    terminal,
+    writeFile: (path: string, text: string) => Deno.writeTextFileSync(path, text),
+  };
+}
+
+/** The one error line and the exit code for what ended the CLI early. */
+function exitForError(e: unknown, stop: StopSignals): number {
+  const log = stop.log;
+  if (stop.stopped && !(e instanceof UsageError)) {
+    log.error(`stopped before the rollout began: ${(e as Error).message}`);
+    return stop.exitCode;
+  }
+  if (e instanceof UsageError) {
+    // One line, as the input's name and its fix; the manual is a pointer
+    // on the same line, so a log search for "error:" finds all of it.
+    const manual = /^(Missing|Invalid --|Invalid argument|Unknown flag)/.test(e.message);
+    log.error(manual ? `${e.message} (see --help)` : e.message);
+    return EXIT.usage;
+  }
+  if (e instanceof ConfigError) {
+    log.error(e.message);
+    return EXIT.cluster;
+  }
+  if (e instanceof ApiError) {
+    log.error(describeApiError(e));
+    return EXIT.cluster;
+  }
+  log.error(`Unexpected error: ${(e as Error)?.stack ?? e}`);
+  return EXIT.failed;
+}
+
 /** Runs the CLI with `args` and returns the process exit code. */
 export async function main(args: string[]): Promise<number> {
-  let log = new Logger(requestedLogFormat(args));
-  const stop = new AbortController();
-  let exitOnSignal: number = EXIT.ok;
-  const onSignal = (sig: "SIGINT" | "SIGTERM") => () => {
-    if (stop.signal.aborted) return;
-    exitOnSignal = sig === "SIGINT" ? EXIT.sigint : EXIT.sigterm;
-    log.warn(`${sig}: creating no more Jobs; created ones run on, a re-run adopts them`);
-    stop.abort();
-  };
-  const handlers = { SIGINT: onSignal("SIGINT"), SIGTERM: onSignal("SIGTERM") };
-  Deno.addSignalListener("SIGINT", handlers.SIGINT);
-  Deno.addSignalListener("SIGTERM", handlers.SIGTERM);
+  const stop = new StopSignals(new Logger(requestedLogFormat(args)));
   let kube: Kube | undefined;
   try {
     const opts = parseOptions(args);
     const terminal = Deno.stderr.isTerminal();
-    log = new Logger(opts.logFormat, STDERR, terminal);
+    const log = stop.log = new Logger(opts.logFormat, STDERR, terminal);
     if (opts.help) {
       console.log(HELP);
       return EXIT.ok;
@@ -89,69 +190,18 @@ export async function main(args: string[]): Promise<number> {
       return EXIT.ok;
     }
     if (opts.report) checkWritableDir(opts.report);
-    const template = parseJobTemplate(
-      await readTemplate(opts.jobTemplate),
-      opts.jobTemplate === "-" ? "stdin" : opts.jobTemplate,
-    );
-    const cleanup = opts.cleanupJobTemplate === undefined ? undefined : parseJobTemplate(
-      await readTemplate(opts.cleanupJobTemplate, "cleanup job template"),
-      opts.cleanupJobTemplate === "-" ? "stdin" : opts.cleanupJobTemplate,
-    );
-    kube = await Kube.connect({
-      kubeconfig: opts.kubeconfig,
-      context: opts.context,
-      signal: stop.signal,
-      limits: {
-        concurrency: opts.kubeApiConcurrency,
-        qps: opts.kubeApiQps,
-        burst: opts.kubeApiBurst,
-      },
-    });
+    const { template, cleanup } = await readTemplates(opts);
+    kube = await connect(opts, stop.controller.signal);
     const user = await whoAmI(kube);
     log.info(connectedLine(kube.server, user), { event: "connected", server: kube.server, user });
-    const code = await runDispatcher(opts, template, {
-      kube,
-      log,
-      signal: stop.signal,
-      env: (name) => Deno.env.get(name),
-      readFile: (path) => {
-        try {
-          return Deno.readTextFileSync(path);
-        } catch {
-          return undefined;
-        }
-      },
-      stdout: (text) => console.log(text),
-      terminal,
-      writeFile: (path, text) => Deno.writeTextFileSync(path, text),
-    }, cleanup);
+    const ctx = processContext(kube, log, stop.controller.signal, terminal);
+    const code = await runDispatcher(opts, template, ctx, cleanup);
     for (const [line, fields] of apiStatsLines(kube.stats)) log.info(line, fields);
-    return stop.signal.aborted ? exitOnSignal : code;
+    return stop.stopped ? stop.exitCode : code;
   } catch (e) {
-    if (stop.signal.aborted && !(e instanceof UsageError)) {
-      log.error(`stopped before the rollout began: ${(e as Error).message}`);
-      return exitOnSignal;
-    }
-    if (e instanceof UsageError) {
-      // One line, as the input's name and its fix; the manual is a pointer
-      // on the same line, so a log search for "error:" finds all of it.
-      const manual = /^(Missing|Invalid --|Invalid argument|Unknown flag)/.test(e.message);
-      log.error(manual ? `${e.message} (see --help)` : e.message);
-      return EXIT.usage;
-    }
-    if (e instanceof ConfigError) {
-      log.error(e.message);
-      return EXIT.cluster;
-    }
-    if (e instanceof ApiError) {
-      log.error(describeApiError(e));
-      return EXIT.cluster;
-    }
-    log.error(`Unexpected error: ${(e as Error)?.stack ?? e}`);
-    return EXIT.failed;
+    return exitForError(e, stop);
   } finally {
-    Deno.removeSignalListener("SIGINT", handlers.SIGINT);
-    Deno.removeSignalListener("SIGTERM", handlers.SIGTERM);
+    stop.close();
     kube?.close();
   }
 }
