@@ -555,10 +555,16 @@ export function requestedLogFormat(argv: readonly string[]): LogFormat {
  */
 export function parseOptions(argv: string[]): Options {
   const v = parseFlags(argv, FLAGS);
-  const help = v.help ?? false;
-  const version = v.version ?? false;
+  const opts = readOptions(v);
+  if (opts.help || opts.version) return opts;
+  checkOptions(opts, v);
+  return opts;
+}
+
+/** The options as the flags give them, each value checked on its own. */
+function readOptions(v: Values): Options {
   const nodes = v.nodes?.split(",").map((s) => s.trim()).filter(Boolean);
-  const opts: Options = {
+  return {
     jobTemplate: v["job-template"] ?? "",
     namePrefix: v["name-prefix"],
     namespace: v.namespace,
@@ -622,76 +628,88 @@ export function parseOptions(argv: string[]): Options {
     requireNodeRuntimeVersion: v["require-node-runtime-version"] ?? false,
     requireNodeMachineId: v["require-node-machine-id"] ?? false,
     maintenance: maintenanceOptions(v),
-    help,
-    version,
+    help: v.help ?? false,
+    version: v.version ?? false,
   };
-  if (help || version) return opts;
-  if (!opts.jobTemplate) {
-    throw new UsageError("Missing --job-template: name a file, or - for stdin");
-  }
-  if (v.nodes !== undefined && !nodes?.length) {
-    throw new UsageError("Invalid --nodes: it names no node; give a comma-separated list");
-  }
-  if (nodes && (opts.nodeSelectors.length || opts.nodeFieldSelector)) {
-    throw new UsageError(
+}
+
+/**
+ * Flags that are refused together, or one without the flag it needs, or a
+ * value the API server would only answer with a confusing error: each with
+ * its one line (the input's name and its fix), checked in order.
+ */
+const REFUSED: { when: (o: Options, v: Values) => boolean; why: (o: Options) => string }[] = [
+  { when: (o) => !o.jobTemplate, why: () => "Missing --job-template: name a file, or - for stdin" },
+  {
+    when: (o, v) => v.nodes !== undefined && !o.nodes?.length,
+    why: () => "Invalid --nodes: it names no node; give a comma-separated list",
+  },
+  {
+    when: (o) => o.nodes !== undefined && (o.nodeSelectors.length > 0 || !!o.nodeFieldSelector),
+    why: () =>
       "Invalid selection: --nodes is an explicit list; drop --node-selector/--node-field-selector",
-    );
-  }
-  if (opts.nodeSelectors.some((s) => !s.trim())) {
-    throw new UsageError('Invalid --node-selector "": give a label selector such as role=worker');
-  }
+  },
+  {
+    when: (o) => o.nodeSelectors.some((s) => !s.trim()),
+    why: () => 'Invalid --node-selector "": give a label selector such as role=worker',
+  },
   // The API server would answer "not found", and the tool would suggest
   // creating a namespace that cannot exist: say what a name may be instead.
-  if (opts.namespace !== undefined && !isDnsLabel(opts.namespace)) {
-    throw new UsageError(
-      `Invalid --namespace ${JSON.stringify(opts.namespace)}: a namespace is a DNS label ` +
-        '(lowercase a-z, 0-9 and "-", at most 63 characters), e.g. ops',
-    );
-  }
+  {
+    when: (o) => o.namespace !== undefined && !isDnsLabel(o.namespace),
+    why: (o) =>
+      `Invalid --namespace ${JSON.stringify(o.namespace)}: a namespace is a DNS label ` +
+      '(lowercase a-z, 0-9 and "-", at most 63 characters), e.g. ops',
+  },
   // Said rather than ignored: a CI job asking for JUnit would find no file.
-  if (v["report-format"] !== undefined && !opts.report) {
-    throw new UsageError("Invalid --report-format: it needs --report PATH, the file to write");
+  {
+    when: (o, v) => v["report-format"] !== undefined && !o.report,
+    why: () => "Invalid --report-format: it needs --report PATH, the file to write",
+  },
+  {
+    when: (o) => !!o.maintenance.maxUnavailable && o.nodes !== undefined,
+    why: () =>
+      "Invalid --max-unavailable with --nodes: the budget watches a selection; " +
+      "select with --node-selector or --node-field-selector instead",
+  },
+  {
+    when: (o) => o.deleteTimedOut && o.nodeTimeoutSecs === undefined,
+    why: () => "Invalid --delete-timed-out: it needs --node-timeout-secs",
+  },
+  {
+    when: (o) => !!o.ownerJobName && !!o.ownerJobFromPod,
+    why: () => "Invalid owner: give --owner-job-name or --owner-job-from-pod, not both",
+  },
+  {
+    when: (o) => o.yieldToLiveRun && !o.ownerJobName && !o.ownerJobFromPod,
+    why: () =>
+      "Invalid --yield-to-live-run: it needs an owner (--owner-job-name or --owner-job-from-pod)",
+  },
+  {
+    when: (o) => o.jobTemplate === "-" && o.cleanupJobTemplate === "-",
+    why: () => "Invalid --cleanup-job-template -: stdin is already the --job-template; name a file",
+  },
+  {
+    when: (o, v) => v["require-node-handlers"] !== undefined && !o.requireNodeHandlers.length,
+    why: () => "Invalid --require-node-handlers: it names no handler, e.g. kata,kata-qemu",
+  },
+  {
+    when: (o) => o.removeNodeTaints.length > 0 && o.nodeLabels?.value === undefined,
+    why: () =>
+      "Invalid --remove-node-taints: it needs --node-label (taints are lifted after the label)",
+  },
+  {
+    when: (o) => o.skipSatisfiedNodes && o.nodeLabels?.value === undefined,
+    why: () => "Invalid --skip-satisfied-nodes: it needs --node-label (the value of a done node)",
+  },
+];
+
+/** Checks the options together: the first refused combination throws. */
+function checkOptions(opts: Options, v: Values): void {
+  for (const rule of REFUSED) {
+    if (rule.when(opts, v)) throw new UsageError(rule.why(opts));
   }
   if (opts.maxFailures !== undefined) failureBudget(opts.maxFailures, 0);
-  if (opts.maintenance.maxUnavailable && nodes) {
-    throw new UsageError(
-      "Invalid --max-unavailable with --nodes: the budget watches a selection; " +
-        "select with --node-selector or --node-field-selector instead",
-    );
-  }
-  if (opts.deleteTimedOut && opts.nodeTimeoutSecs === undefined) {
-    throw new UsageError("Invalid --delete-timed-out: it needs --node-timeout-secs");
-  }
-  if (opts.ownerJobName && opts.ownerJobFromPod) {
-    throw new UsageError("Invalid owner: give --owner-job-name or --owner-job-from-pod, not both");
-  }
-  if (opts.yieldToLiveRun && !opts.ownerJobName && !opts.ownerJobFromPod) {
-    throw new UsageError(
-      "Invalid --yield-to-live-run: it needs an owner (--owner-job-name or --owner-job-from-pod)",
-    );
-  }
-  if (opts.jobTemplate === "-" && opts.cleanupJobTemplate === "-") {
-    throw new UsageError(
-      "Invalid --cleanup-job-template -: stdin is already the --job-template; name a file",
-    );
-  }
-  if (v["require-node-handlers"] !== undefined && !opts.requireNodeHandlers.length) {
-    throw new UsageError(
-      "Invalid --require-node-handlers: it names no handler, e.g. kata,kata-qemu",
-    );
-  }
-  const finished = opts.nodeLabels?.value !== undefined;
-  if (opts.removeNodeTaints.length && !finished) {
-    throw new UsageError(
-      "Invalid --remove-node-taints: it needs --node-label (taints are lifted after the label)",
-    );
-  }
-  if (opts.skipSatisfiedNodes && !finished) {
-    throw new UsageError(
-      "Invalid --skip-satisfied-nodes: it needs --node-label (the value of a done node)",
-    );
-  }
-  return opts;
 }
 
 type Values = ReturnType<typeof parseArgs<{ options: typeof FLAGS }>>["values"];
