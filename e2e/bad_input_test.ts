@@ -584,6 +584,28 @@ spec:
             ["--set", "extraArgs={--drain}"],
             /extraArgs --drain needs rbac\.drain=true .*add --set rbac\.drain=true/,
           ],
+          [
+            "a flag the chart sets, in extraArgs",
+            ["--set", "extraArgs={--namespace=other}"],
+            /extraArgs --namespace=other repeats a flag the chart sets: use helm -n NAMESPACE/,
+          ],
+          [
+            "a value's flag, in extraArgs",
+            ["--set", "extraArgs={--parallelism=5}"],
+            /extraArgs --parallelism=5 repeats a flag the chart sets: use --set parallelism=/,
+          ],
+          [
+            "a tracking prefix that is no DNS subdomain",
+            ["--set", "trackingLabelPrefix=Job_Dispatcher"],
+            /\/trackingLabelPrefix': 'Job_Dispatcher' does not match/,
+          ],
+          // A pre-* hook runs before its ServiceAccount and ConfigMap exist: its pod never starts.
+          ["a pre-install hook", ["--set", "hook.events=pre-install"], /\/hook\/events'/],
+          [
+            "a mistyped delete policy",
+            ["--set", "hook.deletePolicy=hook-succeded"],
+            /deletePolicy'/,
+          ],
         ];
         for (const [name, set, says] of cases) {
           await t.step(name, async () => {

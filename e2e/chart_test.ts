@@ -111,6 +111,13 @@ Deno.test({
       progressIntervalSecs: 1,
     });
 
+    await t.step("helm show readme is the chart's manual", async () => {
+      const readme = await offline(["show", "readme", CHART]);
+      for (const says of [/--timeout/, /NOTES\.txt/, /helm uninstall/, /extraArgs/]) {
+        assert.match(readme, says);
+      }
+    });
+
     await t.step("helm lint and helm template are clean; RBAC follows the owner mode", async () => {
       const lint = await offline(["lint", "--strict", CHART, "-f", values]);
       assert.match(lint, /0 chart\(s\) failed/);

@@ -103,7 +103,42 @@ selectors such as "tier in (a,b)"). Nodes are never listed unless given.
 {{- if and $v.rbac.create (not $v.rbac.drain) (regexMatch "^--(drain|blocking-pod-selector)(=|$)" $arg) }}
 {{- fail (printf "extraArgs %s needs rbac.drain=true (pods list, pods/eviction create): add --set rbac.drain=true" $arg) }}
 {{- end }}
+{{- /* Refused too: a repeated flag silently overrides the value (the last one wins). */}}
+{{- $flag := regexReplaceAll "=.*$" $arg "" }}
+{{- with get (include "job-dispatcher.chartFlags" . | fromYaml) $flag }}
+{{- fail (printf "extraArgs %s repeats a flag the chart sets: use %s instead" $arg .) }}
+{{- end }}
 {{- $a = append $a $arg }}
 {{- end }}
 {{- toYaml $a }}
+{{- end }}
+
+{{/*
+The flags the chart sets from its values or the release, each with what sets
+it: an extraArgs entry repeating one is refused at install time.
+*/}}
+{{- define "job-dispatcher.chartFlags" -}}
+--job-template: --set-file jobTemplate=FILE
+--namespace: helm -n NAMESPACE
+--kubeconfig: the chart's ServiceAccount
+--context: the chart's ServiceAccount
+--name-prefix: --set namePrefix=...
+--nodes: --set selection.nodes={...}
+--node-field-selector: --set selection.nodeFieldSelector=...
+--node-page-size: --set selection.nodePageSize=...
+--ignore-node-taints: --set selection.ignoreNodeTaints=true
+--wait-for-nodes-secs: --set selection.waitForNodesSecs=...
+--node-settle-secs: --set selection.nodeSettleSecs=...
+--parallelism: --set parallelism=...
+--poll-interval-secs: --set pollIntervalSecs=...
+--progress-interval-secs: --set progressIntervalSecs=...
+--tracking-label-prefix: --set trackingLabelPrefix=...
+--kube-api-concurrency: --set kubeApi.concurrency=...
+--kube-api-qps: --set kubeApi.qps=...
+--kube-api-burst: --set kubeApi.burst=...
+--owner-job-name: --set owner.mode=jobName
+--owner-job-from-pod: --set owner.mode=pod
+--yield-to-live-run: --set owner.yieldToLiveRun=true
+--dry-run: --set dryRun=client
+--log-format: --set logFormat=text
 {{- end }}
