@@ -244,7 +244,20 @@ Deno.test({
           assert.notEqual(bare.code, 0);
           assert.match(bare.stderr, /violates PodSecurity "restricted/);
 
-          await helm(["install", RELEASE, CHART, "-n", NS, "-f", values, "--timeout", "2m"]);
+          const installed = await helm([
+            "install",
+            RELEASE,
+            CHART,
+            "-n",
+            NS,
+            "-f",
+            values,
+            "--timeout",
+            "2m",
+          ]);
+          // NOTES.txt: the finalizer check and the pause command work with an owner.
+          assert.match(installed, /jsonpath='\{\.metadata\.finalizers\}'/);
+          assert.match(installed, new RegExp(`annotate job ${HOOK_JOB} -n ${NS} \\S+/paused=true`));
           const hook = JSON.parse(await kubectl(["get", "job", HOOK_JOB, "-n", NS, "-o", "json"]));
           hookUid = hook.metadata.uid;
           assert.equal(hook.status.succeeded, 1, "the (simulated) hook pod ran to completion");
@@ -341,6 +354,23 @@ Deno.test({
           assert.deepEqual([...Deno.readDirSync(cwd)], [], "nothing was written");
         },
       );
+
+      await t.step("owner.mode=none: NOTES promise no finalizer and no pause", async () => {
+        const notes = await helm([
+          "install",
+          "notes-none",
+          CHART,
+          "-n",
+          NS,
+          "-f",
+          values,
+          "--set",
+          "owner.mode=none",
+          "--dry-run=server",
+        ]);
+        assert.match(notes, /owner\.mode=none: the per-node Jobs have no owner/);
+        assert.doesNotMatch(notes, /finalizers|paused=true/);
+      });
 
       await t.step("deleting the hook Job garbage-collects every per-node Job", async () => {
         await kubectl(["delete", "job", HOOK_JOB, "-n", NS, "--cascade=background"]);
