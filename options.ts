@@ -359,14 +359,15 @@ OUTPUT
 
   Besides the log and the report, the run is recorded in the cluster, best
   effort (a refused write is said once): Events on each Node (in "default":
-  JobSucceeded, JobFailed, JobPending), the label <P>/result and annotations
+  JobSucceeded, JobFailed, NodeFailed when it failed before its Job existed,
+  JobPending; kubectl describe node NODE), the label <P>/result and annotations
   <P>/error, <P>/finished-at on each Node, and with an owner, Events and the
   annotation <P>/progress on the owner Job (kubectl describe job OWNER).
   --node-records all|failures|none  Which outcomes go on the nodes: all (default),
-                            failures (JobFailed/JobPending Events and failed marks
-                            only: one request per healthy node, for large fleets;
-                            an earlier failure mark stays until a run that records
-                            all), or none.
+                            failures (JobFailed/NodeFailed/JobPending Events and
+                            failed marks only: one request per healthy node, for
+                            large fleets; an earlier failure mark stays until a
+                            run that records all), or none.
   -h, --help                This manual.
   --version                 Version, Deno version and commit.
 

@@ -582,6 +582,17 @@ Deno.test({
 });
 
 Deno.test({
+  name: "HELP names every Event reason the run records on a Node",
+  permissions: "none",
+  async fn(t) {
+    // report.ts's Node Events: an operator reading kubectl describe node looks them up here.
+    for (const reason of ["JobSucceeded", "JobFailed", "NodeFailed", "JobPending"]) {
+      await t.step(reason, () => assert.ok(HELP.includes(reason), `${reason} in --help`));
+    }
+  },
+});
+
+Deno.test({
   name: "parseOptions() reads the node lifecycle flags together",
   permissions: "none",
   async fn(t) {

@@ -257,6 +257,7 @@ Deno.test({
           ]);
           // NOTES.txt: the finalizer check and the pause command work with an owner.
           assert.match(installed, /jsonpath='\{\.metadata\.finalizers\}'/);
+          assert.match(installed, /If Helm says the hook Job failed, .*exit code says why/);
           assert.match(installed, new RegExp(`annotate job ${HOOK_JOB} -n ${NS} \\S+/paused=true`));
           const hook = JSON.parse(await kubectl(["get", "job", HOOK_JOB, "-n", NS, "-o", "json"]));
           hookUid = hook.metadata.uid;
@@ -355,22 +356,32 @@ Deno.test({
         },
       );
 
-      await t.step("owner.mode=none: NOTES promise no finalizer and no pause", async () => {
-        const notes = await helm([
-          "install",
-          "notes-none",
-          CHART,
-          "-n",
-          NS,
-          "-f",
-          values,
-          "--set",
-          "owner.mode=none",
-          "--dry-run=server",
-        ]);
-        assert.match(notes, /owner\.mode=none: the per-node Jobs have no owner/);
-        assert.doesNotMatch(notes, /finalizers|paused=true/);
-      });
+      await t.step(
+        "owner.mode=none, logFormat=json: NOTES promise no finalizer and no pause, and pipe logs through jq",
+        async () => {
+          const notes = await helm([
+            "install",
+            "notes-none",
+            CHART,
+            "-n",
+            NS,
+            "-f",
+            values,
+            "--set",
+            "owner.mode=none",
+            "--set",
+            "logFormat=json",
+            "--dry-run=server",
+          ]);
+          assert.match(
+            notes,
+            /job\/notes-none-job-dispatcher \| jq -r/,
+            "JSON logs piped through jq",
+          );
+          assert.match(notes, /owner\.mode=none: the per-node Jobs have no owner/);
+          assert.doesNotMatch(notes, /finalizers|paused=true/);
+        },
+      );
 
       await t.step("deleting the hook Job garbage-collects every per-node Job", async () => {
         await kubectl(["delete", "job", HOOK_JOB, "-n", NS, "--cascade=background"]);

@@ -104,7 +104,7 @@ selectors such as "tier in (a,b)"). Nodes are never listed unless given.
 {{- fail (printf "extraArgs %s needs rbac.drain=true (pods list, pods/eviction create): add --set rbac.drain=true" $arg) }}
 {{- end }}
 {{- /* Refused too: a repeated flag silently overrides the value (the last one wins). */}}
-{{- $flag := regexReplaceAll "=.*$" $arg "" }}
+{{- $flag := regexReplaceAll "[= ].*$" $arg "" }}
 {{- with get (include "job-dispatcher.chartFlags" . | fromYaml) $flag }}
 {{- fail (printf "extraArgs %s repeats a flag the chart sets: use %s instead" $arg .) }}
 {{- end }}
@@ -120,6 +120,7 @@ it: an extraArgs entry repeating one is refused at install time.
 {{- define "job-dispatcher.chartFlags" -}}
 --job-template: --set-file jobTemplate=FILE
 --namespace: helm -n NAMESPACE
+-n: helm -n NAMESPACE
 --kubeconfig: the chart's ServiceAccount
 --context: the chart's ServiceAccount
 --name-prefix: --set namePrefix=...
