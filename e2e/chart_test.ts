@@ -244,17 +244,8 @@ Deno.test({
           assert.notEqual(bare.code, 0);
           assert.match(bare.stderr, /violates PodSecurity "restricted/);
 
-          const installed = await helm([
-            "install",
-            RELEASE,
-            CHART,
-            "-n",
-            NS,
-            "-f",
-            values,
-            "--timeout",
-            "2m",
-          ]);
+          const release = [RELEASE, CHART, "-n", NS, "-f", values];
+          const installed = await helm(["install", ...release, "--timeout", "2m"]);
           // NOTES.txt: the finalizer check and the pause command work with an owner.
           assert.match(installed, /jsonpath='\{\.metadata\.finalizers\}'/);
           assert.match(installed, /If Helm says the hook Job failed, .*exit code says why/);
@@ -359,18 +350,9 @@ Deno.test({
       await t.step(
         "owner.mode=none, logFormat=json: NOTES promise no finalizer and no pause, and pipe logs through jq",
         async () => {
+          const release = ["notes-none", CHART, "-n", NS, "-f", values];
           const notes = await helm([
-            "install",
-            "notes-none",
-            CHART,
-            "-n",
-            NS,
-            "-f",
-            values,
-            "--set",
-            "owner.mode=none",
-            "--set",
-            "logFormat=json",
+            ...["install", ...release, "--set", "owner.mode=none", "--set", "logFormat=json"],
             "--dry-run=server",
           ]);
           assert.match(
