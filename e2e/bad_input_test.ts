@@ -599,6 +599,17 @@ spec:
             ["--set", "trackingLabelPrefix=Job_Dispatcher"],
             /\/trackingLabelPrefix': 'Job_Dispatcher' does not match/,
           ],
+          // The dispatcher's first check, made before the release exists.
+          [
+            "a job template that is not YAML",
+            ["--set-file", `jobTemplate=${await tempFile("kind: Job\nmetadata: {name: a\n")}`],
+            /jobTemplate is not valid YAML \(.*\): pass one batch\/v1 Job/,
+          ],
+          [
+            "a job template that is no Job",
+            ["--set", "jobTemplate.kind=Pod"],
+            /jobTemplate must be one batch\/v1 Job \(apiVersion: batch\/v1, kind: Job\)/,
+          ],
           // A pre-* hook runs before its ServiceAccount and ConfigMap exist: its pod never starts.
           ["a pre-install hook", ["--set", "hook.events=pre-install"], /\/hook\/events'/],
           [

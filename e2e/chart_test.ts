@@ -249,6 +249,10 @@ Deno.test({
           // NOTES.txt: the finalizer check and the pause command work with an owner.
           assert.match(installed, /jsonpath='\{\.metadata\.finalizers\}'/);
           assert.match(installed, /If Helm says the hook Job failed, .*exit code says why/);
+          assert.match(
+            installed,
+            new RegExp(`helm uninstall keeps this hook Job[^]*delete job ${HOOK_JOB} -n ${NS}`),
+          );
           assert.match(installed, new RegExp(`annotate job ${HOOK_JOB} -n ${NS} \\S+/paused=true`));
           const hook = JSON.parse(await kubectl(["get", "job", HOOK_JOB, "-n", NS, "-o", "json"]));
           hookUid = hook.metadata.uid;

@@ -52,8 +52,20 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- $mode }}
 {{- end }}
 
-{{/* The ConfigMap's template text: a string verbatim, an object as YAML. */}}
+{{/*
+The ConfigMap's template text: a string verbatim, an object as YAML. Checked
+here as the dispatcher checks it first, so a bad template fails the install
+before anything exists, not the hook after the release does.
+*/}}
 {{- define "job-dispatcher.jobTemplate" -}}
+{{- $t := .Values.jobTemplate }}
+{{- if kindIs "string" $t }}{{ $t = fromYaml $t }}{{ end }}
+{{- if and (kindIs "map" $t) (hasKey $t "Error") }}
+{{- fail (printf "jobTemplate is not valid YAML (%s): pass one batch/v1 Job" (get $t "Error")) }}
+{{- end }}
+{{- if not (and (kindIs "map" $t) (eq (get $t "kind" | toString) "Job") (eq (get $t "apiVersion" | toString) "batch/v1")) }}
+{{- fail "jobTemplate must be one batch/v1 Job (apiVersion: batch/v1, kind: Job)" }}
+{{- end }}
 {{- if kindIs "string" .Values.jobTemplate }}
 {{- .Values.jobTemplate }}
 {{- else }}
