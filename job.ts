@@ -9,7 +9,7 @@
 import { createHash } from "node:crypto";
 import { parseAllDocuments } from "yaml";
 import type { V1Container, V1Job, V1OwnerReference, V1PodSpec } from "@kubernetes/client-node";
-import { DAEMONSET_TOLERATIONS } from "./nodes.ts";
+import { DAEMONSET_TOLERATIONS } from "./nodes/eligibility.ts";
 
 /** The longest name a Job may have: its pods carry it in a label value. */
 export const MAX_JOB_NAME = 63;

@@ -6,12 +6,12 @@
  */
 
 import { parseJobTemplate, UsageError } from "./job.ts";
-import { ApiError, ConfigError, Kube } from "./kube.ts";
-import { Logger, STDERR } from "./log.ts";
-import { HELP, type Options, parseOptions, requestedLogFormat } from "./options.ts";
-import { EXIT, runDispatcher } from "./run.ts";
-import { apiStatsLines } from "./summary.ts";
-import { connectedLine, whoAmI } from "./whoami.ts";
+import { ApiError, ConfigError, Kube } from "./kube/client.ts";
+import { Logger, STDERR } from "./report/log.ts";
+import { HELP, type Options, parseOptions, requestedLogFormat } from "./cli/options.ts";
+import { EXIT, runDispatcher } from "./run/run.ts";
+import { apiStatsLines } from "./report/summary.ts";
+import { connectedLine, whoAmI } from "./kube/whoami.ts";
 
 /** The release version; `--version` prints it. */
 export const VERSION = "0.1.0";

@@ -28,7 +28,7 @@ import {
   suiteNodes,
   tempFile,
 } from "./_fixtures.ts";
-import { seededRandom as seeded } from "../safety.ts";
+import { seededRandom as seeded } from "../engine/safety.ts";
 import { FaultProxy } from "./_proxy.ts";
 
 const LONG = Deno.env.get("FAULTS_PROFILE") === "long";

@@ -8,11 +8,11 @@
 
 import assert from "node:assert/strict";
 import type { V1Node, V1Pod } from "@kubernetes/client-node";
-import { cordonNode, type CordonTarget, uncordonNode, uncordonPatch } from "../cordon.ts";
-import { planDrain } from "../drain.ts";
-import { evictPod, podsOnNode } from "../evict.ts";
+import { cordonNode, type CordonTarget, uncordonNode, uncordonPatch } from "../maintenance/cordon.ts";
+import { planDrain } from "../maintenance/drain.ts";
+import { evictPod, podsOnNode } from "../maintenance/evict.ts";
 import { trackingKeys } from "../job.ts";
-import { ApiError, Kube, paths } from "../kube.ts";
+import { ApiError, Kube, paths } from "../kube/client.ts";
 import { OUTCOME_LABEL } from "./cluster.ts";
 import {
   adminClient,

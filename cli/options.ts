@@ -1,0 +1,946 @@
+/**
+ * The command line: every flag, its default and why it exists, in one table;
+ * `parseOptions` turns argv into a typed, validated {@linkcode Options}.
+ *
+ * @module
+ */
+
+import { parseArgs, type ParseArgsOptionsConfig } from "node:util";
+import { isDnsLabel, isLabelKey, isLabelValue, UsageError } from "../job.ts";
+import { describeFlagError, type FlagSpec, switchValues } from "./flag_errors.ts";
+import {
+  type LabelConfig,
+  parseExtraLabels,
+  parseTaintSelectors,
+  type TaintSelector,
+} from "../nodes/lifecycle.ts";
+import type { LogFormat } from "../report/log.ts";
+import { failureBudget, type Order, parseTopologyLimit, type TopologyLimit } from "../engine/safety.ts";
+import { type MaxUnavailable, parseMaxUnavailable } from "../maintenance/budget.ts";
+import { parseLabelSelector, type Requirement } from "../nodes/label_selector.ts";
+import { parseWindow, type Window } from "../maintenance/window.ts";
+
+/** Everything a run is told on its command line. */
+export interface Options {
+  /** Path of the Job template; "-" reads stdin. */
+  jobTemplate: string;
+  /** Prefix of every Job name; default: the template's metadata.name. */
+  namePrefix?: string;
+  /** Namespace of the Jobs; resolved later when unset. */
+  namespace?: string;
+  /** Explicit node names. */
+  nodes?: string[];
+  /** Label selectors; a node matching any is selected. */
+  nodeSelectors: string[];
+  /** A field selector every selected node must match. */
+  nodeFieldSelector?: string;
+  /** Page size of node LISTs. @default 500 */
+  nodePageSize: number;
+  /** Dispatch to tainted nodes too. */
+  ignoreNodeTaints: boolean;
+  /** How long to wait for the selection to appear and settle. @default 0 */
+  waitForNodesSecs: number;
+  /** How long the eligible set must stay unchanged. @default 15 */
+  nodeSettleSecs: number;
+  /** Most Jobs in flight. @default 100 */
+  parallelism: number;
+  /** LIST interval when a watch is not possible. @default 5 */
+  pollIntervalSecs: number;
+  /** Never watch the Jobs; LIST every poll interval. */
+  pollOnly: boolean;
+  /** How often the progress line is printed. @default 10 */
+  progressIntervalSecs: number;
+  /** Most API requests in flight at once, watches aside. @default 16 */
+  kubeApiConcurrency: number;
+  /** API requests a second, client-side; 0 turns the limit off. @default 50 */
+  kubeApiQps: number;
+  /** API requests that may start at once after a quiet spell. @default 300 */
+  kubeApiBurst: number;
+  /** The owner Job, by name. */
+  ownerJobName?: string;
+  /** A pod whose Job owner owns the run. */
+  ownerJobFromPod?: string;
+  /** Prefix of the tracking label keys. @default "job-dispatcher" */
+  trackingLabelPrefix: string;
+  /** Exit 0 when another live owner's run holds this prefix. */
+  yieldToLiveRun: boolean;
+  /** Kubeconfig file. */
+  kubeconfig?: string;
+  /** Kubeconfig context. */
+  context?: string;
+  /** Print (client) or validate (server) the Jobs instead of running them. */
+  dryRun?: "client" | "server";
+  /** Failure budget, `N` or `P%`; exceeding it stops the rollout. */
+  maxFailures?: string;
+  /** Nodes to run first; the rest only if all of them succeed. */
+  canary?: number;
+  /** At most M Jobs in flight per value of a node label. */
+  maxPerTopology?: TopologyLimit;
+  /** Seconds after which an unfinished node fails with reason timeout. */
+  nodeTimeoutSecs?: number;
+  /** Delete timed-out Jobs (foreground). */
+  deleteTimedOut: boolean;
+  /** How Jobs are pinned to their node. @default "nodeName" */
+  pin: "nodeName" | "affinity";
+  /** Dispatch order. @default "name" */
+  order: Order;
+  /** Seed of `--order random`. @default 0 */
+  seed: number;
+  /** Seconds a Job's pod may stay Pending before it is reported as stalled. @default 120 */
+  stallWarnSecs: number;
+  /** Log format. @default "text" */
+  logFormat: LogFormat;
+  /** Which node outcomes are recorded on the nodes (Events, marks). @default "all" */
+  nodeRecords: "all" | "failures" | "none";
+  /** Where to write the report file. */
+  report?: string;
+  /** The report's format. @default "json" */
+  reportFormat: "json" | "junit";
+  /** The node labels this run owns and writes (`--node-label-key` and friends). */
+  nodeLabels?: LabelConfig;
+  /** Seconds to wait for Ready after a node's Job succeeded; 0: no wait. @default 300 */
+  waitNodeReadySecs: number;
+  /** Runtime handlers of which a node must serve one before it is labelled. */
+  requireNodeHandlers: string[];
+  /** Taints lifted once the node is labelled. */
+  removeNodeTaints: TaintSelector[];
+  /** Warn when a kubelet's runtimeRequestTimeout is below this many seconds. */
+  kubeletTimeoutWarnSecs?: number;
+  /** Leave out nodes whose owned label already holds the finished value. */
+  skipSatisfiedNodes: boolean;
+  /** Template run first on owned nodes the selection no longer matches. */
+  cleanupJobTemplate?: string;
+  /** Fail a node that reports no container runtime version. */
+  requireNodeRuntimeVersion: boolean;
+  /** Fail a node that reports no machine ID. */
+  requireNodeMachineId: boolean;
+  /** The maintenance around each Job (cordon, drain); only the flags in FLAGS are set. */
+  maintenance: MaintenanceOptions;
+  /** Print the manual. */
+  help: boolean;
+  /** Print the version. */
+  version: boolean;
+}
+
+/** The manual printed by `--help`. */
+export const HELP = `job-dispatcher: run exactly one Kubernetes Job per selected node, paced.
+
+USAGE
+  job-dispatcher --job-template PATH [selection] [flags]
+
+  Flags as kubectl's: a value follows a space or "="; a switch also takes
+  "=true" or "=false".
+
+  Stamps out one batch/v1 Job per node from a template, pins each to its node
+  with spec.template.spec.nodeName, keeps at most --parallelism in flight and
+  starts the next the moment a watch says one finished. Re-running is safe:
+  finished nodes are counted, running Jobs adopted, Jobs of earlier owners or
+  another template (annotation <P>/template-hash) replaced once they no longer
+  run, new nodes picked up. An API outage fails no node: starts pause and
+  resume when the API answers ("API unreachable for 2m10s: paused, ...").
+
+TEMPLATE
+  --job-template PATH       One batch/v1 Job in YAML ("-" reads stdin). Output of
+                            "kubectl get job -o yaml" works: server fields are dropped.
+  --name-prefix P           Job names are "<P>-<node>" (sanitised, with a hash when
+                            longer than 63 characters). Default: the template's
+                            metadata.name.
+  -n, --namespace NS        Namespace of the Jobs. Default: the context's namespace
+                            when --kubeconfig or --context is given, else
+                            $POD_NAMESPACE, then the in-cluster service account's
+                            namespace, then the kubeconfig context's, then "default".
+
+SELECTION
+  --nodes a,b,...           Exactly these nodes (each must exist). A deliberate
+                            override: taints are not checked.
+  --node-selector SEL       Label selector (kubectl syntax); repeatable, the union of
+                            the matches is selected. Without --nodes or a selector,
+                            every node is selected.
+  --node-field-selector SEL Field selector every selected node must also match,
+                            e.g. spec.unschedulable=false.
+  --node-page-size N        Nodes per LIST page (default 500).
+  --ignore-node-taints      Also dispatch to nodes whose NoSchedule/NoExecute taints
+                            the template does not tolerate. By default such nodes
+                            are skipped, as the DaemonSet controller would, and
+                            each skip is logged with its taint.
+  --wait-for-nodes-secs S   Wait up to S seconds for the selection to be non-empty
+                            and settled (default 0: take it as it is). Waiting
+                            declares that nodes are expected: an empty selection
+                            then fails.
+  --node-settle-secs S      With waiting, how long the eligible set must stay
+                            unchanged (default 15).
+
+PACING AND OWNERSHIP
+  --parallelism N           Most Jobs in flight at once (default 100).
+  --poll-interval-secs S    LIST interval, used only while the Jobs cannot be
+                            watched; a watch is tried again every 30 s
+                            (default 5).
+  --poll-only               Never watch the Jobs; LIST them every
+                            --poll-interval-secs, as polling tools do. For API
+                            servers or proxies that break watches, and for
+                            comparison: a slot then refills only at a poll. A
+                            template's ttlSecondsAfterFinished must then be at
+                            least twice --poll-interval-secs.
+  --progress-interval-secs S  Progress line interval (default 10).
+  --stall-warn-secs S       Report a Job whose pod is still Pending S seconds after
+                            it started (unschedulable, image pull back-off, ...),
+                            with the pod's own reason, and every 5 minutes after
+                            (default 120). Needs "list pods"; without it, said once.
+  --owner-job-name NAME     A Job in the namespace that owns the per-node Jobs
+                            (ownerReference): deleting it garbage-collects them,
+                            and Jobs of an earlier owner are replaced.
+  --owner-job-from-pod POD  Use the Job that owns this pod (e.g. $POD_NAME of the
+                            dispatcher's own pod) as the owner.
+  --tracking-label-prefix P Prefix of the labels <P>/owner, <P>/node and the
+                            annotations <P>/node-name, <P>/node-uid,
+                            <P>/template-hash (default job-dispatcher).
+  --yield-to-live-run       With an owner: if this prefix's Jobs belong to another
+                            owner Job that still exists and has not finished,
+                            exit 0 without dispatching, naming that run.
+
+API CLIENT
+  --kube-api-concurrency N  Most API requests in flight at once (default 16).
+                            Watches are not counted: they stay open. Retries wait
+                            outside this bound. HTTP/1.1 connections are kept
+                            alive and reused, so this also bounds the connections.
+  --kube-api-qps Q          Client-side token bucket: Q requests a second (default
+  --kube-api-burst B        50), up to B at once after a quiet spell (default
+                            300); --kube-api-qps 0 turns it off. client-go's
+                            5/10 would hold --parallelism 100 (about 3 requests
+                            per node) to under 2 nodes a second; 50/300 are
+                            kubectl's discovery limits and let one whole wave of
+                            100 nodes start at once. The API server's Priority
+                            and Fairness remains the real protection. A 429's
+                            Retry-After is waited out plus up to 1 s or 25 %.
+
+ROLLOUT SAFETY
+  --max-failures N|P%       Failure budget: once more than N nodes (or P% of the
+                            run's nodes) failed, create no new Job, let the ones in
+                            flight finish, exit 1 naming the nodes never started.
+                            0 stops at the first failure. Default: no budget.
+  --canary N                Run the first N nodes first (at most min(N,
+                            --parallelism) at once); go on only if all succeed.
+  --max-per-topology KEY=M  At most M Jobs in flight per value of node label KEY
+                            (e.g. topology.kubernetes.io/zone=1), on top of
+                            --parallelism. Nodes without the label form one
+                            domain. Nodes are interleaved over the domains.
+  --node-timeout-secs S     A node whose Job has not finished S seconds after it
+                            started fails with reason timeout and frees its slot.
+                            With a 4xx that cannot heal, the only way a node
+                            fails without its Job failing: outages only pause.
+  --delete-timed-out        With --node-timeout-secs: delete the timed-out Job
+                            (foreground) instead of leaving it running.
+  --pin nodeName|affinity   nodeName (default) bypasses the scheduler. affinity
+                            pins with a required node affinity on metadata.name
+                            (and the DaemonSet tolerations), so the scheduler
+                            checks resources: a full node leaves the pod Pending
+                            instead of failing it OutOfcpu.
+  --order name|random|zone-interleaved
+                            Dispatch order (default name). zone-interleaved takes
+                            turns over topology.kubernetes.io/zone values.
+  --seed N                  Seed of --order random (default 0): same seed, same order.
+
+NODE LIFECYCLE (the dispatcher writes the nodes, so the per-node Jobs need no token)
+  --node-label-key KEY      The node label this run owns. Needed by the flags below
+                            that write or read it.
+  --node-label VALUE        Set KEY=VALUE on a node once its Job succeeded, the node
+                            is Ready again and serves a required handler. Written
+                            until it sticks (read back, written again if dropped).
+  --wait-node-ready-secs S  How long to wait for Ready after the Job succeeded
+                            (default 300; 0: do not wait). Not Ready in time: the
+                            node fails, unlabelled.
+  --require-node-handlers a,b  Label only a node whose .status.runtimeHandlers
+                            names one of these (a node reporting none passes:
+                            older kubelets do not report them).
+  --extra-node-label k=v    Also written with VALUE and removed with KEY;
+                            repeatable. Keys must differ from each other and KEY.
+  --claim-node-pending      Set KEY to the pending value before the node's Job, so a
+                            cleanup finds nodes a crashed run touched. A claim that
+                            cannot be written fails the node; no Job is made.
+  --node-label-pending-value V  The pending value (default "false").
+  --remove-node-label       A cleanup run: demote KEY to the pending value before each
+                            Job (not while another instance is finished there),
+                            remove it (with the extra labels and the outcome marks)
+                            only after the Job succeeded.
+  --instance-label-prefix P --multi-install-suffix S
+                            Several instances share KEY; each also marks P/S. A
+                            cleanup removes KEY only when no other P/* mark is
+                            left, demotes it when the others only claimed.
+  --remove-node-taints key[:effect],...  With --node-label: lift these taints
+                            after the label is on the node, never before.
+  --skip-satisfied-nodes    Leave out nodes whose KEY (and P/S mark) already holds
+                            VALUE and serve a required handler; a node at the
+                            pending value is never left out.
+  --cleanup-job-template PATH  Before dispatching, run this template (with the
+                            --remove-node-label steps) on the nodes that carry
+                            this instance's label but no longer match the
+                            selection. Its metadata.name must differ.
+  --require-node-runtime-version  Fail a node that reports no
+                            status.nodeInfo.containerRuntimeVersion, with no Job.
+  --require-node-machine-id Fail a node that reports no status.nodeInfo.machineID.
+  --kubelet-timeout-warn-secs S  Warn when a node's kubelet runtimeRequestTimeout
+                            (read through nodes/proxy configz) is below S.
+  Every node write tests the node UID that was selected: a node replaced under
+  the same name is a refused write, and its entry fails.
+
+NODE MAINTENANCE (in the style of kubectl drain)
+  --cordon                  Before a node's Job, cordon it (spec.unschedulable,
+                            recording <P>/cordoned-by); after its Job succeeded
+                            (and, with --node-label, the node is Ready), uncordon
+                            it: only a node this run cordoned. A node someone
+                            else cordoned stays cordoned. A failed node stays
+                            cordoned; the reason is in its <P>/error annotation.
+  --uncordon-on-failure     Also uncordon (this run's cordon of) a failed node.
+  --drain                   Implies --cordon; then evict the node's pods through
+                            the Eviction API (PodDisruptionBudgets honoured) and
+                            wait until they are gone, before its Job. DaemonSet
+                            and mirror pods stay; the Job still lands (nodeName;
+                            --pin affinity tolerates unschedulable).
+  --delete-emptydir-data    Also evict pods with emptyDir volumes (data lost).
+  --force                   Also evict pods that declare no controller.
+  --pod-selector SEL        Only evict the pods this label selector matches.
+  --grace-period S          Seconds each pod gets to terminate (default: its own).
+  --drain-timeout-secs S    A budget's refusal (429) is retried until S (default
+                            600); then the node fails naming the budget and the
+                            pods still there. An API outage during a drain
+                            pauses the run, and fails no node.
+  --disable-eviction        Delete the pods instead: budgets are bypassed.
+  --max-unavailable N|P%    Start a node only while fewer than N (or P% of the
+                            selection, rounded down, at least 1) of the selected
+                            nodes are unavailable: NotReady, cordoned by anyone,
+                            or worked on by this run. With --parallelism the
+                            smaller bound wins. Said in the progress line. Needs
+                            a watched selection (not --nodes).
+  --window SPEC             "DAYS HH:MM-HH:MM [ZONE]", e.g. "Mon-Fri 02:00-04:00
+                            Europe/Berlin" (repeatable; IANA zones, default UTC;
+                            DAYS: Mon, Mon-Fri, Sat,Sun or *; an end at or before
+                            the start is the next day). No Job starts outside a
+                            window; Jobs in flight finish. When the window closes
+                            with nodes left, or the run begins outside every
+                            window, it exits 4 naming how many are left; a
+                            re-run resumes.
+  --blocking-pod-selector SEL  A node running a pod this label selector matches
+                            (kubectl syntax; repeatable: any of them) gets no Job:
+                            it goes back to the queue without holding a slot and
+                            is checked again every 5 s.
+  --blocked-timeout-secs S  A node still blocked S seconds after it was first
+                            found blocked ends as "blocked", naming the pods (exit
+                            1). Default: it waits as long as the run.
+  --pause-file PATH         While PATH exists, no new Job starts (Jobs in flight
+                            finish); removing it resumes. With an owner Job, the
+                            annotation <P>/paused=true on it does the same:
+                            "kubectl annotate job OWNER -n NS <P>/paused=true
+                            --overwrite"; "kubectl annotate job OWNER -n NS
+                            <P>/paused-" resumes.
+  --retry-failed            On a re-run of the same owner (or prefix), dispatch
+                            again the nodes whose Job failed before: the failed
+                            Job is deleted and replaced. Without it a failure is
+                            counted, as any finished Job.
+  --post-node-delay-secs S  A node whose Job succeeded holds its slot S seconds
+                            more (after its uncordon and node lifecycle work),
+                            for the cluster to settle before the next starts.
+
+CLUSTER ACCESS
+  --kubeconfig PATH         Kubeconfig file (default $KUBECONFIG, ~/.kube/config,
+                            then the in-cluster service account).
+  --context NAME            Kubeconfig context (default: the current context).
+
+OUTPUT
+  --dry-run=client|server   client: print the Jobs as a YAML stream, create
+                            nothing. server: send every Job with dryRun=All so the
+                            API server validates it, create nothing. Either way no
+                            node is cordoned, drained, labelled or marked.
+  --log-format text|json    Lines on stderr as text (default) or JSON.
+  --report PATH             Write what happened to every node to PATH when the run
+                            ends: name, UID, Job, start, end, outcome, reason,
+                            attempts.
+  --report-format json|junit  json (default), or JUnit XML with one test case per
+                            node, for CI systems.
+
+  Besides the log and the report, the run is recorded in the cluster, best
+  effort (a refused write is said once): Events on each Node (in "default":
+  JobSucceeded, JobFailed, NodeFailed when it failed before its Job existed,
+  JobPending; kubectl describe node NODE), the label <P>/result and annotations
+  <P>/error, <P>/finished-at on each Node, and with an owner, Events and the
+  annotation <P>/progress on the owner Job (kubectl describe job OWNER).
+  --node-records all|failures|none  Which outcomes go on the nodes: all (default),
+                            failures (JobFailed/NodeFailed/JobPending Events and
+                            failed marks only: one request per healthy node, for
+                            large fleets; an earlier failure mark stays until a
+                            run that records all), or none.
+  -h, --help                This manual.
+  --version                 Version, Deno version and commit.
+
+EXIT CODES
+  0    every selected node succeeded (or its outcome is unknown: its Job was
+       collected before it was seen, said in the summary), or nothing to do
+  1    some node failed (the summary names each, with what to look at)
+  2    bad usage or input (flags, template, selectors); nothing was created
+  3    the cluster could not be used before any dispatch (unreachable,
+       unauthorised, forbidden, kubeconfig unusable)
+  4    incomplete: the --window closed (or none was open) with nodes left;
+       a re-run inside a window resumes them (a failure says 1 instead)
+  130  interrupted by SIGINT; 143 by SIGTERM. Jobs already created run on; a
+       re-run adopts them and finishes the rest.
+`;
+
+/** The maintenance flags (issue 14), in parseArgs form: part of {@linkcode FLAGS}. */
+export const MAINTENANCE_FLAGS = {
+  cordon: { type: "boolean" },
+  "uncordon-on-failure": { type: "boolean" },
+  drain: { type: "boolean" },
+  "delete-emptydir-data": { type: "boolean" },
+  force: { type: "boolean" },
+  "pod-selector": { type: "string" },
+  "grace-period": { type: "string" },
+  "drain-timeout-secs": { type: "string" },
+  "disable-eviction": { type: "boolean" },
+  "retry-failed": { type: "boolean" },
+  "post-node-delay-secs": { type: "string" },
+  "max-unavailable": { type: "string" },
+  window: { type: "string", multiple: true },
+  "pause-file": { type: "string" },
+  "blocking-pod-selector": { type: "string", multiple: true },
+  "blocked-timeout-secs": { type: "string" },
+} as const;
+
+const FLAGS = {
+  "job-template": { type: "string" },
+  "name-prefix": { type: "string" },
+  namespace: { type: "string", short: "n" },
+  nodes: { type: "string" },
+  "node-selector": { type: "string", multiple: true },
+  "node-field-selector": { type: "string" },
+  "node-page-size": { type: "string" },
+  "ignore-node-taints": { type: "boolean" },
+  "wait-for-nodes-secs": { type: "string" },
+  "node-settle-secs": { type: "string" },
+  parallelism: { type: "string" },
+  "poll-interval-secs": { type: "string" },
+  "poll-only": { type: "boolean" },
+  "progress-interval-secs": { type: "string" },
+  "kube-api-concurrency": { type: "string" },
+  "kube-api-qps": { type: "string" },
+  "kube-api-burst": { type: "string" },
+  "owner-job-name": { type: "string" },
+  "owner-job-from-pod": { type: "string" },
+  "tracking-label-prefix": { type: "string" },
+  "yield-to-live-run": { type: "boolean" },
+  kubeconfig: { type: "string" },
+  context: { type: "string" },
+  "dry-run": { type: "string" },
+  "log-format": { type: "string" },
+  report: { type: "string" },
+  "report-format": { type: "string" },
+  "node-records": { type: "string" },
+  "max-failures": { type: "string" },
+  canary: { type: "string" },
+  "max-per-topology": { type: "string" },
+  "node-timeout-secs": { type: "string" },
+  "delete-timed-out": { type: "boolean" },
+  pin: { type: "string" },
+  order: { type: "string" },
+  seed: { type: "string" },
+  "stall-warn-secs": { type: "string" },
+  help: { type: "boolean", short: "h" },
+  version: { type: "boolean" },
+  "node-label-key": { type: "string" },
+  "node-label": { type: "string" },
+  "wait-node-ready-secs": { type: "string" },
+  "require-node-handlers": { type: "string" },
+  "extra-node-label": { type: "string", multiple: true },
+  "claim-node-pending": { type: "boolean" },
+  "node-label-pending-value": { type: "string" },
+  "remove-node-label": { type: "boolean" },
+  "instance-label-prefix": { type: "string" },
+  "multi-install-suffix": { type: "string" },
+  "remove-node-taints": { type: "string" },
+  "kubelet-timeout-warn-secs": { type: "string" },
+  "skip-satisfied-nodes": { type: "boolean" },
+  "cleanup-job-template": { type: "string" },
+  "require-node-runtime-version": { type: "boolean" },
+  "require-node-machine-id": { type: "boolean" },
+  ...MAINTENANCE_FLAGS,
+} as const;
+
+function number(
+  flag: string,
+  raw: string | undefined,
+  fallback: number,
+  min: number,
+  integer = true,
+): number {
+  if (raw === undefined) return fallback;
+  const shape = integer ? /^[-+]?\d+$/ : /^[-+]?(\d+(\.\d*)?|\.\d+)$/;
+  if (!shape.test(raw.trim())) {
+    const what = integer
+      ? "a whole number"
+      : flag.endsWith("-secs")
+      ? "a number of seconds"
+      : "a number";
+    throw new UsageError(`Invalid --${flag} ${JSON.stringify(raw)}: expected ${what}`);
+  }
+  const value = Number(raw);
+  if (value < min) throw new UsageError(`Invalid --${flag} ${raw}: it must be at least ${min}`);
+  return value;
+}
+
+function oneOf<T extends string>(
+  flag: string,
+  raw: string | undefined,
+  allowed: T[],
+): T | undefined {
+  if (raw === undefined) return undefined;
+  if (!allowed.includes(raw as T)) {
+    throw new UsageError(
+      `Invalid --${flag} ${JSON.stringify(raw)}: expected ${allowed.join(" or ")}`,
+    );
+  }
+  return raw as T;
+}
+
+/**
+ * parseArgs, strict, with its refusals as one-line UsageErrors.
+ *
+ * @throws {UsageError} for an unknown flag, a missing value or a positional argument
+ */
+function parseFlags<F extends ParseArgsOptionsConfig>(argv: string[], flags: F) {
+  try {
+    const args = switchValues(argv, flags as Record<string, FlagSpec>);
+    return parseArgs({ args, options: flags, strict: true, allowPositionals: false }).values;
+  } catch (e) {
+    const msg = (e as Error).message;
+    // parseArgs refuses "--parallelism -1" as ambiguous (the value looks like
+    // a flag); the user meant a value, so judge it as the value it is.
+    const ambiguous = msg.match(/^Option '--([a-z-]+)' argument is ambiguous/);
+    const at = ambiguous ? argv.indexOf(`--${ambiguous[1]}`) : -1;
+    if (at >= 0 && at + 1 < argv.length) {
+      return parseFlags([
+        ...argv.slice(0, at),
+        `--${ambiguous![1]}=${argv[at + 1]}`,
+        ...argv.slice(at + 2),
+      ], flags);
+    }
+    throw new UsageError(
+      describeFlagError(msg, { argv, flags: flags as Record<string, FlagSpec>, help: HELP }),
+    );
+  }
+}
+
+/**
+ * The log format asked for, read before the flags are validated, so that a
+ * refusal of the flags is logged in the format a log pipeline expects
+ * (the chart passes `--log-format=json`).
+ *
+ * @example
+ * ```ts
+ * requestedLogFormat(["--log-format=json", "--parallelism", "0"]); // "json"
+ * ```
+ */
+export function requestedLogFormat(argv: readonly string[]): LogFormat {
+  const at = argv.lastIndexOf("--log-format");
+  const eq = argv.findLast((a) => a.startsWith("--log-format="));
+  // The later of the two forms wins, as parseArgs lets the last one win.
+  const value = eq && argv.lastIndexOf(eq) > at ? eq.slice("--log-format=".length) : argv[at + 1];
+  return at < 0 && !eq ? "text" : value === "json" ? "json" : "text";
+}
+
+/**
+ * Parses argv into validated options.
+ *
+ * @throws {UsageError} naming the flag and what is wrong with it
+ * @example
+ * ```ts
+ * parseOptions(["--job-template", "job.yaml", "--parallelism", "5"]).parallelism; // 5
+ * ```
+ */
+export function parseOptions(argv: string[]): Options {
+  const v = parseFlags(argv, FLAGS);
+  const opts = readOptions(v);
+  if (opts.help || opts.version) return opts;
+  checkOptions(opts, v);
+  return opts;
+}
+
+/** The options as the flags give them, each value checked on its own. */
+function readOptions(v: Values): Options {
+  const nodes = v.nodes?.split(",").map((s) => s.trim()).filter(Boolean);
+  return {
+    jobTemplate: v["job-template"] ?? "",
+    namePrefix: v["name-prefix"],
+    namespace: v.namespace,
+    nodes,
+    nodeSelectors: v["node-selector"] ?? [],
+    nodeFieldSelector: v["node-field-selector"],
+    nodePageSize: number("node-page-size", v["node-page-size"], 500, 1),
+    ignoreNodeTaints: v["ignore-node-taints"] ?? false,
+    waitForNodesSecs: number("wait-for-nodes-secs", v["wait-for-nodes-secs"], 0, 0, false),
+    nodeSettleSecs: number("node-settle-secs", v["node-settle-secs"], 15, 0, false),
+    parallelism: number("parallelism", v.parallelism, 100, 1),
+    pollIntervalSecs: number("poll-interval-secs", v["poll-interval-secs"], 5, 0.1, false),
+    pollOnly: v["poll-only"] ?? false,
+    progressIntervalSecs: number(
+      "progress-interval-secs",
+      v["progress-interval-secs"],
+      10,
+      0.1,
+      false,
+    ),
+    kubeApiConcurrency: number("kube-api-concurrency", v["kube-api-concurrency"], 16, 1),
+    kubeApiQps: number("kube-api-qps", v["kube-api-qps"], 50, 0, false),
+    kubeApiBurst: number("kube-api-burst", v["kube-api-burst"], 300, 1),
+    ownerJobName: v["owner-job-name"],
+    ownerJobFromPod: v["owner-job-from-pod"],
+    trackingLabelPrefix: v["tracking-label-prefix"] ?? "job-dispatcher",
+    yieldToLiveRun: v["yield-to-live-run"] ?? false,
+    kubeconfig: v.kubeconfig,
+    // An empty --context is no context, as kubectl reads it (`--context "$CTX"` with CTX unset).
+    context: v.context || undefined,
+    dryRun: oneOf("dry-run", v["dry-run"], ["client", "server"]),
+    logFormat: oneOf("log-format", v["log-format"], ["text", "json"]) ?? "text",
+    report: v.report,
+    reportFormat: oneOf("report-format", v["report-format"], ["json", "junit"]) ?? "json",
+    nodeRecords: oneOf("node-records", v["node-records"], ["all", "failures", "none"]) ?? "all",
+    maxFailures: v["max-failures"],
+    canary: v.canary === undefined ? undefined : number("canary", v.canary, 1, 1),
+    maxPerTopology: v["max-per-topology"] === undefined
+      ? undefined
+      : parseTopologyLimit(v["max-per-topology"]),
+    nodeTimeoutSecs: v["node-timeout-secs"] === undefined
+      ? undefined
+      : number("node-timeout-secs", v["node-timeout-secs"], 0, 1, false),
+    deleteTimedOut: v["delete-timed-out"] ?? false,
+    pin: oneOf("pin", v.pin, ["nodeName", "affinity"]) ?? "nodeName",
+    order: oneOf("order", v.order, ["name", "random", "zone-interleaved"]) ?? "name",
+    seed: number("seed", v.seed, 0, 0),
+    stallWarnSecs: number("stall-warn-secs", v["stall-warn-secs"], 120, 1, false),
+    nodeLabels: nodeLabels(v),
+    waitNodeReadySecs: number("wait-node-ready-secs", v["wait-node-ready-secs"], 300, 0, false),
+    requireNodeHandlers: v["require-node-handlers"]?.split(",").map((h) => h.trim())
+      .filter(Boolean) ?? [],
+    removeNodeTaints: v["remove-node-taints"] === undefined
+      ? []
+      : parseTaintSelectors(v["remove-node-taints"]),
+    kubeletTimeoutWarnSecs: v["kubelet-timeout-warn-secs"] === undefined
+      ? undefined
+      : number("kubelet-timeout-warn-secs", v["kubelet-timeout-warn-secs"], 0, 1, false),
+    skipSatisfiedNodes: v["skip-satisfied-nodes"] ?? false,
+    cleanupJobTemplate: v["cleanup-job-template"],
+    requireNodeRuntimeVersion: v["require-node-runtime-version"] ?? false,
+    requireNodeMachineId: v["require-node-machine-id"] ?? false,
+    maintenance: maintenanceOptions(v),
+    help: v.help ?? false,
+    version: v.version ?? false,
+  };
+}
+
+/**
+ * Flags that are refused together, or one without the flag it needs, or a
+ * value the API server would only answer with a confusing error: each with
+ * its one line (the input's name and its fix), checked in order.
+ */
+const REFUSED: { when: (o: Options, v: Values) => boolean; why: (o: Options) => string }[] = [
+  { when: (o) => !o.jobTemplate, why: () => "Missing --job-template: name a file, or - for stdin" },
+  {
+    when: (o, v) => v.nodes !== undefined && !o.nodes?.length,
+    why: () => "Invalid --nodes: it names no node; give a comma-separated list",
+  },
+  {
+    when: (o) => o.nodes !== undefined && (o.nodeSelectors.length > 0 || !!o.nodeFieldSelector),
+    why: () =>
+      "Invalid selection: --nodes is an explicit list; drop --node-selector/--node-field-selector",
+  },
+  {
+    when: (o) => o.nodeSelectors.some((s) => !s.trim()),
+    why: () => 'Invalid --node-selector "": give a label selector such as role=worker',
+  },
+  // The API server would answer "not found", and the tool would suggest
+  // creating a namespace that cannot exist: say what a name may be instead.
+  {
+    when: (o) => o.namespace !== undefined && !isDnsLabel(o.namespace),
+    why: (o) =>
+      `Invalid --namespace ${JSON.stringify(o.namespace)}: a namespace is a DNS label ` +
+      '(lowercase a-z, 0-9 and "-", at most 63 characters), e.g. ops',
+  },
+  // Said rather than ignored: a CI job asking for JUnit would find no file.
+  {
+    when: (o, v) => v["report-format"] !== undefined && !o.report,
+    why: () => "Invalid --report-format: it needs --report PATH, the file to write",
+  },
+  {
+    when: (o) => !!o.maintenance.maxUnavailable && o.nodes !== undefined,
+    why: () =>
+      "Invalid --max-unavailable with --nodes: the budget watches a selection; " +
+      "select with --node-selector or --node-field-selector instead",
+  },
+  {
+    when: (o) => o.deleteTimedOut && o.nodeTimeoutSecs === undefined,
+    why: () => "Invalid --delete-timed-out: it needs --node-timeout-secs",
+  },
+  {
+    when: (o) => !!o.ownerJobName && !!o.ownerJobFromPod,
+    why: () => "Invalid owner: give --owner-job-name or --owner-job-from-pod, not both",
+  },
+  {
+    when: (o) => o.yieldToLiveRun && !o.ownerJobName && !o.ownerJobFromPod,
+    why: () =>
+      "Invalid --yield-to-live-run: it needs an owner (--owner-job-name or --owner-job-from-pod)",
+  },
+  {
+    when: (o) => o.jobTemplate === "-" && o.cleanupJobTemplate === "-",
+    why: () => "Invalid --cleanup-job-template -: stdin is already the --job-template; name a file",
+  },
+  {
+    when: (o, v) => v["require-node-handlers"] !== undefined && !o.requireNodeHandlers.length,
+    why: () => "Invalid --require-node-handlers: it names no handler, e.g. kata,kata-qemu",
+  },
+  {
+    when: (o) => o.removeNodeTaints.length > 0 && o.nodeLabels?.value === undefined,
+    why: () =>
+      "Invalid --remove-node-taints: it needs --node-label (taints are lifted after the label)",
+  },
+  {
+    when: (o) => o.skipSatisfiedNodes && o.nodeLabels?.value === undefined,
+    why: () => "Invalid --skip-satisfied-nodes: it needs --node-label (the value of a done node)",
+  },
+];
+
+/** Checks the options together: the first refused combination throws. */
+function checkOptions(opts: Options, v: Values): void {
+  for (const rule of REFUSED) {
+    if (rule.when(opts, v)) throw new UsageError(rule.why(opts));
+  }
+  if (opts.maxFailures !== undefined) failureBudget(opts.maxFailures, 0);
+}
+
+type Values = ReturnType<typeof parseArgs<{ options: typeof FLAGS }>>["values"];
+
+/** The node label flags, checked together; undefined without `--node-label-key`. */
+function nodeLabels(v: Values): LabelConfig | undefined {
+  const key = v["node-label-key"];
+  if (key === undefined) {
+    const needsKey = [
+      "node-label",
+      "extra-node-label",
+      "claim-node-pending",
+      "node-label-pending-value",
+      "remove-node-label",
+      "instance-label-prefix",
+      "multi-install-suffix",
+      "skip-satisfied-nodes",
+      "cleanup-job-template",
+    ] as const;
+    const given = needsKey.find((f) => v[f] !== undefined);
+    if (given) {
+      throw new UsageError(
+        `Invalid --${given}: it needs --node-label-key KEY, the node label this run owns`,
+      );
+    }
+    return undefined;
+  }
+  if (!isLabelKey(key)) {
+    throw new UsageError(
+      `Invalid --node-label-key ${JSON.stringify(key)}: expected a label key such as ` +
+        "kata.example.com/installed",
+    );
+  }
+  const value = v["node-label"];
+  const pendingValue = v["node-label-pending-value"] ?? "false";
+  for (const [flag, text] of [["node-label", value], ["node-label-pending-value", pendingValue]]) {
+    if (text !== undefined && !isLabelValue(text)) {
+      throw new UsageError(
+        `Invalid --${flag} ${JSON.stringify(text)}: a label value has at most 63 letters, ` +
+          "digits, '-', '_' or '.', and starts and ends with a letter or digit",
+      );
+    }
+  }
+  const remove = v["remove-node-label"] ?? false;
+  const claim = v["claim-node-pending"] ?? false;
+  if (remove && value !== undefined) {
+    throw new UsageError(
+      "Invalid --remove-node-label: a cleanup run removes the label; drop --node-label",
+    );
+  }
+  if (!remove && value === undefined) {
+    const orphan = claim ? "claim-node-pending" : v["extra-node-label"] ? "extra-node-label" : "";
+    if (orphan) {
+      throw new UsageError(
+        `Invalid --${orphan}: it needs --node-label VALUE (or --remove-node-label for a cleanup)`,
+      );
+    }
+  }
+  if (value !== undefined && value === pendingValue) {
+    throw new UsageError(
+      `Invalid --node-label-pending-value ${pendingValue}: it equals --node-label, ` +
+        "so a claimed node would look done",
+    );
+  }
+  const prefix = v["instance-label-prefix"];
+  const suffix = v["multi-install-suffix"];
+  if ((prefix === undefined) !== (suffix === undefined)) {
+    throw new UsageError(
+      "Invalid instance: --instance-label-prefix and --multi-install-suffix go together",
+    );
+  }
+  const mark = prefix === undefined ? undefined : `${prefix}/${suffix}`;
+  if (mark !== undefined && (!isLabelKey(mark) || prefix!.includes("/"))) {
+    throw new UsageError(
+      `Invalid instance mark ${JSON.stringify(mark)}: --instance-label-prefix must be a DNS ` +
+        "subdomain and --multi-install-suffix a label name, e.g. kata.example.com and blue",
+    );
+  }
+  if (mark === key) {
+    throw new UsageError(`Invalid instance mark ${mark}: it is the --node-label-key itself`);
+  }
+  const extra = parseExtraLabels(v["extra-node-label"] ?? [], key);
+  if (mark && extra.some(([k]) => k === mark)) {
+    throw new UsageError(`Invalid --extra-node-label ${mark}: it is this instance's mark`);
+  }
+  return { key, value, pendingValue, extra, claim, remove, mark, instancePrefix: prefix };
+}
+
+/** A label selector as given and as parsed. */
+export interface PodSelector {
+  /** The selector as the user wrote it. */
+  text: string;
+  /** Its requirements, for matching pods the run holds. */
+  requirements: Requirement[];
+}
+
+/** What `--drain` does; present only with `--drain`. */
+export interface DrainFlags {
+  /** Evict pods with emptyDir volumes. @default false */
+  deleteEmptyDirData: boolean;
+  /** Evict pods that declare no controller. @default false */
+  force: boolean;
+  /** Only pods this selector matches are evicted. */
+  podSelector?: PodSelector;
+  /** Seconds each pod gets to terminate; undefined: the pod's own terminationGracePeriodSeconds. */
+  gracePeriodSecs?: number;
+  /** How long a node's drain may take before the node fails naming what blocked it. @default 600 */
+  timeoutSecs: number;
+  /** Delete the pods instead of evicting them: PodDisruptionBudgets are bypassed. @default false */
+  disableEviction: boolean;
+}
+
+/**
+ * The maintenance flags (issue 14): cordon, drain, availability budget,
+ * blocking pods, windows, pause, retry and settling delay, parsed and
+ * validated; the engine carries them out (`fanout.ts`, `maintenance.ts`).
+ */
+export interface MaintenanceOptions {
+  /** Cordon each node before its Job and uncordon it (only if this run cordoned it) after success. Implied by `--drain`. */
+  cordon: boolean;
+  /** Uncordon a node this run cordoned even when its Job failed. @default false */
+  uncordonOnFailure: boolean;
+  /** Evict the node's pods before its Job. */
+  drain?: DrainFlags;
+  /** `--max-unavailable`: how many nodes of the selection may be unavailable at once. */
+  maxUnavailable?: MaxUnavailable;
+  /** A node running a pod that any of these match gets no Job until the pod ends. */
+  blockingPodSelectors: PodSelector[];
+  /** How long a node may stay blocked before it ends as `blocked`; undefined: as long as the run. */
+  blockedTimeoutSecs?: number;
+  /** Maintenance windows; empty: any time. */
+  windows: Window[];
+  /** Dispatch again the nodes whose Job failed in an earlier run. @default false */
+  retryFailed: boolean;
+  /** Seconds a finished node holds its slot, for the cluster to settle. @default 0 */
+  postNodeDelaySecs: number;
+  /** While this file exists, no new Job starts (for runs without an owner Job). */
+  pauseFile?: string;
+}
+
+type MaintenanceValues = ReturnType<typeof parseArgs<{ options: typeof MAINTENANCE_FLAGS }>>[
+  "values"
+];
+
+function podSelector(flag: string, text: string): PodSelector {
+  if (!text.trim()) {
+    throw new UsageError(
+      `Invalid --${flag} "": it would match every pod; give a label selector such as app=web`,
+    );
+  }
+  try {
+    return { text, requirements: parseLabelSelector(text) };
+  } catch (e) {
+    throw new UsageError(
+      `Invalid --${flag} ${JSON.stringify(text)}: ${(e as Error).message} ` +
+        "(kubectl label selector syntax, e.g. app=web,tier!=cache)",
+    );
+  }
+}
+
+/**
+ * Parses the maintenance flags of argv into validated options.
+ *
+ * @throws {UsageError} naming the flag and the fix, for a malformed value or
+ * a flag that needs another (`--force` needs `--drain`)
+ * @example
+ * ```ts
+ * parseMaintenanceOptions(["--drain", "--max-unavailable", "10%"]).cordon; // true
+ * ```
+ */
+export function parseMaintenanceOptions(argv: string[]): MaintenanceOptions {
+  return maintenanceOptions(parseFlags(argv, MAINTENANCE_FLAGS));
+}
+
+function maintenanceOptions(v: MaintenanceValues): MaintenanceOptions {
+  const drainOnly = [
+    "delete-emptydir-data",
+    "force",
+    "pod-selector",
+    "grace-period",
+    "drain-timeout-secs",
+    "disable-eviction",
+  ] as const;
+  const needsDrain = drainOnly.find((f) => v[f] !== undefined);
+  if (!v.drain && needsDrain) {
+    throw new UsageError(`Invalid --${needsDrain}: it is a drain option; add --drain`);
+  }
+  // kubectl's --grace-period -1 means "the pod's own"; so does leaving it out.
+  const grace = number("grace-period", v["grace-period"], -1, -1);
+  const drain: DrainFlags | undefined = v.drain
+    ? {
+      deleteEmptyDirData: v["delete-emptydir-data"] ?? false,
+      force: v.force ?? false,
+      podSelector: v["pod-selector"] === undefined
+        ? undefined
+        : podSelector("pod-selector", v["pod-selector"]),
+      gracePeriodSecs: grace < 0 ? undefined : grace,
+      timeoutSecs: number("drain-timeout-secs", v["drain-timeout-secs"], 600, 1, false),
+      disableEviction: v["disable-eviction"] ?? false,
+    }
+    : undefined;
+  const cordon = (v.cordon ?? false) || drain !== undefined;
+  if (v["uncordon-on-failure"] && !cordon) {
+    throw new UsageError(
+      "Invalid --uncordon-on-failure: it needs --cordon or --drain (nothing is cordoned without)",
+    );
+  }
+  const blockingPodSelectors = (v["blocking-pod-selector"] ?? []).map((s) =>
+    podSelector("blocking-pod-selector", s)
+  );
+  if (v["blocked-timeout-secs"] !== undefined && !blockingPodSelectors.length) {
+    throw new UsageError("Invalid --blocked-timeout-secs: it needs --blocking-pod-selector");
+  }
+  if (v["pause-file"] !== undefined && !v["pause-file"].trim()) {
+    throw new UsageError('Invalid --pause-file "": name a file whose existence pauses the run');
+  }
+  return {
+    cordon,
+    uncordonOnFailure: v["uncordon-on-failure"] ?? false,
+    drain,
+    maxUnavailable: v["max-unavailable"] === undefined
+      ? undefined
+      : parseMaxUnavailable(v["max-unavailable"]),
+    blockingPodSelectors,
+    blockedTimeoutSecs: v["blocked-timeout-secs"] === undefined
+      ? undefined
+      : number("blocked-timeout-secs", v["blocked-timeout-secs"], 0, 1, false),
+    windows: (v.window ?? []).map(parseWindow),
+    retryFailed: v["retry-failed"] ?? false,
+    postNodeDelaySecs: number("post-node-delay-secs", v["post-node-delay-secs"], 0, 0, false),
+    pauseFile: v["pause-file"],
+  };
+}

@@ -1,0 +1,887 @@
+import assert from "node:assert/strict";
+import type { V1Job } from "@kubernetes/client-node";
+import {
+  dispatch,
+  type DispatchEvent,
+  type FanoutOptions,
+  type Progress,
+  type Target,
+} from "./fanout.ts";
+import {
+  instantiateJob,
+  type JobTemplate,
+  labelValue,
+  parseJobTemplate,
+  trackingKeys,
+} from "../job.ts";
+import { ApiError } from "../kube/client.ts";
+import { FakeClock, FakeJobApi, runOn } from "../testing/fake_api.ts";
+
+const KEYS = trackingKeys("job-dispatcher");
+const PREFIX = "up";
+const OWNER = { name: "owner", uid: "owner-uid" };
+const TEMPLATE: JobTemplate = parseJobTemplate(
+  `apiVersion: batch/v1
+kind: Job
+metadata: {name: up}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: busybox}]
+`,
+  "test",
+);
+
+function targets(n: number, owner: typeof OWNER | undefined = OWNER, hash?: string): Target[] {
+  return Array.from({ length: n }, (_, i) => {
+    const node = { name: `node-${String(i).padStart(3, "0")}`, uid: `node-uid-${i}` };
+    const job = instantiateJob({
+      template: TEMPLATE,
+      node,
+      prefix: PREFIX,
+      namespace: "ns",
+      keys: KEYS,
+      owner,
+      templateHash: hash,
+    });
+    return { node, name: job.metadata!.name!, job: () => structuredClone(job) };
+  });
+}
+
+interface Harness {
+  clock: FakeClock;
+  api: FakeJobApi;
+  events: DispatchEvent[];
+  stop: AbortController;
+}
+
+function harness(extra: Partial<ConstructorParameters<typeof FakeJobApi>[0]> = {}): Harness {
+  const clock = new FakeClock();
+  const api = new FakeJobApi({ ownerLabel: [KEYS.owner, labelValue(PREFIX)], clock, ...extra });
+  return { clock, api, events: [], stop: new AbortController() };
+}
+
+function report(
+  h: Harness,
+  ts: Target[],
+  opts: Partial<FanoutOptions> = {},
+  progress: Progress[] = [],
+) {
+  return runOn(
+    h.clock,
+    dispatch({
+      targets: ts,
+      parallelism: 3,
+      run: { keys: KEYS, prefix: PREFIX, owner: OWNER },
+      api: h.api,
+      reporter: { event: (e) => h.events.push(e), progress: (p) => progress.push(p) },
+      signal: h.stop.signal,
+      clock: h.clock,
+      pollIntervalMs: 5_000,
+      ...opts,
+    }),
+  );
+}
+
+async function run(h: Harness, ts: Target[], opts: Partial<FanoutOptions> = {}) {
+  return (await report(h, ts, opts)).results;
+}
+
+function kinds(h: Harness, kind: DispatchEvent["kind"]): DispatchEvent[] {
+  return h.events.filter((e) => e.kind === kind);
+}
+
+Deno.test("dispatch() keeps at most parallelism Jobs in flight and runs every node once", async () => {
+  const h = harness({ runMs: 1000 });
+  const results = await run(h, targets(10), { parallelism: 3 });
+  assert.equal(h.api.maxActive, 3);
+  assert.equal(h.api.created.length, 10);
+  assert.equal(new Set(h.api.created).size, 10);
+  assert.ok(results.every((r) => r.outcome === "succeeded"));
+});
+
+Deno.test("dispatch() refills a slot the moment a Job finishes", async () => {
+  const h = harness({ runMs: 1000 });
+  await run(h, targets(7), { parallelism: 3 });
+  // ⌈7/3⌉ waves of 1 s each: every create happens at the instant a slot frees,
+  // never at a later poll tick.
+  assert.deepEqual(h.api.createdAt, [0, 0, 0, 1000, 1000, 1000, 2000]);
+});
+
+Deno.test("dispatch() reports failed Jobs with their reason and goes on with the others", async () => {
+  const h = harness({ runMs: 500, failing: new Set(["node-001"]) });
+  const results = await run(h, targets(4));
+  const failed = results.filter((r) => r.outcome === "failed");
+  assert.deepEqual(failed.map((r) => r.node), ["node-001"]);
+  assert.match(failed[0].reason!, /BackoffLimitExceeded/);
+  assert.equal(results.filter((r) => r.outcome === "succeeded").length, 3);
+});
+
+Deno.test("dispatch() counts finished Jobs of this owner, adopts running ones, replaces stale ones", async () => {
+  const h = harness({ runMs: 1000 });
+  const ts = targets(5);
+  h.api.seed(ts[0].job(), "Complete"); // done earlier for this owner: counted
+  h.api.seed(ts[1].job(), "Failed"); // failed earlier for this owner: counted, not rerun
+  const adopted = h.api.seed(ts[2].job()); // running for this owner: adopted
+  const [stale] = targets(1, { name: "old-owner", uid: "old-uid" });
+  h.api.seed({
+    ...stale.job(),
+    metadata: { ...stale.job().metadata, name: ts[3].job().metadata!.name },
+  }, "Complete");
+  const notOurs: V1Job = structuredClone(ts[4].job());
+  delete notOurs.metadata!.labels![KEYS.owner];
+  h.api.seed(notOurs);
+
+  const promise = run(h, ts);
+  // Let the adopted Job finish a little later.
+  h.clock.sleep(700).then(() => h.api.finish(adopted.metadata!.name!, "Complete"));
+  const results = await promise;
+
+  const byNode = Object.fromEntries(results.map((r) => [r.node, r]));
+  assert.equal(byNode["node-000"].outcome, "succeeded");
+  assert.equal(byNode["node-001"].outcome, "failed");
+  assert.equal(byNode["node-002"].outcome, "succeeded");
+  assert.equal(byNode["node-003"].outcome, "succeeded");
+  assert.equal(byNode["node-004"].outcome, "failed");
+  assert.match(byNode["node-004"].reason!, /not ours/);
+  assert.deepEqual(h.api.created, ["up-node-003"], "only the stale node's Job is created again");
+  assert.deepEqual(kinds(h, "adopted").map((e) => "node" in e && e.node), ["node-002"]);
+  assert.deepEqual(kinds(h, "replaced").map((e) => "node" in e && e.node), ["node-003"]);
+  // The Job that is not ours is left as it was.
+  assert.equal(h.api.jobs.get("up-node-004")?.metadata?.labels?.[KEYS.owner], undefined);
+});
+
+Deno.test("dispatch() deletes finished leftovers of an earlier owner without holding a slot", async () => {
+  const h = harness({ runMs: 1000 });
+  const [leftover] = targets(1, { name: "old", uid: "old-uid" });
+  for (let i = 0; i < 5; i++) {
+    const left = leftover.job();
+    left.metadata!.name = `up-gone-node-${i}`;
+    left.metadata!.uid = `gone-uid-${i}`;
+    h.api.seed(left, "Complete");
+  }
+  await run(h, targets(2), { parallelism: 2 });
+  for (let i = 0; i < 5; i++) {
+    assert.equal(h.api.jobs.has(`up-gone-node-${i}`), false, `leftover ${i} was deleted`);
+  }
+  // Their pods have ended, so they load no node: both Jobs start at once,
+  // beside the five deletions, instead of after them.
+  assert.deepEqual(h.api.createdAt, [0, 0]);
+});
+
+Deno.test("dispatch() deletes a suspended leftover, which runs nothing and never finishes", async () => {
+  const h = harness({ runMs: 1000 });
+  const [leftover] = targets(1, { name: "old", uid: "old-uid" });
+  const left = leftover.job();
+  left.metadata!.name = "up-gone-node";
+  left.spec!.suspend = true;
+  h.api.seed(left);
+  await run(h, targets(1), { parallelism: 1 });
+  assert.equal(h.api.jobs.has("up-gone-node"), false, "the suspended leftover was deleted");
+  assert.deepEqual(h.api.createdAt, [0]);
+});
+
+Deno.test("dispatch() never deletes a stale Job that still runs: the node waits, holding its slot", async () => {
+  const h = harness({ runMs: 1000 });
+  const ts = targets(3);
+  const [stale] = targets(1, { name: "old-owner", uid: "old-uid" });
+  const running = h.api.seed({
+    ...stale.job(),
+    metadata: { ...stale.job().metadata, name: ts[0].name },
+  });
+  const promise = run(h, ts, { parallelism: 2 });
+  h.clock.sleep(5_000).then(() => h.api.finish(running.metadata!.name!, "Complete"));
+  const results = await promise;
+  assert.ok(results.every((r) => r.outcome === "succeeded"));
+  assert.equal(kinds(h, "waiting").length, 1);
+  // One slot held by the stale Job: the others ran one at a time meanwhile.
+  assert.deepEqual(h.api.created, ["up-node-001", "up-node-002", "up-node-000"]);
+  assert.deepEqual(h.api.createdAt, [0, 1000, 5100]);
+  assert.deepEqual(kinds(h, "replaced").map((e) => "node" in e && e.node), ["node-000"]);
+});
+
+Deno.test("dispatch() fails a node whose stale Job a finalizer holds, naming it; the others go on", async () => {
+  const h = harness({ runMs: 1000 });
+  const ts = targets(3);
+  const [stale] = targets(1, { name: "old-owner", uid: "old-uid" });
+  const held = h.api.seed({
+    ...stale.job(),
+    metadata: { ...stale.job().metadata, name: ts[0].name, finalizers: ["example.com/hold"] },
+  }, "Complete");
+  const results = await run(h, ts, { parallelism: 2, staleDeleteDeadlineMs: 120_000 });
+  assert.equal(results[0].outcome, "failed");
+  assert.match(results[0].reason!, /not gone within 120 s.*finalizers example\.com\/hold/);
+  assert.equal(results[1].outcome, "succeeded");
+  assert.equal(results[2].outcome, "succeeded");
+  assert.ok(h.api.createdAt.every((t) => t < 5_000), "the stuck deletion blocked no other node");
+  assert.equal(h.api.jobs.get(ts[0].name)?.metadata?.uid, held.metadata!.uid);
+});
+
+Deno.test("dispatch() records a Job its TTL deleted from the DELETED event's final state", async () => {
+  const h = harness({ runMs: 1000, ttlZero: true });
+  const results = await run(h, targets(3), { parallelism: 3 });
+  assert.ok(results.every((r) => r.outcome === "succeeded"), JSON.stringify(results));
+});
+
+Deno.test("dispatch() reports a Job collected unseen as unknown, never as failed", async () => {
+  const h = harness({ runMs: 1000, ttlZero: true });
+  const progress: Progress[] = [];
+  const promise = report(h, targets(2), { parallelism: 2, maxFailures: 0 }, progress);
+  h.clock.sleep(10).then(() => {
+    h.api.down = true;
+    h.api.breakWatches();
+  });
+  h.clock.sleep(20_000).then(() => (h.api.down = false));
+  const { results, stoppedBy } = await promise;
+  assert.equal(stoppedBy, undefined, "no failure counted against the budget");
+  assert.deepEqual(results.map((r) => r.outcome), ["unknown", "unknown"]);
+  assert.match(results[0].reason!, /collected before its outcome was seen/);
+});
+
+Deno.test("dispatch() reads the outcome of a Job collected unseen from its pods", async () => {
+  const h = harness({ runMs: 1000, ttlZero: true });
+  h.api.listPods = () => Promise.resolve([{ status: { phase: "Succeeded" } }]);
+  const promise = run(h, targets(1), { parallelism: 1 });
+  h.clock.sleep(10).then(() => {
+    h.api.down = true;
+    h.api.breakWatches();
+  });
+  h.clock.sleep(20_000).then(() => (h.api.down = false));
+  const results = await promise;
+  assert.equal(results[0].outcome, "succeeded");
+});
+
+Deno.test("dispatch() re-lists after 410 Gone and misses no completion", async () => {
+  const h = harness();
+  const ts = targets(3);
+  const promise = run(h, ts, { parallelism: 3 });
+  h.clock.sleep(10).then(() => {
+    // Completions whose events were compacted away, then the watch expires.
+    for (const t of ts) h.api.finish(t.name, "Complete", true);
+    h.api.expireWatches();
+  });
+  const results = await promise;
+  assert.ok(results.every((r) => r.outcome === "succeeded"));
+  assert.ok(h.events.some((e) => e.kind === "watch" && e.state === "relisted"));
+});
+
+Deno.test("dispatch() falls back to one LIST per poll interval when watching is forbidden", async () => {
+  const h = harness({ runMs: 1000, watchForbidden: true });
+  const results = await run(h, targets(6), { parallelism: 3, pollIntervalMs: 5_000 });
+  assert.ok(results.every((r) => r.outcome === "succeeded"));
+  assert.ok(h.events.some((e) => e.kind === "watch" && e.state === "polling"));
+  assert.equal(h.api.calls.get ?? 0, 0, "never one GET per Job");
+  // One initial LIST, then one per 5 s interval: two waves need two polls.
+  assert.equal(h.api.calls.list, 3);
+  assert.deepEqual(h.api.createdAt, [0, 0, 0, 5000, 5000, 5000]);
+});
+
+Deno.test("dispatch() fails a node whose Job is deleted before it finishes", async () => {
+  const h = harness();
+  const ts = targets(2);
+  const promise = run(h, ts, { parallelism: 2 });
+  h.clock.sleep(10).then(() => {
+    h.api.remove("up-node-000");
+    h.api.finish("up-node-001", "Complete");
+  });
+  const results = await promise;
+  assert.equal(results[0].outcome, "failed");
+  assert.match(results[0].reason!, /deleted before it finished/);
+  assert.equal(results[1].outcome, "succeeded");
+});
+
+Deno.test("dispatch() creates nothing after the stop signal and reports what is left", async () => {
+  const h = harness({ runMs: 1000 });
+  h.clock.sleep(1500).then(() => h.stop.abort());
+  const results = await run(h, targets(10), { parallelism: 2 });
+  assert.deepEqual(h.api.createdAt, [0, 0, 1000, 1000]);
+  const outcomes = results.map((r) => r.outcome);
+  assert.equal(outcomes.filter((o) => o === "succeeded").length, 2);
+  assert.equal(outcomes.filter((o) => o === "inFlight").length, 2);
+  assert.equal(outcomes.filter((o) => o === "notStarted").length, 6);
+});
+
+Deno.test("dispatch() fails a node whose recheck says it changed, without creating its Job", async () => {
+  const h = harness({ runMs: 100 });
+  const results = await run(h, targets(3), {
+    recheck: (t) =>
+      Promise.resolve(t.node.name === "node-001" ? "the node was deleted" : undefined),
+  });
+  assert.equal(results[1].outcome, "failed");
+  assert.equal(results[1].reason, "the node was deleted");
+  assert.deepEqual(h.api.created, ["up-node-000", "up-node-002"]);
+});
+
+Deno.test("dispatch() adopts a Job of this owner that appeared between its LIST and its create", async () => {
+  const h = harness({ runMs: 100 });
+  const ts = targets(1);
+  const api = h.api;
+  const create = api.createJob.bind(api);
+  // Another process created the same Job (same owner) just before us.
+  api.createJob = (job) => {
+    api.createJob = create;
+    api.seed(job);
+    return create(job);
+  };
+  const promise = run(h, ts);
+  h.clock.sleep(50).then(() => api.finish("up-node-000", "Complete"));
+  const results = await promise;
+  assert.equal(results[0].outcome, "succeeded");
+  assert.deepEqual(kinds(h, "adopted").length, 1);
+});
+
+Deno.test("dispatch() fails no node during a 5-minute outage: it pauses, says so, and resumes", async () => {
+  const h = harness({ runMs: 1000 });
+  const progress: Progress[] = [];
+  const promise = report(h, targets(10), {
+    parallelism: 2,
+    progressIntervalMs: 10_000,
+    progressOnChange: false,
+  }, progress);
+  h.clock.sleep(10).then(() => {
+    h.api.down = true;
+    h.api.breakWatches();
+  });
+  let atResume = 0;
+  h.clock.sleep(300_000).then(() => {
+    h.api.down = false;
+    atResume = h.api.calls.list;
+  });
+  const { results } = await promise;
+  assert.ok(results.every((r) => r.outcome === "succeeded"), JSON.stringify(results));
+  assert.equal(h.api.created.length, 10, "one Job per node, none twice");
+  const paused = kinds(h, "api").filter((e) => e.kind === "api" && e.state === "paused");
+  const resumed = kinds(h, "api").filter((e) => e.kind === "api" && e.state === "resumed");
+  assert.equal(paused.length, 1, JSON.stringify(h.events));
+  assert.equal(resumed.length, 1);
+  // Said within a minute, with the outage's length, never an ETA.
+  const first = progress.find((p) => p.outage);
+  assert.ok(first && first.elapsedMs <= 70_000, `first outage line at ${first?.elapsedMs}`);
+  assert.ok(progress.filter((p) => p.outage).every((p) => p.outage!.paused));
+  // Back on a watch within one watch retry (30 s) of the end: no polling for good.
+  const lists = h.api.calls.list - atResume;
+  assert.ok(lists <= 7, `${lists} LISTs after the outage`);
+  assert.deepEqual(kinds(h, "watch").at(-1), {
+    kind: "watch",
+    state: "watching",
+    detail: "a watch opened again; polling stopped",
+  });
+});
+
+Deno.test("dispatch() goes back to a watch after polling through broken watches", async () => {
+  const h = harness({ runMs: 200_000 });
+  const promise = run(h, targets(2), { parallelism: 2 });
+  for (const at of [10, 2_000, 6_000]) h.clock.sleep(at).then(() => h.api.breakWatches());
+  h.clock.sleep(1).then(() => (h.api.down = true));
+  h.clock.sleep(60_000).then(() => (h.api.down = false));
+  const results = await promise;
+  assert.ok(results.every((r) => r.outcome === "succeeded"));
+  const states = kinds(h, "watch").map((e) => e.kind === "watch" && e.state);
+  assert.ok(states.includes("polling"), JSON.stringify(states));
+  assert.equal(states.at(-1), "watching", JSON.stringify(states));
+  // 200 s of running Jobs: polling for all of it would be 40 LISTs.
+  assert.ok(h.api.calls.list < 20, `${h.api.calls.list} LISTs`);
+});
+
+Deno.test("dispatch() reports a Job whose pod stays Pending, with the pod's reason, and again later", async () => {
+  const h = harness();
+  const pending = {
+    status: {
+      phase: "Pending",
+      conditions: [{
+        type: "PodScheduled",
+        status: "False",
+        reason: "Unschedulable",
+        message: "0/1 nodes are available: 1 Insufficient cpu.",
+      }],
+    },
+  };
+  h.api.listPods = () => Promise.resolve([pending]);
+  const promise = run(h, targets(1), { stallAfterMs: 120_000, stallRepeatMs: 300_000 });
+  h.clock.sleep(700_000).then(() => h.api.finish("up-node-000", "Complete"));
+  await promise;
+  const stalls = h.events.filter((e) => e.kind === "stalled");
+  // Reported at 2 min, then every 5 min: 120 s, 420 s.
+  assert.equal(stalls.length, 2);
+  assert.match(
+    stalls[0].kind === "stalled" ? stalls[0].reason : "",
+    /^Unschedulable: 0\/1 nodes are available: 1 Insufficient cpu\.$/,
+  );
+});
+
+Deno.test("dispatch() says once that it cannot read pods and goes on", async () => {
+  const h = harness();
+  h.api.listPods = () =>
+    Promise.reject(
+      new ApiError({
+        status: 403,
+        reason: "Forbidden",
+        verb: "list",
+        resource: "pods",
+        message: "forbidden",
+      }),
+    );
+  const promise = run(h, targets(1), {
+    stallAfterMs: 1000,
+    stallRepeatMs: 1000,
+    progressIntervalMs: 1000,
+  });
+  h.clock.sleep(10_000).then(() => h.api.finish("up-node-000", "Complete"));
+  const results = await promise;
+  assert.equal(results[0].outcome, "succeeded");
+  assert.equal(h.events.filter((e) => e.kind === "notice").length, 1);
+});
+
+Deno.test("dispatch() with pollOnly never watches and refills only at a poll", async () => {
+  const h = harness({ runMs: 1000 });
+  const results = await run(h, targets(4), {
+    parallelism: 2,
+    pollOnly: true,
+    pollIntervalMs: 5_000,
+  });
+  assert.ok(results.every((r) => r.outcome === "succeeded"));
+  assert.equal(h.api.calls.watch ?? 0, 0);
+  assert.deepEqual(h.api.createdAt, [0, 0, 5000, 5000]);
+});
+
+Deno.test("dispatch() fails a node whose re-read throws, with the reason, and goes on", async () => {
+  const h = harness({ runMs: 100 });
+  const results = await run(h, targets(3), {
+    recheck: (t) =>
+      t.node.name === "node-001"
+        ? Promise.reject(
+          new ApiError({
+            status: 403,
+            reason: "Forbidden",
+            verb: "list",
+            resource: "nodes",
+            message: "forbidden",
+          }),
+        )
+        : Promise.resolve(undefined),
+  });
+  assert.equal(results[1].outcome, "failed");
+  assert.match(results[1].reason!, /^cannot re-read node node-001: Cannot list nodes: forbidden$/);
+  assert.deepEqual(h.api.created, ["up-node-000", "up-node-002"]);
+});
+
+Deno.test("dispatch() reports a Job whose create was already sent when the run was stopped", async () => {
+  const h = harness();
+  const create = h.api.createJob.bind(h.api);
+  // The API server takes 50 ms to answer a create; the stop comes at 10 ms.
+  h.api.createJob = async (job) => {
+    await h.clock.sleep(50);
+    return await create(job);
+  };
+  h.clock.sleep(10).then(() => h.stop.abort());
+  const results = await run(h, targets(3), { parallelism: 1 });
+  assert.deepEqual(h.api.created, ["up-node-000"]);
+  assert.deepEqual(kinds(h, "created").map((e) => "job" in e && e.job), ["up-node-000"]);
+  assert.deepEqual(results.map((r) => r.outcome), ["inFlight", "notStarted", "notStarted"]);
+});
+
+Deno.test("dispatch() holds a node's slot through its post-success work, then counts its verdict", async () => {
+  const h = harness({ runMs: 1000 });
+  const ts = targets(4);
+  const afterAt: Record<string, number> = {};
+  const results = await run(h, ts, {
+    parallelism: 2,
+    afterSuccess: async (t) => {
+      afterAt[t.node.name] = h.clock.now();
+      // node-000 is slow to become Ready; node-001 is refused its label.
+      await h.clock.sleep(t.node.name === "node-000" ? 3000 : 500);
+      return t.node.name === "node-001" ? "the write was refused" : undefined;
+    },
+  });
+  // node-000's slot stays taken until its work ends at 4000; node-001's frees
+  // at 1500, so node-002 starts then, and node-003 when node-002's slot frees.
+  assert.deepEqual(h.api.createdAt, [0, 0, 1500, 3000]);
+  assert.deepEqual(afterAt, {
+    "node-000": 1000,
+    "node-001": 1000,
+    "node-002": 2500,
+    "node-003": 4000,
+  });
+  const byNode = Object.fromEntries(results.map((r) => [r.node, r]));
+  assert.equal(byNode["node-000"].outcome, "succeeded");
+  assert.equal(byNode["node-001"].outcome, "failed");
+  assert.equal(byNode["node-001"].reason, "the write was refused");
+  assert.equal(byNode["node-003"].finishedAt, 4500);
+  // The "succeeded" event comes after the work, so the summary and the records agree.
+  assert.deepEqual(kinds(h, "succeeded").map((e) => "node" in e && e.node), [
+    "node-002",
+    "node-000",
+    "node-003",
+  ]);
+});
+
+Deno.test("dispatch() runs the post-success work for successes an earlier run counted", async () => {
+  const h = harness({ runMs: 1000 });
+  const ts = targets(2);
+  h.api.seed(ts[0].job(), "Complete");
+  const seen: string[] = [];
+  const results = await run(h, ts, {
+    afterSuccess: (t) => {
+      seen.push(t.node.name);
+      return Promise.resolve(undefined);
+    },
+  });
+  assert.deepEqual(seen.sort(), ["node-000", "node-001"]);
+  assert.ok(results.every((r) => r.outcome === "succeeded"));
+});
+
+Deno.test("dispatch() leaves a node in flight when the run stops during its post-success work", async () => {
+  const h = harness({ runMs: 1000 });
+  const stop = h.stop;
+  const results = await run(h, targets(1), {
+    afterSuccess: async () => {
+      stop.abort();
+      await h.clock.sleep(10);
+      return "stopped";
+    },
+  });
+  assert.equal(results[0].outcome, "inFlight");
+});
+
+Deno.test("dispatch() pauses while Job creates are refused and reads work, naming the error once", async () => {
+  const h = harness({ runMs: 1000 });
+  const webhook = 'Internal error occurred: failed calling webhook "deny.example.com": ' +
+    "connection refused";
+  h.api.refuseCreates = webhook;
+  const progress: Progress[] = [];
+  const promise = report(h, targets(6), { parallelism: 3 }, progress);
+  h.clock.sleep(120_000).then(() => (h.api.refuseCreates = undefined));
+  const { results } = await promise;
+  assert.ok(results.every((r) => r.outcome === "succeeded"), JSON.stringify(results));
+  const api = kinds(h, "api");
+  assert.equal(api.length, 2, JSON.stringify(api));
+  assert.deepEqual(api[0], {
+    kind: "api",
+    state: "paused",
+    detail: `Cannot create jobs: ${webhook}`,
+  });
+  assert.equal(api[1].kind === "api" && api[1].state, "resumed");
+  // Paused: one probe every 5 s, not a create per node per retry (the first
+  // three were sent together, before the first answer).
+  assert.ok(h.api.calls.create <= 3 + 120 / 5 + 6, `${h.api.calls.create} creates`);
+  const during = progress.filter((p) => p.outage);
+  assert.ok(during.length > 0 && during.every((p) => p.outage!.word === "failing"));
+});
+
+Deno.test("dispatch() without an owner replaces Jobs of another template and counts its own", async () => {
+  const h = harness({ runMs: 1000 });
+  const run1 = { keys: KEYS, prefix: PREFIX, templateHash: "hash-1" };
+  await report(h, targets(3, undefined, "hash-1"), { run: run1 });
+  assert.equal(h.api.created.length, 3);
+  // The same template again: nothing created.
+  const again = await report(h, targets(3, undefined, "hash-1"), { run: run1 });
+  assert.equal(h.api.created.length, 3);
+  assert.ok(again.results.every((r) => r.outcome === "succeeded"));
+  // Another template: every node runs once more.
+  const run2 = { keys: KEYS, prefix: PREFIX, templateHash: "hash-2" };
+  const changed = await report(h, targets(3, undefined, "hash-2"), { run: run2 });
+  assert.equal(h.api.created.length, 6);
+  assert.ok(changed.results.every((r) => r.outcome === "succeeded"));
+  assert.equal(kinds(h, "replaced").length, 3);
+});
+
+Deno.test("dispatch() frees a slot on SuccessCriteriaMet but starts post-success work only on Complete", async () => {
+  const h = harness();
+  const ts = targets(1);
+  let afterAt: number | undefined;
+  const promise = run(h, ts, {
+    parallelism: 1,
+    afterSuccess: () => {
+      afterAt = h.clock.now();
+      return Promise.resolve(undefined);
+    },
+  });
+  h.clock.sleep(1_000).then(() => h.api.meetCriteria(ts[0].name));
+  h.clock.sleep(4_000).then(() => h.api.finish(ts[0].name, "Complete"));
+  const results = await promise;
+  assert.equal(results[0].outcome, "succeeded");
+  assert.equal(afterAt, 4_000);
+});
+
+Deno.test("dispatch() queues a node again when its post-success work meets an outage", async () => {
+  const h = harness({ runMs: 1000 });
+  let calls = 0;
+  const results = await run(h, targets(2), {
+    parallelism: 2,
+    afterSuccess: () => {
+      calls++;
+      if (calls > 1) return Promise.resolve(undefined);
+      return Promise.reject(
+        new ApiError({
+          status: 503,
+          reason: "ServiceUnavailable",
+          verb: "patch",
+          resource: "nodes",
+          message: "the server is currently unable to handle the request",
+        }),
+      );
+    },
+  });
+  assert.ok(results.every((r) => r.outcome === "succeeded"), JSON.stringify(results));
+  assert.equal(calls, 3, "the work ran again for the node that met the outage");
+  assert.equal(h.api.created.length, 2, "its Job was not run again");
+  assert.deepEqual(kinds(h, "api").map((e) => e.kind === "api" && e.state), ["paused", "resumed"]);
+});
+
+Deno.test("dispatch() counts a failure against the budget before its pods have told why", async () => {
+  const failing = new Set(["node-000", "node-001", "node-002", "node-003", "node-004"]);
+  const h = harness({ runMs: 300, failing });
+  h.api.listPods = () => h.clock.sleep(50).then(() => []);
+  const { stoppedBy } = await report(h, targets(10), { parallelism: 2, maxFailures: 2 });
+  assert.match(stoppedBy!, /failure budget of 2 was exceeded/);
+  // The third failure exceeds it; at most one more was in flight.
+  assert.ok(h.api.created.length <= 4, `created ${h.api.created.length}`);
+});
+
+Deno.test("dispatch() bounds the wait for a stale Job that still runs by the node timeout", async () => {
+  const h = harness({ runMs: 1000 });
+  const ts = targets(2);
+  const [stale] = targets(1, { name: "old-owner", uid: "old-uid" });
+  h.api.seed({ ...stale.job(), metadata: { ...stale.job().metadata, name: ts[0].name } });
+  const results = await run(h, ts, { parallelism: 2, nodeTimeoutMs: 60_000 });
+  assert.equal(results[0].outcome, "failed");
+  assert.match(results[0].reason!, /still ran after 60 s; it was left running/);
+  assert.equal(results[1].outcome, "succeeded");
+  assert.equal(h.api.calls.delete, undefined, "the running stale Job was never deleted");
+});
+
+Deno.test("dispatch() prepares a node (cordon, drain) before its Job, holding its slot", async (t) => {
+  const outage = () =>
+    new ApiError({
+      status: 503,
+      reason: "ServiceUnavailable",
+      verb: "create",
+      resource: "pods/eviction",
+      message: "etcd leader changed",
+    });
+  await t.step("the Job is created only after its node's prepare ended", async () => {
+    const h = harness({ runMs: 100 });
+    const preparedAt: Record<string, number> = {};
+    const results = await run(h, targets(3), {
+      parallelism: 1,
+      prepare: async (tg) => {
+        await h.clock.sleep(200);
+        preparedAt[tg.name] = h.clock.now();
+        return undefined;
+      },
+    });
+    assert.ok(results.every((r) => r.outcome === "succeeded"));
+    assert.deepEqual(h.api.createdAt, Object.values(preparedAt));
+    // One slot: the second node's drain waits for the first node's Job.
+    assert.ok(h.api.createdAt[1] >= h.api.createdAt[0] + 100 + 200);
+  });
+  await t.step("a drain that fails fails the node, with no Job, and releases it", async () => {
+    const h = harness({ runMs: 100 });
+    const released: string[] = [];
+    const results = await run(h, targets(3), {
+      prepare: (tg) =>
+        Promise.resolve(
+          tg.node.name === "node-001" ? "drain did not finish within 10 s" : undefined,
+        ),
+      release: (tg, why) => Promise.resolve(void released.push(`${tg.node.name}:${why}`)),
+    });
+    assert.equal(results[1].outcome, "failed");
+    assert.equal(results[1].reason, "drain did not finish within 10 s");
+    assert.deepEqual(h.api.created, ["up-node-000", "up-node-002"]);
+    assert.deepEqual(released, ["node-001:failed"]);
+  });
+  await t.step(
+    "an outage during a drain requeues the node and pauses; it never fails",
+    async () => {
+      const h = harness({ runMs: 100 });
+      let tries = 0;
+      const results = await run(h, targets(1), {
+        prepare: () => ++tries < 3 ? Promise.reject(outage()) : Promise.resolve(undefined),
+      });
+      assert.equal(tries, 3);
+      assert.equal(results[0].outcome, "succeeded");
+      assert.deepEqual(h.api.created, ["up-node-000"]);
+      assert.deepEqual(kinds(h, "api").map((e) => "state" in e && e.state), ["paused", "resumed"]);
+    },
+  );
+  await t.step("a stop during a drain releases the node and creates no Job", async () => {
+    const h = harness({ runMs: 100 });
+    const released: string[] = [];
+    const results = await run(h, targets(2), {
+      parallelism: 1,
+      prepare: async () => {
+        h.stop.abort();
+        await h.clock.sleep(10);
+        return undefined;
+      },
+      release: (tg, why) => Promise.resolve(void released.push(`${tg.node.name}:${why}`)),
+    });
+    assert.deepEqual(h.api.created, []);
+    assert.deepEqual(released, ["node-000:abandoned"]);
+    assert.deepEqual(results.map((r) => r.outcome), ["notStarted", "notStarted"]);
+  });
+  await t.step(
+    "a stop during a drain: the run ends only once the node's uncordon is done",
+    async () => {
+      // The release is tracked as the stopped drain ends, after the run began
+      // to wait for its tasks: Ctrl-C left the node cordoned when it was not waited for.
+      const h = harness({ runMs: 100 });
+      const released: string[] = [];
+      await run(h, targets(1), {
+        prepare: async () => {
+          h.stop.abort();
+          await h.clock.sleep(10);
+          return undefined;
+        },
+        release: async (tg, why) => {
+          await h.clock.sleep(50);
+          released.push(`${tg.node.name}:${why}`);
+        },
+      });
+      assert.deepEqual(released, ["node-000:abandoned"]);
+    },
+  );
+});
+
+Deno.test("dispatch() with retryFailed replaces an earlier run's failed Job, once", async (t) => {
+  for (const retryFailed of [false, true]) {
+    await t.step(retryFailed ? "retryFailed: created again" : "by default: counted", async () => {
+      const h = harness({ runMs: 100 });
+      const ts = targets(3);
+      h.api.seed(ts[0].job(), "Complete");
+      h.api.seed(ts[1].job(), "Failed");
+      const results = await run(h, ts, { retryFailed });
+      // The retried node's Job comes after its old one's deletion.
+      assert.deepEqual(
+        [...h.api.created].sort(),
+        retryFailed ? ["up-node-001", "up-node-002"] : ["up-node-002"],
+      );
+      assert.deepEqual(results.map((r) => r.outcome), [
+        "succeeded",
+        retryFailed ? "succeeded" : "failed",
+        "succeeded",
+      ]);
+      assert.equal(h.api.calls.delete ?? 0, retryFailed ? 1 : 0);
+    });
+  }
+  await t.step("a Job of this run that fails is not retried", async () => {
+    const h = harness({ runMs: 100, failing: new Set(["node-000"]) });
+    const results = await run(h, targets(1), { retryFailed: true });
+    assert.deepEqual(h.api.created, ["up-node-000"]);
+    assert.equal(results[0].outcome, "failed");
+  });
+});
+
+Deno.test("dispatch() with postNodeDelayMs holds a finished node's slot that much longer", async (t) => {
+  await t.step("each next Job starts the delay after the last finished", async () => {
+    const h = harness({ runMs: 100 });
+    const results = await run(h, targets(3), { parallelism: 1, postNodeDelayMs: 500 });
+    assert.ok(results.every((r) => r.outcome === "succeeded"));
+    assert.deepEqual(h.api.createdAt, [0, 600, 1200]);
+  });
+  await t.step("successes counted from an earlier run do not wait", async () => {
+    const h = harness({ runMs: 100 });
+    const ts = targets(3);
+    h.api.seed(ts[0].job(), "Complete");
+    h.api.seed(ts[1].job(), "Complete");
+    await run(h, ts, { parallelism: 1, postNodeDelayMs: 500 });
+    assert.deepEqual(h.api.createdAt, [0]);
+  });
+});
+
+Deno.test("dispatch() with a budget starts a node only while the budget has room", async () => {
+  const h = harness({ runMs: 1000 });
+  // node-009 is down (not a target); the budget is 2 unavailable at once.
+  const down = new Set(["node-009"]);
+  let wake = () => {};
+  const count = (inWork: readonly string[]) => down.size + inWork.length;
+  h.clock.sleep(3500).then(() => {
+    down.clear();
+    wake();
+  });
+  const results = await run(h, targets(6), {
+    parallelism: 3,
+    budget: {
+      slots: (inWork) => Math.max(0, 2 - count(inWork)),
+      describe: (inWork) => `unavailable ${count(inWork)}/2`,
+      onChange: (w) => (wake = w),
+    },
+  });
+  assert.ok(results.every((r) => r.outcome === "succeeded"));
+  // One at a time while node-009 is down (0, 1000, 2000, 3000), then two at once.
+  assert.deepEqual(h.api.createdAt, [0, 1000, 2000, 3000, 3500, 4000]);
+  assert.equal(h.api.maxActive, 2);
+});
+
+Deno.test("dispatch() with closesAt starts nothing after the window closed; in flight finishes", async () => {
+  const h = harness({ runMs: 1000 });
+  const { results, windowClosed } = await report(h, targets(5), { parallelism: 2, closesAt: 1500 });
+  assert.deepEqual(h.api.createdAt, [0, 0, 1000, 1000]);
+  assert.deepEqual(results.map((r) => r.outcome), [
+    "succeeded",
+    "succeeded",
+    "succeeded",
+    "succeeded",
+    "notStarted",
+  ]);
+  assert.equal(windowClosed, true);
+});
+
+Deno.test("dispatch() starts nothing while paused, lets in flight finish, and resumes", async () => {
+  const h = harness({ runMs: 1000 });
+  let paused: string | undefined;
+  let wake = () => {};
+  const set = (by: string | undefined) => {
+    paused = by;
+    wake();
+  };
+  h.clock.sleep(500).then(() => set("annotation p/paused=true on Job hook"));
+  h.clock.sleep(4000).then(() => set(undefined));
+  const progress: Progress[] = [];
+  const { results } = await report(h, targets(4), {
+    parallelism: 2,
+    progressIntervalMs: 1000,
+    pause: { pausedBy: () => paused, onChange: (w) => (wake = w) },
+  }, progress);
+  assert.ok(results.every((r) => r.outcome === "succeeded"));
+  // The two in flight at the pause finish; the next two wait for the resume.
+  assert.deepEqual(h.api.createdAt, [0, 0, 4000, 4000]);
+  assert.ok(progress.some((p) => p.paused === "annotation p/paused=true on Job hook"));
+  assert.deepEqual(
+    kinds(h, "notice").map((e) => "message" in e && e.message),
+    [
+      "paused by annotation p/paused=true on Job hook: no new Job starts; Jobs in flight finish",
+      "resumed: the pause was lifted",
+    ],
+  );
+});
+
+Deno.test("dispatch() with blockers: a blocked node waits without a slot, then runs or ends blocked", async (t) => {
+  await t.step("blocked until its pod ends: the others use the slot meanwhile", async () => {
+    const h = harness({ runMs: 1000 });
+    let podRuns = true;
+    h.clock.sleep(6500).then(() => (podRuns = false));
+    const results = await run(h, targets(3), {
+      parallelism: 1,
+      blockedRetryMs: 2000,
+      blockers: (tg) =>
+        Promise.resolve(tg.node.name === "node-000" && podRuns ? "pod a/db-0" : undefined),
+    });
+    assert.ok(results.every((r) => r.outcome === "succeeded"));
+    assert.deepEqual(h.api.created, ["up-node-001", "up-node-002", "up-node-000"]);
+    // Checked again at 2000, 4000 (node-002 runs), 6000, then free at 8000.
+    assert.deepEqual(h.api.createdAt, [0, 1000, 8000]);
+  });
+  await t.step("still blocked at the timeout: outcome blocked, no Job", async () => {
+    const h = harness({ runMs: 100 });
+    const results = await run(h, targets(2), {
+      blockedRetryMs: 1000,
+      blockedTimeoutMs: 5000,
+      blockers: (tg) => Promise.resolve(tg.node.name === "node-001" ? "pod a/db-0" : undefined),
+    });
+    assert.deepEqual(results.map((r) => r.outcome), ["succeeded", "blocked"]);
+    assert.equal(results[1].reason, "still blocked after 5 s: pod a/db-0");
+    assert.deepEqual(h.api.created, ["up-node-000"]);
+  });
+});

@@ -1,0 +1,147 @@
+/**
+ * What becomes of a node once its Job finished: the outcome is recorded at
+ * once (the slot frees), a failure is explained from its pods, the
+ * post-success work runs off to the side, and a Job collected unseen is
+ * judged by its pods. The engine's state is reached only through a
+ * {@linkcode FinishHost} it implements, as stale.ts and start.ts do.
+ *
+ * @module
+ */
+
+import type { V1Job } from "@kubernetes/client-node";
+import { interpretStatus, type JobOutcome } from "../job.ts";
+import type { NodeEvent, NodeState } from "./node_state.ts";
+import { isOutage } from "./outage.ts";
+import { collectedOutcome } from "../nodes/pods.ts";
+import { explainedReason, failureReason, type PodReader } from "./explain.ts";
+import { resultFacts } from "./outcome.ts";
+import type { Clock } from "../base/clock.ts";
+import type { FanoutOptions, Target } from "./fanout_types.ts";
+import { errorText } from "../report/log.ts";
+
+/** What the post-success work says when it met an outage: the node is queued again. */
+const OUTAGE = "\u0000outage";
+
+/** What the end of a node's Job needs from the engine. */
+export interface FinishHost {
+  /** The post-success work and the pause after each node. */
+  options: Pick<FanoutOptions, "afterSuccess" | "postNodeDelayMs" | "signal">;
+  /** The clock. */
+  clock: Clock;
+  /** The pods of the Jobs, which explain failures. */
+  pods: Pick<PodReader, "readable" | "list">;
+  /** The target of a node's Job name. */
+  target(name: string): Target;
+  /** The state of a node. */
+  state(name: string): NodeState | undefined;
+  /** Applies an event to a node's state, with facts for a final result; the state after. */
+  apply(name: string, e: NodeEvent, facts?: Partial<NodeState>): NodeState | undefined;
+  /** Keeps track of work off to the side, which fails the node if it throws. */
+  track(work: Promise<void>, name: string): void;
+  /** A request succeeded: an outage, if any, is over. */
+  ok(): void;
+  /** Work begun at `began` met an outage: the node is queued again, starts pause. */
+  outageHit(name: string, e: unknown, began: number): void;
+}
+
+/** What the final result says of a Job (outcome.ts), as of now. */
+function factsOf(host: FinishHost, s: NodeState, job?: V1Job, pods?: number): Partial<NodeState> {
+  return resultFacts(s, { now: host.clock.now(), job, pods });
+}
+
+/**
+ * Records a finished Job. A failure is explained from its pods while they
+ * exist (the failing container, exit code, termination message), since the
+ * Job's own condition only says BackoffLimitExceeded; the slot frees at once.
+ *
+ * @param counted the outcome is an earlier run's, counted, not run again
+ */
+export function concludeJob(host: FinishHost, name: string, job: V1Job, counted: boolean): void {
+  const status = interpretStatus(job);
+  const s = host.state(name)!;
+  if (status.phase === "active") return;
+  const { afterSuccess, postNodeDelayMs } = host.options;
+  if (status.phase === "succeeded") {
+    const n = host.apply(
+      name,
+      {
+        type: "succeeded",
+        afterWork: !!afterSuccess || (!counted && !!postNodeDelayMs),
+        final: status.final,
+        counted,
+      },
+      factsOf(host, { ...s, counted }, job),
+    );
+    if (n?.phase === "finishing" && n.afterStarted) runAfterSuccess(host, name, job);
+    return;
+  }
+  const explain = host.pods.readable;
+  host.apply(
+    name,
+    { type: "failed", reason: failureReason(status), explain, counted },
+    factsOf(host, { ...s, counted }, job),
+  );
+  if (explain) host.track(explainFailure(host, name, job, status), name);
+}
+
+async function explainFailure(
+  host: FinishHost,
+  name: string,
+  job: V1Job,
+  status: JobOutcome & { phase: "failed" },
+): Promise<void> {
+  const pods = await host.pods.list(name);
+  const reason = explainedReason(status, pods);
+  const s = host.state(name)!;
+  host.apply(name, { type: "explained", reason }, factsOf(host, s, job, pods?.length));
+}
+
+/**
+ * Runs the post-success work off to the side: the slot stays taken until it
+ * ends, so one slow node holds one slot and never stalls the others.
+ */
+export function runAfterSuccess(host: FinishHost, name: string, job: V1Job): void {
+  const began = host.clock.now();
+  const { afterSuccess, signal } = host.options;
+  const work = (afterSuccess ? afterSuccess(host.target(name)) : Promise.resolve(undefined))
+    .catch((e) => {
+      if (!isOutage(e)) return `post-success work failed: ${errorText(e)}`;
+      host.outageHit(name, e, began);
+      return OUTAGE;
+    })
+    .then(async (why) => {
+      if (why === OUTAGE) return;
+      if (!why) host.ok(); // its node writes went through
+      const delay = host.options.postNodeDelayMs;
+      if (!why && delay && !host.state(name)?.counted) await host.clock.sleep(delay, signal);
+      // Stopped midway: the node is neither done nor failed, still in flight.
+      if (why && signal.aborted) return;
+      const s = host.state(name)!;
+      host.apply(name, { type: "afterDone", reason: why }, factsOf(host, s, job));
+    });
+  host.track(work, name);
+}
+
+/**
+ * A Job that vanished while nobody watched (collected by its TTL, or
+ * deleted): its pods may still tell the outcome; else it is unknown, never
+ * a failure.
+ */
+export async function judgeCollected(host: FinishHost, name: string, uid: string): Promise<void> {
+  const pods = await host.pods.list(name) ?? [];
+  const s = host.state(name);
+  if (s?.phase !== "running" || s.uid !== uid) return;
+  const seen = collectedOutcome(pods, uid);
+  if (seen.outcome === "succeeded") {
+    const done = {
+      metadata: { name, uid },
+      status: { conditions: [{ type: "Complete", status: "True" }] },
+    };
+    return concludeJob(host, name, done as V1Job, false);
+  }
+  const facts = factsOf(host, s, undefined, seen.outcome === "failed" ? seen.pods : undefined);
+  const event: NodeEvent = seen.outcome === "failed"
+    ? { type: "fail", reason: seen.reason }
+    : { type: "collected", reason: seen.reason };
+  host.apply(name, event, facts);
+}

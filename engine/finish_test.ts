@@ -1,0 +1,145 @@
+import assert from "node:assert/strict";
+import type { V1Job, V1Pod } from "@kubernetes/client-node";
+import { ApiError } from "../kube/client.ts";
+import { next, type NodeEvent, type NodeState, type Phase } from "./node_state.ts";
+import type { Target } from "./fanout_types.ts";
+import { FakeClock } from "../testing/fake_api.ts";
+import { concludeJob, type FinishHost, judgeCollected } from "./finish.ts";
+
+const NAME = "upgrade-node-1";
+const RUNNING: NodeState = { phase: "running", since: 0, uid: "u1", startedAt: 0 };
+
+function job(condition?: string): V1Job {
+  return {
+    metadata: { name: NAME, uid: "u1" },
+    status: condition ? { conditions: [{ type: condition, status: "True" }] } : {},
+  };
+}
+
+function pod(phase: string): V1Pod {
+  return { metadata: { ownerReferences: [] }, status: { phase } } as V1Pod;
+}
+
+/** A host over one node's state that applies the real transitions of node_state.ts. */
+function host(options: FinishHost["options"], pods?: V1Pod[], start = RUNNING) {
+  const states = new Map([[NAME, start]]);
+  const steps: string[] = [];
+  const tasks: Promise<void>[] = [];
+  const h: FinishHost = {
+    options,
+    clock: new FakeClock(),
+    pods: { readable: pods !== undefined, list: () => Promise.resolve(pods) },
+    target: () => ({ node: { name: "node-1", uid: "n1" }, name: NAME } as Target),
+    state: (name) => states.get(name),
+    apply: (name, e: NodeEvent, facts = {}) => {
+      steps.push(e.type);
+      const after = next(states.get(name)!, e, 0);
+      states.set(name, { ...after, ...facts });
+      return states.get(name);
+    },
+    track: (work) => void tasks.push(work),
+    ok: () => void steps.push("ok"),
+    outageHit: () => void steps.push("outage"),
+  };
+  const settled = async () => {
+    while (tasks.length) await tasks.shift();
+  };
+  return { h, steps, settled, phase: (): Phase => states.get(NAME)!.phase };
+}
+
+const SIGNAL = new AbortController().signal;
+const outage = new ApiError({
+  status: 503,
+  reason: "ServiceUnavailable",
+  verb: "patch",
+  resource: "nodes",
+  message: "down",
+});
+
+Deno.test({
+  name: "concludeJob() records the outcome at once, then explains it or runs the post-success work",
+  permissions: "none",
+  async fn(t) {
+    const cases: {
+      name: string;
+      job: V1Job;
+      options?: Partial<FinishHost["options"]>;
+      pods?: V1Pod[];
+      steps: string[];
+      phase: Phase;
+    }[] = [
+      { name: "still active: nothing", job: job(), steps: [], phase: "running" },
+      {
+        name: "succeeded, no post-success work",
+        job: job("Complete"),
+        steps: ["succeeded"],
+        phase: "succeeded",
+      },
+      {
+        name: "succeeded, the post-success work goes through",
+        job: job("Complete"),
+        options: { afterSuccess: () => Promise.resolve(undefined) },
+        steps: ["succeeded", "ok", "afterDone"],
+        phase: "succeeded",
+      },
+      {
+        name: "succeeded, the post-success work fails the node",
+        job: job("Complete"),
+        options: { afterSuccess: () => Promise.resolve("cannot label node node-1: no") },
+        steps: ["succeeded", "afterDone"],
+        phase: "failed",
+      },
+      {
+        name: "succeeded, the post-success work meets an outage: no outcome yet",
+        job: job("Complete"),
+        options: { afterSuccess: () => Promise.reject(outage) },
+        steps: ["succeeded", "outage"],
+        phase: "finishing",
+      },
+      {
+        name: "failed, its pods readable: explained",
+        job: job("Failed"),
+        pods: [pod("Failed")],
+        steps: ["failed", "explained"],
+        phase: "failed",
+      },
+      {
+        name: "failed, its pods unreadable: failed as the Job says",
+        job: job("Failed"),
+        steps: ["failed"],
+        phase: "failed",
+      },
+    ];
+    for (const c of cases) {
+      await t.step(c.name, async () => {
+        const { h, steps, settled, phase } = host({ signal: SIGNAL, ...c.options }, c.pods);
+        concludeJob(h, NAME, c.job, false);
+        await settled();
+        assert.deepEqual(steps, c.steps);
+        assert.equal(phase(), c.phase);
+      });
+    }
+  },
+});
+
+Deno.test({
+  name: "judgeCollected() takes a vanished Job's outcome from its pods, else calls it unknown",
+  permissions: "none",
+  async fn(t) {
+    const cases: [string, V1Pod[], NodeState, string[], Phase][] = [
+      ["a pod succeeded", [pod("Succeeded")], RUNNING, ["succeeded"], "succeeded"],
+      ["every pod failed", [pod("Failed")], RUNNING, ["fail"], "failed"],
+      ["no pod left", [], RUNNING, ["collected"], "unknown"],
+      ["the node moved on meanwhile", [pod("Failed")], { ...RUNNING, uid: "u2" }, [], "running"],
+    ];
+    for (const [name, pods, start, want, wantPhase] of cases) {
+      await t.step(name, async () => {
+        const { h, steps, settled, phase } = host({ signal: SIGNAL }, pods, start);
+        await judgeCollected(h, NAME, "u1");
+        await settled();
+        assert.deepEqual(steps, want);
+        assert.equal(phase(), wantPhase);
+      });
+    }
+  },
+});

@@ -1,0 +1,211 @@
+/**
+ * Stale Jobs: a Job of a node's name that an earlier run, owner, node or
+ * template left. What the engine does with one on first sight, and when a
+ * node that waits on one gives up, are pure decisions; the foreground
+ * deletion of a finished one, and the failure of its node when that deletion
+ * hangs, run here through a {@linkcode StaleHost} that the engine implements.
+ *
+ * @module
+ */
+
+import type { V1Job, V1Pod } from "@kubernetes/client-node";
+import type { Disposition } from "../job.ts";
+import type { NodeEvent, NodeState } from "./node_state.ts";
+import { isOutage } from "./outage.ts";
+import { deletionHolds } from "../nodes/pods.ts";
+import type { Clock } from "../base/clock.ts";
+import type { JobApi, Reporter } from "./fanout_types.ts";
+import { errorText } from "../report/log.ts";
+
+/**
+ * How long the deletion of a stale Job may take before its node fails. A
+ * finished Job's pods are gone or terminate in seconds; two minutes more
+ * means something holds it (a finalizer, a pod on an unreachable node), which
+ * waiting longer would not cure, and the node's slot is needed.
+ */
+export const STALE_DELETE_DEADLINE_MS = 120_000;
+
+/** How long a deletion that met an outage waits before it is sent again. */
+const OUTAGE_RETRY_MS = 5_000;
+
+/** What the engine knows of a Job on its first LIST, for {@linkcode firstSight}. */
+export interface Sighting {
+  /** Whose the Job is ({@linkcode classifyJob}), judged against the node of its name if any. */
+  disposition: Disposition;
+  /** A node of this run has the Job's name. */
+  target: boolean;
+  /** The Job is an earlier run's failure that `--retry-failed` replaces. */
+  retry: boolean;
+  /** The Job still runs (`stillRuns`). */
+  runs: boolean;
+  /** The run has an owner Job: Jobs of other owners are its leftovers. */
+  owned: boolean;
+}
+
+/** What the engine does with a Job on its first LIST. */
+export interface FirstSight {
+  /**
+   * A leftover of an earlier owner, whose node is no longer selected: it
+   * joins the queue, to be deleted.
+   */
+  leftover: boolean;
+  /** Met at once (counted, adopted, or waited for while it runs). */
+  meet: boolean;
+}
+
+/**
+ * What the engine does with a Job on its first LIST: ours is counted or
+ * adopted at once; a stale one that still runs is waited for from now, since
+ * its pods run and hold the node; a finished stale one, and a failure to
+ * retry, wait in the queue, since their deletion takes a slot.
+ *
+ * @example
+ * ```ts
+ * firstSight({ disposition: "stale", target: false, retry: false, runs: true, owned: true });
+ * // { leftover: true, meet: true }
+ * ```
+ */
+export function firstSight(s: Sighting): FirstSight {
+  if (s.target) {
+    const meet = s.disposition === "current" && !s.retry || s.disposition === "stale" && s.runs;
+    return { leftover: false, meet };
+  }
+  // Leftovers of an earlier owner go even when their node is no longer
+  // selected: their pods would count against nobody's parallelism.
+  const leftover = s.disposition === "stale" && s.owned;
+  return { leftover, meet: leftover && s.runs };
+}
+
+/**
+ * Whether a node waiting for a running stale Job has waited past the node
+ * timeout. The stale Job is never killed: the node fails and the Job is left
+ * running.
+ *
+ * @returns the ms left, or the node's failure reason once none are
+ */
+export function staleWaitTimeout(
+  name: string,
+  s: NodeState,
+  now: number,
+  timeoutMs: number,
+): { left: number } | { reason: string } {
+  const left = s.since + timeoutMs - now;
+  if (left > 0) return { left };
+  return {
+    reason: `timeout: stale Job ${name} of an earlier run still ran after ${
+      timeoutMs / 1000
+    } s; it was left running and not replaced`,
+  };
+}
+
+/** What the stale-Job work needs from the engine. */
+export interface StaleHost {
+  /** The Job API. */
+  api: Pick<JobApi, "getJob" | "deleteJob">;
+  /** Where events go. */
+  reporter: Reporter;
+  /** The clock. */
+  clock: Clock;
+  /** Aborts on SIGINT/SIGTERM. */
+  signal: AbortSignal;
+  /** How long a deletion may take before the node fails. */
+  deadlineMs: number;
+  /** The state of the node (or leftover) of a Job name. */
+  state(name: string): NodeState | undefined;
+  /** Sets a state as is, keeping the engine's indexes. */
+  put(name: string, s: NodeState): void;
+  /** Applies an event to a state. */
+  apply(name: string, e: NodeEvent): void;
+  /** Forgets a leftover. */
+  drop(name: string): void;
+  /** Whether a node of this run has the name (else it is a leftover). */
+  isTarget(name: string): boolean;
+  /** A request succeeded: an outage, if any, is over. */
+  ok(): void;
+  /** A request begun at `began` met an outage. */
+  outage(e: unknown, began: number): void;
+  /** The pods of a Job, or undefined when they cannot be read. */
+  listPods(name: string): Promise<V1Pod[] | undefined>;
+  /** Keeps track of work off to the side, which fails the node if it throws. */
+  track(work: Promise<void>, name: string): void;
+}
+
+/**
+ * Deletes a finished stale Job in the foreground; the node waits in
+ * `deleting` (holding its slot) until the Job is gone or the deadline
+ * passes. An outage only delays the request.
+ */
+export async function deleteStale(
+  host: StaleHost,
+  name: string,
+  job: V1Job,
+  why: string,
+): Promise<void> {
+  const uid = job.metadata!.uid!;
+  host.reporter.event({ kind: "deleting", job: name, why });
+  if (job.metadata?.deletionTimestamp) return;
+  const began = host.clock.now();
+  try {
+    await host.api.deleteJob(name, uid);
+    host.ok();
+    // The deadline is for a deletion the server accepted, not for the time
+    // the request waited behind others in the client's bound.
+    const s = host.state(name);
+    if (s?.phase === "deleting" && s.uid === uid) host.put(name, { ...s, since: host.clock.now() });
+  } catch (e) {
+    const s = host.state(name);
+    if (s?.phase !== "deleting" || s.uid !== uid) return;
+    if (isOutage(e)) {
+      host.outage(e, began);
+      // The deadline is for a deletion the server accepted: start it again.
+      host.put(name, { ...s, since: host.clock.now() });
+      await host.clock.sleep(OUTAGE_RETRY_MS, host.signal);
+      if (!host.signal.aborted) await deleteStale(host, name, job, why);
+      return;
+    }
+    if (!host.isTarget(name)) return host.drop(name);
+    host.apply(name, {
+      type: "fail",
+      reason: `cannot delete stale Job ${name}: ${errorText(e)}`,
+    });
+  }
+}
+
+/**
+ * Fails a node whose stale Job is not gone by the deadline, naming what
+ * holds it: its finalizers, or its pods still terminating. A leftover is
+ * only reported and forgotten.
+ *
+ * @returns the ms until the deadline, or Infinity once it has passed
+ */
+export function checkDeletion(host: StaleHost, name: string, s: NodeState, now: number): number {
+  const left = s.since + host.deadlineMs - now;
+  if (left > 0) return left;
+  // Once: the next check comes only if the explanation is lost.
+  host.put(name, { ...s, since: now });
+  host.track(
+    (async () => {
+      const secs = host.deadlineMs / 1000;
+      let finalizers: string[];
+      try {
+        const job = await host.api.getJob(name);
+        if (job?.metadata?.uid !== s.uid) return; // gone meanwhile: the watch will say
+        finalizers = job?.metadata?.finalizers ?? [];
+      } catch (e) {
+        finalizers = [`(cannot read the Job: ${errorText(e)})`];
+      }
+      const holds = deletionHolds(finalizers, (await host.listPods(name)) ?? []);
+      const reason =
+        `stale Job ${name} not gone within ${secs} s of its deletion: held by ${holds}`;
+      const current = host.state(name);
+      if (current?.phase !== "deleting" || current.uid !== s.uid) return;
+      if (!host.isTarget(name)) {
+        host.reporter.event({ kind: "notice", message: reason });
+        return host.drop(name);
+      }
+      host.apply(name, { type: "fail", reason });
+    })(),
+    name,
+  );
+  return Infinity;
+}

@@ -1,0 +1,321 @@
+import assert from "node:assert/strict";
+import { type ApiError, ConfigError, Kube } from "./client.ts";
+import { status, withServer } from "../testing/loopback.ts";
+
+/** Writes a kubeconfig for a port nobody listens on; returns its folder (file "config"). */
+async function unreachableKubeconfig(): Promise<string> {
+  const dir = await Deno.makeTempDir();
+  // A port just closed, not a well-known one: Deno blocks some (9, discard)
+  // before connecting, and the test is about a refused connection.
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  await Deno.writeTextFile(
+    `${dir}/config`,
+    `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://127.0.0.1:${port}", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {}}]
+contexts: [{name: ctx, context: {cluster: c, user: u}}]
+current-context: ctx
+`,
+  );
+  return dir;
+}
+Deno.test("Kube.request() honours Retry-After on 429 and counts the throttling", async () => {
+  await withServer(
+    (_req, n) =>
+      n === 1
+        ? status(429, "TooManyRequests", { headers: { "Retry-After": "1" } })
+        : Response.json({ ok: true }),
+    async (kube, hits) => {
+      const started = Date.now();
+      assert.deepEqual(await kube.request("get", "GET", "/api/v1/nodes/a"), { ok: true });
+      assert.ok(Date.now() - started >= 1000, "waited the second the server asked for");
+      assert.equal(hits.length, 2);
+      assert.equal(kube.stats.throttled, 1);
+      assert.equal(kube.stats.retries, 1);
+      assert.equal(hits[0].headers.get("authorization"), "Bearer secret-token");
+    },
+  );
+});
+
+Deno.test("Kube counts a PodDisruptionBudget's 429 on an eviction apart from throttling", async () => {
+  const refusal = () =>
+    status(429, "TooManyRequests", {
+      message: "Cannot evict pod as it would violate the pod's disruption budget.",
+      causes: [{
+        reason: "DisruptionBudget",
+        message: "The disruption budget web needs 2 healthy pods",
+      }],
+    });
+  await withServer(
+    (_req, n) => (n === 1 ? refusal() : status(429, "TooManyRequests")),
+    async (kube) => {
+      const path = "/api/v1/namespaces/a/pods/p/eviction";
+      // `once`: the drain, not the client, retries a budget's refusal.
+      await assert.rejects(kube.request("create", "POST", path, {}, true));
+      await assert.rejects(kube.request("create", "POST", path, {}, true));
+      assert.equal(kube.stats.budgetRefusals, 1, "the budget's refusal");
+      assert.equal(kube.stats.throttled, 1, "the 429 without the DisruptionBudget cause");
+    },
+  );
+});
+
+Deno.test("Kube.connect() leaves a user the fast path does not handle to client-node's KubeConfig", async () => {
+  // Impersonation (`as`) is one of those; client-node sends the token as before.
+  await withServer(
+    () => Response.json({ ok: true }),
+    async (kube, hits) => {
+      assert.equal(kube.contextNamespace, "team");
+      await kube.request("get", "GET", "/api/v1/nodes/a");
+      assert.equal(hits[0].headers.get("authorization"), "Bearer other-token");
+    },
+    "{token: other-token, as: someone}",
+  );
+});
+
+Deno.test("Kube.connect() sends basic auth of a username and password", async () => {
+  await withServer(
+    () => Response.json({ ok: true }),
+    async (kube, hits) => {
+      await kube.request("get", "GET", "/api/v1/nodes/a");
+      assert.equal(hits[0].headers.get("authorization"), `Basic ${btoa("ann:pw")}`);
+    },
+    "{username: ann, password: pw}",
+  );
+});
+
+Deno.test("Kube.request() retries 5xx and gives up on a 4xx that cannot heal", async () => {
+  await withServer(
+    (req, n) =>
+      req.url.endsWith("/flaky") && n < 3
+        ? status(503, "ServiceUnavailable")
+        : req.url.endsWith("/flaky")
+        ? Response.json({})
+        : status(403, "Forbidden"),
+    async (kube, hits) => {
+      await kube.request("get", "GET", "/flaky");
+      assert.equal(hits.length, 3);
+      await assert.rejects(
+        kube.request("create", "POST", "/apis/batch/v1/namespaces/x/jobs", {}),
+        (e: ApiError) => e.status === 403 && e.verb === "create" && e.resource === "jobs",
+      );
+      assert.equal(hits.length, 4, "403 is not retried");
+    },
+  );
+});
+
+Deno.test("Kube.list() follows continue tokens and keeps the first page's resourceVersion", async () => {
+  await withServer(
+    (req) => {
+      const url = new URL(req.url);
+      const page = Number(url.searchParams.get("continue") || "0");
+      assert.equal(url.searchParams.get("limit"), "2");
+      const items = [{ n: page * 2 }, { n: page * 2 + 1 }];
+      return Response.json({
+        items,
+        metadata: {
+          resourceVersion: String(100 + page),
+          continue: page < 2 ? String(page + 1) : "",
+        },
+      });
+    },
+    async (kube, hits) => {
+      const { items, resourceVersion } = await kube.list<{ n: number }>("/api/v1/nodes", {}, 2);
+      assert.deepEqual(items.map((i) => i.n), [0, 1, 2, 3, 4, 5]);
+      assert.equal(resourceVersion, "100");
+      assert.equal(hits.length, 3);
+    },
+  );
+});
+
+Deno.test("Kube.watch() yields events line by line and ends when the server ends the watch", async () => {
+  await withServer(
+    () => {
+      const body = [
+        { type: "ADDED", object: { metadata: { name: "a", resourceVersion: "2" } } },
+        { type: "BOOKMARK", object: { metadata: { resourceVersion: "3" } } },
+      ].map((e) => JSON.stringify(e) + "\n").join("");
+      // Split mid-line to prove lines are reassembled across chunks.
+      const stream = new ReadableStream({
+        start(c) {
+          c.enqueue(new TextEncoder().encode(body.slice(0, 30)));
+          c.enqueue(new TextEncoder().encode(body.slice(30)));
+          c.close();
+        },
+      });
+      return new Response(stream);
+    },
+    async (kube, hits) => {
+      const events = [];
+      for await (
+        const ev of kube.watch(
+          "/apis/batch/v1/namespaces/x/jobs",
+          {},
+          "1",
+          new AbortController().signal,
+        )
+      ) {
+        events.push(ev.type);
+      }
+      assert.deepEqual(events, ["ADDED", "BOOKMARK"]);
+      const q = new URL(hits[0].url).searchParams;
+      assert.equal(q.get("watch"), "1");
+      assert.equal(q.get("allowWatchBookmarks"), "true");
+      assert.equal(q.get("resourceVersion"), "1");
+    },
+  );
+});
+
+Deno.test("Kube.watch() throws, not ends, when the stream stays silent past the server's bound", async () => {
+  // One event, then nothing and no end: a frozen API server (SIGSTOP) or a
+  // dead path. Ending quietly would read as the server closing the watch.
+  await withServer(
+    () =>
+      new Response(
+        new ReadableStream({
+          start(c) {
+            const ev = { type: "ADDED", object: { metadata: { name: "a", resourceVersion: "2" } } };
+            c.enqueue(new TextEncoder().encode(JSON.stringify(ev) + "\n"));
+          },
+        }),
+      ),
+    async (kube) => {
+      const events: string[] = [];
+      // timeoutSeconds 1: silence counts after 1 s plus the 15 s of slack.
+      const watch = kube.watch(
+        "/apis/batch/v1/namespaces/x/jobs",
+        {},
+        "1",
+        new AbortController().signal,
+        1,
+      );
+      await assert.rejects(
+        async () => {
+          for await (const ev of watch) events.push(ev.type);
+        },
+        (e: ApiError) =>
+          e.status === 0 && e.reason === "Timeout" && /silent for 16 s/.test(e.message),
+      );
+      assert.deepEqual(events, ["ADDED"]);
+    },
+  );
+});
+
+Deno.test("Kube.request() reports an unreachable server as status 0 after its retry budget", async () => {
+  const dir = await unreachableKubeconfig();
+  const kube = await Kube.connect({
+    kubeconfig: `${dir}/config`,
+    retry: { requestTimeoutMs: 500, budgetMs: 300, baseDelayMs: 10, maxDelayMs: 20 },
+  });
+  try {
+    await assert.rejects(
+      kube.request("list", "GET", "/api/v1/nodes"),
+      // Deno's own "fetch failed" says nothing; its cause says why.
+      (e: ApiError) =>
+        e.status === 0 && /unreachable: .*Connection refused/.test(e.message) &&
+        !/fetch failed/.test(e.message),
+    );
+    assert.ok(kube.stats.retries > 0);
+  } finally {
+    kube.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("Kube.connect() names a missing kubeconfig and an unknown context", async () => {
+  await assert.rejects(
+    Kube.connect({ kubeconfig: "/nonexistent/kubeconfig" }),
+    (e: Error) => e instanceof ConfigError && /\/nonexistent\/kubeconfig/.test(e.message),
+  );
+  const dir = await unreachableKubeconfig();
+  await assert.rejects(
+    Kube.connect({ kubeconfig: `${dir}/config`, context: "nope" }),
+    (e: Error) => e instanceof ConfigError && /"nope"/.test(e.message) && /ctx/.test(e.message),
+  );
+  await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("Kube.request() stops retrying as soon as the run is stopped", async () => {
+  const dir = await unreachableKubeconfig();
+  const stop = new AbortController();
+  const kube = await Kube.connect({
+    kubeconfig: `${dir}/config`,
+    retry: { requestTimeoutMs: 500, budgetMs: 60_000, baseDelayMs: 1000, maxDelayMs: 8000 },
+    signal: stop.signal,
+  });
+  try {
+    const started = Date.now();
+    setTimeout(() => stop.abort(), 300);
+    await assert.rejects(
+      kube.request("list", "GET", "/api/v1/nodes"),
+      (e: ApiError) => e.status === 0,
+    );
+    assert.ok(Date.now() - started < 3000, `gave up ${Date.now() - started} ms after the start`);
+  } finally {
+    kube.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+const TOKEN = "{token: secret-token}";
+
+Deno.test("Kube.request() keeps at most --kube-api-concurrency requests in flight, on as many connections", async () => {
+  let inFlight = 0;
+  let peak = 0;
+  await withServer(
+    async () => {
+      peak = Math.max(peak, ++inFlight);
+      await new Promise((r) => setTimeout(r, 10));
+      inFlight--;
+      return Response.json({ ok: true });
+    },
+    async (kube, hits) => {
+      await Promise.all(
+        Array.from({ length: 200 }, (_, i) => kube.request("delete", "DELETE", `/x/${i}`)),
+      );
+      assert.equal(hits.length, 200);
+      assert.equal(peak, 4, "the server saw the bound, and the bound was used");
+      const connections = new Set(hits.map((h) => h.port)).size;
+      assert.ok(connections <= 4, `${connections} connections for 200 requests: kept alive`);
+    },
+    TOKEN,
+    { concurrency: 4, qps: 0, burst: 1 },
+  );
+});
+
+Deno.test("Kube.request() waits out a Retry-After without holding its slot", async () => {
+  await withServer(
+    (req, n) =>
+      n === 1 && req.url.endsWith("/slow")
+        ? status(429, "TooManyRequests", { headers: { "Retry-After": "1" } })
+        : Response.json({ ok: true }),
+    async (kube) => {
+      const started = Date.now();
+      const slow = kube.request("get", "GET", "/slow").then(() => Date.now() - started);
+      await new Promise((r) => setTimeout(r, 100));
+      const fast = await kube.request("get", "GET", "/fast").then(() => Date.now() - started);
+      assert.ok(fast < 900, `the other request went through during the wait (${fast} ms)`);
+      assert.ok(await slow >= 1000, "the throttled one waited at least Retry-After");
+    },
+    TOKEN,
+    { concurrency: 1, qps: 0, burst: 1 },
+  );
+});
+
+Deno.test("Kube.request() sends at most --kube-api-qps a second after a burst", async () => {
+  await withServer(
+    () => Response.json({ ok: true }),
+    async (kube, hits) => {
+      const started = Date.now();
+      await Promise.all(Array.from({ length: 12 }, (_, i) => kube.request("get", "GET", `/${i}`)));
+      const took = Date.now() - started;
+      // A burst of 2 at once, then 10 more at 20 a second: 0.5 s.
+      assert.ok(took >= 450 && took < 1500, `12 requests took ${took} ms`);
+      assert.equal(hits.length, 12);
+    },
+    TOKEN,
+    { concurrency: 16, qps: 20, burst: 2 },
+  );
+});

@@ -1,0 +1,163 @@
+import assert from "node:assert/strict";
+import type { V1Pod } from "@kubernetes/client-node";
+import { Maintenance } from "./maintenance.ts";
+import { PDB_VIOLATION } from "./drain.ts";
+import { isOutage } from "../engine/outage.ts";
+import { status, withServer } from "../testing/loopback.ts";
+import type { Clock } from "../base/clock.ts";
+
+const KEY = "job-dispatcher/cordoned-by";
+/** A node this run already cordoned: the cordon is a read, not a write. */
+const NODE = {
+  metadata: { name: "n1", uid: "uid-1", annotations: { [KEY]: "run-a" } },
+  spec: { unschedulable: true },
+};
+const POD: V1Pod = {
+  metadata: {
+    namespace: "shop",
+    name: "web-1",
+    uid: "pod-uid",
+    ownerReferences: [{
+      apiVersion: "apps/v1",
+      kind: "ReplicaSet",
+      name: "web",
+      uid: "rs",
+      controller: true,
+    }],
+  },
+  spec: { nodeName: "n1", containers: [{ name: "c" }] },
+};
+const BLOCKED = () =>
+  status(429, "TooManyRequests", {
+    message: PDB_VIOLATION,
+    causes: [{
+      reason: "DisruptionBudget",
+      message: "The disruption budget web-pdb needs 2 healthy pods and has 2 currently",
+    }],
+  });
+
+/**
+ * Drains n1 against a fake API server whose eviction answers are `answers`
+ * in turn (the last one repeats); an evicted pod is gone from the next list.
+ */
+async function drain(
+  answers: (() => Response)[],
+  timeoutSecs = 1,
+  opts: { clock?: Clock; retryMs?: number; disableEviction?: boolean } = {},
+) {
+  const lines: { level: string; msg: string; fields: Record<string, unknown> }[] = [];
+  let evictions = 0;
+  let gone = false;
+  let result: string | undefined;
+  let error: unknown;
+  await withServer((req) => {
+    const path = new URL(req.url).pathname;
+    if (path === "/api/v1/nodes/n1") return Response.json(NODE);
+    if (path === "/api/v1/pods") {
+      return Response.json({ metadata: { resourceVersion: "1" }, items: gone ? [] : [POD] });
+    }
+    if (path.endsWith("/pods/web-1/eviction")) {
+      const answer = answers[Math.min(evictions++, answers.length - 1)]();
+      if (answer.status === 201) gone = true;
+      return answer;
+    }
+    if (req.method === "DELETE" && path.endsWith("/pods/web-1")) {
+      gone = true;
+      return Response.json(POD);
+    }
+    return status(404, "NotFound");
+  }, async (kube) => {
+    const m = new Maintenance({
+      kube,
+      annotation: KEY,
+      runId: "run-a",
+      drain: {
+        deleteEmptyDirData: false,
+        force: false,
+        timeoutSecs,
+        disableEviction: opts.disableEviction ?? false,
+      },
+      uncordonOnFailure: false,
+      warn: () => {},
+      log: {
+        info: (msg, fields) => lines.push({ level: "info", msg, fields }),
+        warn: (msg, fields) => lines.push({ level: "warn", msg, fields }),
+      },
+      signal: new AbortController().signal,
+      retryMs: opts.retryMs ?? 50,
+      clock: opts.clock,
+    });
+    try {
+      result = await m.prepare({ name: "n1", uid: "uid-1" });
+    } catch (e) {
+      error = e;
+    }
+  });
+  return { result, error, evictions, lines };
+}
+
+Deno.test({
+  name:
+    "Maintenance.prepare() drains: a budget's 429 is retried, then fails naming it; an outage is thrown",
+  async fn(t) {
+    await t.step("429 twice, then evicted: the drain ends, the node may get its Job", async () => {
+      const created = () => Response.json({ kind: "Status", status: "Success" }, { status: 201 });
+      const { result, error, evictions } = await drain([BLOCKED, BLOCKED, created]);
+      assert.equal(error, undefined);
+      assert.equal(result, undefined);
+      assert.equal(evictions, 3);
+    });
+    await t.step("429 until the timeout: the reason names the budget and the pod", async () => {
+      const { result, evictions } = await drain([BLOCKED], 1);
+      assert.equal(
+        result,
+        "drain did not finish within 1 s; blocked by PodDisruptionBudget shop/web-pdb " +
+          "(The disruption budget web-pdb needs 2 healthy pods and has 2 currently); " +
+          "pods still on the node: shop/web-1",
+      );
+      assert.ok(evictions > 2, `retried: ${evictions} evictions`);
+    });
+    await t.step(
+      "429 for 100 s, retried every 5 s: the pod's eviction said once, the budget's refusal every 30 s",
+      async () => {
+        // A clock whose sleeps pass at once: 100 s of drain in a few ms.
+        let now = 0;
+        const clock: Clock = {
+          now: () => now,
+          sleep: (ms) => Promise.resolve(void (now += ms)),
+        };
+        const { result, evictions, lines } = await drain([BLOCKED], 100, { clock, retryMs: 5000 });
+        assert.match(result ?? "", /^drain did not finish within 100 s; /);
+        assert.equal(evictions, 21, "kubectl's pace: every 5 s");
+        const said = lines.map((l) => [l.level, l.fields.event, l.fields.pod, l.fields.pdb]);
+        const refused = ["warn", "evictionBlocked", "shop/web-1", "shop/web-pdb"];
+        assert.deepEqual(said, [
+          ["info", "evicting", "shop/web-1", undefined],
+          refused,
+          refused,
+          refused,
+          refused,
+        ]);
+        assert.equal(
+          lines[1].msg,
+          "node n1: cannot evict pod shop/web-1: blocked by PodDisruptionBudget shop/web-pdb: " +
+            "The disruption budget web-pdb needs 2 healthy pods and has 2 currently " +
+            "(retrying, 100 s left of --drain-timeout-secs)",
+        );
+        assert.equal(lines[0].msg, "node n1: evicting pod shop/web-1");
+      },
+    );
+    await t.step("--disable-eviction: the pod's deletion is said as such", async () => {
+      const { result, lines } = await drain([BLOCKED], 1, { disableEviction: true });
+      assert.equal(result, undefined);
+      assert.deepEqual(lines.map((l) => [l.level, l.msg]), [
+        ["info", "node n1: deleting pod shop/web-1"],
+      ]);
+    });
+    await t.step("503: an outage is thrown for the engine to pause, never a reason", async () => {
+      const { result, error } = await drain([() => status(503, "ServiceUnavailable")]);
+      assert.equal(result, undefined);
+      assert.ok(isOutage(error), String(error));
+    });
+  },
+});

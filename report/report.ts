@@ -1,0 +1,424 @@
+/**
+ * Saying what happened to every node where it outlives the run: a report file
+ * (JSON or JUnit XML), Events against each Node and the owner Job, and marks
+ * on the Node itself. A run's log goes with its pod and the per-node Jobs go
+ * with their `ttlSecondsAfterFinished`, usually before anyone looks.
+ *
+ * The builders are pure; {@linkcode Recorder} does the best-effort writes.
+ *
+ * @module
+ */
+
+import type { DispatchEvent, NodeResult, Progress, Reporter } from "../engine/fanout.ts";
+import type { OwnerRef, TrackingKeys } from "../job.ts";
+import { ApiError, isRetryable, type Kube, paths } from "../kube/client.ts";
+import { describeProgress, type Logger } from "./log.ts";
+import { pointer } from "../nodes/lifecycle.ts";
+import { outcomeCounts } from "./summary.ts";
+
+/** A node left out before dispatch, with why. */
+export interface SkippedEntry {
+  /** The node. */
+  node: string;
+  /** The node's UID. */
+  uid: string;
+  /** Why it was left out, e.g. the taint. */
+  reason: string;
+}
+
+/** Everything a report says. */
+export interface ReportInput {
+  /** When the dispatch began. */
+  startedAt: Date;
+  /** When it ended. */
+  finishedAt: Date;
+  /** Namespace of the Jobs. */
+  namespace: string;
+  /** Job name prefix. */
+  prefix: string;
+  /** The owner Job, if any. */
+  owner?: OwnerRef;
+  /** Why the rollout stopped early, if it did. */
+  stoppedBy?: string;
+  /** Each dispatched node's result. */
+  results: NodeResult[];
+  /** Node UIDs by name. */
+  uids: ReadonlyMap<string, string>;
+  /** Nodes left out by taint admission. */
+  skipped: SkippedEntry[];
+}
+
+const iso = (ms?: number) => (ms === undefined ? undefined : new Date(ms).toISOString());
+
+/**
+ * The JSON report: the run, then per node its name, UID, Job, start, end,
+ * outcome, reason and attempts.
+ */
+export function jsonReport(r: ReportInput): string {
+  return JSON.stringify(
+    {
+      kind: "JobDispatcherReport",
+      version: 1,
+      startedAt: r.startedAt.toISOString(),
+      finishedAt: r.finishedAt.toISOString(),
+      namespace: r.namespace,
+      prefix: r.prefix,
+      owner: r.owner ?? null,
+      stoppedBy: r.stoppedBy ?? null,
+      summary: {
+        total: r.results.length,
+        ...outcomeCounts(r.results),
+        skipped: r.skipped.length,
+      },
+      nodes: [
+        ...r.results.map((x) => ({
+          name: x.node,
+          uid: r.uids.get(x.node) ?? null,
+          job: x.job,
+          start: iso(x.startedAt) ?? null,
+          end: iso(x.finishedAt) ?? null,
+          outcome: x.outcome,
+          reason: x.reason ?? null,
+          attempts: x.attempts ?? null,
+        })),
+        ...r.skipped.map((s) => ({
+          name: s.node,
+          uid: s.uid,
+          job: null,
+          start: null,
+          end: null,
+          outcome: "skipped",
+          reason: s.reason,
+          attempts: null,
+        })),
+      ],
+    },
+    null,
+    2,
+  ) + "\n";
+}
+
+function xml(text: string): string {
+  const named: Record<string, string> = {
+    "&": "&amp;",
+    "<": "&lt;",
+    ">": "&gt;",
+    '"': "&quot;",
+    "'": "&apos;",
+  };
+  return text.replace(/[&<>"']/g, (c) => named[c])
+    // XML 1.0 forbids most control characters, which termination messages can hold.
+    // deno-lint-ignore no-control-regex -- exactly those characters must go
+    .replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f]/g, "");
+}
+
+/**
+ * The JUnit XML report: one test case per node, so that CI systems show the
+ * rollout as a test run. A failed node is a failure, a node not started or
+ * left out by a taint is skipped.
+ */
+export function junitReport(r: ReportInput): string {
+  const cases: string[] = [];
+  let failures = 0, skipped = 0;
+  for (const x of r.results) {
+    const secs = x.startedAt !== undefined && x.finishedAt !== undefined
+      ? ((x.finishedAt - x.startedAt) / 1000).toFixed(3)
+      : "0";
+    const head =
+      `    <testcase classname="job-dispatcher.${xml(r.prefix)}" name="${xml(x.node)}" ` +
+      `time="${secs}"`;
+    if (x.outcome === "succeeded") {
+      cases.push(`${head}/>`);
+    } else if (x.outcome === "failed" || x.outcome === "blocked") {
+      failures++;
+      const reason = x.reason ?? x.outcome;
+      const type = x.outcome === "blocked" ? "NodeBlocked" : "JobFailed";
+      cases.push(
+        `${head}>\n      <failure message="${xml(reason)}" type="${type}">` +
+          `job ${xml(x.job)}: ${xml(reason)}</failure>\n    </testcase>`,
+      );
+    } else {
+      skipped++;
+      const why = x.outcome === "inFlight"
+        ? "still running when the run stopped"
+        : x.outcome === "unknown"
+        ? `outcome unknown: ${x.reason ?? "its Job was collected before it was seen"}`
+        : "not started";
+      cases.push(`${head}>\n      <skipped message="${xml(why)}"/>\n    </testcase>`);
+    }
+  }
+  for (const s of r.skipped) {
+    skipped++;
+    cases.push(
+      `    <testcase classname="job-dispatcher.${xml(r.prefix)}" name="${
+        xml(s.node)
+      }" time="0">\n` +
+        `      <skipped message="${xml(s.reason)}"/>\n    </testcase>`,
+    );
+  }
+  const total = r.results.length + r.skipped.length;
+  const secs = ((r.finishedAt.getTime() - r.startedAt.getTime()) / 1000).toFixed(3);
+  return `<?xml version="1.0" encoding="UTF-8"?>
+<testsuites name="job-dispatcher" tests="${total}" failures="${failures}" skipped="${skipped}" time="${secs}">
+  <testsuite name="${
+    xml(`${r.namespace}/${r.prefix}`)
+  }" tests="${total}" failures="${failures}" errors="0" skipped="${skipped}" time="${secs}" timestamp="${r.startedAt.toISOString()}">
+${cases.join("\n")}
+  </testsuite>
+</testsuites>
+`;
+}
+
+/** What the recorder needs to know of a node. */
+export interface RecordedNode {
+  /** The UID selected for it; every write tests it. */
+  uid: string;
+  /** Whether the node had labels and annotations maps when selected. */
+  hasLabels: boolean;
+  hasAnnotations: boolean;
+}
+
+/**
+ * The JSON Patch that marks a node with its outcome: label `<p>/result`,
+ * annotations `<p>/finished-at` and `<p>/error` (removed on success), guarded
+ * by a `test` of the node's UID so that a node replaced under the same name
+ * is a rejected write, not a race.
+ */
+export function nodeMarkPatch(
+  keys: TrackingKeys,
+  node: RecordedNode,
+  outcome: "succeeded" | "failed",
+  finishedAt: string,
+  error?: string,
+): unknown[] {
+  const ops: unknown[] = [{ op: "test", path: "/metadata/uid", value: node.uid }];
+  if (!node.hasLabels) ops.push({ op: "add", path: "/metadata/labels", value: {} });
+  if (!node.hasAnnotations) ops.push({ op: "add", path: "/metadata/annotations", value: {} });
+  const ann = (k: string) => `/metadata/annotations/${pointer(k)}`;
+  ops.push(
+    { op: "add", path: `/metadata/labels/${pointer(keys.result)}`, value: outcome },
+    { op: "add", path: ann(keys.finishedAt), value: finishedAt },
+    // add-then-remove clears the error whether or not an earlier run left one.
+    { op: "add", path: ann(keys.error), value: (error ?? "").slice(0, 1024) },
+  );
+  if (outcome === "succeeded") ops.push({ op: "remove", path: ann(keys.error) });
+  return ops;
+}
+
+/** Options of {@linkcode Recorder}. */
+export interface RecorderOptions {
+  /** The API client. */
+  kube: Kube;
+  /** The logger, to say once that a kind of write is refused. */
+  log: Logger;
+  /** The tracking keys. */
+  keys: TrackingKeys;
+  /** Namespace of the Jobs (and of the owner's Events). */
+  namespace: string;
+  /** The owner Job, if any. */
+  owner?: OwnerRef;
+  /** The run's nodes. */
+  nodes: ReadonlyMap<string, RecordedNode>;
+  /** Write Events. @default true */
+  events?: boolean;
+  /** Mark the nodes. @default true */
+  marks?: boolean;
+  /**
+   * Which node outcomes get an Event and a mark: every one, failures and
+   * stalls only (one request per healthy node instead of three), or none.
+   * @default "all"
+   */
+  nodeRecords?: "all" | "failures" | "none";
+}
+
+type Kind = "events" | "node marks" | "owner progress";
+
+/**
+ * Records the rollout in the cluster, best effort: an Event per finished or
+ * stalled node (in `default`, the only namespace the API server accepts for a
+ * Node's Event), marks on the Node, and progress on the owner Job. A refused
+ * write is said once per kind and never fails a node.
+ */
+export class Recorder implements Reporter {
+  #o: RecorderOptions;
+  #pending = new Set<Promise<unknown>>();
+  #refused = new Set<Kind>();
+  /** Kinds of which a record was lost to an outage (said once). */
+  #lost = new Set<Kind>();
+  #lastOwnerPatch = 0;
+  #ownerChain: Promise<unknown> = Promise.resolve();
+
+  /** @param opts what to record and where */
+  constructor(opts: RecorderOptions) {
+    this.#o = opts;
+  }
+
+  #try(kind: Kind, write: () => Promise<unknown>): void {
+    if (this.#refused.has(kind)) return;
+    const p = write().catch((e) => {
+      if (this.#refused.has(kind)) return;
+      // A node replaced under its name fails the UID test (422): skip quietly.
+      if (e instanceof ApiError && e.status === 422 && kind === "node marks") return;
+      // An outage loses this one record, not every later one.
+      if (isRetryable(e)) {
+        if (this.#lost.has(kind)) return;
+        this.#lost.add(kind);
+        this.#o.log.warn(
+          `cannot record ${kind} (${(e as Error).message}); records lost to an API outage ` +
+            "are not written again, the rollout goes on",
+        );
+        return;
+      }
+      this.#refused.add(kind);
+      this.#o.log.warn(
+        `cannot record ${kind} (${(e as Error).message}); the rollout goes on without them`,
+      );
+    }).finally(() => this.#pending.delete(p));
+    this.#pending.add(p);
+  }
+
+  #event(
+    involved: Record<string, string>,
+    namespace: string,
+    type: "Normal" | "Warning",
+    reason: string,
+    message: string,
+  ): void {
+    if (this.#o.events === false) return;
+    const now = new Date().toISOString();
+    this.#try(
+      "events",
+      () =>
+        this.#o.kube.request("create", "POST", `/api/v1/namespaces/${namespace}/events`, {
+          apiVersion: "v1",
+          kind: "Event",
+          metadata: { generateName: `${involved.name}.`, namespace },
+          involvedObject: involved,
+          type,
+          reason,
+          message: message.slice(0, 1024),
+          source: { component: "job-dispatcher" },
+          firstTimestamp: now,
+          lastTimestamp: now,
+          count: 1,
+        }),
+    );
+  }
+
+  #nodeEvent(node: string, type: "Normal" | "Warning", reason: string, message: string): void {
+    const uid = this.#o.nodes.get(node)?.uid ?? "";
+    this.#event(
+      { apiVersion: "v1", kind: "Node", name: node, uid },
+      "default",
+      type,
+      reason,
+      message,
+    );
+  }
+
+  #ownerEvent(type: "Normal" | "Warning", reason: string, message: string): void {
+    const owner = this.#o.owner;
+    if (!owner) return;
+    const { name, uid } = owner;
+    const ns = this.#o.namespace;
+    this.#event(
+      { apiVersion: "batch/v1", kind: "Job", name, uid, namespace: ns },
+      ns,
+      type,
+      reason,
+      message,
+    );
+  }
+
+  /** Records the start of the rollout on the owner Job. */
+  started(total: number): void {
+    this.#ownerEvent("Normal", "RolloutStarted", `dispatching one Job to each of ${total} nodes`);
+  }
+
+  /** One rollout event. */
+  event(e: DispatchEvent): void {
+    const records = this.#o.nodeRecords ?? "all";
+    if (records === "none" || (records === "failures" && e.kind === "succeeded")) return;
+    if (e.kind === "succeeded" && !e.counted) {
+      this.#nodeEvent(e.node, "Normal", "JobSucceeded", `job ${e.job} succeeded`);
+      this.#mark(e.node, "succeeded");
+    } else if (e.kind === "failed" && !e.counted) {
+      // A node that failed before its Job existed (its drain) had no Job fail.
+      if (e.noJob) {
+        this.#nodeEvent(e.node, "Warning", "NodeFailed", `failed before job ${e.job}: ${e.reason}`);
+      } else {
+        this.#nodeEvent(e.node, "Warning", "JobFailed", `job ${e.job} failed: ${e.reason}`);
+      }
+      this.#mark(e.node, "failed", e.reason);
+    } else if (e.kind === "stalled") {
+      this.#nodeEvent(
+        e.node,
+        "Warning",
+        "JobPending",
+        `job ${e.job} pending for ${e.seconds} s: ${e.reason}`,
+      );
+    }
+  }
+
+  #mark(node: string, outcome: "succeeded" | "failed", error?: string): void {
+    const n = this.#o.nodes.get(node);
+    if (this.#o.marks === false || !n) return;
+    const patch = nodeMarkPatch(this.#o.keys, n, outcome, new Date().toISOString(), error);
+    this.#try("node marks", () => this.#o.kube.request("patch", "PATCH", paths.node(node), patch));
+  }
+
+  /** Progress, kept on the owner Job's annotation at most every 10 s. */
+  progress(p: Progress): void {
+    const owner = this.#o.owner;
+    if (!owner || Date.now() - this.#lastOwnerPatch < 10_000) return;
+    this.#lastOwnerPatch = Date.now();
+    this.#ownerProgress(describeProgress(p));
+  }
+
+  #ownerProgress(text: string): void {
+    // One write at a time, in order: the final summary must land last, not
+    // race an earlier progress patch still in flight.
+    this.#try("owner progress", () => {
+      const next = this.#ownerChain.catch(() => {}).then(() => this.#patchOwner(text));
+      this.#ownerChain = next;
+      return next;
+    });
+  }
+
+  async #patchOwner(text: string): Promise<void> {
+    const owner = this.#o.owner!;
+    const path = paths.job(this.#o.namespace, owner.name);
+    const test = { op: "test", path: "/metadata/uid", value: owner.uid };
+    try {
+      await this.#o.kube.request("patch", "PATCH", path, [
+        test,
+        { op: "add", path: `/metadata/annotations/${pointer(this.#o.keys.progress)}`, value: text },
+      ]);
+    } catch (e) {
+      // No annotations map yet: create it with ours.
+      if (!(e instanceof ApiError && e.status === 422)) throw e;
+      await this.#o.kube.request("patch", "PATCH", path, [
+        test,
+        { op: "add", path: "/metadata/annotations", value: { [this.#o.keys.progress]: text } },
+      ]);
+    }
+  }
+
+  /** Records the end of the rollout on the owner Job and waits for every write. */
+  async finished(summary: string, failed: boolean, timeoutMs = 15_000): Promise<void> {
+    if (this.#o.owner) {
+      this.#ownerProgress(summary);
+      this.#ownerEvent(
+        failed ? "Warning" : "Normal",
+        failed ? "RolloutFailed" : "RolloutSucceeded",
+        summary,
+      );
+    }
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      Promise.all([...this.#pending]),
+      new Promise((r) => (timer = setTimeout(r, timeoutMs))),
+    ]);
+    clearTimeout(timer);
+  }
+}

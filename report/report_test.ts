@@ -1,0 +1,206 @@
+import assert from "node:assert/strict";
+import { XMLParser, XMLValidator } from "fast-xml-parser";
+import {
+  jsonReport,
+  junitReport,
+  nodeMarkPatch,
+  Recorder,
+  type RecorderOptions,
+  type ReportInput,
+} from "./report.ts";
+import type { Kube } from "../kube/client.ts";
+import { Logger } from "./log.ts";
+import { pointer } from "../nodes/lifecycle.ts";
+import { trackingKeys } from "../job.ts";
+
+const INPUT: ReportInput = {
+  startedAt: new Date("2026-11-30T10:00:00Z"),
+  finishedAt: new Date("2026-11-30T10:01:00Z"),
+  namespace: "ops",
+  prefix: "up",
+  owner: { name: "hook", uid: "owner-uid" },
+  results: [
+    {
+      node: "n1",
+      job: "up-n1",
+      outcome: "succeeded",
+      startedAt: Date.parse("2026-11-30T10:00:00Z"),
+      finishedAt: Date.parse("2026-11-30T10:00:12Z"),
+      attempts: 1,
+    },
+    {
+      node: "n2",
+      job: "up-n2",
+      outcome: "failed",
+      reason: 'install exited 1: no <virtualization> & "backend" [BackoffLimitExceeded]',
+      startedAt: Date.parse("2026-11-30T10:00:00Z"),
+      finishedAt: Date.parse("2026-11-30T10:00:30Z"),
+      attempts: 2,
+    },
+    { node: "n3", job: "up-n3", outcome: "notStarted" },
+  ],
+  uids: new Map([["n1", "u1"], ["n2", "u2"], ["n3", "u3"], ["n4", "u4"]]),
+  skipped: [{ node: "n4", uid: "u4", reason: "taint gpu=true:NoSchedule is not tolerated" }],
+};
+
+Deno.test({
+  name: "jsonReport() lists every node with UID, Job, times, outcome, reason and attempts",
+  permissions: "none",
+  fn() {
+    const r = JSON.parse(jsonReport(INPUT));
+    assert.equal(r.kind, "JobDispatcherReport");
+    assert.deepEqual(r.summary, {
+      total: 3,
+      succeeded: 1,
+      failed: 1,
+      unknown: 0,
+      blocked: 0,
+      inFlight: 0,
+      notStarted: 1,
+      skipped: 1,
+    });
+    assert.deepEqual(r.nodes[1], {
+      name: "n2",
+      uid: "u2",
+      job: "up-n2",
+      start: "2026-11-30T10:00:00.000Z",
+      end: "2026-11-30T10:00:30.000Z",
+      outcome: "failed",
+      reason: 'install exited 1: no <virtualization> & "backend" [BackoffLimitExceeded]',
+      attempts: 2,
+    });
+    assert.equal(r.nodes[3].outcome, "skipped");
+    assert.equal(r.nodes.length, 4);
+  },
+});
+
+Deno.test({
+  name: "junitReport() is well-formed XML with one test case per node",
+  permissions: { env: ["LOG_TOKENS", "LOG_STREAM"] },
+  fn() {
+    const text = junitReport(INPUT);
+    assert.equal(XMLValidator.validate(text), true);
+    const doc = new XMLParser({ ignoreAttributes: false, attributeNamePrefix: "" }).parse(text);
+    const suite = doc.testsuites.testsuite;
+    assert.equal(suite.tests, "4");
+    assert.equal(suite.failures, "1");
+    assert.equal(suite.skipped, "2");
+    const cases = suite.testcase;
+    assert.deepEqual(cases.map((c: { name: string }) => c.name), ["n1", "n2", "n3", "n4"]);
+    assert.equal(cases[0].time, "12.000");
+    assert.equal(
+      cases[1].failure.message,
+      'install exited 1: no <virtualization> & "backend" [BackoffLimitExceeded]',
+    );
+    assert.ok(cases[3].skipped);
+  },
+});
+
+Deno.test({
+  name: "nodeMarkPatch() tests the node's UID first and clears the error on success",
+  permissions: "none",
+  fn() {
+    const keys = trackingKeys("job-dispatcher");
+    const node = { uid: "u1", hasLabels: true, hasAnnotations: true };
+    const ok = nodeMarkPatch(keys, node, "succeeded", "2026-11-30T10:00:00Z");
+    assert.deepEqual(ok[0], { op: "test", path: "/metadata/uid", value: "u1" });
+    assert.deepEqual(ok.slice(1), [
+      { op: "add", path: "/metadata/labels/job-dispatcher~1result", value: "succeeded" },
+      {
+        op: "add",
+        path: "/metadata/annotations/job-dispatcher~1finished-at",
+        value: "2026-11-30T10:00:00Z",
+      },
+      { op: "add", path: "/metadata/annotations/job-dispatcher~1error", value: "" },
+      { op: "remove", path: "/metadata/annotations/job-dispatcher~1error" },
+    ]);
+    const failed = nodeMarkPatch(
+      keys,
+      { uid: "u1", hasLabels: false, hasAnnotations: false },
+      "failed",
+      "t",
+      "install exited 1",
+    );
+    assert.deepEqual(failed.slice(1, 3), [
+      { op: "add", path: "/metadata/labels", value: {} },
+      { op: "add", path: "/metadata/annotations", value: {} },
+    ]);
+    assert.deepEqual(failed.at(-1), {
+      op: "add",
+      path: "/metadata/annotations/job-dispatcher~1error",
+      value: "install exited 1",
+    });
+  },
+});
+
+Deno.test({
+  name: "pointer() escapes ~ and / as RFC 6901 asks",
+  permissions: "none",
+  fn() {
+    assert.equal(pointer("a/b~c"), "a~1b~0c");
+  },
+});
+
+Deno.test({
+  name: "Recorder writes an Event and a mark per outcome, as --node-records asks",
+  permissions: "none",
+  async fn(t) {
+    const cases: { records: RecorderOptions["nodeRecords"]; want: string[] }[] = [
+      {
+        records: "all",
+        want: [
+          "POST events JobSucceeded",
+          "PATCH node n1",
+          "POST events JobFailed",
+          "PATCH node n2",
+          "POST events NodeFailed",
+          "PATCH node n4",
+          "POST events JobPending",
+        ],
+      },
+      {
+        records: "failures",
+        want: [
+          "POST events JobFailed",
+          "PATCH node n2",
+          "POST events NodeFailed",
+          "PATCH node n4",
+          "POST events JobPending",
+        ],
+      },
+      { records: "none", want: [] },
+    ];
+    for (const c of cases) {
+      await t.step(String(c.records), async () => {
+        const writes: string[] = [];
+        const kube = {
+          request(_verb: string, method: string, path: string, body?: { reason?: string }) {
+            writes.push(
+              method === "POST"
+                ? `POST events ${body?.reason}`
+                : `PATCH node ${path.split("/").pop()}`,
+            );
+            return Promise.resolve({});
+          },
+        } as unknown as Kube;
+        const node = { uid: "u", hasLabels: true, hasAnnotations: true };
+        const recorder = new Recorder({
+          kube,
+          log: new Logger("text", () => {}),
+          keys: trackingKeys("job-dispatcher"),
+          namespace: "ops",
+          nodes: new Map([["n1", node], ["n2", node], ["n3", node], ["n4", node]]),
+          nodeRecords: c.records,
+        });
+        recorder.event({ kind: "succeeded", node: "n1", job: "up-n1" });
+        recorder.event({ kind: "succeeded", node: "n3", job: "up-n3", counted: true });
+        recorder.event({ kind: "failed", node: "n2", job: "up-n2", reason: "exit 1" });
+        // Its drain failed: no Job ever failed on n4.
+        recorder.event({ kind: "failed", node: "n4", job: "up-n4", reason: "drain", noJob: true });
+        recorder.event({ kind: "stalled", node: "n3", job: "up-n3", reason: "x", seconds: 120 });
+        await recorder.finished("done", false);
+        assert.deepEqual(writes, c.want);
+      });
+    }
+  },
+});

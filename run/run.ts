@@ -1,0 +1,485 @@
+/**
+ * One run of the dispatcher, wired from its parts: resolve the namespace and
+ * owner, select and admit nodes, check the template with the API server,
+ * dispatch, and summarise. Returns the exit code; only `main.ts` exits.
+ *
+ * @module
+ */
+
+import { stringify } from "yaml";
+import type { V1Node } from "@kubernetes/client-node";
+import { type JobTemplate, labelValue, type RunIdentity } from "../job.ts";
+import type { Kube } from "../kube/client.ts";
+import {
+  dispatch,
+  type DispatchReport,
+  type FanoutOptions,
+  type NodeResult,
+  type Target,
+} from "../engine/fanout.ts";
+import { formatTaint } from "../nodes/eligibility.ts";
+import { NodeWatch } from "../nodes/select.ts";
+import { blockingPods, Maintenance } from "../maintenance/maintenance.ts";
+import { closesAt, describeNextOpening, nextOpening } from "../maintenance/window.ts";
+import { FilePause, OwnerPause } from "../engine/pause.ts";
+import { resolveMaxUnavailable } from "../maintenance/budget.ts";
+import { NodeWriter } from "../nodes/node_writer.ts";
+import type { Logger } from "../report/log.ts";
+import type { Options } from "../cli/options.ts";
+import { failureBudget } from "../engine/safety.ts";
+import { Recorder, type ReportInput } from "../report/report.ts";
+import { holdOwner } from "./owner_guard.ts";
+import { jobApiFor, liveRun } from "./job_api.ts";
+import { resolveNamespace, validateOnServer } from "./preflight.ts";
+import { EXIT, exitCode, summarise, writeReport } from "../report/summary.ts";
+import { afterSuccess, anyPaused, availabilityBudget } from "./run_hooks.ts";
+import { type Plan, planRun } from "./plan.ts";
+
+export { EXIT, jobApiFor, resolveNamespace };
+
+/** What a run needs from its surroundings. */
+export interface RunContext {
+  /** The API client. */
+  kube: Kube;
+  /** The logger. */
+  log: Logger;
+  /** Aborts on SIGINT/SIGTERM. */
+  signal: AbortSignal;
+  /** Reads an environment variable. */
+  env: (name: string) => string | undefined;
+  /** Reads a file, or undefined when it cannot. */
+  readFile: (path: string) => string | undefined;
+  /** Writes data (dry-run YAML) to stdout. */
+  stdout: (text: string) => void;
+  /** Whether the log goes to a terminal, which shows a live progress line. */
+  terminal: boolean;
+  /** Writes a file (the report). */
+  writeFile: (path: string, text: string) => void;
+}
+
+/** What one fan-out of a run shares with the other (cleanup, then main). */
+interface Phase {
+  targets: Target[];
+  run: RunIdentity;
+  writer: NodeWriter;
+  recorder: Recorder;
+  selected: Map<string, V1Node>;
+  recheck?: (t: Target) => Promise<string | undefined>;
+  /** Cordon and drain around each Job (`--cordon`, `--drain`); the main phase only. */
+  maintenance?: Maintenance;
+}
+
+/**
+ * Carries out one run and returns its exit code: the plan, then (unless a
+ * dry run) its execution.
+ *
+ * @throws {UsageError} on bad input, before anything is created
+ * @throws {ApiError} when the cluster cannot be used before any dispatch
+ */
+export async function runDispatcher(
+  opts: Options,
+  template: JobTemplate,
+  ctx: RunContext,
+  cleanupTemplate?: JobTemplate,
+): Promise<number> {
+  const plan = await planRun(opts, template, ctx, cleanupTemplate);
+  if (typeof plan === "number") return plan;
+  const { kube, log } = ctx;
+  const { namespace, cleanupTargets, targets } = plan;
+  const all = [...cleanupTargets, ...targets];
+  if (opts.dryRun === "client") {
+    ctx.stdout(all.map((t) => stringify(t.job())).join("---\n"));
+    return EXIT.ok;
+  }
+  if (opts.dryRun === "server") {
+    for (const t of all) {
+      await validateOnServer(kube, namespace, t.job());
+      log.info(`validated job ${t.name} for node ${t.node.name} (server dry run)`);
+    }
+    return EXIT.ok;
+  }
+
+  // One dry-run create per template before the first real one: the API
+  // server's own validation, RBAC and the namespace's existence are checked
+  // while nothing has been created yet, so bad input costs nothing.
+  if (cleanupTargets.length) await validateOnServer(kube, namespace, cleanupTargets[0].job());
+  if (targets.length) await validateOnServer(kube, namespace, targets[0].job());
+  return await executeRun(opts, plan, ctx);
+}
+
+/** A run being executed: its options, its plan and its surroundings. */
+interface Execution {
+  opts: Options;
+  plan: Plan;
+  ctx: RunContext;
+}
+
+/** What the main fan-out ended with. */
+interface MainOutcome {
+  results: NodeResult[];
+  stoppedBy?: string;
+  code: number;
+}
+
+/**
+ * The execute step: yields to a live run of another owner, or dispatches the
+ * cleanup Jobs and then the main ones, and summarises.
+ */
+async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<number> {
+  const x: Execution = { opts, plan, ctx };
+  const { namespace, keys, owner } = plan;
+  if (await yieldsToLiveRun(x)) return EXIT.ok;
+  // Outside every window nothing starts: nothing to guard, no write at all.
+  const closes = windowCloses(x);
+  if (closes === undefined) return EXIT.window;
+  // Before the first create: a helm upgrade must not have the per-node Jobs
+  // garbage-collected mid-run (owner_guard.ts).
+  const guard = owner && await holdOwner({ kube: ctx.kube, namespace, owner, keys, log: ctx.log });
+  const started = Date.now();
+  let main: MainOutcome, cleanup: NodeResult[];
+  try {
+    cleanup = plan.cleanupTargets.length ? await runCleanup(x, started) : [];
+    main = plan.targets.length
+      ? await runMain(x, closes, cleanup)
+      : { results: [], code: exitCode({ cleanup, results: [] }) };
+  } finally {
+    // Also when the run ends in an error: release keeps the finalizer while
+    // per-node Jobs are still active, and drops it otherwise.
+    await guard?.release();
+  }
+  if (opts.report && !writeRunReport(x, started, cleanup, main)) return EXIT.failed;
+  return main.code;
+}
+
+/** With `--yield-to-live-run`: whether a live run of another owner has the prefix. */
+async function yieldsToLiveRun({ opts, plan, ctx }: Execution): Promise<boolean> {
+  const { namespace, keys, owner } = plan;
+  if (!opts.yieldToLiveRun || !owner) return false;
+  const api = jobApiFor(ctx.kube, namespace, `${keys.owner}=${labelValue(plan.prefix)}`);
+  const live = await liveRun(ctx.kube, namespace, api, owner);
+  if (!live) return false;
+  ctx.log.info(
+    `yielding: run of owner job ${live.name} (uid ${live.uid}) is still live for prefix ${plan.prefix}`,
+  );
+  return true;
+}
+
+/**
+ * When the `--window` that is open now closes (`Infinity` without windows);
+ * undefined, said as incomplete, when none is open: nothing starts outside,
+ * and a run begun outside ends at once.
+ */
+function windowCloses({ opts, plan, ctx }: Execution): number | undefined {
+  const windows = opts.maintenance.windows;
+  const closes = windows.length ? closesAt(windows, Date.now()) : Infinity;
+  if (closes !== undefined) return closes;
+  const now = Date.now();
+  const opens = nextOpening(windows, now);
+  const left = plan.targets.length + plan.cleanupTargets.length;
+  ctx.log.warn(
+    `incomplete: outside every --window (next opening ${
+      describeNextOpening(windows, now) ?? "never"
+    }); ${left} nodes left, none started`,
+    {
+      event: "incomplete",
+      reason: "window closed",
+      left,
+      nextOpening: opens === undefined ? undefined : new Date(opens).toISOString(),
+    },
+  );
+  return undefined;
+}
+
+/** The node writer of a fan-out: claim, labels, readiness, taints (node_writer.ts). */
+function nodeWriter({ opts, plan, ctx }: Execution, labels = opts.nodeLabels): NodeWriter {
+  return new NodeWriter({
+    kube: ctx.kube,
+    log: ctx.log,
+    keys: plan.keys,
+    labels,
+    waitReadyMs: opts.waitNodeReadySecs * 1000,
+    handlers: opts.requireNodeHandlers,
+    removeTaints: opts.removeNodeTaints,
+    require: {
+      runtimeVersion: opts.requireNodeRuntimeVersion,
+      machineId: opts.requireNodeMachineId,
+    },
+    kubeletTimeoutWarnMs: opts.kubeletTimeoutWarnSecs === undefined
+      ? undefined
+      : opts.kubeletTimeoutWarnSecs * 1000,
+    signal: ctx.signal,
+  });
+}
+
+/** The recorder of a fan-out: Events, node marks, the owner's status (report.ts). */
+function recorderFor(
+  { opts, plan, ctx }: Execution,
+  nodes: V1Node[],
+  withOwner: boolean,
+  marks: boolean,
+): Recorder {
+  return new Recorder({
+    kube: ctx.kube,
+    log: ctx.log,
+    keys: plan.keys,
+    namespace: plan.namespace,
+    owner: withOwner ? plan.owner : undefined,
+    marks,
+    nodeRecords: opts.nodeRecords,
+    nodes: new Map(nodes.map((n) => [n.metadata!.name!, {
+      uid: n.metadata!.uid!,
+      hasLabels: n.metadata?.labels !== undefined,
+      hasAnnotations: n.metadata?.annotations !== undefined,
+    }])),
+  });
+}
+
+/** Dispatches one phase's Jobs with the options both phases share, and `extra`. */
+async function dispatchPhase(
+  { opts, plan, ctx }: Execution,
+  phase: Phase,
+  extra: Partial<FanoutOptions>,
+): Promise<DispatchReport> {
+  const { kube, log } = ctx;
+  const { writer, recorder, selected: nodes } = phase;
+  const node = (t: Target) => nodes.get(t.node.name)!;
+  return await dispatch({
+    targets: phase.targets,
+    parallelism: opts.parallelism,
+    run: phase.run,
+    api: jobApiFor(kube, plan.namespace, `${plan.keys.owner}=${labelValue(phase.run.prefix)}`),
+    reporter: {
+      event: (e) => {
+        log.event(e);
+        recorder.event(e);
+      },
+      progress: (p) => {
+        log.progress(p);
+        recorder.progress(p);
+      },
+    },
+    signal: ctx.signal,
+    pollIntervalMs: opts.pollIntervalSecs * 1000,
+    pollOnly: opts.pollOnly,
+    progressOnChange: ctx.terminal,
+    // A terminal shows the live line every second; a log gets a line per interval.
+    progressIntervalMs: ctx.terminal
+      ? Math.min(1000, opts.progressIntervalSecs * 1000)
+      : opts.progressIntervalSecs * 1000,
+    // The claim comes after the re-read: a node that left the selection
+    // fails its own entry and is left untouched.
+    recheck: async (t) =>
+      (await phase.recheck?.(t)) ?? (writer.hasBefore ? await writer.before(node(t)) : undefined),
+    afterSuccess: afterSuccess(writer, phase.maintenance, node),
+    prepare: phase.maintenance ? (t) => phase.maintenance!.prepare(t.node) : undefined,
+    release: phase.maintenance ? (t, why) => phase.maintenance!.release(t.node, why) : undefined,
+    nodeTimeoutMs: opts.nodeTimeoutSecs === undefined ? undefined : opts.nodeTimeoutSecs * 1000,
+    deleteTimedOut: opts.deleteTimedOut,
+    stallAfterMs: opts.stallWarnSecs * 1000,
+    ...extra,
+  });
+}
+
+/** Dispatches the cleanup Jobs (`--cleanup-job-template`) and summarises them. */
+async function runCleanup(x: Execution, started: number): Promise<NodeResult[]> {
+  const { opts, plan, ctx } = x;
+  const cleanup = plan.cleanup!;
+  const writer = nodeWriter(x, {
+    ...opts.nodeLabels!,
+    value: undefined,
+    claim: false,
+    remove: true,
+  });
+  const recorder = recorderFor(x, cleanup.nodes, false, false);
+  let results: NodeResult[] = [];
+  try {
+    const report = await dispatchPhase(x, {
+      targets: plan.cleanupTargets,
+      run: plan.cleanupRun!,
+      writer,
+      recorder,
+      selected: new Map(cleanup.nodes.map((n) => [n.metadata!.name!, n])),
+    }, {});
+    results = report.results;
+  } finally {
+    await writer.settle();
+    ctx.log.done();
+  }
+  const summary = summarise(results, ctx.log, plan.namespace, plan.cleanupRun!, started, "cleanup");
+  await recorder.finished(summary, results.some((r) => r.outcome === "failed"));
+  return results;
+}
+
+/**
+ * Dispatches the main Jobs with the rollout's safety and pacing (the node
+ * watch, pause gates, cordon and drain), and summarises them.
+ */
+async function runMain(x: Execution, closes: number, cleanup: NodeResult[]): Promise<MainOutcome> {
+  const { opts, plan, ctx } = x;
+  const { kube, log } = ctx;
+  const { namespace, keys, owner, targets } = plan;
+  // A cleanup run clears the outcome marks instead of writing them.
+  const recorder = recorderFor(x, plan.eligible, true, !opts.nodeLabels?.remove);
+  recorder.started(targets.length);
+  let nodesChanged = () => {};
+  const nodeWatch = new NodeWatch(
+    kube,
+    plan.selection,
+    plan.podSpec,
+    plan.resolved.listings,
+    (msg) => log.warn(msg),
+    () => nodesChanged(),
+  );
+  // Pause/resume: the owner's annotation (one watch on the owner Job), or a file.
+  const ownerPause = owner && new OwnerPause(kube, namespace, owner, keys.paused);
+  const filePause = opts.maintenance.pauseFile
+    ? new FilePause(opts.maintenance.pauseFile)
+    : undefined;
+  const gates = [ownerPause, filePause].filter((g) => g !== undefined);
+  await ownerPause?.start();
+  const writer = nodeWriter(x);
+  const mainStarted = Date.now();
+  let report: DispatchReport;
+  try {
+    report = await dispatchPhase(x, {
+      targets,
+      run: plan.run,
+      writer,
+      recorder,
+      selected: plan.selected,
+      recheck: (t) => nodeWatch.recheck(t.node.name, t.node.uid),
+      maintenance: maintenanceFor(x),
+    }, {
+      ...rolloutSafety(x, nodeWatch, (wake) => (nodesChanged = wake)),
+      closesAt: closes === Infinity ? undefined : closes,
+      pause: anyPaused(gates),
+    });
+  } finally {
+    await Promise.all(gates.map((g) => g.stop()));
+    await nodeWatch.stop();
+    await writer.settle();
+  }
+  log.done();
+  return await concludeMain(x, report, { cleanup, started: mainStarted, recorder });
+}
+
+/** Cordon and drain around each Job (`--cordon`, `--drain`), if asked. */
+function maintenanceFor({ opts, plan, ctx }: Execution): Maintenance | undefined {
+  if (!opts.maintenance.cordon) return undefined;
+  return new Maintenance({
+    kube: ctx.kube,
+    annotation: plan.keys.cordonedBy,
+    // The owner's UID: a retried hook pod of the same owner lifts its
+    // own cordons; without an owner, runs of one prefix are one run.
+    runId: plan.owner?.uid ?? plan.prefix,
+    drain: opts.maintenance.drain,
+    uncordonOnFailure: opts.maintenance.uncordonOnFailure,
+    warn: (message) => ctx.log.warn(message),
+    log: ctx.log,
+    signal: ctx.signal,
+  });
+}
+
+/**
+ * The main phase's rollout safety: the failure budget, the canary,
+ * `--retry-failed`, `--max-unavailable` over the node watch, the pause after
+ * each node, blocking pods, failure domains.
+ */
+function rolloutSafety(
+  { opts, plan, ctx }: Execution,
+  nodeWatch: NodeWatch,
+  onNodesChange: (wake: () => void) => void,
+): Partial<FanoutOptions> {
+  const { maintenance } = opts;
+  const maxUnavailable = maintenance.maxUnavailable;
+  return {
+    maxFailures: opts.maxFailures === undefined
+      ? undefined
+      : failureBudget(opts.maxFailures, plan.targets.length),
+    canary: opts.canary,
+    retryFailed: maintenance.retryFailed,
+    budget: maxUnavailable && availabilityBudget(
+      resolveMaxUnavailable(maxUnavailable, plan.resolved.matched.length),
+      nodeWatch,
+      onNodesChange,
+    ),
+    postNodeDelayMs: maintenance.postNodeDelaySecs * 1000,
+    blockers: maintenance.blockingPodSelectors.length
+      ? (t) => blockingPods(ctx.kube, t.node.name, maintenance.blockingPodSelectors)
+      : undefined,
+    blockedTimeoutMs: maintenance.blockedTimeoutSecs === undefined
+      ? undefined
+      : maintenance.blockedTimeoutSecs * 1000,
+    domain: plan.domain,
+    maxPerDomain: opts.maxPerTopology?.max,
+  };
+}
+
+/** Summarises the main phase: the summary, why it stopped, the window, the exit code. */
+async function concludeMain(
+  { plan, ctx }: Execution,
+  report: DispatchReport,
+  phase: { cleanup: NodeResult[]; started: number; recorder: Recorder },
+): Promise<MainOutcome> {
+  const { log } = ctx;
+  const { results, stoppedBy, windowClosed } = report;
+  const summary = summarise(results, log, plan.namespace, plan.run, phase.started);
+  if (stoppedBy) {
+    const never = results.filter((r) => r.outcome === "notStarted").length;
+    log.warn(`rollout stopped: ${stoppedBy}; ${never} nodes were never started`, {
+      event: "stopped",
+      reason: stoppedBy,
+      notStarted: never,
+    });
+  }
+  const code = exitCode({ cleanup: phase.cleanup, results, stoppedBy, windowClosed });
+  if (windowClosed) {
+    const left = results.filter((r) => r.outcome === "notStarted").length;
+    log.warn(
+      `incomplete: window closed; ${left} nodes left (a re-run inside a window resumes them)`,
+      { event: "incomplete", reason: "window closed", left },
+    );
+  }
+  await phase.recorder.finished(
+    stoppedBy ? `stopped: ${stoppedBy}; ${summary}` : summary,
+    code !== EXIT.ok,
+  );
+  return { results, stoppedBy, code };
+}
+
+/** Writes `--report`; whether it was written. */
+function writeRunReport(
+  { opts, plan, ctx }: Execution,
+  started: number,
+  cleanup: NodeResult[],
+  main: MainOutcome,
+): boolean {
+  const { resolved } = plan;
+  const input: ReportInput = {
+    startedAt: new Date(started),
+    finishedAt: new Date(),
+    namespace: plan.namespace,
+    prefix: plan.prefix,
+    owner: plan.owner,
+    stoppedBy: main.stoppedBy,
+    results: [...cleanup, ...main.results],
+    uids: new Map(
+      [...resolved.matched, ...plan.cleanup?.nodes ?? []].map((n) => [
+        n.metadata!.name!,
+        n.metadata!.uid!,
+      ]),
+    ),
+    skipped: resolved.skipped.map(({ node, taint }) => ({
+      node: node.metadata!.name!,
+      uid: node.metadata!.uid!,
+      reason: `taint ${formatTaint(taint)} is not tolerated by the template`,
+    })),
+  };
+  return writeReport({
+    path: opts.report!,
+    format: opts.reportFormat,
+    input,
+    writeFile: ctx.writeFile,
+    log: ctx.log,
+  });
+}

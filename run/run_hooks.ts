@@ -1,0 +1,67 @@
+/**
+ * The fan-out's hooks built from a run's parts: the availability budget over
+ * the watched nodes, the post-success work, and the user's pause gates as
+ * one.
+ *
+ * @module
+ */
+
+import type { V1Node } from "@kubernetes/client-node";
+import type { StartBudget, Target } from "../engine/fanout_types.ts";
+import { describeBudget, slotsUnderBudget, unavailableCount } from "../maintenance/budget.ts";
+import type { Maintenance } from "../maintenance/maintenance.ts";
+import type { NodeWriter } from "../nodes/node_writer.ts";
+import type { PauseGate } from "../engine/pause.ts";
+import type { NodeWatch } from "../nodes/select.ts";
+
+/**
+ * `--max-unavailable` over the watched selection: NotReady nodes, nodes
+ * cordoned by anyone, and the nodes this run works on count against it.
+ */
+export function availabilityBudget(
+  max: number,
+  nodeWatch: NodeWatch,
+  onChange: (wake: () => void) => void,
+): StartBudget {
+  const count = (inWork: readonly string[]) => unavailableCount(nodeWatch.nodes(), new Set(inWork));
+  return {
+    // The engine bounds --parallelism itself: only the budget's room here.
+    slots: (inWork) =>
+      slotsUnderBudget({
+        maxUnavailable: max,
+        unavailable: count(inWork).count,
+        parallelism: Infinity,
+        inFlight: 0,
+      }),
+    describe: (inWork) => describeBudget(count(inWork), max),
+    onChange,
+  };
+}
+
+/**
+ * The post-success work: the node writer's (labels, Ready, taints), then the
+ * uncordon, so that a node is schedulable again only once it is ready for it.
+ */
+export function afterSuccess(
+  writer: NodeWriter,
+  maintenance: Maintenance | undefined,
+  node: (t: Target) => V1Node,
+): ((t: Target) => Promise<string | undefined>) | undefined {
+  if (!writer.hasAfter && !maintenance) return undefined;
+  return async (t) =>
+    (writer.hasAfter ? await writer.after(node(t)) : undefined) ??
+      await maintenance?.afterSuccess(t.node);
+}
+
+/**
+ * The pause gates as one (the owner's annotation, the pause file): paused
+ * while any says so, with the first one's reason; undefined without gates.
+ */
+export function anyPaused(gates: readonly PauseGate[]): PauseGate | undefined {
+  return gates.length
+    ? {
+      pausedBy: () => gates.map((g) => g.pausedBy()).find((by) => by !== undefined),
+      onChange: (wake) => gates.forEach((g) => g.onChange(wake)),
+    }
+    : undefined;
+}
