@@ -8,8 +8,28 @@
 
 import { createHash } from "node:crypto";
 import { parseAllDocuments } from "yaml";
-import type { V1Container, V1Job, V1OwnerReference, V1PodSpec } from "@kubernetes/client-node";
-import { DAEMONSET_TOLERATIONS } from "./nodes/eligibility.ts";
+import type {
+  V1Container,
+  V1Job,
+  V1OwnerReference,
+  V1PodSpec,
+  V1Toleration,
+} from "@kubernetes/client-node";
+
+/**
+ * Tolerations the DaemonSet controller adds to every daemon pod, so that a
+ * per-node Job reaches the nodes a DaemonSet would: a node that is not ready,
+ * unreachable, under resource pressure or cordoned still gets its pod.
+ * `network-unavailable` is added only for host-network pods.
+ */
+export const DAEMONSET_TOLERATIONS: readonly V1Toleration[] = [
+  { key: "node.kubernetes.io/not-ready", operator: "Exists", effect: "NoExecute" },
+  { key: "node.kubernetes.io/unreachable", operator: "Exists", effect: "NoExecute" },
+  { key: "node.kubernetes.io/disk-pressure", operator: "Exists", effect: "NoSchedule" },
+  { key: "node.kubernetes.io/memory-pressure", operator: "Exists", effect: "NoSchedule" },
+  { key: "node.kubernetes.io/pid-pressure", operator: "Exists", effect: "NoSchedule" },
+  { key: "node.kubernetes.io/unschedulable", operator: "Exists", effect: "NoSchedule" },
+];
 
 /** The longest name a Job may have: its pods carry it in a label value. */
 export const MAX_JOB_NAME = 63;

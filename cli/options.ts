@@ -8,114 +8,17 @@
 import { parseArgs, type ParseArgsOptionsConfig } from "node:util";
 import { isDnsLabel, isLabelKey, isLabelValue, UsageError } from "../job.ts";
 import { describeFlagError, type FlagSpec, switchValues } from "./flag_errors.ts";
-import {
-  type LabelConfig,
-  parseExtraLabels,
-  parseTaintSelectors,
-  type TaintSelector,
-} from "../nodes/lifecycle.ts";
+import { type LabelConfig, parseExtraLabels, parseTaintSelectors } from "../nodes/lifecycle.ts";
 import type { LogFormat } from "../report/log.ts";
-import { failureBudget, type Order, parseTopologyLimit, type TopologyLimit } from "../engine/safety.ts";
-import { type MaxUnavailable, parseMaxUnavailable } from "../maintenance/budget.ts";
-import { parseLabelSelector, type Requirement } from "../nodes/label_selector.ts";
-import { parseWindow, type Window } from "../maintenance/window.ts";
+import { failureBudget, parseTopologyLimit } from "../engine/safety.ts";
+import { parseMaxUnavailable } from "../maintenance/budget.ts";
+import { parseLabelSelector } from "../nodes/label_selector.ts";
+import { parseWindow } from "../maintenance/window.ts";
+import type { DrainConfig, MaintenanceConfig, PodSelector } from "../maintenance/config.ts";
+import type { RunConfig } from "../run/config.ts";
 
-/** Everything a run is told on its command line. */
-export interface Options {
-  /** Path of the Job template; "-" reads stdin. */
-  jobTemplate: string;
-  /** Prefix of every Job name; default: the template's metadata.name. */
-  namePrefix?: string;
-  /** Namespace of the Jobs; resolved later when unset. */
-  namespace?: string;
-  /** Explicit node names. */
-  nodes?: string[];
-  /** Label selectors; a node matching any is selected. */
-  nodeSelectors: string[];
-  /** A field selector every selected node must match. */
-  nodeFieldSelector?: string;
-  /** Page size of node LISTs. @default 500 */
-  nodePageSize: number;
-  /** Dispatch to tainted nodes too. */
-  ignoreNodeTaints: boolean;
-  /** How long to wait for the selection to appear and settle. @default 0 */
-  waitForNodesSecs: number;
-  /** How long the eligible set must stay unchanged. @default 15 */
-  nodeSettleSecs: number;
-  /** Most Jobs in flight. @default 100 */
-  parallelism: number;
-  /** LIST interval when a watch is not possible. @default 5 */
-  pollIntervalSecs: number;
-  /** Never watch the Jobs; LIST every poll interval. */
-  pollOnly: boolean;
-  /** How often the progress line is printed. @default 10 */
-  progressIntervalSecs: number;
-  /** Most API requests in flight at once, watches aside. @default 16 */
-  kubeApiConcurrency: number;
-  /** API requests a second, client-side; 0 turns the limit off. @default 50 */
-  kubeApiQps: number;
-  /** API requests that may start at once after a quiet spell. @default 300 */
-  kubeApiBurst: number;
-  /** The owner Job, by name. */
-  ownerJobName?: string;
-  /** A pod whose Job owner owns the run. */
-  ownerJobFromPod?: string;
-  /** Prefix of the tracking label keys. @default "job-dispatcher" */
-  trackingLabelPrefix: string;
-  /** Exit 0 when another live owner's run holds this prefix. */
-  yieldToLiveRun: boolean;
-  /** Kubeconfig file. */
-  kubeconfig?: string;
-  /** Kubeconfig context. */
-  context?: string;
-  /** Print (client) or validate (server) the Jobs instead of running them. */
-  dryRun?: "client" | "server";
-  /** Failure budget, `N` or `P%`; exceeding it stops the rollout. */
-  maxFailures?: string;
-  /** Nodes to run first; the rest only if all of them succeed. */
-  canary?: number;
-  /** At most M Jobs in flight per value of a node label. */
-  maxPerTopology?: TopologyLimit;
-  /** Seconds after which an unfinished node fails with reason timeout. */
-  nodeTimeoutSecs?: number;
-  /** Delete timed-out Jobs (foreground). */
-  deleteTimedOut: boolean;
-  /** How Jobs are pinned to their node. @default "nodeName" */
-  pin: "nodeName" | "affinity";
-  /** Dispatch order. @default "name" */
-  order: Order;
-  /** Seed of `--order random`. @default 0 */
-  seed: number;
-  /** Seconds a Job's pod may stay Pending before it is reported as stalled. @default 120 */
-  stallWarnSecs: number;
-  /** Log format. @default "text" */
-  logFormat: LogFormat;
-  /** Which node outcomes are recorded on the nodes (Events, marks). @default "all" */
-  nodeRecords: "all" | "failures" | "none";
-  /** Where to write the report file. */
-  report?: string;
-  /** The report's format. @default "json" */
-  reportFormat: "json" | "junit";
-  /** The node labels this run owns and writes (`--node-label-key` and friends). */
-  nodeLabels?: LabelConfig;
-  /** Seconds to wait for Ready after a node's Job succeeded; 0: no wait. @default 300 */
-  waitNodeReadySecs: number;
-  /** Runtime handlers of which a node must serve one before it is labelled. */
-  requireNodeHandlers: string[];
-  /** Taints lifted once the node is labelled. */
-  removeNodeTaints: TaintSelector[];
-  /** Warn when a kubelet's runtimeRequestTimeout is below this many seconds. */
-  kubeletTimeoutWarnSecs?: number;
-  /** Leave out nodes whose owned label already holds the finished value. */
-  skipSatisfiedNodes: boolean;
-  /** Template run first on owned nodes the selection no longer matches. */
-  cleanupJobTemplate?: string;
-  /** Fail a node that reports no container runtime version. */
-  requireNodeRuntimeVersion: boolean;
-  /** Fail a node that reports no machine ID. */
-  requireNodeMachineId: boolean;
-  /** The maintenance around each Job (cordon, drain); only the flags in FLAGS are set. */
-  maintenance: MaintenanceOptions;
+/** Everything the command line says: the run's configuration, `--help` and `--version`. */
+export interface Options extends RunConfig {
   /** Print the manual. */
   help: boolean;
   /** Print the version. */
@@ -799,58 +702,6 @@ function nodeLabels(v: Values): LabelConfig | undefined {
   return { key, value, pendingValue, extra, claim, remove, mark, instancePrefix: prefix };
 }
 
-/** A label selector as given and as parsed. */
-export interface PodSelector {
-  /** The selector as the user wrote it. */
-  text: string;
-  /** Its requirements, for matching pods the run holds. */
-  requirements: Requirement[];
-}
-
-/** What `--drain` does; present only with `--drain`. */
-export interface DrainFlags {
-  /** Evict pods with emptyDir volumes. @default false */
-  deleteEmptyDirData: boolean;
-  /** Evict pods that declare no controller. @default false */
-  force: boolean;
-  /** Only pods this selector matches are evicted. */
-  podSelector?: PodSelector;
-  /** Seconds each pod gets to terminate; undefined: the pod's own terminationGracePeriodSeconds. */
-  gracePeriodSecs?: number;
-  /** How long a node's drain may take before the node fails naming what blocked it. @default 600 */
-  timeoutSecs: number;
-  /** Delete the pods instead of evicting them: PodDisruptionBudgets are bypassed. @default false */
-  disableEviction: boolean;
-}
-
-/**
- * The maintenance flags (issue 14): cordon, drain, availability budget,
- * blocking pods, windows, pause, retry and settling delay, parsed and
- * validated; the engine carries them out (`fanout.ts`, `maintenance.ts`).
- */
-export interface MaintenanceOptions {
-  /** Cordon each node before its Job and uncordon it (only if this run cordoned it) after success. Implied by `--drain`. */
-  cordon: boolean;
-  /** Uncordon a node this run cordoned even when its Job failed. @default false */
-  uncordonOnFailure: boolean;
-  /** Evict the node's pods before its Job. */
-  drain?: DrainFlags;
-  /** `--max-unavailable`: how many nodes of the selection may be unavailable at once. */
-  maxUnavailable?: MaxUnavailable;
-  /** A node running a pod that any of these match gets no Job until the pod ends. */
-  blockingPodSelectors: PodSelector[];
-  /** How long a node may stay blocked before it ends as `blocked`; undefined: as long as the run. */
-  blockedTimeoutSecs?: number;
-  /** Maintenance windows; empty: any time. */
-  windows: Window[];
-  /** Dispatch again the nodes whose Job failed in an earlier run. @default false */
-  retryFailed: boolean;
-  /** Seconds a finished node holds its slot, for the cluster to settle. @default 0 */
-  postNodeDelaySecs: number;
-  /** While this file exists, no new Job starts (for runs without an owner Job). */
-  pauseFile?: string;
-}
-
 type MaintenanceValues = ReturnType<typeof parseArgs<{ options: typeof MAINTENANCE_FLAGS }>>[
   "values"
 ];
@@ -881,11 +732,11 @@ function podSelector(flag: string, text: string): PodSelector {
  * parseMaintenanceOptions(["--drain", "--max-unavailable", "10%"]).cordon; // true
  * ```
  */
-export function parseMaintenanceOptions(argv: string[]): MaintenanceOptions {
+export function parseMaintenanceOptions(argv: string[]): MaintenanceConfig {
   return maintenanceOptions(parseFlags(argv, MAINTENANCE_FLAGS));
 }
 
-function maintenanceOptions(v: MaintenanceValues): MaintenanceOptions {
+function maintenanceOptions(v: MaintenanceValues): MaintenanceConfig {
   const drainOnly = [
     "delete-emptydir-data",
     "force",
@@ -900,7 +751,7 @@ function maintenanceOptions(v: MaintenanceValues): MaintenanceOptions {
   }
   // kubectl's --grace-period -1 means "the pod's own"; so does leaving it out.
   const grace = number("grace-period", v["grace-period"], -1, -1);
-  const drain: DrainFlags | undefined = v.drain
+  const drain: DrainConfig | undefined = v.drain
     ? {
       deleteEmptyDirData: v["delete-emptydir-data"] ?? false,
       force: v.force ?? false,

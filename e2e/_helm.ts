@@ -29,6 +29,24 @@ export async function run(
   return { code: out.code, stdout: text.decode(out.stdout), stderr: text.decode(out.stderr) };
 }
 
+let built: Promise<void> | undefined;
+
+/**
+ * Builds helm from its Go module once per test process (tools/build.sh skips
+ * an up-to-date binary in about a second). Every helm call here awaits it, so
+ * no suite relies on another suite, or on .ci/run, to have built helm first:
+ * a fresh clone's `deno task test` once failed every chart-values step of
+ * bad_input_test.ts, which ran before chart_test.ts built it.
+ */
+export function ensureHelm(): Promise<void> {
+  built ??= run("bash", [`${ROOT}tools/build.sh`]).then((r) => {
+    if (r.code !== 0) {
+      throw new Error(`Cannot build helm: tools/build.sh exited ${r.code}: ${r.stderr}`);
+    }
+  });
+  return built;
+}
+
 /** The environment that keeps helm's state in `home`. */
 function helmEnv(home: string, kubeconfig?: string): Record<string, string> {
   return {
@@ -43,6 +61,7 @@ function helmEnv(home: string, kubeconfig?: string): Record<string, string> {
 export function helmRunner(home: string, kubeconfig?: string) {
   const env = helmEnv(home, kubeconfig);
   return async (args: string[]): Promise<string> => {
+    await ensureHelm();
     const r = await run(HELM, args, { env });
     assert.equal(r.code, 0, `helm ${args.join(" ")}: ${r.stderr}`);
     return r.stdout;
@@ -52,7 +71,10 @@ export function helmRunner(home: string, kubeconfig?: string) {
 /** Runs helm with its state in `home`; returns how it ended, whatever that was. */
 export function helmResult(home: string, kubeconfig?: string) {
   const env = helmEnv(home, kubeconfig);
-  return (args: string[]) => run(HELM, args, { env });
+  return async (args: string[]) => {
+    await ensureHelm();
+    return await run(HELM, args, { env });
+  };
 }
 
 /** The objects of a multi-document manifest. */

@@ -19,6 +19,7 @@ import { type Cluster, startCluster } from "./cluster.ts";
 import { dispatcher, dispatchPermissions, eventually, jobsIn, jobTemplate } from "./_dispatcher.ts";
 import {
   CHART,
+  ensureHelm,
   find,
   helmRunner,
   objects,
@@ -98,8 +99,7 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
   async fn(t) {
-    const build = await run("bash", [`${ROOT}tools/build.sh`]);
-    assert.equal(build.code, 0, `tools/build.sh: ${build.stderr}`);
+    await ensureHelm();
     const home = await Deno.makeTempDir({ prefix: "helm-" });
     const offline = helmRunner(home);
     const values = await writeValues({

@@ -8,7 +8,12 @@
 
 import assert from "node:assert/strict";
 import type { V1Node, V1Pod } from "@kubernetes/client-node";
-import { cordonNode, type CordonTarget, uncordonNode, uncordonPatch } from "../maintenance/cordon.ts";
+import {
+  cordonNode,
+  type CordonTarget,
+  uncordonNode,
+  uncordonPatch,
+} from "../maintenance/cordon.ts";
 import { planDrain } from "../maintenance/drain.ts";
 import { evictPod, podsOnNode } from "../maintenance/evict.ts";
 import { trackingKeys } from "../job.ts";

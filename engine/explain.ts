@@ -14,7 +14,7 @@ import { ApiError } from "../kube/client.ts";
 import type { NodeState } from "./node_state.ts";
 import { podFailure, stallReason } from "../nodes/pods.ts";
 import type { JobApi } from "./fanout_types.ts";
-import { errorText } from "../report/log.ts";
+import { errorText } from "../base/errors.ts";
 
 /** How long a Job may run with a Pending pod before it is reported as stalled. */
 export const STALL_AFTER_MS = 120_000;

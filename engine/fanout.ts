@@ -34,7 +34,7 @@ import { Outage, SILENT_MS } from "./outage.ts";
 import type { DispatchReport, FanoutOptions, Progress, Target } from "./fanout_types.ts";
 import { nodeResult, progressKey, progressOf } from "./outcome.ts";
 import { PodReader } from "./explain.ts";
-import { errorText } from "../report/log.ts";
+import { errorText } from "../base/errors.ts";
 import { deleteStale, firstSight, STALE_DELETE_DEADLINE_MS, type StaleHost } from "./stale.ts";
 
 export { type Clock, SYSTEM_CLOCK };

@@ -17,7 +17,7 @@ import { explainedReason, failureReason, type PodReader } from "./explain.ts";
 import { resultFacts } from "./outcome.ts";
 import type { Clock } from "../base/clock.ts";
 import type { FanoutOptions, Target } from "./fanout_types.ts";
-import { errorText } from "../report/log.ts";
+import { errorText } from "../base/errors.ts";
 
 /** What the post-success work says when it met an outage: the node is queued again. */
 const OUTAGE = "\u0000outage";

@@ -8,7 +8,7 @@
  */
 
 import { isRetryable } from "../kube/client.ts";
-import { errorText } from "../report/log.ts";
+import { errorText } from "../base/errors.ts";
 
 /** How the API failed, for the progress line: `API unreachable for 2m10s`. */
 export type OutageWord = "unreachable" | "failing" | "throttling";

@@ -15,7 +15,7 @@ import { isOutage } from "./outage.ts";
 import { deletionHolds } from "../nodes/pods.ts";
 import type { Clock } from "../base/clock.ts";
 import type { JobApi, Reporter } from "./fanout_types.ts";
-import { errorText } from "../report/log.ts";
+import { errorText } from "../base/errors.ts";
 
 /**
  * How long the deletion of a stale Job may take before its node fails. A

@@ -16,7 +16,7 @@ import type { NodeEvent, NodeState } from "./node_state.ts";
 import { isOutage } from "./outage.ts";
 import type { Clock } from "../base/clock.ts";
 import type { FanoutOptions, JobApi, Reporter, Target } from "./fanout_types.ts";
-import { errorText } from "../report/log.ts";
+import { errorText } from "../base/errors.ts";
 
 /** What the start of a node needs from the engine. */
 export interface StartHost {

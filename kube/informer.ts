@@ -11,7 +11,7 @@
 
 import { ApiError, type ListResult, type WatchEvent } from "./client.ts";
 import { type Clock, SYSTEM_CLOCK } from "../base/clock.ts";
-import { errorText } from "../report/log.ts";
+import { errorText } from "../base/errors.ts";
 
 /** What an informer needs of an object: a name and a resourceVersion. */
 export interface KubeObject {

@@ -20,7 +20,8 @@ import {
 } from "./drain.ts";
 import { evictPod, podsOnNode } from "./evict.ts";
 import { ApiError, isRetryable, type Kube, paths } from "../kube/client.ts";
-import type { DrainFlags, PodSelector } from "../cli/options.ts";
+import type { DrainConfig, PodSelector } from "./config.ts";
+import type { Log } from "../base/log.ts";
 
 /** Options of {@linkcode Maintenance}. */
 export interface NodeMaintenanceOptions {
@@ -31,7 +32,7 @@ export interface NodeMaintenanceOptions {
   /** This run's identity on the nodes it cordons (see {@linkcode CordonTarget.runId}). */
   runId: string;
   /** Drain after the cordon; undefined: cordon only. */
-  drain?: DrainFlags;
+  drain?: DrainConfig;
   /** Lift this run's cordon of a node that failed. */
   uncordonOnFailure: boolean;
   /** Says what happened (a node cordoned by others, eviction warnings, an uncordon that failed). */
@@ -42,21 +43,13 @@ export interface NodeMaintenanceOptions {
    * the JSON log. Without it the lines go to `warn`: a drain that says
    * nothing for minutes reads as a hang.
    */
-  log?: MaintenanceLog;
+  log?: Log;
   /** Aborts on SIGINT/SIGTERM: a drain under way gives up. */
   signal: AbortSignal;
   /** The clock. @default SYSTEM_CLOCK */
   clock?: Clock;
   /** How often a drain re-lists the node's pods and retries blocked evictions. @default 2000 */
   retryMs?: number;
-}
-
-/** Where {@linkcode Maintenance} says what it does (the run's logger). */
-export interface MaintenanceLog {
-  /** An ordinary line. */
-  info(msg: string, fields: Record<string, unknown>): void;
-  /** A line the user should look at. */
-  warn(msg: string, fields: Record<string, unknown>): void;
 }
 
 /**
@@ -83,7 +76,7 @@ export class Maintenance {
   #o: NodeMaintenanceOptions;
   #clock: Clock;
 
-  #log: MaintenanceLog;
+  #log: Log;
 
   constructor(opts: NodeMaintenanceOptions) {
     this.#o = opts;
@@ -120,7 +113,7 @@ export class Maintenance {
    * Evicts the node's pods by kubectl drain's rules until none of them is
    * left; a PodDisruptionBudget's refusal is retried until the drain timeout.
    */
-  async #drain(node: string, flags: DrainFlags): Promise<string | undefined> {
+  async #drain(node: string, flags: DrainConfig): Promise<string | undefined> {
     const { kube, signal } = this.#o;
     const deadline = this.#clock.now() + flags.timeoutSecs * 1000;
     const opts: DrainOptions = {

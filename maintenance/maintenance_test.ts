@@ -80,8 +80,8 @@ async function drain(
       uncordonOnFailure: false,
       warn: () => {},
       log: {
-        info: (msg, fields) => lines.push({ level: "info", msg, fields }),
-        warn: (msg, fields) => lines.push({ level: "warn", msg, fields }),
+        info: (msg, fields) => lines.push({ level: "info", msg, fields: fields ?? {} }),
+        warn: (msg, fields) => lines.push({ level: "warn", msg, fields: fields ?? {} }),
       },
       signal: new AbortController().signal,
       retryMs: opts.retryMs ?? 50,

@@ -14,21 +14,7 @@ import type {
   V1Taint,
   V1Toleration,
 } from "@kubernetes/client-node";
-
-/**
- * Tolerations the DaemonSet controller adds to every daemon pod, so that a
- * per-node Job reaches the nodes a DaemonSet would: a node that is not ready,
- * unreachable, under resource pressure or cordoned still gets its pod.
- * `network-unavailable` is added only for host-network pods.
- */
-export const DAEMONSET_TOLERATIONS: readonly V1Toleration[] = [
-  { key: "node.kubernetes.io/not-ready", operator: "Exists", effect: "NoExecute" },
-  { key: "node.kubernetes.io/unreachable", operator: "Exists", effect: "NoExecute" },
-  { key: "node.kubernetes.io/disk-pressure", operator: "Exists", effect: "NoSchedule" },
-  { key: "node.kubernetes.io/memory-pressure", operator: "Exists", effect: "NoSchedule" },
-  { key: "node.kubernetes.io/pid-pressure", operator: "Exists", effect: "NoSchedule" },
-  { key: "node.kubernetes.io/unschedulable", operator: "Exists", effect: "NoSchedule" },
-];
+import { DAEMONSET_TOLERATIONS } from "../job.ts";
 
 const HOST_NETWORK_TOLERATION: V1Toleration = {
   key: "node.kubernetes.io/network-unavailable",

@@ -28,14 +28,15 @@ import {
   type TaintSelector,
   taintsToLift,
 } from "./lifecycle.ts";
-import { errorText, type Logger } from "../report/log.ts";
+import { errorText } from "../base/errors.ts";
+import type { Log } from "../base/log.ts";
 
 /** Options of {@linkcode NodeWriter}. */
 export interface NodeWriterOptions {
   /** The API client. */
   kube: Kube;
   /** The logger. */
-  log: Logger;
+  log: Log;
   /** The tracking keys: a cleanup clears the node marks of `report.ts`. */
   keys: TrackingKeys;
   /** The labels, when `--node-label-key` is given. */

@@ -7,14 +7,7 @@
 
 import type { DispatchEvent, Progress, Reporter } from "../engine/fanout.ts";
 import { ActiveTime } from "../engine/outcome.ts";
-
-/**
- * The message of anything thrown, for a log line: an Error's message, else
- * the value as text.
- */
-export function errorText(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
+import type { Log } from "../base/log.ts";
 
 /** `text` for people, `json` for log pipelines. */
 export type LogFormat = "text" | "json";
@@ -148,7 +141,7 @@ function clock(seconds: number): string {
 const COUNTED_LINES = 20;
 
 /** The logger every module reports through. */
-export class Logger implements Reporter {
+export class Logger implements Reporter, Log {
   #format: LogFormat;
   #sink: Sink;
   #live: boolean;

@@ -14,7 +14,30 @@ import type { OwnerRef, TrackingKeys } from "../job.ts";
 import { ApiError, isRetryable, type Kube, paths } from "../kube/client.ts";
 import { describeProgress, type Logger } from "./log.ts";
 import { pointer } from "../nodes/lifecycle.ts";
-import { outcomeCounts } from "./summary.ts";
+
+/** How many nodes ended in each outcome. */
+export type OutcomeCounts = Record<NodeResult["outcome"], number>;
+
+/**
+ * How many nodes ended in each outcome, in the order the log and the report
+ * show them.
+ *
+ * @example
+ * ```ts
+ * outcomeCounts([{ node: "n1", job: "j-n1", outcome: "failed" }]).failed; // 1
+ * ```
+ */
+export function outcomeCounts(results: readonly NodeResult[]): OutcomeCounts {
+  const count = (o: NodeResult["outcome"]) => results.filter((r) => r.outcome === o).length;
+  return {
+    succeeded: count("succeeded"),
+    failed: count("failed"),
+    unknown: count("unknown"),
+    blocked: count("blocked"),
+    inFlight: count("inFlight"),
+    notStarted: count("notStarted"),
+  };
+}
 
 /** A node left out before dispatch, with why. */
 export interface SkippedEntry {

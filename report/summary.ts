@@ -8,7 +8,7 @@ import { labelValue, type RunIdentity } from "../job.ts";
 import type { NodeResult } from "../engine/fanout_types.ts";
 import type { Logger } from "./log.ts";
 import type { ApiStats } from "../kube/client.ts";
-import { jsonReport, junitReport, type ReportInput } from "./report.ts";
+import { jsonReport, junitReport, outcomeCounts, type ReportInput } from "./report.ts";
 
 /** Exit codes, as documented in `--help`. */
 export const EXIT = {
@@ -20,30 +20,6 @@ export const EXIT = {
   sigint: 130,
   sigterm: 143,
 } as const;
-
-/** How many nodes ended in each outcome. */
-export type OutcomeCounts = Record<NodeResult["outcome"], number>;
-
-/**
- * How many nodes ended in each outcome, in the order the log and the report
- * show them.
- *
- * @example
- * ```ts
- * outcomeCounts([{ node: "n1", job: "j-n1", outcome: "failed" }]).failed; // 1
- * ```
- */
-export function outcomeCounts(results: readonly NodeResult[]): OutcomeCounts {
-  const count = (o: NodeResult["outcome"]) => results.filter((r) => r.outcome === o).length;
-  return {
-    succeeded: count("succeeded"),
-    failed: count("failed"),
-    unknown: count("unknown"),
-    blocked: count("blocked"),
-    inFlight: count("inFlight"),
-    notStarted: count("notStarted"),
-  };
-}
 
 /**
  * Logs the outcome of one fan-out: the counts, each failed and blocked node,

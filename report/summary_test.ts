@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import type { NodeResult } from "../engine/fanout.ts";
-import { apiStatsLines, EXIT, exitCode, outcomeCounts, summarise, writeReport } from "./summary.ts";
+import { apiStatsLines, EXIT, exitCode, summarise, writeReport } from "./summary.ts";
+import { outcomeCounts } from "./report.ts";
 import { Logger } from "./log.ts";
 import { trackingKeys } from "../job.ts";
 import { jsonReport, junitReport } from "./report.ts";

@@ -36,11 +36,11 @@ import {
   waitForSelection,
 } from "../nodes/select.ts";
 import { isSatisfied, ownedButUnselected } from "../nodes/lifecycle.ts";
-import type { MaintenanceOptions, Options } from "../cli/options.ts";
+import type { MaintenanceConfig } from "../maintenance/config.ts";
+import type { RunConfig, RunContext } from "./config.ts";
 import { domainOf, orderItems } from "../engine/safety.ts";
 import { checkTtl, resolveNamespace, resolveOwner } from "./preflight.ts";
 import { counted, EXIT, writeReport } from "../report/summary.ts";
-import type { RunContext } from "./run.ts";
 
 /** How many already-done nodes are named one by one before the rest are counted. */
 const SATISFIED_LINES = 20;
@@ -69,7 +69,7 @@ export interface CleanupPlan {
  * one: a matched node skipped for a taint is still selected.
  */
 async function planCleanup(
-  opts: Options,
+  opts: RunConfig,
   cleanup: JobTemplate,
   mainPrefix: string,
   resolved: Resolved,
@@ -152,7 +152,7 @@ export interface Plan {
  * @returns the plan, or an exit code when there is nothing to do
  */
 export async function planRun(
-  opts: Options,
+  opts: RunConfig,
   template: JobTemplate,
   ctx: RunContext,
   cleanupTemplate?: JobTemplate,
@@ -210,7 +210,7 @@ export async function planRun(
  * @returns the exit code: 0, or 1 when the report cannot be written
  */
 function nothingToDo(
-  opts: Options,
+  opts: RunConfig,
   ctx: RunContext,
   p: Pick<Plan, "resolved" | "selection" | "namespace" | "prefix" | "owner">,
 ): number {
@@ -282,7 +282,7 @@ function kubectlGetNodes(s: Selection): string {
 
 /** The cleanup run's identity and its Jobs, one per node it owes. */
 function planCleanupTargets(
-  opts: Options,
+  opts: RunConfig,
   cleanup: CleanupPlan,
   job: Omit<InstantiateOptions, "node" | "prefix">,
 ): Pick<Plan, "cleanupRun" | "cleanupTargets"> {
@@ -301,7 +301,7 @@ function planCleanupTargets(
  *
  * @throws {UsageError} when there is none, or nothing of it is usable in a name
  */
-function namePrefixOf(opts: Options, template: JobTemplate): string {
+function namePrefixOf(opts: RunConfig, template: JobTemplate): string {
   const prefix = opts.namePrefix ?? template.metadata?.name;
   if (!prefix) {
     throw new UsageError(
@@ -329,7 +329,7 @@ function namePrefixOf(opts: Options, template: JobTemplate): string {
  * @throws {UsageError} naming the template and the fix
  */
 function checkTemplates(
-  opts: Options,
+  opts: RunConfig,
   ctx: RunContext,
   template: JobTemplate,
   cleanupTemplate: JobTemplate | undefined,
@@ -343,7 +343,7 @@ function checkTemplates(
 }
 
 /** How nodes are selected, from the options. */
-function selectionOf(opts: Options): Selection {
+function selectionOf(opts: RunConfig): Selection {
   return {
     nodes: opts.nodes,
     labelSelectors: opts.nodeSelectors,
@@ -360,7 +360,7 @@ function selectionOf(opts: Options): Selection {
  * @throws {UsageError} when every matched node is tainted, or none matched in time
  */
 async function settleSelection(
-  opts: Options,
+  opts: RunConfig,
   ctx: RunContext,
   selection: Selection,
   podSpec: V1PodSpec,
@@ -404,7 +404,7 @@ async function settleSelection(
 }
 
 /** The eligible nodes without those already done (`--skip-satisfied-nodes`), which are said. */
-function withoutSatisfied(opts: Options, eligible: V1Node[], log: RunContext["log"]): V1Node[] {
+function withoutSatisfied(opts: RunConfig, eligible: V1Node[], log: RunContext["log"]): V1Node[] {
   const cfg = opts.nodeLabels!;
   const done = eligible.filter((n) => isSatisfied(cfg, n, opts.requireNodeHandlers));
   // One line per node up to a point: a satisfied fleet of thousands would
@@ -429,7 +429,7 @@ function withoutSatisfied(opts: Options, eligible: V1Node[], log: RunContext["lo
  *
  * @throws {UsageError} naming how many, the first, and the fix
  */
-function checkAffinity(opts: Options, podSpec: V1PodSpec, eligible: V1Node[]): void {
+function checkAffinity(opts: RunConfig, podSpec: V1PodSpec, eligible: V1Node[]): void {
   const mismatched = eligible
     .map((n) => [n.metadata!.name!, affinityMismatch(podSpec, n)] as const)
     .filter(([, why]) => why);
@@ -447,7 +447,7 @@ function checkAffinity(opts: Options, podSpec: V1PodSpec, eligible: V1Node[]): v
  * the failure domain of each.
  */
 function planTargets(
-  opts: Options,
+  opts: RunConfig,
   eligible: V1Node[],
   job: Omit<InstantiateOptions, "node">,
 ): Pick<Plan, "selected" | "targets" | "domain"> {
@@ -476,7 +476,7 @@ function targetOf(n: V1Node, job: Omit<InstantiateOptions, "node">): Target {
 
 /** The one line that says what the run selected, and what it will do to the nodes. */
 function logSelected(
-  opts: Options,
+  opts: RunConfig,
   ctx: RunContext,
   p: Pick<Plan, "targets" | "selection" | "resolved" | "eligible" | "namespace" | "owner">,
 ): void {
@@ -511,7 +511,7 @@ export interface SelectedFacts {
   owner?: string;
   /** What the run does around each Job. */
   maintenance: Pick<
-    MaintenanceOptions,
+    MaintenanceConfig,
     "cordon" | "drain" | "uncordonOnFailure" | "maxUnavailable" | "windows"
   >;
 }

@@ -9,7 +9,7 @@
 import type { V1Job, V1Pod } from "@kubernetes/client-node";
 import { type JobTemplate, type OwnerRef, unobservableTtl, UsageError } from "../job.ts";
 import { ApiError, type Kube, paths } from "../kube/client.ts";
-import type { Options } from "../cli/options.ts";
+import type { RunConfig } from "./config.ts";
 
 /** Where the namespace may come from besides the options (a part of `RunContext`). */
 export interface NamespaceSources {
@@ -29,7 +29,7 @@ const SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount
  * in-cluster service account's namespace, then the kubeconfig context's, then
  * `default` — the order in which each is the more deliberate choice.
  */
-export function resolveNamespace(opts: Options, ctx: NamespaceSources): string {
+export function resolveNamespace(opts: RunConfig, ctx: NamespaceSources): string {
   // client-go reads $POD_NAMESPACE only for its in-cluster configuration: an
   // explicitly given --kubeconfig or --context brings its context's namespace.
   const explicit = opts.kubeconfig || opts.context ? ctx.kube.contextNamespace : undefined;
@@ -44,7 +44,7 @@ export function resolveNamespace(opts: Options, ctx: NamespaceSources): string {
  * @throws {UsageError} when the named Job or pod does not exist, or the pod has no owner Job
  */
 export async function resolveOwner(
-  opts: Options,
+  opts: RunConfig,
   kube: Kube,
   ns: string,
 ): Promise<OwnerRef | undefined> {
@@ -110,7 +110,7 @@ export async function validateOnServer(kube: Kube, ns: string, job: V1Job): Prom
  *
  * @throws {UsageError} naming the template and why
  */
-export function checkTtl(opts: Options, template: JobTemplate, source: string | undefined): void {
+export function checkTtl(opts: RunConfig, template: JobTemplate, source: string | undefined): void {
   const why = unobservableTtl(template, opts.pollOnly ? opts.pollIntervalSecs : undefined);
   if (why) throw new UsageError(`Invalid job template ${source}: ${why}`);
 }

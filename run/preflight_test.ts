@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { Options } from "../cli/options.ts";
+import type { RunConfig } from "./config.ts";
 import { type NamespaceSources, resolveNamespace } from "./preflight.ts";
 
 Deno.test({
@@ -33,7 +33,7 @@ Deno.test({
     ];
     for (const [what, g, want] of cases) {
       await t.step(`${what} → ${want}`, () => {
-        const opts = { namespace: g.flag, context: g.explicit ? "c" : undefined } as Options;
+        const opts = { namespace: g.flag, context: g.explicit ? "c" : undefined } as RunConfig;
         const sources: NamespaceSources = {
           kube: { contextNamespace: g.context },
           env: (name) => name === "POD_NAMESPACE" ? g.env : undefined,

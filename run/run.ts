@@ -9,7 +9,6 @@
 import { stringify } from "yaml";
 import type { V1Node } from "@kubernetes/client-node";
 import { type JobTemplate, labelValue, type RunIdentity } from "../job.ts";
-import type { Kube } from "../kube/client.ts";
 import {
   dispatch,
   type DispatchReport,
@@ -24,8 +23,7 @@ import { closesAt, describeNextOpening, nextOpening } from "../maintenance/windo
 import { FilePause, OwnerPause } from "../engine/pause.ts";
 import { resolveMaxUnavailable } from "../maintenance/budget.ts";
 import { NodeWriter } from "../nodes/node_writer.ts";
-import type { Logger } from "../report/log.ts";
-import type { Options } from "../cli/options.ts";
+import type { RunConfig, RunContext } from "./config.ts";
 import { failureBudget } from "../engine/safety.ts";
 import { Recorder, type ReportInput } from "../report/report.ts";
 import { holdOwner } from "./owner_guard.ts";
@@ -36,26 +34,6 @@ import { afterSuccess, anyPaused, availabilityBudget } from "./run_hooks.ts";
 import { type Plan, planRun } from "./plan.ts";
 
 export { EXIT, jobApiFor, resolveNamespace };
-
-/** What a run needs from its surroundings. */
-export interface RunContext {
-  /** The API client. */
-  kube: Kube;
-  /** The logger. */
-  log: Logger;
-  /** Aborts on SIGINT/SIGTERM. */
-  signal: AbortSignal;
-  /** Reads an environment variable. */
-  env: (name: string) => string | undefined;
-  /** Reads a file, or undefined when it cannot. */
-  readFile: (path: string) => string | undefined;
-  /** Writes data (dry-run YAML) to stdout. */
-  stdout: (text: string) => void;
-  /** Whether the log goes to a terminal, which shows a live progress line. */
-  terminal: boolean;
-  /** Writes a file (the report). */
-  writeFile: (path: string, text: string) => void;
-}
 
 /** What one fan-out of a run shares with the other (cleanup, then main). */
 interface Phase {
@@ -77,7 +55,7 @@ interface Phase {
  * @throws {ApiError} when the cluster cannot be used before any dispatch
  */
 export async function runDispatcher(
-  opts: Options,
+  opts: RunConfig,
   template: JobTemplate,
   ctx: RunContext,
   cleanupTemplate?: JobTemplate,
@@ -109,7 +87,7 @@ export async function runDispatcher(
 
 /** A run being executed: its options, its plan and its surroundings. */
 interface Execution {
-  opts: Options;
+  opts: RunConfig;
   plan: Plan;
   ctx: RunContext;
 }
@@ -125,7 +103,7 @@ interface MainOutcome {
  * The execute step: yields to a live run of another owner, or dispatches the
  * cleanup Jobs and then the main ones, and summarises.
  */
-async function executeRun(opts: Options, plan: Plan, ctx: RunContext): Promise<number> {
+async function executeRun(opts: RunConfig, plan: Plan, ctx: RunContext): Promise<number> {
   const x: Execution = { opts, plan, ctx };
   const { namespace, keys, owner } = plan;
   if (await yieldsToLiveRun(x)) return EXIT.ok;

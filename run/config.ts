@@ -1,0 +1,132 @@
+/**
+ * What one run is configured with and what it needs from its surroundings.
+ * `run/` composes each concern's configuration into {@linkcode RunConfig};
+ * `cli/` builds it from the flags, and nothing below `run/` sees it whole.
+ *
+ * @module
+ */
+
+import type { LogFormat } from "../report/log.ts";
+import type { Kube } from "../kube/client.ts";
+import type { Logger } from "../report/log.ts";
+import type { LabelConfig, TaintSelector } from "../nodes/lifecycle.ts";
+import type { Order, TopologyLimit } from "../engine/safety.ts";
+import type { MaintenanceConfig } from "../maintenance/config.ts";
+
+/** Everything a run is configured with: what the command line says, minus `--help` and `--version`. */
+export interface RunConfig {
+  /** Path of the Job template; "-" reads stdin. */
+  jobTemplate: string;
+  /** Prefix of every Job name; default: the template's metadata.name. */
+  namePrefix?: string;
+  /** Namespace of the Jobs; resolved later when unset. */
+  namespace?: string;
+  /** Explicit node names. */
+  nodes?: string[];
+  /** Label selectors; a node matching any is selected. */
+  nodeSelectors: string[];
+  /** A field selector every selected node must match. */
+  nodeFieldSelector?: string;
+  /** Page size of node LISTs. @default 500 */
+  nodePageSize: number;
+  /** Dispatch to tainted nodes too. */
+  ignoreNodeTaints: boolean;
+  /** How long to wait for the selection to appear and settle. @default 0 */
+  waitForNodesSecs: number;
+  /** How long the eligible set must stay unchanged. @default 15 */
+  nodeSettleSecs: number;
+  /** Most Jobs in flight. @default 100 */
+  parallelism: number;
+  /** LIST interval when a watch is not possible. @default 5 */
+  pollIntervalSecs: number;
+  /** Never watch the Jobs; LIST every poll interval. */
+  pollOnly: boolean;
+  /** How often the progress line is printed. @default 10 */
+  progressIntervalSecs: number;
+  /** Most API requests in flight at once, watches aside. @default 16 */
+  kubeApiConcurrency: number;
+  /** API requests a second, client-side; 0 turns the limit off. @default 50 */
+  kubeApiQps: number;
+  /** API requests that may start at once after a quiet spell. @default 300 */
+  kubeApiBurst: number;
+  /** The owner Job, by name. */
+  ownerJobName?: string;
+  /** A pod whose Job owner owns the run. */
+  ownerJobFromPod?: string;
+  /** Prefix of the tracking label keys. @default "job-dispatcher" */
+  trackingLabelPrefix: string;
+  /** Exit 0 when another live owner's run holds this prefix. */
+  yieldToLiveRun: boolean;
+  /** Kubeconfig file. */
+  kubeconfig?: string;
+  /** Kubeconfig context. */
+  context?: string;
+  /** Print (client) or validate (server) the Jobs instead of running them. */
+  dryRun?: "client" | "server";
+  /** Failure budget, `N` or `P%`; exceeding it stops the rollout. */
+  maxFailures?: string;
+  /** Nodes to run first; the rest only if all of them succeed. */
+  canary?: number;
+  /** At most M Jobs in flight per value of a node label. */
+  maxPerTopology?: TopologyLimit;
+  /** Seconds after which an unfinished node fails with reason timeout. */
+  nodeTimeoutSecs?: number;
+  /** Delete timed-out Jobs (foreground). */
+  deleteTimedOut: boolean;
+  /** How Jobs are pinned to their node. @default "nodeName" */
+  pin: "nodeName" | "affinity";
+  /** Dispatch order. @default "name" */
+  order: Order;
+  /** Seed of `--order random`. @default 0 */
+  seed: number;
+  /** Seconds a Job's pod may stay Pending before it is reported as stalled. @default 120 */
+  stallWarnSecs: number;
+  /** Log format. @default "text" */
+  logFormat: LogFormat;
+  /** Which node outcomes are recorded on the nodes (Events, marks). @default "all" */
+  nodeRecords: "all" | "failures" | "none";
+  /** Where to write the report file. */
+  report?: string;
+  /** The report's format. @default "json" */
+  reportFormat: "json" | "junit";
+  /** The node labels this run owns and writes (`--node-label-key` and friends). */
+  nodeLabels?: LabelConfig;
+  /** Seconds to wait for Ready after a node's Job succeeded; 0: no wait. @default 300 */
+  waitNodeReadySecs: number;
+  /** Runtime handlers of which a node must serve one before it is labelled. */
+  requireNodeHandlers: string[];
+  /** Taints lifted once the node is labelled. */
+  removeNodeTaints: TaintSelector[];
+  /** Warn when a kubelet's runtimeRequestTimeout is below this many seconds. */
+  kubeletTimeoutWarnSecs?: number;
+  /** Leave out nodes whose owned label already holds the finished value. */
+  skipSatisfiedNodes: boolean;
+  /** Template run first on owned nodes the selection no longer matches. */
+  cleanupJobTemplate?: string;
+  /** Fail a node that reports no container runtime version. */
+  requireNodeRuntimeVersion: boolean;
+  /** Fail a node that reports no machine ID. */
+  requireNodeMachineId: boolean;
+  /** The maintenance around each Job (cordon, drain); only the flags in FLAGS are set. */
+  maintenance: MaintenanceConfig;
+}
+
+/** What a run needs from its surroundings. */
+export interface RunContext {
+  /** The API client. */
+  kube: Kube;
+  /** The logger. */
+  log: Logger;
+  /** Aborts on SIGINT/SIGTERM. */
+  signal: AbortSignal;
+  /** Reads an environment variable. */
+  env: (name: string) => string | undefined;
+  /** Reads a file, or undefined when it cannot. */
+  readFile: (path: string) => string | undefined;
+  /** Writes data (dry-run YAML) to stdout. */
+  stdout: (text: string) => void;
+  /** Whether the log goes to a terminal, which shows a live progress line. */
+  terminal: boolean;
+  /** Writes a file (the report). */
+  writeFile: (path: string, text: string) => void;
+}
