@@ -1,4 +1,7 @@
 /**
+ * **base/** owns what every folder may use: the clock, error text and the
+ * logger's two-method face. It imports nothing of the house.
+ *
  * Error helpers every folder uses; they live at the bottom of the house so
  * that the engine and the client need not import the logger above them.
  *

@@ -7,7 +7,7 @@
  * ```sh
  * deno task bench:startup                         # the bundle, rebuilt; 10 runs after one warm-up
  * deno task bench:startup --runs 20 --user cert   # client-certificate user
- * deno task bench:startup --user fallback         # an impersonating user (client-node's, until issue 12)
+ * deno task bench:startup --user fallback         # an impersonating user (impersonation headers)
  * JOB_DISPATCHER_ENTRY=main.ts deno task bench:startup
  * ```
  *
@@ -85,7 +85,7 @@ function kubeconfig(dir: string, server: string, user: UserKind): string {
   const users = {
     token: `{token: probe-token}`,
     cert: `{client-certificate-data: ${b64("client.crt")}, client-key-data: ${b64("client.key")}}`,
-    // Impersonation went to client-node's KubeConfig until credentials.ts
+    // Impersonation went to client-node's KubeConfig until kube/credentials.ts
     // took it over; kept to show that it no longer costs a start anything.
     fallback: `{token: probe-token, as: someone}`,
   };

@@ -1,4 +1,9 @@
 /**
+ * **cli/** owns the command line: every flag, `--help`, the one-line flag
+ * errors. It builds `run/`'s {@linkcode RunConfig} from argv. Only `main.ts`
+ * imports it; it imports the concerns' parsers and configuration types, never
+ * the other way round.
+ *
  * The command line: every flag, its default and why it exists, in one table;
  * `parseOptions` turns argv into a typed, validated {@linkcode Options}.
  *
@@ -287,7 +292,7 @@ EXIT CODES
        re-run adopts them and finishes the rest.
 `;
 
-/** The maintenance flags (issue 14), in parseArgs form: part of {@linkcode FLAGS}. */
+/** The maintenance flags (cordon, drain, budget, windows, pause), in parseArgs form: part of {@linkcode FLAGS}. */
 export const MAINTENANCE_FLAGS = {
   cordon: { type: "boolean" },
   "uncordon-on-failure": { type: "boolean" },

@@ -585,7 +585,7 @@ Deno.test({
   name: "HELP names every Event reason the run records on a Node",
   permissions: "none",
   async fn(t) {
-    // report.ts's Node Events: an operator reading kubectl describe node looks them up here.
+    // report/report.ts's Node Events: an operator reading kubectl describe node looks them up here.
     for (const reason of ["JobSucceeded", "JobFailed", "NodeFailed", "JobPending"]) {
       await t.step(reason, () => assert.ok(HELP.includes(reason), `${reason} in --help`));
     }

@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { parse, stringify } from "yaml";
 import { type Cluster, type ClusterOptions, type NodeSpec, startCluster } from "./cluster.ts";
-import { eventually } from "./_dispatcher.ts";
+import { eventually, jobTemplate } from "./_dispatcher.ts";
 
 /**
  * A test that runs `fn` on a control plane of its own: started first,
@@ -233,4 +233,24 @@ export async function serviceAccount(
     server: opts.server,
   });
   return { kubeconfig, user };
+}
+
+/** The arguments every run over a suite's nodes shares: its template (Jobs of `duration`), its nodes, its namespace. */
+export async function suiteArgs(suite: string, ns: string, duration = "200ms"): Promise<string[]> {
+  const template = await tempFile(jobTemplate(suite, duration));
+  return ["--job-template", template, "--node-selector", `${SUITE}=${suite}`, "--namespace", ns];
+}
+
+/**
+ * The opening of a step over fresh nodes: its namespace, `nodes` nodes of the
+ * suite, and the arguments every run over them shares.
+ */
+export async function suiteStep(
+  cluster: Cluster,
+  suite: string,
+  opts: { namespace?: string; nodes: number; duration?: string },
+): Promise<{ ns: string; args: string[] }> {
+  const ns = await namespace(cluster, opts.namespace ?? suite);
+  await cluster.createNodes(suiteNodes(suite, opts.nodes));
+  return { ns, args: await suiteArgs(suite, ns, opts.duration) };
 }

@@ -25,7 +25,7 @@ import {
 } from "./_dispatcher.ts";
 import { DURATION_ANNOTATION } from "./_nodes.ts";
 import { atLeast, DispatcherProcess } from "./_faults.ts";
-import { clusterTest, namespace, SUITE, suiteNodes, tempFile } from "./_fixtures.ts";
+import { clusterTest, namespace, suiteNodes, suiteStep, tempFile } from "./_fixtures.ts";
 import { disruptionsAllowed, heldPod } from "./_budget.ts";
 
 /** The pods every node of a row holds, by their `role` label. */
@@ -263,12 +263,6 @@ async function effect(
   };
 }
 
-/** The arguments of a rollout over the nodes of `suite`: Jobs of 200 ms in `ns`. */
-async function suiteArgs(suite: string, ns: string): Promise<string[]> {
-  const template = await tempFile(jobTemplate(suite, "200ms"));
-  return ["--job-template", template, "--node-selector", `${SUITE}=${suite}`, "--namespace", ns];
-}
-
 /** A line of the dispatcher that says the API is out (see e2e/outage_test.ts). */
 const OUTAGE_SAID = /API outage: |API (unreachable|failing|throttling) for \S+: paused/;
 
@@ -482,13 +476,12 @@ spec:
     await t.step(
       "--pause-file: no Job while the file exists (the progress line names it); removed, the run finishes",
       async () => {
-        const ns = await namespace(cluster, "pause");
-        await cluster.createNodes(suiteNodes("pause", 3));
+        const { ns, args } = await suiteStep(cluster, "pause", { nodes: 3 });
         const file = await tempFile("", ".pause");
         const watcher = await JobWatcher.start(cluster, ns);
         try {
           const run = new DispatcherProcess(cluster, [
-            ...(await suiteArgs("pause", ns)),
+            ...args,
             "--pause-file",
             file,
             "--parallelism",
@@ -520,13 +513,12 @@ spec:
     await t.step(
       "--post-node-delay-secs 3 --parallelism 1: each next Job ≥ 3 s after the previous one finished",
       async () => {
-        const ns = await namespace(cluster, "delay");
-        await cluster.createNodes(suiteNodes("delay", 3));
+        const { ns, args } = await suiteStep(cluster, "delay", { nodes: 3 });
         const watcher = await JobWatcher.start(cluster, ns);
         let r;
         try {
           r = await dispatcher(cluster, [
-            ...(await suiteArgs("delay", ns)),
+            ...args,
             "--parallelism",
             "1",
             "--post-node-delay-secs",
@@ -550,8 +542,7 @@ spec:
     await t.step(
       "kube-apiserver frozen while a drain waits on a budget: the run pauses, the node succeeds once the budget allows, exit 0",
       async () => {
-        const ns = await namespace(cluster, "freeze");
-        await cluster.createNodes(suiteNodes("freeze", 1));
+        const { ns, args } = await suiteStep(cluster, "freeze", { nodes: 1 });
         const applied = await cluster.kubectl(
           ["apply", "-f", "-"],
           heldPod(ns, "hold", "freeze-000"),
@@ -560,7 +551,7 @@ spec:
         await disruptionsAllowed(cluster, ns, "hold-pdb", 1, 0);
         const [hold] = (await getJson<{ items: V1Pod[] }>(cluster, ["pods", "-n", ns])).items;
         const p = new DispatcherProcess(cluster, [
-          ...(await suiteArgs("freeze", ns)),
+          ...args,
           "--drain",
           "--drain-timeout-secs",
           "240",

@@ -34,7 +34,9 @@ import {
   ownerJob,
   serviceAccount,
   SUITE,
+  suiteArgs,
   suiteNodes,
+  suiteStep,
   tempFile,
 } from "./_fixtures.ts";
 import type { Cluster } from "./cluster.ts";
@@ -423,18 +425,6 @@ async function cordons(
   }]));
 }
 
-/** The arguments every run of a suite shares: its template, its nodes, its namespace. */
-async function suiteArgs(suite: string, ns: string, duration: string): Promise<string[]> {
-  return [
-    "--job-template",
-    await tempFile(jobTemplate(suite, duration)),
-    "--node-selector",
-    `${SUITE}=${suite}`,
-    "--namespace",
-    ns,
-  ];
-}
-
 const ERROR = trackingKeys("job-dispatcher").error;
 
 clusterTest("--drain dispatches on a real control plane", async (t, cluster) => {
@@ -505,8 +495,7 @@ clusterTest("--drain dispatches on a real control plane", async (t, cluster) => 
   await t.step(
     "a budget allowing nothing: that node fails after --drain-timeout-secs naming it and stays cordoned; a node cordoned by someone else stays cordoned",
     async () => {
-      const ns = await namespace(cluster, "block");
-      await cluster.createNodes(suiteNodes("block", 3));
+      const { ns, args: common } = await suiteStep(cluster, "block", { nodes: 3, duration: "1s" });
       const applied = await cluster.kubectl(
         ["apply", "-f", "-"],
         `apiVersion: apps/v1
@@ -536,7 +525,7 @@ spec:
       const operator = await cluster.kubectl(["cordon", "block-002"]);
       assert.equal(operator.code, 0, operator.stderr);
       const args = [
-        ...(await suiteArgs("block", ns, "1s")),
+        ...common,
         "--drain",
         "--drain-timeout-secs",
         "10",
@@ -732,8 +721,7 @@ spec:
   await t.step(
     "pause: the owner annotated <P>/paused=true creates no Job while set; removing it resumes",
     async () => {
-      const ns = await namespace(cluster, "pause");
-      await cluster.createNodes(suiteNodes("pause", 4));
+      const { ns, args } = await suiteStep(cluster, "pause", { nodes: 4, duration: "3s" });
       await ownerJob(cluster, ns, "hook");
       const annotate = async (value: string) => {
         const r = await cluster.kubectl([
@@ -750,7 +738,7 @@ spec:
       const watcher = await JobWatcher.start(cluster, ns);
       try {
         const run = dispatcher(cluster, [
-          ...(await suiteArgs("pause", ns, "3s")),
+          ...args,
           "--owner-job-name",
           "hook",
           "--parallelism",

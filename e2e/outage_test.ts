@@ -1,5 +1,5 @@
 /**
- * When the control plane has a bad day (issue 13), on a real control plane:
+ * When the control plane has a bad day (frozen, refusing, restarting, throttling), on a real control plane:
  * kube-apiserver frozen, Job creates refused by a webhook that is down,
  * kube-apiserver restarted three times in a row, a stale Job that cannot be
  * deleted, Jobs collected by their TTL while the watch is broken, and a

@@ -4,7 +4,7 @@
  *
  * 1. `helm upgrade` while the previous hook's rollout still runs. Helm's
  *    `before-hook-creation` deletes the old hook Job, the owner of the
- *    per-node Jobs; its finalizer (owner_guard.ts) keeps the garbage
+ *    per-node Jobs; its finalizer (run/owner_guard.ts) keeps the garbage
  *    collector off them, so an independent watcher sees no per-node Job
  *    deleted before it finished, and Helm waits for the rollout.
  * 2. 2,000 stale Jobs of an earlier owner: every one is deleted, yet the

@@ -11,6 +11,7 @@ import type { NodeEvent, NodeState } from "./node_state.ts";
 import type { DispatchEvent } from "./fanout_types.ts";
 import type { StaleHost } from "./stale.ts";
 import { FakeClock } from "../testing/fake_api.ts";
+import { unschedulablePod } from "../testing/pods.ts";
 
 Deno.test({
   name: "blockedVerdict() retries a blocked node after its wait and ends it past the timeout",
@@ -97,17 +98,7 @@ Deno.test({
       assert.deepEqual(applied, []);
     });
     await t.step("a stalled Job is reported once due, and due again after the repeat", async () => {
-      const pending: V1Pod = {
-        status: {
-          phase: "Pending",
-          conditions: [{
-            type: "PodScheduled",
-            status: "False",
-            reason: "Unschedulable",
-            message: "0/1 nodes are available",
-          }],
-        },
-      };
+      const pending: V1Pod = unschedulablePod("0/1 nodes are available");
       const states = new Map([["j-a", running]]);
       const { h, events } = host(states, { stallAfterMs: 30_000, stallRepeatMs: 60_000 }, [
         pending,

@@ -1,4 +1,10 @@
 /**
+ * **engine/** owns the fan-out: one state per node and its pure transitions,
+ * the start decision, create, finish, deadlines, stale Jobs, outages and
+ * pauses. It reaches the cluster through `JobApi` and the informer, and the
+ * maintenance through hooks `run/` wires; it imports `nodes/`, `kube/`,
+ * `base/` and `job.ts`, never `report/`, `run/` or `cli/`.
+ *
  * The fan-out engine: keeps at most `parallelism` per-node Jobs in flight and
  * refills a slot as soon as a watch event says a Job finished. It talks to the
  * cluster only through {@linkcode JobApi}, so it runs unchanged against the

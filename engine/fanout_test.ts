@@ -16,6 +16,7 @@ import {
 } from "../job.ts";
 import { ApiError } from "../kube/client.ts";
 import { FakeClock, FakeJobApi, runOn } from "../testing/fake_api.ts";
+import { unschedulablePod } from "../testing/pods.ts";
 
 const KEYS = trackingKeys("job-dispatcher");
 const PREFIX = "up";
@@ -386,17 +387,7 @@ Deno.test("dispatch() goes back to a watch after polling through broken watches"
 
 Deno.test("dispatch() reports a Job whose pod stays Pending, with the pod's reason, and again later", async () => {
   const h = harness();
-  const pending = {
-    status: {
-      phase: "Pending",
-      conditions: [{
-        type: "PodScheduled",
-        status: "False",
-        reason: "Unschedulable",
-        message: "0/1 nodes are available: 1 Insufficient cpu.",
-      }],
-    },
-  };
+  const pending = unschedulablePod("0/1 nodes are available: 1 Insufficient cpu.");
   h.api.listPods = () => Promise.resolve([pending]);
   const promise = run(h, targets(1), { stallAfterMs: 120_000, stallRepeatMs: 300_000 });
   h.clock.sleep(700_000).then(() => h.api.finish("up-node-000", "Complete"));

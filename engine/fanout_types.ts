@@ -104,7 +104,7 @@ export interface StartBudget {
   onChange(wake: () => void): void;
 }
 
-/** Where the engine reports to; `log.ts` implements it. */
+/** Where the engine reports to; `report/log.ts` implements it. */
 export interface Reporter {
   /** One thing happened. */
   event(e: DispatchEvent): void;

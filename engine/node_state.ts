@@ -4,9 +4,9 @@
  * `Map<job name, NodeState>`; scheduling (slots, canary, failure budget,
  * domains, timeouts) reads that map and nothing else.
  *
- * Later states (blocked, draining, paused, cordoned: issue #14) are more
- * values of {@linkcode Phase} and more edges of {@linkcode next}, not more
- * collections.
+ * Further states (a wave boundary, a soak, a latched gate) are to be more
+ * values of {@linkcode Phase} and more edges of {@linkcode next}, as blocked,
+ * draining and paused were, not more collections.
  *
  * @module
  */

@@ -1,4 +1,9 @@
 /**
+ * **kube/** owns the cluster access, as kubectl has it: the kubeconfig,
+ * credentials, exec plugins, who-am-I, the client-side limiter, the one API
+ * client with its one retry policy, and the informer. It imports `base/` and
+ * `job.ts` only.
+ *
  * The one API layer: credentials from the kubeconfig (`kubeconfig.ts` finds
  * it, `credentials.ts` applies client-go's rules, `exec.ts` runs exec
  * plugins), requests over Deno's own `fetch`, one retry policy, paginated

@@ -1,4 +1,9 @@
 /**
+ * **maintenance/** owns what is done to a node around its Job: cordon, drain,
+ * eviction, the availability budget and the windows. It declares its
+ * configuration in `config.ts` and knows no flag; it imports `nodes/`,
+ * `kube/`, `base/` and `job.ts`, never `engine/`, `report/`, `run/` or `cli/`.
+ *
  * The node maintenance around each Job (`--cordon`, `--drain`,
  * `--uncordon-on-failure`): the I/O the engine's `prepare` and `release`
  * hooks call. What is evicted and what an answer means is decided in

@@ -37,7 +37,7 @@ export interface NodeWriterOptions {
   kube: Kube;
   /** The logger. */
   log: Log;
-  /** The tracking keys: a cleanup clears the node marks of `report.ts`. */
+  /** The tracking keys: a cleanup clears the node marks of `report/report.ts`. */
   keys: TrackingKeys;
   /** The labels, when `--node-label-key` is given. */
   labels?: LabelConfig;

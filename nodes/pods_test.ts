@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import type { V1ContainerStatus, V1Pod } from "@kubernetes/client-node";
 import { collectedOutcome, deletionHolds, podFailure, stallReason } from "./pods.ts";
+import { unschedulablePod } from "../testing/pods.ts";
 
 /** A container status as the kubelet reports it. */
 function container(name: string, state: Partial<V1ContainerStatus>): V1ContainerStatus {
@@ -190,17 +191,7 @@ Deno.test({
     const cases: { name: string; pod: V1Pod; want: string | undefined }[] = [
       {
         name: "the scheduler's verdict",
-        pod: {
-          status: {
-            phase: "Pending",
-            conditions: [{
-              type: "PodScheduled",
-              status: "False",
-              reason: "Unschedulable",
-              message: "0/3 nodes are available: 1 Insufficient cpu.",
-            }],
-          },
-        },
+        pod: unschedulablePod("0/3 nodes are available: 1 Insufficient cpu."),
         want: "Unschedulable: 0/3 nodes are available: 1 Insufficient cpu.",
       },
       {

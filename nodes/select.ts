@@ -1,4 +1,9 @@
 /**
+ * **nodes/** owns which nodes and what is written on them: the selection,
+ * eligibility by taints and affinity, the lifecycle labels, the node writer,
+ * label selectors and the pods on a node. It imports `kube/`, `base/` and
+ * `job.ts` only.
+ *
  * Live node selection: explicit names, or the union of label selectors (with
  * an optional field selector) listed server-side page by page, then taint
  * admission. The API server evaluates the selectors, so the dispatcher and

@@ -1,4 +1,10 @@
 /**
+ * **report/** owns what a run tells: the one logger, the report files (JSON,
+ * JUnit), the summary and the exit code, the Events and marks on nodes. It
+ * imports `engine/` for the events it describes and the folders below; never
+ * `run/` or `cli/`. The folders below log through `base/log.ts`'s `Log`, which
+ * the logger implements.
+ *
  * The one logger: a line per event, in text or as JSON lines, on stderr.
  * stdout is kept for data (`--dry-run=client` YAML, `--help`, `--version`).
  *
@@ -107,7 +113,7 @@ export function describeProgress(p: Progress): string {
 
 /**
  * What lifts a pause, from the words that name it (`file PATH`, or
- * `annotation KEY=true on Job NAME`, as `pause.ts` says them).
+ * `annotation KEY=true on Job NAME`, as `engine/pause.ts` says them).
  */
 function resumeHint(by: string): string {
   const file = by.match(/^file (.+)$/);

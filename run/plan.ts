@@ -560,7 +560,7 @@ export function selectedLine(f: SelectedFacts): [string, Record<string, unknown>
 function maintenanceWords(m: SelectedFacts["maintenance"]): string[] {
   const words: string[] = [];
   if (m.cordon || m.drain) {
-    // --drain implies --cordon (options.ts); the uncordon is only of what this run cordoned.
+    // --drain implies --cordon (cli/options.ts); the uncordon is only of what this run cordoned.
     words.push(
       `each node: cordon${m.drain ? ", drain" : ""}, Job, uncordon ` +
         (m.uncordonOnFailure ? "after it" : "on success"),

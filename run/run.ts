@@ -1,4 +1,10 @@
 /**
+ * **run/** owns one run, wired from its parts: the plan, the execution, the
+ * owner guard, the pre-flight checks and the Job API adapter. `config.ts`
+ * composes each concern's configuration into the run's. It imports every
+ * concern below it and never `cli/`: a run knows its configuration, not the
+ * flags that made it.
+ *
  * One run of the dispatcher, wired from its parts: resolve the namespace and
  * owner, select and admit nodes, check the template with the API server,
  * dispatch, and summarise. Returns the exit code; only `main.ts` exits.
@@ -168,7 +174,7 @@ function windowCloses({ opts, plan, ctx }: Execution): number | undefined {
   return undefined;
 }
 
-/** The node writer of a fan-out: claim, labels, readiness, taints (node_writer.ts). */
+/** The node writer of a fan-out: claim, labels, readiness, taints (nodes/node_writer.ts). */
 function nodeWriter({ opts, plan, ctx }: Execution, labels = opts.nodeLabels): NodeWriter {
   return new NodeWriter({
     kube: ctx.kube,
@@ -189,7 +195,7 @@ function nodeWriter({ opts, plan, ctx }: Execution, labels = opts.nodeLabels): N
   });
 }
 
-/** The recorder of a fan-out: Events, node marks, the owner's status (report.ts). */
+/** The recorder of a fan-out: Events, node marks, the owner's status (report/report.ts). */
 function recorderFor(
   { opts, plan, ctx }: Execution,
   nodes: V1Node[],

@@ -30,8 +30,8 @@ if ! grep -q "^const COMMIT = \"$commit\";" "$entry"; then
   echo "Cannot stamp the commit: main.ts has no line 'const COMMIT = \"dev\";' to replace" >&2
   exit 1
 fi
-# client-node contributes types only: credentials are read by kubeconfig.ts,
-# credentials.ts and exec.ts, so none of its code is in the bundle.
+# client-node contributes types only: credentials are read by kube/kubeconfig.ts,
+# kube/credentials.ts and kube/exec.ts, so none of its code is in the bundle.
 deno bundle --quiet --minify --platform deno "$entry" -o dist/job-dispatcher.js
 bytes="$(wc -c <dist/job-dispatcher.js)"
 awk -v b="$bytes" -v c="$commit" \

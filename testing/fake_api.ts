@@ -1,4 +1,8 @@
 /**
+ * **testing/** owns the stand-ins for unit tests: this in-memory API and the
+ * loopback HTTP server. Only tests import it; end-to-end suites use the real
+ * control plane instead.
+ *
  * An in-memory stand-in for the Job API and a virtual clock, for unit tests of
  * the fan-out engine. It keeps Jobs, resourceVersions and a watch stream the
  * way the API server does, closely enough for the engine's decisions; the
