@@ -661,9 +661,7 @@ spec:
   await t.step(
     "--window closing 20 s into the run: exit 4 naming what is left; a re-run inside a window finishes",
     async () => {
-      const ns = await namespace(cluster, "window");
-      await cluster.createNodes(suiteNodes("window", 6));
-      const base = await suiteArgs("window", ns, "8s");
+      const { ns, args: base } = await suiteStep(cluster, "window", { nodes: 6, duration: "8s" });
       const args = [...base, "--parallelism", "1"];
       const days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
       const outside = `${days[(new Date().getUTCDay() + 2) % 7]} 00:00-01:00 UTC`;
@@ -772,8 +770,11 @@ spec:
   await t.step(
     "blocking pods: a node with a matching pod gets no Job until it ends; the slot serves the others",
     async () => {
-      const ns = await namespace(cluster, "blocking");
-      await cluster.createNodes(suiteNodes("blk", 3));
+      const { ns, args: common } = await suiteStep(cluster, "blk", {
+        namespace: "blocking",
+        nodes: 3,
+        duration: "2s",
+      });
       const pod = (name: string, node: string) =>
         `apiVersion: v1
 kind: Pod
@@ -797,7 +798,7 @@ spec:
       let releasedAt = 0;
       try {
         const run = dispatcher(cluster, [
-          ...(await suiteArgs("blk", ns, "2s")),
+          ...common,
           "--parallelism",
           "1",
           "--blocking-pod-selector",
@@ -839,8 +840,7 @@ spec:
 clusterTest(
   "a stopped drain leaves nothing behind; a drain says what it waits for",
   async (t, cluster) => {
-    const ns = await namespace(cluster, "stop");
-    await cluster.createNodes(suiteNodes("stop", 1));
+    const { ns, args: common } = await suiteStep(cluster, "stop", { nodes: 1 });
     const node = "stop-000";
     // One pod on the node, under a budget that allows no disruption: the
     // drain waits on it for as long as its timeout lets it.
@@ -850,7 +850,7 @@ clusterTest(
     const [pod] = (await getJson<{ items: V1Pod[] }>(cluster, ["pods", "-n", ns])).items;
     const podName = `${ns}/${pod.metadata!.name}`;
     const args = [
-      ...await suiteArgs("stop", ns, "200ms"),
+      ...common,
       "--drain",
       "--progress-interval-secs",
       "1",

@@ -1,5 +1,12 @@
 import assert from "node:assert/strict";
-import { checkLayers, circles, type ImportGraph, importsOf } from "./layers.ts";
+import {
+  ABSOLUTE,
+  checkLayers,
+  circles,
+  type ImportGraph,
+  importsOf,
+  OUTSIDE_THE_REPOSITORY,
+} from "./layers.ts";
 
 const graph = (edges: Record<string, string[]>): ImportGraph => {
   const g = new Map<string, string[]>(Object.entries(edges));
@@ -127,6 +134,96 @@ Deno.test({
       v.message,
       "engine/fanout.ts imports report/log.ts: engine may import only maintenance, nodes, kube, " +
         "base, job.ts (imports point inward: move what both need below report)",
+    );
+  },
+});
+
+Deno.test({
+  name: "importsOf() leads where Deno leads: every way a review once slipped cli/ past the check",
+  permissions: "none",
+  fn: async (t) => {
+    const cases: { name: string; text: string; map?: Record<string, string>; want: string[] }[] = [
+      {
+        name: "an empty segment",
+        text: 'export * from "..//cli/options.ts";',
+        want: ["cli/options.ts"],
+      },
+      {
+        name: "a percent-encoded name",
+        text: 'export * from "../%63li/options.ts";',
+        want: ["cli/options.ts"],
+      },
+      { name: "a query string", text: 'import "../cli/options.ts?x=1";', want: ["cli/options.ts"] },
+      { name: "a hash", text: 'import "../cli/options.ts#h";', want: ["cli/options.ts"] },
+      { name: "a detour", text: 'import "../engine/../cli/options.ts";', want: ["cli/options.ts"] },
+      {
+        name: "above the root and back",
+        text: 'export * from "../../checkout/cli/options.ts";',
+        want: [OUTSIDE_THE_REPOSITORY],
+      },
+      {
+        name: "an absolute path",
+        text: 'export * from "/tmp/x/cli/options.ts";',
+        want: [ABSOLUTE],
+      },
+      {
+        name: "a file: URL",
+        text: 'export * from "file:///tmp/x/cli/options.ts";',
+        want: [ABSOLUTE],
+      },
+      {
+        name: "deno.json's import map",
+        text: 'import { HELP } from "#cli/options.ts";',
+        map: { "#cli/": "./cli/", "yaml": "npm:yaml@2" },
+        want: ["cli/options.ts"],
+      },
+      {
+        name: "an npm package through the map",
+        text: 'import "yaml";',
+        map: { yaml: "npm:yaml@2" },
+        want: [],
+      },
+      {
+        name: "a triple-slash reference",
+        text: '/// <reference path="../cli/options.ts" />',
+        want: ["cli/options.ts"],
+      },
+      {
+        name: "a @ts-types pragma",
+        text: '// @ts-types="../cli/options.ts"\nimport x from "npm:x";',
+        want: ["cli/options.ts"],
+      },
+    ];
+    for (const c of cases) {
+      await t.step(c.name, () => {
+        assert.deepEqual(importsOf("engine/p.ts", c.text, c.map), c.want);
+      });
+    }
+  },
+});
+
+Deno.test({
+  name: "checkLayers() refuses an import out of the repository, and testing/ importing e2e/",
+  permissions: "none",
+  fn: () => {
+    assert.deepEqual(checkLayers(graph({ "engine/p.ts": [ABSOLUTE] })).map((v) => v.rule), [
+      "outward",
+    ]);
+    assert.deepEqual(
+      checkLayers(graph({ "testing/p.ts": ["e2e/_procs.ts"] })).map((v) => v.rule),
+      ["outward"],
+    );
+    // A circle hidden behind a query string: the edge is the module itself.
+    const hidden = new Map([
+      ["engine/ca.ts", importsOf("engine/ca.ts", 'import "./cb.ts?x";')],
+      ["engine/cb.ts", importsOf("engine/cb.ts", 'import "./ca.ts";')],
+    ]);
+    assert.deepEqual(checkLayers(hidden).map((v) => v.rule), ["circle"]);
+    // Every module Deno loads counts, not only .ts: a .mts at the top, a .js shim.
+    assert.deepEqual(checkLayers(graph({ "helpers.mts": [] })).map((v) => v.rule), ["top-level"]);
+    assert.deepEqual(
+      checkLayers(graph({ "engine/shim.js": ["cli/options.ts"] })).map((v) => v.rule),
+      ["cli"],
     );
   },
 });

@@ -2,7 +2,7 @@
  * Lists the functions and methods longer than a limit in the given TypeScript
  * files, longest first, so a split can be measured before and after.
  *
- * Usage: `deno task long-functions [--max 50] *.ts`
+ * Usage: `deno task long-functions [--max 50] FILE…` (e.g. main.ts and run/\*.ts)
  *
  * @module
  */
