@@ -6,7 +6,7 @@
  */
 
 import { parseJobTemplate, UsageError } from "./job.ts";
-import { ApiError, ConfigError, Kube } from "./kube/client.ts";
+import { ApiError, ConfigError, Kube, type UnreachableNote } from "./kube/client.ts";
 import { Logger, STDERR } from "./report/log.ts";
 import { HELP, type Options, parseOptions, requestedLogFormat } from "./cli/options.ts";
 import { EXIT, runDispatcher } from "./run/run.ts";
@@ -113,12 +113,35 @@ async function readTemplates(opts: Options) {
   return { template, cleanup };
 }
 
+/**
+ * The line of the first failed contact with an API server that never
+ * answered: what does not answer, and until when it is tried.
+ *
+ * @example
+ * ```ts
+ * unreachableLine({ server: "https://10.0.0.1:6443", detail: "Connection refused", until: 0 }, 90);
+ * // "cannot reach the API server https://10.0.0.1:6443 (Connection refused); retrying until 00:00:00 UTC (--api-wait-secs 90; 0 fails at once)"
+ * ```
+ */
+export function unreachableLine(note: UnreachableNote, waitSecs: number): string {
+  const until = new Date(note.until).toISOString().slice(11, 19);
+  return `cannot reach the API server ${note.server} (${note.detail}); retrying until ` +
+    `${until} UTC (--api-wait-secs ${waitSecs}; 0 fails at once)`;
+}
+
 /** Connects with the kubeconfig's credentials and the client's bounds. */
-function connect(opts: Options, signal: AbortSignal): Promise<Kube> {
+function connect(opts: Options, signal: AbortSignal, log: Logger): Promise<Kube> {
   return Kube.connect({
     kubeconfig: opts.kubeconfig,
     context: opts.context,
     signal,
+    apiWaitMs: opts.apiWaitSecs * 1000,
+    onUnreachable: (note) =>
+      log.warn(unreachableLine(note, opts.apiWaitSecs), {
+        event: "unreachable",
+        server: note.server,
+        until: new Date(note.until).toISOString(),
+      }),
     limits: {
       concurrency: opts.kubeApiConcurrency,
       qps: opts.kubeApiQps,
@@ -191,7 +214,7 @@ export async function main(args: string[]): Promise<number> {
     }
     if (opts.report) checkWritableDir(opts.report);
     const { template, cleanup } = await readTemplates(opts);
-    kube = await connect(opts, stop.controller.signal);
+    kube = await connect(opts, stop.controller.signal, log);
     const user = await whoAmI(kube);
     log.info(connectedLine(kube.server, user), { event: "connected", server: kube.server, user });
     const ctx = processContext(kube, log, stop.controller.signal, terminal);

@@ -120,6 +120,12 @@ API CLIENT
                             100 nodes start at once. The API server's Priority
                             and Fairness remains the real protection. A 429's
                             Retry-After is waited out plus up to 1 s or 25 %.
+  --api-wait-secs S         How long to retry while the API server has not yet
+                            answered (a server still starting, a wrong address),
+                            default 90; the first failure says at once which
+                            address does not answer and until when it is tried.
+                            0 fails at once, as kubectl does. Once the server
+                            has answered, an outage pauses starts instead.
 
 ROLLOUT SAFETY
   --max-failures N|P%       Failure budget: once more than N nodes (or P% of the
@@ -330,6 +336,7 @@ const FLAGS = {
   "kube-api-concurrency": { type: "string" },
   "kube-api-qps": { type: "string" },
   "kube-api-burst": { type: "string" },
+  "api-wait-secs": { type: "string" },
   "owner-job-name": { type: "string" },
   "owner-job-from-pod": { type: "string" },
   "tracking-label-prefix": { type: "string" },
@@ -497,6 +504,7 @@ function readOptions(v: Values): Options {
     kubeApiConcurrency: number("kube-api-concurrency", v["kube-api-concurrency"], 16, 1),
     kubeApiQps: number("kube-api-qps", v["kube-api-qps"], 50, 0, false),
     kubeApiBurst: number("kube-api-burst", v["kube-api-burst"], 300, 1),
+    apiWaitSecs: number("api-wait-secs", v["api-wait-secs"], 90, 0, false),
     ownerJobName: v["owner-job-name"],
     ownerJobFromPod: v["owner-job-from-pod"],
     trackingLabelPrefix: v["tracking-label-prefix"] ?? "job-dispatcher",

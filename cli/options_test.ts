@@ -41,6 +41,7 @@ const DEFAULTS: Options = {
   kubeApiConcurrency: 16,
   kubeApiQps: 50,
   kubeApiBurst: 300,
+  apiWaitSecs: 90,
   ownerJobName: undefined,
   ownerJobFromPod: undefined,
   trackingLabelPrefix: "job-dispatcher",
@@ -119,6 +120,8 @@ Deno.test({
         "2.5",
         "--kube-api-burst",
         "5",
+        "--api-wait-secs",
+        "0",
         "--owner-job-name",
         "rollout",
         "--tracking-label-prefix",
@@ -170,6 +173,7 @@ Deno.test({
         kubeApiConcurrency: 4,
         kubeApiQps: 2.5,
         kubeApiBurst: 5,
+        apiWaitSecs: 0,
         ownerJobName: "rollout",
         ownerJobFromPod: undefined,
         trackingLabelPrefix: "example.com",
@@ -295,6 +299,12 @@ Deno.test({
       },
       { argv: ["--kube-api-burst", "0"], flag: "kube-api-burst", says: /at least 1/ },
       { argv: ["--kube-api-burst", "1e3"], flag: "kube-api-burst", says: /whole number/ },
+      { argv: ["--api-wait-secs=-1"], flag: "api-wait-secs", says: /at least 0/ },
+      {
+        argv: ["--api-wait-secs", "soon"],
+        flag: "api-wait-secs",
+        says: /"soon": expected a number of seconds$/,
+      },
     ];
     for (const c of cases) {
       await t.step(`it rejects ${c.argv.join(" ")}`, () => {
@@ -465,6 +475,7 @@ const FLAGS: Record<string, string[]> = {
   "--kube-api-concurrency": ["4"],
   "--kube-api-qps": ["0.5"],
   "--kube-api-burst": ["1"],
+  "--api-wait-secs": ["0"],
   "--owner-job-name": ["rollout"],
   "--owner-job-from-pod": ["pod-1"],
   "--tracking-label-prefix": ["example.com"],

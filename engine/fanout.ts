@@ -174,7 +174,7 @@ class Fanout {
   #watchJobs(): Informer<V1Job> {
     const { api, pollOnly } = this.#o;
     return new Informer<V1Job>({
-      source: { list: () => api.listJobs(), watch: (rv, s) => api.watchJobs(rv, s) },
+      source: { list: (s) => api.listJobs(s), watch: (rv, s) => api.watchJobs(rv, s) },
       clock: this.#o.clock,
       pollIntervalMs: this.#o.pollIntervalMs,
       pollOnly,

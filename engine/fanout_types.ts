@@ -17,8 +17,8 @@ import type { PauseGate } from "./pause.ts";
 
 /** The Job operations the engine needs, scoped to the run's namespace and owner label. */
 export interface JobApi {
-  /** Lists the Jobs that carry this dispatcher's owner label. */
-  listJobs(): Promise<ListResult<V1Job>>;
+  /** Lists the Jobs that carry this dispatcher's owner label; `signal` aborts the LIST. */
+  listJobs(signal?: AbortSignal): Promise<ListResult<V1Job>>;
   /** Watches those Jobs from `resourceVersion` until the server ends the watch. */
   watchJobs(resourceVersion: string, signal: AbortSignal): AsyncIterable<WatchEvent<V1Job>>;
   /** Reads one Job by name, whatever its labels; undefined when it does not exist. */

@@ -59,7 +59,7 @@ export class OwnerPause implements PauseGate {
     const query = { fieldSelector: `metadata.name=${owner.name}` };
     this.#informer = new Informer<V1Job>({
       source: {
-        list: () => kube.list<V1Job>(paths.jobs(namespace), query, 1),
+        list: (signal) => kube.list<V1Job>(paths.jobs(namespace), query, 1, undefined, signal),
         watch: (rv, signal) => kube.watch<V1Job>(paths.jobs(namespace), query, rv, signal),
       },
       keep: slimOwner,

@@ -13,16 +13,20 @@ import { ApiError, type ListResult, type WatchEvent } from "./client.ts";
 import { type Clock, SYSTEM_CLOCK } from "../base/clock.ts";
 import { errorText } from "../base/errors.ts";
 
-/** What an informer needs of an object: a name and a resourceVersion. */
+/** What an informer needs of an object: a name, a UID and a resourceVersion. */
 export interface KubeObject {
   /** The object's metadata. */
-  metadata?: { name?: string; resourceVersion?: string };
+  metadata?: { name?: string; uid?: string; resourceVersion?: string };
 }
 
 /** Where an informer reads its objects from. */
 export interface InformerSource<T> {
-  /** Lists every object, with the resourceVersion to watch from. */
-  list(): Promise<ListResult<T>>;
+  /**
+   * Lists every object, with the resourceVersion to watch from; `signal`
+   * aborts the LIST (the informer stops), so that a stop never waits for an
+   * API server that does not answer.
+   */
+  list(signal?: AbortSignal): Promise<ListResult<T>>;
   /** Watches from `resourceVersion` until the server ends the watch or `signal` aborts. */
   watch(resourceVersion: string, signal: AbortSignal): AsyncIterable<WatchEvent<T>>;
 }
@@ -67,6 +71,15 @@ export interface InformerOptions<T> {
   onDelete?: (obj: T, how: Departure) => void;
   /** The way of following changed (re-list, reconnect, polling, watching). */
   onNote?: (note: InformerNote) => void;
+}
+
+/**
+ * Whether `obj` is another object than `old` under the same name: a new UID.
+ * An object without a UID (a test's) is taken for the same one.
+ */
+function replaced(old: KubeObject, obj: KubeObject): boolean {
+  const [was, is] = [old.metadata?.uid, obj.metadata?.uid];
+  return was !== undefined && is !== undefined && was !== is;
 }
 
 /** Watch failures in a row before the informer polls instead. */
@@ -144,7 +157,7 @@ export class Informer<T extends KubeObject> {
    */
   async start(initial?: ListResult<T>): Promise<void> {
     const begun = ++this.#listsBegun;
-    this.#replace(initial ?? await this.#o.source.list(), false, begun);
+    this.#replace(initial ?? await this.#o.source.list(this.#stop.signal), false, begun);
     this.#heard();
     this.#synced = true;
     this.#loop = this.#run(this.#stop.signal);
@@ -164,7 +177,10 @@ export class Informer<T extends KubeObject> {
     this.#assumed.set(k, this.#listsBegun);
   }
 
-  /** Stops following; the cache stays as it was. */
+  /**
+   * Stops following; the cache stays as it was. A LIST or watch in flight is
+   * aborted, so this resolves at once even while the API server is silent.
+   */
   async stop(): Promise<void> {
     this.#stop.abort();
     await this.#loop;
@@ -203,7 +219,12 @@ export class Informer<T extends KubeObject> {
     const changed: [T, T | undefined][] = [];
     for (const [k, obj] of fresh) {
       const old = this.cache.get(k);
-      if (old?.metadata?.resourceVersion !== obj.metadata?.resourceVersion) {
+      if (old && replaced(old, obj)) {
+        // Deleted and made again under the same name while nobody watched:
+        // client-go's consumers see a UID change as a delete and an add.
+        gone.push(old);
+        changed.push([obj, undefined]);
+      } else if (old?.metadata?.resourceVersion !== obj.metadata?.resourceVersion) {
         changed.push([obj, old]);
       }
     }
@@ -217,7 +238,7 @@ export class Informer<T extends KubeObject> {
   async #relist(): Promise<boolean> {
     try {
       const begun = ++this.#listsBegun;
-      this.#replace(await this.#o.source.list(), true, begun);
+      this.#replace(await this.#o.source.list(this.#stop.signal), true, begun);
       this.#heard();
       return true;
     } catch (e) {
@@ -239,6 +260,13 @@ export class Informer<T extends KubeObject> {
     }
     const old = this.cache.get(k);
     this.cache.set(k, (this.#o.keep ?? ((o: T) => o))(obj));
+    if (old && replaced(old, obj)) {
+      // A new object under a cached name: the old one went, its DELETED
+      // event unseen (a watch resumed past it). A delete, then an add.
+      this.#o.onDelete?.(old, "vanished");
+      this.#o.onUpsert?.(obj, undefined);
+      return;
+    }
     this.#o.onUpsert?.(obj, old);
   }
 

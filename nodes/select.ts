@@ -283,7 +283,7 @@ export class NodeWatch {
       const query = selectorQuery(s, l.labelSelector);
       return new Informer<V1Node>({
         source: {
-          list: () => kube.list(paths.nodes(), query, s.pageSize, slimNode),
+          list: (signal) => kube.list(paths.nodes(), query, s.pageSize, slimNode, signal),
           watch: (rv, signal) => kube.watch<V1Node>(paths.nodes(), query, rv, signal),
         },
         keep: slimNode,
@@ -329,9 +329,8 @@ export class NodeWatch {
     return [...byName.values()];
   }
 
-  /** Stops the informers. */
+  /** Stops the informers, all at once: each aborts its LIST or watch in flight. */
   async stop(): Promise<void> {
-    await Promise.all(this.#started);
-    await Promise.all(this.#informers.map((i) => i.stop()));
+    await Promise.all(this.#informers.map((inf, i) => this.#started[i].then(() => inf.stop())));
   }
 }

@@ -49,6 +49,8 @@ export interface RunConfig {
   kubeApiQps: number;
   /** API requests that may start at once after a quiet spell. @default 300 */
   kubeApiBurst: number;
+  /** How long to retry while the API server has never answered; 0 fails at once. @default 90 */
+  apiWaitSecs: number;
   /** The owner Job, by name. */
   ownerJobName?: string;
   /** A pod whose Job owner owns the run. */

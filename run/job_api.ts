@@ -14,7 +14,7 @@ import type { JobApi } from "../engine/fanout_types.ts";
 export function jobApiFor(kube: Kube, namespace: string, labelSelector: string): JobApi {
   const query = { labelSelector };
   return {
-    listJobs: () => kube.list<V1Job>(paths.jobs(namespace), query, 500),
+    listJobs: (signal) => kube.list<V1Job>(paths.jobs(namespace), query, 500, undefined, signal),
     watchJobs: (rv, signal) => kube.watch<V1Job>(paths.jobs(namespace), query, rv, signal),
     getJob: (name) => kube.get<V1Job>(paths.job(namespace, name)),
     createJob: (job) => kube.request<V1Job>("create", "POST", paths.jobs(namespace), job),

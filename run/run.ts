@@ -339,8 +339,9 @@ async function runMain(x: Execution, closes: number, cleanup: NodeResult[]): Pro
       pause: anyPaused(gates),
     });
   } finally {
-    await Promise.all(gates.map((g) => g.stop()));
-    await nodeWatch.stop();
+    // In parallel: each stop aborts its informer's LIST at once, and one
+    // after another they would add up past the kubelet's grace period.
+    await Promise.all([...gates.map((g) => g.stop()), nodeWatch.stop()]);
     await writer.settle();
   }
   log.done();
