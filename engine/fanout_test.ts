@@ -253,6 +253,45 @@ Deno.test("dispatch() reads the outcome of a Job collected unseen from its pods"
   assert.equal(results[0].outcome, "succeeded");
 });
 
+Deno.test("dispatch() ends when a running Job is deleted and re-created under its name during a watch gap (issue 20, defect 9)", async () => {
+  // No runMs: the Jobs never finish by themselves. The relist after the gap
+  // shows the name with a new UID; before the fix the engine dropped it for
+  // the UID and, with no delete of the old Job, the node stayed running.
+  const h = harness();
+  h.api.listPods = () => Promise.resolve([]);
+  // Bounded: before the fix the run never ends, and the clock would tick on.
+  const promise = runOn(
+    h.clock,
+    dispatch({
+      targets: targets(2),
+      parallelism: 2,
+      run: { keys: KEYS, prefix: PREFIX, owner: OWNER },
+      api: h.api,
+      reporter: { event: (e) => h.events.push(e), progress: () => {} },
+      signal: h.stop.signal,
+      clock: h.clock,
+      pollIntervalMs: 5_000,
+    }),
+    3_000,
+  );
+  let replaced: V1Job | undefined;
+  h.clock.sleep(10).then(() => {
+    h.api.down = true;
+    h.api.breakWatches();
+    h.api.finish("up-node-001", "Complete", true);
+    replaced = h.api.replaceSilently("up-node-000");
+  });
+  h.clock.sleep(20_000).then(() => (h.api.down = false));
+  const { results } = (await promise) ?? { results: [] };
+  assert.equal(results.length, 2, "the run ended");
+  const first = results.find((r) => r.node === "node-000")!;
+  assert.equal(first.outcome, "unknown", JSON.stringify(first));
+  assert.match(first.reason!, /collected before its outcome was seen/);
+  assert.ok(replaced, "the Job was replaced");
+  assert.equal(results.find((r) => r.node === "node-001")!.outcome, "succeeded");
+  assert.deepEqual(h.api.created, ["up-node-000", "up-node-001"], "no second create for the node");
+});
+
 Deno.test("dispatch() re-lists after 410 Gone and misses no completion", async () => {
   const h = harness();
   const ts = targets(3);

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { type ApiError, ConfigError, Kube } from "./client.ts";
+import { type ApiError, ConfigError, Kube, STOP_GRACE_MS, type UnreachableNote } from "./client.ts";
 import { status, withServer } from "../testing/loopback.ts";
 
 /** Writes a kubeconfig for a port nobody listens on; returns its folder (file "config"). */
@@ -317,5 +317,166 @@ Deno.test("Kube.request() sends at most --kube-api-qps a second after a burst", 
     },
     TOKEN,
     { concurrency: 16, qps: 20, burst: 2 },
+  );
+});
+
+/** Resolves how many ms `p` took to settle, whether it resolved or rejected. */
+async function settleMs(p: Promise<unknown>): Promise<{ ms: number; error?: ApiError }> {
+  const started = Date.now();
+  try {
+    await p;
+    return { ms: Date.now() - started };
+  } catch (e) {
+    return { ms: Date.now() - started, error: e as ApiError };
+  }
+}
+
+Deno.test("Kube.list() rejects at once when its signal aborts while the API server is silent (issue 20, defect 6)", async () => {
+  const hold = Promise.withResolvers<void>();
+  let sent = 0;
+  await withServer(async () => {
+    sent++;
+    await hold.promise;
+    return Response.json({ items: [], metadata: { resourceVersion: "1" } });
+  }, async (kube) => {
+    try {
+      const abort = new AbortController();
+      const listed = settleMs(kube.list("/api/v1/nodes", {}, 10, undefined, abort.signal));
+      while (sent === 0) await new Promise((r) => setTimeout(r, 5));
+      abort.abort();
+      const { ms, error } = await listed;
+      assert.ok(ms < 200, `rejected ${ms} ms after the abort (the request timeout is 2000 ms)`);
+      assert.equal(error?.status, 0);
+      assert.equal(error?.reason, "Stopped");
+      assert.equal(kube.stats.retries, 0, "an aborted read is not retried");
+    } finally {
+      hold.resolve();
+    }
+  });
+});
+
+Deno.test("Kube on a stop: a read in flight ends at once, a write in flight once the server stayed silent 3 s (issue 20, defect 6)", async () => {
+  const hold = Promise.withResolvers<void>();
+  let sent = 0;
+  const stop = new AbortController();
+  await withServer(
+    async () => {
+      sent++;
+      await hold.promise;
+      return Response.json({});
+    },
+    async (kube) => {
+      try {
+        const read = settleMs(kube.request("get", "GET", "/api/v1/nodes/a"));
+        const write = settleMs(
+          kube.request("create", "POST", "/apis/batch/v1/namespaces/x/jobs", {}),
+        );
+        while (sent < 2) await new Promise((r) => setTimeout(r, 5));
+        stop.abort();
+        const r = await read;
+        assert.ok(r.ms < 200, `the read ended ${r.ms} ms after the stop`);
+        assert.equal(r.error?.reason, "Stopped");
+        const w = await write;
+        assert.equal(w.error?.status, 0, "cut, not answered");
+        assert.ok(
+          w.ms >= STOP_GRACE_MS - 50,
+          `the write was cut after ${w.ms} ms, before the grace`,
+        );
+        // Sent after the cut: the server stayed silent, the shutdown does not wait for it again.
+        const late = await settleMs(kube.request("patch", "PATCH", "/api/v1/nodes/a", []));
+        assert.ok(late.ms < 200, `a request after the cut took ${late.ms} ms`);
+      } finally {
+        hold.resolve();
+      }
+    },
+    undefined,
+    undefined,
+    {
+      signal: stop.signal,
+      retry: { requestTimeoutMs: 20_000, budgetMs: 60_000, baseDelayMs: 10, maxDelayMs: 50 },
+    },
+  );
+});
+
+Deno.test("Kube on a stop: the shutdown's requests go on while the API server answers", async () => {
+  const stop = new AbortController();
+  stop.abort();
+  await withServer(
+    async () => {
+      await new Promise((r) => setTimeout(r, 400));
+      return Response.json({});
+    },
+    async (kube) => {
+      // Twelve sequential answers of 400 ms: 4.8 s in all, past the grace, each answered.
+      for (let i = 0; i < 12; i++) await kube.request("patch", "PATCH", "/api/v1/nodes/a", []);
+    },
+    undefined,
+    undefined,
+    { signal: stop.signal },
+  );
+});
+
+Deno.test("Kube says at once which API server does not answer and until when it retries (issue 20, defect 14)", async () => {
+  const dir = await unreachableKubeconfig();
+  const notes: { note: UnreachableNote; at: number }[] = [];
+  const kube = await Kube.connect({
+    kubeconfig: `${dir}/config`,
+    retry: { requestTimeoutMs: 500, budgetMs: 60_000, baseDelayMs: 10, maxDelayMs: 100 },
+    apiWaitMs: 1500,
+    onUnreachable: (note) => notes.push({ note, at: Date.now() }),
+  });
+  try {
+    const started = Date.now();
+    const r = await settleMs(kube.request("create", "POST", "/apis/x/v1/things", {}));
+    assert.equal(r.error?.status, 0);
+    assert.equal(notes.length, 1, "said once");
+    assert.ok(notes[0].at - started < 100, `said ${notes[0].at - started} ms after the start`);
+    assert.equal(notes[0].note.server, kube.server);
+    assert.match(notes[0].note.detail, /Connection refused/);
+    assert.doesNotMatch(notes[0].note.detail, /^Cannot|unreachable:/);
+    assert.ok(Math.abs(notes[0].note.until - (started + 1500)) < 100, "the deadline is the wait's");
+    assert.ok(r.ms >= 1300 && r.ms < 2500, `gave up after ${r.ms} ms, not the 60 s budget`);
+    // A later request shares the deadline: the wait is for the first answer, not per request.
+    const again = await settleMs(kube.request("get", "GET", "/api/v1/nodes"));
+    assert.ok(again.ms < 300, `a later request waited ${again.ms} ms more`);
+    assert.equal(notes.length, 1);
+  } finally {
+    kube.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("Kube with a wait of 0 fails the first contact at once, as kubectl does (issue 20, defect 14)", async () => {
+  const dir = await unreachableKubeconfig();
+  let said = 0;
+  const kube = await Kube.connect({
+    kubeconfig: `${dir}/config`,
+    apiWaitMs: 0,
+    onUnreachable: () => said++,
+  });
+  try {
+    const r = await settleMs(kube.request("get", "GET", "/api/v1/nodes"));
+    assert.equal(r.error?.status, 0);
+    assert.match(r.error!.message, /unreachable: .*Connection refused/);
+    assert.ok(r.ms < 1000, `failed after ${r.ms} ms`);
+    assert.equal(kube.stats.retries, 0);
+    assert.equal(said, 0, "no retry to announce: the error says it");
+  } finally {
+    kube.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("Kube with a wait of 0 still retries an outage once the API server has answered", async () => {
+  await withServer(
+    (_req, n) => n === 2 ? status(503, "ServiceUnavailable") : Response.json({}),
+    async (kube, hits) => {
+      await kube.request("get", "GET", "/api/v1/nodes/a");
+      await kube.request("get", "GET", "/api/v1/nodes/a");
+      assert.equal(hits.length, 3, "the 503 was retried");
+    },
+    undefined,
+    undefined,
+    { apiWaitMs: 0 },
   );
 });

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import type { V1Job } from "@kubernetes/client-node";
 import { type Departure, Informer, type InformerNote } from "./informer.ts";
 import { type Clock, SYSTEM_CLOCK } from "../base/clock.ts";
-import type { Kube } from "./client.ts";
+import type { Kube, WatchEvent } from "./client.ts";
 import { status, withServer } from "../testing/loopback.ts";
 
 /** Real time, a hundred times faster: backoffs and poll intervals in milliseconds. */
@@ -42,7 +42,7 @@ interface Seen {
 function informer(kube: Kube, seen: Seen): Informer<V1Job> {
   return new Informer<V1Job>({
     source: {
-      list: () => kube.list<V1Job>(PATH, {}, 500),
+      list: (signal) => kube.list<V1Job>(PATH, {}, 500, undefined, signal),
       watch: (rv, signal) => kube.watch<V1Job>(PATH, {}, rv, signal),
     },
     clock: FAST,
@@ -208,5 +208,119 @@ Deno.test("Informer takes a 403 after watches worked for a restarting server, no
     await inf.stop();
     assert.deepEqual(seen.notes, ["reconnected"], "not polling for good");
     assert.ok(!inf.polling);
+  });
+});
+
+Deno.test("Informer.stop() resolves at once while its LIST hangs on a silent API server (issue 20, defect 6)", async () => {
+  // Polling through an outage: the LIST is sent and the server never answers.
+  // Before the fix stop() waited for it (30 s request timeout, then retries).
+  const hold = Promise.withResolvers<void>();
+  let lists = 0;
+  await withServer(async (req) => {
+    if (isWatch(req)) return status(500, "InternalError");
+    lists++;
+    await hold.promise;
+    return list([], 10);
+  }, async (kube) => {
+    const inf = new Informer<V1Job>({
+      source: {
+        list: (signal) => kube.list<V1Job>(PATH, {}, 500, undefined, signal),
+        watch: (rv, signal) => kube.watch<V1Job>(PATH, {}, rv, signal),
+      },
+      clock: FAST,
+      pollOnly: true,
+    });
+    try {
+      await inf.start({ items: [job("a", 5)], resourceVersion: "10" });
+      await until("a LIST in flight", () => lists >= 1);
+      const started = Date.now();
+      const stopped = await Promise.race([
+        inf.stop().then(() => true),
+        new Promise<false>((r) => setTimeout(() => r(false), 1500)),
+      ]);
+      const ms = Date.now() - started;
+      assert.ok(stopped, "stop() still waits for the LIST after 1.5 s");
+      assert.ok(ms < 200, `stop() took ${ms} ms`);
+      assert.ok(inf.cache.has("a"), "the cache stays as it was");
+    } finally {
+      hold.resolve();
+    }
+  });
+});
+
+/** An informer over a scripted source: LISTs answer `lists` in turn, watches `watches`. */
+function scripted(
+  seen: Seen & { olds: (string | undefined)[]; gone: string[] },
+  lists: V1Job[][],
+  watches: WatchEvent<V1Job>[][] = [],
+  pollOnly = true,
+): Informer<V1Job> {
+  let l = 0, w = 0;
+  return new Informer<V1Job>({
+    source: {
+      list: () =>
+        Promise.resolve({
+          items: lists[Math.min(l++, lists.length - 1)],
+          resourceVersion: String(10 + l),
+        }),
+      async *watch(_rv, signal) {
+        for (const ev of watches[w++] ?? []) yield ev;
+        await SYSTEM_CLOCK.sleep(60_000, signal);
+      },
+    },
+    clock: FAST,
+    pollOnly,
+    onUpsert: (j, old) => {
+      seen.upserts.push(`${j.metadata!.name} ${j.metadata!.uid}`);
+      seen.olds.push(old?.metadata?.uid);
+    },
+    onDelete: (j, how) => {
+      seen.deletes.push([j.metadata!.name!, how]);
+      seen.gone.push(j.metadata!.uid!);
+    },
+  });
+}
+
+function jobOf(name: string, uid: string, rv: number): V1Job {
+  return { metadata: { name, uid, resourceVersion: String(rv) } };
+}
+
+Deno.test("Informer reports a Job re-created under its name during a watch gap as a delete and an add (issue 20, defect 9)", async (t) => {
+  await t.step("relist: a new UID is the old Job vanished, then a new one", async () => {
+    const seen = { upserts: [], deletes: [], notes: [], olds: [], gone: [] };
+    const inf = scripted(seen, [[jobOf("a", "uid-1", 5)], [jobOf("a", "uid-2", 9)]]);
+    await inf.start();
+    await until("the relist", () => seen.upserts.length > 0);
+    await inf.stop();
+    assert.deepEqual(seen.deletes, [["a", "vanished"]]);
+    assert.deepEqual(seen.gone, ["uid-1"], "the old Job's own state");
+    assert.deepEqual(seen.upserts, ["a uid-2"]);
+    assert.deepEqual(seen.olds, [undefined], "an add, not an update of the old Job");
+    assert.equal(inf.cache.get("a")!.metadata!.uid, "uid-2");
+  });
+  await t.step("watch: a new UID without a DELETED event is a delete and an add", async () => {
+    const seen = { upserts: [], deletes: [], notes: [], olds: [], gone: [] };
+    const inf = scripted(
+      seen,
+      [[jobOf("a", "uid-1", 5)]],
+      [[{ type: "MODIFIED", object: jobOf("a", "uid-2", 9) }]],
+      false,
+    );
+    await inf.start();
+    await until("the event", () => seen.upserts.length > 0);
+    await inf.stop();
+    assert.deepEqual(seen.deletes, [["a", "vanished"]]);
+    assert.deepEqual(seen.gone, ["uid-1"]);
+    assert.deepEqual(seen.upserts, ["a uid-2"]);
+    assert.deepEqual(seen.olds, [undefined]);
+  });
+  await t.step("the same UID with a new resourceVersion stays an update", async () => {
+    const seen = { upserts: [], deletes: [], notes: [], olds: [], gone: [] };
+    const inf = scripted(seen, [[jobOf("a", "uid-1", 5)], [jobOf("a", "uid-1", 9)]]);
+    await inf.start();
+    await until("the relist", () => seen.upserts.length > 0);
+    await inf.stop();
+    assert.deepEqual(seen.deletes, []);
+    assert.deepEqual(seen.olds, ["uid-1"]);
   });
 });

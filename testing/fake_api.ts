@@ -221,6 +221,23 @@ export class FakeJobApi implements JobApi {
     this.#emit("DELETED", job);
   }
 
+  /**
+   * Deletes a Job and creates another under its name (a new UID), with no
+   * watch event for either, as when both happen while no watch is open: only
+   * a LIST shows it, as the same name with another UID.
+   */
+  replaceSilently(name: string): V1Job | undefined {
+    const job = this.jobs.get(name);
+    if (!job) return undefined;
+    const next = structuredClone(job);
+    next.metadata!.uid = `uid-${++this.#uid}`;
+    delete next.status;
+    this.jobs.set(name, next);
+    this.#emit("DELETED", job, true);
+    this.#emit("ADDED", next, true);
+    return next;
+  }
+
   /** Sends an ERROR event (410 Gone) to every watch; its history is compacted. */
   expireWatches(): void {
     this.#compactedBelow = this.#rv;

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { Kube } from "../kube/client.ts";
+import { type ConnectOptions, Kube } from "../kube/client.ts";
 import type { LimiterOptions } from "../kube/limiter.ts";
 
 /** What the server saw of one request. */
@@ -28,12 +28,14 @@ export interface Hit {
  *
  * @param user the kubeconfig's user entry, as YAML
  * @param limits the client's concurrency bound and rate limit
+ * @param connect more options of {@linkcode Kube.connect} (a stop signal, the wait for a first answer)
  */
 export async function withServer(
   handler: (req: Request, n: number, body: unknown) => Response | Promise<Response>,
   fn: (kube: Kube, hits: Hit[]) => Promise<void>,
   user = "{token: secret-token}",
   limits?: LimiterOptions,
+  connect: Partial<ConnectOptions> = {},
 ): Promise<void> {
   const hits: Hit[] = [];
   const server = Deno.serve(
@@ -67,6 +69,7 @@ current-context: ctx
     kubeconfig,
     retry: { requestTimeoutMs: 2000, budgetMs: 10_000, baseDelayMs: 10, maxDelayMs: 50 },
     limits,
+    ...connect,
   });
   try {
     await fn(kube, hits);
