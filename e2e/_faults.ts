@@ -39,7 +39,8 @@ export class DispatcherProcess {
    * @param opts.timeoutMs SIGKILL after this long (default 180 s)
    */
   constructor(
-    cluster: Cluster,
+    // Only its kubeconfig: a run against an address with no cluster needs none.
+    cluster: Pick<Cluster, "kubeconfig">,
     args: string[],
     opts: { kubeconfig?: string; timeoutMs?: number; env?: Record<string, string> } = {},
   ) {
@@ -108,7 +109,7 @@ export class DispatcherProcess {
 
 /** Runs the dispatcher to its end, bounded by `timeoutMs`. */
 export function runDispatcher(
-  cluster: Cluster,
+  cluster: Pick<Cluster, "kubeconfig">,
   args: string[],
   opts: { kubeconfig?: string; timeoutMs?: number; env?: Record<string, string> } = {},
 ): Promise<Ended> {

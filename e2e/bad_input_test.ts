@@ -9,7 +9,7 @@ import { type Cluster, startCluster } from "./cluster.ts";
 import { parse, stringify } from "yaml";
 import { jobTemplate } from "./_dispatcher.ts";
 import { CHART, helmResult } from "./_helm.ts";
-import { type Ended, errorLines, runDispatcher } from "./_faults.ts";
+import { DispatcherProcess, type Ended, errorLines, runDispatcher } from "./_faults.ts";
 import {
   kubeconfigFor,
   namespace,
@@ -21,6 +21,8 @@ import {
 } from "./_fixtures.ts";
 
 const NS = "b-in";
+/** A certificate in PEM, to stand for a cluster's CA where no handshake happens. */
+const CA = new URL("./testdata/kubelet.crt", import.meta.url).pathname;
 const GOOD = jobTemplate("bad", "200ms");
 const SELECT = ["-n", NS, "--node-selector", `${SUITE}=bad`];
 
@@ -666,3 +668,78 @@ function assertRefused(r: Ended, code: number, message: RegExp): void {
   assert.match(errors[0], message);
   assert.doesNotMatch(r.stderr, /Uncaught|^\s+at /m, "no stack trace");
 }
+
+Deno.test({
+  name:
+    "bad input: an API server that does not answer is named at once with the retry deadline; --api-wait-secs 0 exits 3 at once (issue 20, defect 14)",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn(t) {
+    // No control plane: the point is an address where nothing listens, as a
+    // mistyped server or a cluster that is down. The dispatcher is the real
+    // binary's code, run as a process; the port is really closed. Any CA
+    // does: no TLS handshake ever begins.
+    const server = `https://127.0.0.1:${freePort()}`;
+    const kubeconfig = await tempFile(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "${server}", certificate-authority: ${CA}}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: ctx, context: {cluster: c, user: u, namespace: ${NS}}}]
+current-context: ctx
+`);
+    const tpl = await tempFile(GOOD);
+    const args = ["--job-template", tpl, ...SELECT];
+    const escaped = server.replace(/[.:/]/g, "\\$&");
+    try {
+      await t.step(
+        "the first failed contact says the address and until when, within 2 s",
+        async () => {
+          const started = Date.now();
+          const p = new DispatcherProcess({ kubeconfig }, args, { timeoutMs: 60_000 });
+          const line = new RegExp(
+            `warn: cannot reach the API server ${escaped} \\(.*Connection refused.*\\); ` +
+              `retrying until (\\d\\d:\\d\\d:\\d\\d) UTC \\(--api-wait-secs 90; 0 fails at once\\)`,
+          );
+          const said = await p.waitFor(line);
+          const ms = Date.now() - started;
+          p.kill("SIGTERM");
+          const r = await p.ended;
+          console.log(`    said after ${ms} ms (process start included); SIGTERM: exit ${r.code}`);
+          assert.ok(said, `no line naming ${server}:\n${r.stderr}`);
+          assert.ok(ms < 2000, `said ${ms} ms after the start:\n${r.stderr}`);
+          const until = r.stderr.match(line)![1];
+          const expected = new Date(started + 90_000).toISOString().slice(11, 19);
+          const gap = Math.abs(
+            Date.parse(`1970-01-01T${until}Z`) - Date.parse(`1970-01-01T${expected}Z`),
+          );
+          assert.ok(
+            gap <= 3000 || gap >= 86_400_000 - 3000,
+            `deadline ${until}, expected ${expected}`,
+          );
+          assert.equal(r.code, 143, r.stderr);
+        },
+      );
+      await t.step(
+        "--api-wait-secs 0: exit 3 in under 5 s, one error line naming the address",
+        async () => {
+          const r = await runDispatcher({ kubeconfig }, [...args, "--api-wait-secs", "0"], {
+            timeoutMs: 60_000,
+          });
+          console.log(`    --api-wait-secs 0: exit ${r.code} after ${r.ms} ms`);
+          assertRefused(
+            r,
+            3,
+            new RegExp(
+              `${escaped} unreachable: .*\\(is the API server up and --context right\\?\\)`,
+            ),
+          );
+          assert.ok(r.ms < 5000, `exit after ${r.ms} ms`);
+          assert.doesNotMatch(r.stderr, /retrying until/, "no retry to announce");
+        },
+      );
+    } finally {
+      await Deno.remove(kubeconfig).catch(() => {});
+      await Deno.remove(tpl).catch(() => {});
+    }
+  },
+});

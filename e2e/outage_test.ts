@@ -515,3 +515,68 @@ webhooks:
     },
   );
 }, { audit: { userGroups: [`system:serviceaccounts:${AUDITED_NS}`] } });
+
+clusterTest(
+  "outage: SIGTERM during a 120 s API freeze with polling informers: exit 143 and the summary within 5 s (issue 20, defect 6)",
+  async (t, cluster) => {
+    await cluster.createNodes(suiteNodes("term", 4));
+    await t.step("the Job, pause and node informers all stop at once", async () => {
+      const ns = await namespace(cluster, "o-term");
+      await ownerJob(cluster, ns, "term-hook");
+      // Jobs that outlast the test: two in flight when the API freezes.
+      const tpl = await tempFile(jobTemplate("term", "600s"));
+      const args = [
+        "--job-template",
+        tpl,
+        "-n",
+        ns,
+        "--node-selector",
+        `${SUITE}=term`,
+        "--parallelism",
+        "2",
+        "--owner-job-name",
+        "term-hook",
+        // The Jobs are followed by a LIST a second: a LIST is in flight at the SIGTERM.
+        "--poll-only",
+        "--poll-interval-secs",
+        "1",
+      ];
+      const p = new DispatcherProcess(cluster, args, { timeoutMs: 300_000 });
+      let frozenAt = 0, termAt = 0, summaryAfterMs = -1, exitedAt = 0;
+      p.ended.then(() => (exitedAt = Date.now()));
+      try {
+        assert.ok(await p.waitFor(atLeast(2, CREATED)), p.stderr);
+        cluster.signalApiServer("SIGSTOP");
+        frozenAt = Date.now();
+        // Long enough that LISTs, watches and records are all stuck on the frozen server.
+        await sleep(10_000);
+        const from = p.stderr.length;
+        termAt = Date.now();
+        p.kill("SIGTERM");
+        const summarised = p.waitFor((s) => /summary: /.test(s.slice(from))).then((seen) => {
+          if (seen) summaryAfterMs = Date.now() - termAt;
+        });
+        // The freeze lasts 120 s, or until the dispatcher has exited.
+        await Promise.race([p.ended, sleep(Math.max(0, frozenAt + OUTAGE_MS - Date.now()))]);
+        await summarised;
+      } finally {
+        if (frozenAt) cluster.signalApiServer("SIGCONT");
+      }
+      const r = await p.ended;
+      const endedAfterMs = exitedAt - termAt;
+      log(
+        `SIGTERM ${((termAt - frozenAt) / 1000).toFixed(1)} s into the freeze: summary after ` +
+          `${summaryAfterMs} ms, exit ${r.code} within ${endedAfterMs} ms of the SIGTERM`,
+      );
+      assert.ok(!r.timedOut, `hung:\n${r.stderr}`);
+      assert.equal(r.code, 143, r.stderr);
+      assert.ok(summaryAfterMs >= 0, `no summary after the SIGTERM:\n${r.stderr}`);
+      assert.ok(summaryAfterMs <= 5000, `the summary came ${summaryAfterMs} ms after the SIGTERM`);
+      assert.ok(endedAfterMs <= 5000 + 500, `exited ${endedAfterMs} ms after the SIGTERM`);
+      assert.match(
+        r.stderr,
+        /summary: 0 succeeded, 0 failed, 2 still running, 2 not started of 4 nodes/,
+      );
+    });
+  },
+);
