@@ -353,6 +353,16 @@ Deno.test({
         says: /^Missing value of --namespace: write --namespace NS$/,
       },
       {
+        name: "a missing --api-wait-secs, spelled as --help spells it",
+        argv: [...T, "--api-wait-secs"],
+        says: /^Missing value of --api-wait-secs: write --api-wait-secs S$/,
+      },
+      {
+        name: "a mistyped --api-wait-secs",
+        argv: [...T, "--api-wait", "0"],
+        says: /^Unknown flag --api-wait: did you mean --api-wait-secs\?$/,
+      },
+      {
         name: "a missing value of the short form",
         argv: [...T, "-n"],
         says: /^Missing value of --namespace: write --namespace NS$/,
