@@ -519,28 +519,24 @@ webhooks:
 clusterTest(
   "outage: SIGTERM during a 120 s API freeze with polling informers: exit 143 and the summary within 5 s (issue 20, defect 6)",
   async (t, cluster) => {
-    await cluster.createNodes(suiteNodes("term", 4));
+    await cluster.createNodes(suiteNodes("out", 4));
     await t.step("the Job, pause and node informers all stop at once", async () => {
       const ns = await namespace(cluster, "o-term");
       await ownerJob(cluster, ns, "term-hook");
       // Jobs that outlast the test: two in flight when the API freezes.
       const tpl = await tempFile(jobTemplate("term", "600s"));
-      const args = [
-        "--job-template",
+      // The Jobs are followed by a LIST a second: a LIST is in flight at the SIGTERM.
+      // The owner brings the pause informer, the node selector the node informers.
+      const args = rollout(
         tpl,
-        "-n",
         ns,
-        "--node-selector",
-        `${SUITE}=term`,
-        "--parallelism",
-        "2",
+        2,
         "--owner-job-name",
         "term-hook",
-        // The Jobs are followed by a LIST a second: a LIST is in flight at the SIGTERM.
         "--poll-only",
         "--poll-interval-secs",
         "1",
-      ];
+      );
       const p = new DispatcherProcess(cluster, args, { timeoutMs: 300_000 });
       let frozenAt = 0, termAt = 0, summaryAfterMs = -1, exitedAt = 0;
       p.ended.then(() => (exitedAt = Date.now()));
