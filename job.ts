@@ -185,8 +185,13 @@ export interface TrackingKeys {
   finishedAt: string;
   /** Owner Job annotation: the rollout's progress. */
   progress: string;
-  /** Owner Job finalizer and label: per-node Jobs may still be running (owner_guard.ts). */
+  /**
+   * Owner Job finalizer and label of earlier versions, which a run now only
+   * removes (run/owner_guard.ts).
+   */
   guard: string;
+  /** Owner Job label the chart sets: the hook Jobs of one release, one per revision. */
+  hook: string;
   /** Job annotation: the hash of the template the Job was made from ({@linkcode templateHash}). */
   templateHash: string;
   /** Node annotation: the run that cordoned the node, so only that run uncordons it. */
@@ -221,6 +226,7 @@ export function trackingKeys(prefix: string): TrackingKeys {
     finishedAt: `${prefix}/finished-at`,
     progress: `${prefix}/progress`,
     guard: `${prefix}/per-node-jobs`,
+    hook: `${prefix}/hook`,
     templateHash: `${prefix}/template-hash`,
     cordonedBy: `${prefix}/cordoned-by`,
     paused: `${prefix}/paused`,

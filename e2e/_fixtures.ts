@@ -35,6 +35,7 @@ export function clusterTest(
         await fn(t, cluster);
         ok = true;
       } finally {
+        removeScratch();
         if (!ok) console.error(await cluster.logs(30));
         await cluster.stop({ removeDir: ok });
         console.log(`${name}: ${((Date.now() - started) / 1000).toFixed(0)} s`);
@@ -73,11 +74,49 @@ export async function namespace(cluster: Cluster, name: string): Promise<string>
   return name;
 }
 
-/** Writes `text` to a new temporary file and returns its path. */
+let scratch: string | undefined;
+
+/**
+ * The process's one scratch directory in the system's temp directory, made
+ * on first use; {@linkcode removeScratch} removes it with everything in it.
+ * World-readable (0755): a step runs the bundle as the image's UID 65532,
+ * which must read the template and kubeconfig files made here.
+ */
+export function scratchDir(): string {
+  if (!scratch) {
+    scratch = Deno.makeTempDirSync({ prefix: "e2e-" });
+    Deno.chmodSync(scratch, 0o755);
+  }
+  return scratch;
+}
+
+/**
+ * Removes the scratch directory, if any: at the end of every
+ * {@linkcode clusterTest}, and when the test process unloads (suites that
+ * start their cluster themselves), so that a suite leaves no file behind.
+ */
+export function removeScratch(): void {
+  if (!scratch) return;
+  try {
+    Deno.removeSync(scratch, { recursive: true });
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+  }
+  scratch = undefined;
+}
+
+globalThis.addEventListener("unload", removeScratch);
+
+/** Writes `text` to a new file in the scratch directory and returns its path. */
 export async function tempFile(text: string, suffix = ".yaml"): Promise<string> {
-  const path = await Deno.makeTempFile({ prefix: "e2e-", suffix });
+  const path = await Deno.makeTempFile({ dir: scratchDir(), prefix: "e2e-", suffix });
   await Deno.writeTextFile(path, text);
   return path;
+}
+
+/** A new directory in the scratch directory, removed with it. */
+export async function tempDir(prefix: string): Promise<string> {
+  return await Deno.makeTempDir({ dir: scratchDir(), prefix });
 }
 
 /**

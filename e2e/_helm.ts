@@ -8,6 +8,7 @@
 import assert from "node:assert/strict";
 import { parseAllDocuments } from "yaml";
 import type { Cluster } from "./cluster.ts";
+import { tempFile } from "./_fixtures.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 /** The built helm. */
@@ -99,9 +100,7 @@ export async function serviceAccountKubeconfig(
   const r = await cluster.kubectl(["create", "token", name, "-n", ns]);
   assert.equal(r.code, 0, r.stderr);
   const ca = btoa(await Deno.readTextFile(`${cluster.dir}/pki/ca.crt`));
-  const path = await Deno.makeTempFile({ suffix: ".kubeconfig" });
-  await Deno.writeTextFile(
-    path,
+  const path = await tempFile(
     `apiVersion: v1
 kind: Config
 clusters: [{name: e2e, cluster: {server: "${server}", certificate-authority-data: ${ca}}}]
@@ -109,6 +108,7 @@ users: [{name: sa, user: {token: "${r.stdout.trim()}"}}]
 contexts: [{name: sa, context: {cluster: e2e, user: sa}}]
 current-context: sa
 `,
+    ".kubeconfig",
   );
   // Readable by the unprivileged user the read-only step runs as.
   await Deno.chmod(path, 0o644);

@@ -21,18 +21,22 @@ import {
   CHART,
   ensureHelm,
   find,
+  helmResult,
   helmRunner,
   objects,
   run,
   serviceAccountKubeconfig as saKubeconfig,
 } from "./_helm.ts";
+import { tempFile } from "./_fixtures.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const SUITE = "e2e.job-dispatcher.io/suite";
 const NS = "e2e-chart";
 const RELEASE = "rollout";
-const HOOK_JOB = `${RELEASE}-job-dispatcher`;
-const SERVICE_ACCOUNT = HOOK_JOB;
+const FULLNAME = `${RELEASE}-job-dispatcher`;
+/** The hook Job of revision 1: one name per revision (chart/templates/_helpers.tpl hookName). */
+const HOOK_JOB = `${FULLNAME}-r1`;
+const SERVICE_ACCOUNT = FULLNAME;
 const FLEET = 5;
 
 // deno-lint-ignore no-explicit-any
@@ -56,9 +60,37 @@ function restrictedJobTemplate(): Obj {
 }
 
 async function writeValues(values: Obj): Promise<string> {
-  const path = await Deno.makeTempFile({ suffix: ".yaml" });
-  await Deno.writeTextFile(path, stringify(values));
-  return path;
+  return await tempFile(stringify(values));
+}
+
+/** A privileged hostPID template, with comments, odd spacing and a trailing blank line. */
+const PRIVILEGED = `# The host's view: hostPID, privileged, the root filesystem mounted.
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: host-task   # trailing comment
+spec:
+  backoffLimit: 2
+  template:
+    spec:
+      hostPID: true
+      restartPolicy: Never
+      containers:
+        - name: task
+          image: registry.example/host-task:1
+          securityContext: { privileged: true }
+          command: ["nsenter", "-t", "1", "-m", "--", "sh", "-c", "echo <done> && exit 0"]
+          volumeMounts: [{ name: host, mountPath: /host }]
+      volumes: [{ name: host, hostPath: { path: / } }]
+
+`;
+
+/** The my-values.yaml example of README.md. */
+async function readmeValues(): Promise<string> {
+  const readme = await Deno.readTextFile(`${ROOT}README.md`);
+  const m = readme.match(/```yaml\n(# my-values\.yaml\n[^]*?)```/);
+  assert.ok(m, "README.md has a my-values.yaml example");
+  return m[1];
 }
 
 /**
@@ -183,6 +215,96 @@ Deno.test({
       assert.equal(c.env[0].valueFrom.fieldRef.fieldPath, "metadata.name");
     });
 
+    await t.step(
+      "3. the hook Job is named per revision (at most 63 characters), labelled, no finalizer; hook-failed refused",
+      async () => {
+        // Release names reach 53 characters; the suffix is kept, the name cut.
+        for (const release of [RELEASE, "r".repeat(53)]) {
+          const out = await offline(["template", release, CHART, "-f", values]);
+          const hook = find(objects(out), "Job");
+          assert.match(hook.metadata.name, /-r1$/);
+          assert.ok(hook.metadata.name.length <= 63, hook.metadata.name);
+          assert.equal(hook.metadata.finalizers, undefined);
+          assert.ok(hook.metadata.labels["job-dispatcher/hook"].length <= 63);
+          assert.ok(
+            hook.spec.template.spec.containers[0].args.includes(
+              `--owner-job-name=${hook.metadata.name}`,
+            ),
+          );
+        }
+        const none = find(
+          objects(
+            await offline(["template", RELEASE, CHART, "-f", values, "--set", "owner.mode=none"]),
+          ),
+          "Job",
+        );
+        assert.equal(none.metadata.name, FULLNAME, "without an owner: the fixed name");
+        const refused = await helmResult(home)([
+          "template",
+          RELEASE,
+          CHART,
+          "-f",
+          values,
+          "--set",
+          "hook.deletePolicy=before-hook-creation\\,hook-failed",
+        ]);
+        assert.notEqual(refused.code, 0);
+        assert.match(refused.stderr, /hook\/deletePolicy/);
+      },
+    );
+
+    /** The ConfigMap's job.yaml, rendered with `args`. */
+    const renderedTemplate = async (...args: string[]) =>
+      find(
+        objects(
+          await offline([
+            "template",
+            RELEASE,
+            CHART,
+            "--show-only",
+            "templates/configmap.yaml",
+            ...args,
+          ]),
+        ),
+        "ConfigMap",
+      ).data["job.yaml"];
+
+    await t.step("11. the chart renders a user's jobTemplate byte for byte", async (t) => {
+      await t.step("a privileged hostPID template, --set-file", async () => {
+        const file = await tempFile(PRIVILEGED);
+        assert.equal(await renderedTemplate("--set-file", `jobTemplate=${file}`), PRIVILEGED);
+      });
+      await t.step("the README's my-values.yaml example", async () => {
+        const text = await readmeValues();
+        const want = parse(text).jobTemplate;
+        assert.equal(typeof want, "string", "the README passes the template as a string");
+        assert.equal(await renderedTemplate("-f", await tempFile(text)), want);
+      });
+      await t.step("an object: exactly its keys, none of the chart's example", async () => {
+        const job = parse(jobTemplate("mine", "1s"));
+        const out = await renderedTemplate("-f", await writeValues({ jobTemplate: job }));
+        assert.deepEqual(parse(out), job);
+      });
+    });
+
+    await t.step("13. a two-document jobTemplate fails helm template, naming it", async () => {
+      const two = await tempFile(
+        `${PRIVILEGED}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n`,
+      );
+      const r = await helmResult(home)([
+        "template",
+        RELEASE,
+        CHART,
+        "--set-file",
+        `jobTemplate=${two}`,
+      ]);
+      assert.notEqual(r.code, 0);
+      assert.match(r.stderr, /jobTemplate holds 2 YAML documents: pass exactly one batch\/v1 Job/);
+      // A leading ---, comments and a final "..." are one document still.
+      const one = `---\n${PRIVILEGED}---\n# nothing\n...\n`;
+      assert.equal(await renderedTemplate("--set-file", `jobTemplate=${await tempFile(one)}`), one);
+    });
+
     const cluster = await startCluster();
     let ok = false;
     try {
@@ -246,12 +368,18 @@ Deno.test({
 
           const release = [RELEASE, CHART, "-n", NS, "-f", values];
           const installed = await helm(["install", ...release, "--timeout", "2m"]);
-          // NOTES.txt: the finalizer check and the pause command work with an owner.
-          assert.match(installed, /jsonpath='\{\.metadata\.finalizers\}'/);
+          // NOTES.txt: no finalizer anywhere; the hook Jobs are listed by their label.
+          assert.doesNotMatch(installed, /finalizer/);
+          assert.match(
+            installed,
+            new RegExp(`get jobs -n ${NS} -l job-dispatcher/hook=${FULLNAME}`),
+          );
           assert.match(installed, /If Helm says the hook Job failed, .*exit code says why/);
           assert.match(
             installed,
-            new RegExp(`helm uninstall keeps this hook Job[^]*delete job ${HOOK_JOB} -n ${NS}`),
+            new RegExp(
+              `helm uninstall keeps this hook Job[^]*delete job -n ${NS} -l job-dispatcher/hook=${FULLNAME}`,
+            ),
           );
           assert.match(installed, new RegExp(`annotate job ${HOOK_JOB} -n ${NS} \\S+/paused=true`));
           const hook = JSON.parse(await kubectl(["get", "job", HOOK_JOB, "-n", NS, "-o", "json"]));
@@ -274,7 +402,7 @@ Deno.test({
             await kubectl([
               "get",
               "configmap",
-              `${HOOK_JOB}-job-template`,
+              `${FULLNAME}-job-template`,
               "-n",
               NS,
               "-o",
@@ -282,8 +410,7 @@ Deno.test({
             ]),
           );
           // The one difference from the pod: the ConfigMap is a file here, not a mount.
-          template = await Deno.makeTempFile({ suffix: ".yaml" });
-          await Deno.writeTextFile(template, cm.data["job.yaml"]);
+          template = await tempFile(cm.data["job.yaml"]);
           await Deno.chmod(template, 0o644);
           const mount = "--job-template=/etc/job-dispatcher/job.yaml";
           assert.ok(hookArgs.includes(mount), hookArgs.join(" "));
@@ -391,7 +518,8 @@ Deno.test({
         const createdMs = performance.now() - started;
         // With its hook, as a real upgrade: kwok fakes the new hook pod again.
         await helm(["upgrade", RELEASE, CHART, "-n", NS, "--reuse-values", "--timeout", "2m"]);
-        const large = await manifest();
+        // The hook's name carries the revision, and nothing else changes.
+        const large = (await manifest()).replaceAll(`${FULLNAME}-r2`, HOOK_JOB);
         const v2 = await storedRelease(2);
         console.log(
           `chart: rendered manifest ${small.length} bytes at ${FLEET} nodes, ${large.length} at ` +

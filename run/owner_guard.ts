@@ -1,22 +1,28 @@
 /**
- * Keeps a `helm upgrade` from killing per-node Jobs mid-run.
+ * Keeps a `helm upgrade` from killing per-node Jobs mid-run, with no
+ * finalizer: nothing this tool puts on an object can outlive its dispatcher.
  *
- * Helm's hook-delete-policy `before-hook-creation` deletes the previous hook
- * Job (the owner of the per-node Jobs) with background propagation and waits
- * for it to be gone. Without more, the garbage collector would then delete
- * every per-node Job whose ownerReference names it, running or not. So while
- * a run has per-node Jobs active, the owner carries the finalizer
- * `<tracking-prefix>/per-node-jobs`: the owner stays (terminating), the
- * garbage collector leaves its dependents alone while it exists, the Job
- * controller creates no new pod for it but leaves the dispatcher's own pod
- * running, and Helm waits until the run ends and drops the finalizer.
+ * The chart names its hook Job per release revision and labels it
+ * `<tracking-prefix>/hook: <release full name>`. Helm's
+ * `before-hook-creation` deletes only an existing object of the *new* hook's
+ * name (helm pkg/action hooks.go `deleteHookByPolicy` builds it from the new
+ * manifest), so it deletes no earlier revision's hook Job, and the garbage
+ * collector never takes that hook's per-node Jobs (it deletes dependents only
+ * once their owner is gone). Instead of Helm, the dispatcher:
  *
- * The owner is also labelled with the same key, so that a later run finds
- * an earlier owner whose run was stopped with Jobs in flight (SIGTERM) and
- * drops its finalizer once none of its per-node Jobs is active any more.
+ * - at its start, waits while an earlier revision's run is live (its hook Job
+ *   not finished: the Job controller runs, or will re-run, its dispatcher),
+ *   so that two runs never dispatch at once; a dead run (its Job `Failed` on
+ *   a deadline or the backoff limit) is never waited for;
+ * - at its end, deletes (background) the earlier revisions' hook Jobs that
+ *   are over and own no active per-node Job: the retention
+ *   `before-hook-creation` gave a fixed name (the last run's hook Job, its
+ *   per-node Jobs and their logs, stay until the next run);
+ * - for one release, drops the finalizer `<tracking-prefix>/per-node-jobs`
+ *   that earlier versions put on the owner, once that owner's Jobs finished.
  *
- * Decisions are pure functions; {@linkcode holdOwner} and
- * {@linkcode OwnerGuard.release} do the I/O.
+ * Decisions are pure functions; {@linkcode waitForEarlierRuns} and
+ * {@linkcode endOfRun} do the I/O.
  *
  * @module
  */
@@ -24,7 +30,6 @@
 import type { V1Job } from "@kubernetes/client-node";
 import { interpretStatus, type OwnerRef, type TrackingKeys } from "../job.ts";
 import { ApiError, type Kube, paths } from "../kube/client.ts";
-import { pointer } from "../nodes/lifecycle.ts";
 
 /** What the guard logs. */
 export interface GuardLog {
@@ -35,48 +40,9 @@ export interface GuardLog {
 }
 
 /**
- * The JSON patch that adds the finalizer and the label to `owner`, or
- * undefined when it carries both. It tests the UID (a replaced owner of the
- * same name is never touched) and the resourceVersion (an `add` of
- * `/metadata/finalizers` would otherwise overwrite a finalizer written since
- * the read).
- *
- * @example
- * ```ts
- * holdPatch({ metadata: { uid: "u", resourceVersion: "7" } }, "job-dispatcher/per-node-jobs");
- * // [test uid, test resourceVersion, add /metadata/finalizers, add /metadata/labels]
- * ```
- */
-export function holdPatch(owner: V1Job, key: string): unknown[] | undefined {
-  const meta = owner.metadata ?? {};
-  const finalizers = meta.finalizers ?? [];
-  const labels = meta.labels;
-  const ops: unknown[] = [];
-  if (!finalizers.includes(key)) {
-    ops.push(
-      meta.finalizers
-        ? { op: "add", path: "/metadata/finalizers/-", value: key }
-        : { op: "add", path: "/metadata/finalizers", value: [key] },
-    );
-  }
-  if (labels?.[key] !== "true") {
-    ops.push(
-      labels
-        ? { op: "add", path: `/metadata/labels/${pointer(key)}`, value: "true" }
-        : { op: "add", path: "/metadata/labels", value: { [key]: "true" } },
-    );
-  }
-  if (!ops.length) return undefined;
-  return [
-    { op: "test", path: "/metadata/uid", value: meta.uid },
-    { op: "test", path: "/metadata/resourceVersion", value: meta.resourceVersion },
-    ...ops,
-  ];
-}
-
-/**
- * The JSON patch that removes the finalizer from `owner`, or undefined when
- * it has none. The label stays: it is harmless, and the owner goes soon.
+ * The JSON patch that removes the finalizer of earlier versions from
+ * `owner`, or undefined when it has none. It tests the UID and the index, so
+ * a replaced owner or a changed list is never touched.
  */
 export function releasePatch(owner: V1Job, key: string): unknown[] | undefined {
   const at = owner.metadata?.finalizers?.indexOf(key) ?? -1;
@@ -89,24 +55,43 @@ export function releasePatch(owner: V1Job, key: string): unknown[] | undefined {
 }
 
 /**
- * Whether a per-node Job still has (or may still get) a running pod: until
- * `Complete` or `Failed`, which the Job controller sets only once every pod
- * is gone (`SuccessCriteriaMet` and `FailureTarget` come earlier).
+ * Whether a Job still has (or may still get) a running pod: until `Complete`
+ * or `Failed`, which the Job controller sets only once every pod is gone
+ * (`SuccessCriteriaMet` and `FailureTarget` come earlier).
  */
 export function isJobActive(job: Pick<V1Job, "status">): boolean {
   const conds = job.status?.conditions ?? [];
   return !conds.some((c) => (c.type === "Complete" || c.type === "Failed") && c.status === "True");
 }
 
-/** What {@linkcode releaseDecision} decides for one guarded owner. */
+/**
+ * Whether the run of an owner Job is live, i.e. a dispatcher runs or will run
+ * in it: the Job is not finished, and, once it is being deleted, it still has
+ * a pod (the Job controller creates no new pod for a Job being deleted, so a
+ * deleted Job without pods never runs a dispatcher again).
+ */
+export function isLiveOwner(owner: Pick<V1Job, "metadata" | "status">): boolean {
+  if (!isJobActive(owner)) return false;
+  return owner.metadata?.deletionTimestamp === undefined || (owner.status?.active ?? 0) > 0;
+}
+
+/**
+ * Whether owner `a` was created before owner `b`: by creationTimestamp, then
+ * by UID, a total order, so that two runs never wait for each other.
+ */
+export function isEarlier(a: V1Job, b: V1Job): boolean {
+  const at = (j: V1Job) => new Date(j.metadata?.creationTimestamp ?? 0).getTime();
+  if (at(a) !== at(b)) return at(a) < at(b);
+  return (a.metadata?.uid ?? "") < (b.metadata?.uid ?? "");
+}
+
+/** What {@linkcode releaseDecision} decides for one owner carrying the old finalizer. */
 export type Release = { release: true } | { release: false; why: string };
 
 /**
- * Whether this run may drop the finalizer of a guarded owner.
- *
- * - Its own owner: once none of the owner's per-node Jobs is active.
- * - An earlier owner: also only once its own run is over, i.e. the owner Job
- *   finished or is being deleted; a live owner's run drops its own.
+ * Whether this run may drop the old finalizer from an owner: once none of
+ * the owner's per-node Jobs is active and its own run is over (or it is this
+ * run's owner).
  *
  * @param active how many active per-node Jobs each owner UID has
  */
@@ -124,11 +109,23 @@ export function releaseDecision(
 }
 
 /**
+ * Whether the end-of-run sweep deletes an earlier owner: its run is over and
+ * none of its per-node Jobs is active, so the garbage collector takes only
+ * finished Jobs with it. Never this run's owner, never one being deleted.
+ */
+export function sweepable(owner: V1Job, ours: string, active: Map<string, number>): boolean {
+  const uid = owner.metadata?.uid ?? "";
+  if (uid === ours || owner.metadata?.deletionTimestamp) return false;
+  return !isLiveOwner(owner) && !(active.get(uid) ?? 0);
+}
+
+/**
  * How many per-node Jobs have their outcome decided (`SuccessCriteriaMet`,
  * `FailureTarget`) but not yet `Complete` / `Failed`: the Job controller is
  * still waiting for their pods to go. The run counts such a node as finished,
- * so its end can come a moment before the terminal condition; the guard waits
- * that moment out rather than keep the finalizer for a later run.
+ * so its end can come a moment before the terminal condition; the end of the
+ * run waits that moment out, so that a `hook-succeeded` deletion of the owner
+ * right after the exit has the collector take only finished Jobs.
  */
 export function settlingJobs(jobs: Pick<V1Job, "status">[]): number {
   return jobs.filter((job) => isJobActive(job) && interpretStatus(job).phase !== "active").length;
@@ -154,142 +151,193 @@ export interface OwnerGuardOptions {
   namespace: string;
   /** The run's owner. */
   owner: OwnerRef;
-  /** The tracking keys: `guard` names the finalizer and label, `owner` finds the per-node Jobs. */
+  /** The tracking keys: `hook` groups a release's hook Jobs, `guard` is the old finalizer. */
   keys: TrackingKeys;
   /** The run's logger. */
   log: GuardLog;
-  /** How long release waits for decided Jobs to turn Complete / Failed; 30 s unless given. */
+  /** Stops the wait for an earlier run (SIGTERM). */
+  signal?: AbortSignal;
+  /** How long the end waits for decided Jobs to turn Complete / Failed; 30 s unless given. */
   settleMs?: number;
-  /** How often release reads them again meanwhile; 1 s unless given. */
+  /** How often the waits read again; 1 s (settle) and 5 s (earlier run) unless given. */
   pollMs?: number;
 }
 
-/** The finalizer on a run's owner, held until {@linkcode OwnerGuard.release}. */
-export class OwnerGuard {
-  #o: OwnerGuardOptions;
-
-  /** Use {@linkcode holdOwner}. */
-  constructor(opts: OwnerGuardOptions) {
-    this.#o = opts;
+/**
+ * This run's owner and the earlier owners of its group: the Jobs labelled
+ * `<prefix>/hook` with the owner's value, plus the Job named by that value,
+ * the fixed hook name of earlier chart versions, if it is a Helm hook.
+ * Empty when the owner carries no such label (not the chart's hook).
+ */
+export async function earlierOwners(
+  opts: OwnerGuardOptions,
+): Promise<{ self?: V1Job; earlier: V1Job[] }> {
+  const { kube, namespace, owner, keys } = opts;
+  const self = await kube.get<V1Job>(paths.job(namespace, owner.name));
+  const group = self?.metadata?.labels?.[keys.hook];
+  if (!self || self.metadata?.uid !== owner.uid || !group) return { self, earlier: [] };
+  const { items } = await kube.list<V1Job>(
+    paths.jobs(namespace),
+    { labelSelector: `${keys.hook}=${group}` },
+    500,
+  );
+  const legacy = group === owner.name
+    ? undefined
+    : await kube.get<V1Job>(paths.job(namespace, group));
+  if (
+    legacy?.metadata?.annotations?.["helm.sh/hook"] &&
+    !items.some((j) => j.metadata?.uid === legacy.metadata?.uid)
+  ) {
+    items.push(legacy);
   }
+  return {
+    self,
+    earlier: items.filter((j) => j.metadata?.uid !== owner.uid && isEarlier(j, self)),
+  };
+}
 
-  /**
-   * The per-node Jobs of this tracking prefix, read again while some have
-   * their outcome decided but their pods not yet gone (at most `settleMs`).
-   */
-  async #settledJobs(): Promise<V1Job[]> {
-    const { kube, namespace, keys, log, settleMs = 30_000, pollMs = 1000 } = this.#o;
-    const deadline = Date.now() + settleMs;
-    for (let said = false;;) {
-      // Only what the decision reads: at 10,000 nodes the whole Jobs would
-      // weigh tens of MB at the very end of the run.
-      const { items } = await kube.list<V1Job, V1Job>(
-        paths.jobs(namespace),
-        { labelSelector: keys.owner },
-        500,
-        (job) => ({
-          metadata: { ownerReferences: job.metadata?.ownerReferences },
-          status: { conditions: job.status?.conditions },
-        }),
+/**
+ * Waits while the run of an earlier owner of the group is live (the
+ * rollout of an earlier `helm upgrade`, still going after Helm's `--timeout`
+ * gave up on it): two dispatchers at once would race for the same nodes.
+ *
+ * @returns false when the signal stopped the wait
+ */
+export async function waitForEarlierRuns(opts: OwnerGuardOptions): Promise<boolean> {
+  const { log, signal, pollMs = 5000 } = opts;
+  let said = "";
+  for (;;) {
+    if (signal?.aborted) return false;
+    const live = (await earlierOwners(opts)).earlier.filter(isLiveOwner);
+    if (!live.length) return true;
+    const names = live.map((j) => j.metadata!.name!).join(", ");
+    if (names !== said) {
+      log.info(
+        `waiting for the run of earlier hook job ${names} to end (its Job is not finished; ` +
+          `stop it with: kubectl delete job ${names} -n ${opts.namespace})`,
+        { event: "waiting", for: names },
       );
-      const settling = settlingJobs(items);
-      if (!settling || Date.now() >= deadline) return items;
-      if (!said) {
-        log.info(
-          `waiting for ${settling} per-node Jobs to turn Complete or Failed (their pods are ` +
-            `ending) before removing finalizer ${keys.guard}`,
-        );
-        said = true;
-      }
-      await new Promise((r) => setTimeout(r, pollMs));
+      said = names;
+    }
+    await sleep(pollMs, signal);
+  }
+}
+
+/** Resolves after `ms`, or at once when `signal` aborts. */
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+    signal?.addEventListener("abort", done);
+  });
+}
+
+/**
+ * The per-node Jobs of this tracking prefix (what the decisions read), read
+ * again while some have their outcome decided but their pods not yet gone
+ * (at most `settleMs`).
+ */
+async function settledJobs(opts: OwnerGuardOptions): Promise<V1Job[]> {
+  const { kube, namespace, keys, log, settleMs = 30_000, pollMs = 1000 } = opts;
+  const deadline = Date.now() + settleMs;
+  for (let said = false;;) {
+    // Only what the decisions read: at 10,000 nodes the whole Jobs would
+    // weigh tens of MB at the very end of the run.
+    const { items } = await kube.list<V1Job, V1Job>(
+      paths.jobs(namespace),
+      { labelSelector: keys.owner },
+      500,
+      (job) => ({
+        metadata: { ownerReferences: job.metadata?.ownerReferences },
+        status: { conditions: job.status?.conditions },
+      }),
+    );
+    const settling = settlingJobs(items);
+    // Stopped (SIGTERM): the kubelet's grace period is short; no waiting.
+    if (!settling || Date.now() >= deadline || opts.signal?.aborted) return items;
+    if (!said) {
+      log.info(
+        `waiting for ${settling} per-node Jobs to turn Complete or Failed (their pods are ending)`,
+      );
+      said = true;
+    }
+    await sleep(pollMs, opts.signal);
+  }
+}
+
+/** Drops the old finalizer from every owner that carries it and whose Jobs finished. */
+async function releaseOld(opts: OwnerGuardOptions, active: Map<string, number>): Promise<void> {
+  const { kube, namespace, keys, log, owner } = opts;
+  const guarded = await kube.list<V1Job>(
+    paths.jobs(namespace),
+    { labelSelector: `${keys.guard}=true` },
+    500,
+  );
+  for (const job of guarded.items) {
+    const name = job.metadata!.name!;
+    const ops = releasePatch(job, keys.guard);
+    if (!ops) continue;
+    const decision = releaseDecision(job, owner.uid, active);
+    if (!decision.release) {
+      log.info(
+        `kept finalizer ${keys.guard} of an earlier version on owner job ${name}: ${decision.why}`,
+      );
+      continue;
+    }
+    try {
+      await kube.request("patch", "PATCH", paths.job(namespace, name), ops);
+      log.info(`removed finalizer ${keys.guard} of an earlier version from owner job ${name}`);
+    } catch (e) {
+      // 404: gone; 422: the finalizers changed since the list: the next run sees them.
+      if (!(e instanceof ApiError && (e.status === 404 || e.status === 422))) throw e;
     }
   }
+}
 
-  /**
-   * Drops the finalizer from the run's owner, and from earlier owners of
-   * this tracking prefix, whose per-node Jobs are all finished; keeps it on
-   * an owner with Jobs still active (a stopped run), for a later run to drop.
-   * Never throws: a finalizer left behind is named with the command that
-   * removes it.
-   */
-  async release(): Promise<void> {
-    const { kube, namespace, keys, log, owner } = this.#o;
+/** Deletes (background) the earlier owners of the group that {@linkcode sweepable} allows. */
+async function sweep(opts: OwnerGuardOptions, active: Map<string, number>): Promise<void> {
+  const { kube, namespace, log, owner } = opts;
+  for (const job of (await earlierOwners(opts)).earlier) {
+    if (!sweepable(job, owner.uid, active)) continue;
+    const name = job.metadata!.name!;
     try {
-      const active = activeByOwner(await this.#settledJobs());
-      const guarded = await kube.list<V1Job>(
-        paths.jobs(namespace),
-        { labelSelector: `${keys.guard}=true` },
-        500,
+      // Background, as Helm deletes hooks: the collector then deletes its
+      // per-node Jobs, all finished (sweepable), with their pods.
+      await kube.request("delete", "DELETE", paths.job(namespace, name), {
+        apiVersion: "v1",
+        kind: "DeleteOptions",
+        propagationPolicy: "Background",
+        preconditions: { uid: job.metadata!.uid },
+      });
+      log.info(
+        `deleted earlier hook job ${name}: its run is over, none of its per-node Jobs active`,
       );
-      for (const job of guarded.items) {
-        const name = job.metadata!.name!;
-        const ops = releasePatch(job, keys.guard);
-        if (!ops) continue;
-        const decision = releaseDecision(job, owner.uid, active);
-        if (!decision.release) {
-          log.info(`kept finalizer ${keys.guard} on owner job ${name}: ${decision.why}`);
-          continue;
-        }
-        try {
-          await kube.request("patch", "PATCH", paths.job(namespace, name), ops);
-          log.info(`removed finalizer ${keys.guard} from owner job ${name}`);
-        } catch (e) {
-          // 404: gone; 422: the finalizers changed since the list: the next run sees them.
-          if (!(e instanceof ApiError && (e.status === 404 || e.status === 422))) throw e;
-        }
-      }
     } catch (e) {
-      log.warn(
-        `Cannot remove finalizer ${keys.guard} from owner job ${owner.name}: ` +
-          `${(e as Error).message}; a later run removes it, or, once its per-node Jobs ` +
-          `have finished, remove it from metadata.finalizers with: ` +
-          `kubectl edit job ${owner.name} -n ${namespace}`,
-      );
+      // 404: gone; 409: replaced by another Job of that name.
+      if (!(e instanceof ApiError && (e.status === 404 || e.status === 409))) throw e;
     }
   }
 }
 
 /**
- * Puts the finalizer (and the label that finds it again) on the run's owner
- * before the first per-node Job is created. An owner already being deleted
- * can take no new finalizer: its per-node Jobs are then not protected, which
- * is said.
- *
- * @returns the guard, whose `release` the run calls when it ends
+ * The end of a run with an owner: waits (at most `settleMs`) for decided
+ * per-node Jobs to turn Complete / Failed, drops the old finalizer where it
+ * may, and deletes earlier hook Jobs whose runs are over. Never throws: what
+ * is left is for the next run, and said.
  */
-export async function holdOwner(opts: OwnerGuardOptions): Promise<OwnerGuard> {
-  const { kube, namespace, owner, keys, log } = opts;
-  const path = paths.job(namespace, owner.name);
-  const unprotected = (why: string) =>
-    log.warn(
-      `owner job ${owner.name} ${why}: its per-node Jobs are garbage-collected as soon as ` +
-        "it is gone, running or not (a helm upgrade now would kill them)",
+export async function endOfRun(opts: OwnerGuardOptions): Promise<void> {
+  try {
+    const active = activeByOwner(await settledJobs(opts));
+    await releaseOld(opts, active);
+    await sweep(opts, active);
+  } catch (e) {
+    opts.log.warn(
+      `Cannot clean up earlier owner jobs of ${opts.owner.name}: ${(e as Error).message}; ` +
+        "the next run tries again",
     );
-  for (let attempt = 0;; attempt++) {
-    const job = await kube.get<V1Job>(path);
-    // Gone or replaced: the ownerReferences of the Jobs still to be created
-    // name a UID that no longer exists, which creation reports.
-    if (!job || job.metadata?.uid !== owner.uid) break;
-    // Held already (a retried hook pod): nothing to add, even while deleted.
-    if (job.metadata?.finalizers?.includes(keys.guard)) break;
-    if (job.metadata?.deletionTimestamp) {
-      unprotected("is already being deleted, so it takes no new finalizer");
-      break;
-    }
-    const ops = holdPatch(job, keys.guard);
-    if (!ops) break;
-    try {
-      await kube.request("patch", "PATCH", path, ops);
-      log.info(`added finalizer ${keys.guard} to owner job ${owner.name}`);
-      break;
-    } catch (e) {
-      // 422: a test failed, i.e. the owner changed since the read: read again.
-      if (!(e instanceof ApiError && e.status === 422)) throw e;
-      if (attempt === 4) {
-        unprotected("changed under every attempt to add a finalizer");
-        break;
-      }
-    }
   }
-  return new OwnerGuard(opts);
 }

@@ -4,54 +4,19 @@ import { trackingKeys } from "../job.ts";
 import { withServer } from "../testing/loopback.ts";
 import {
   activeByOwner,
-  holdPatch,
+  endOfRun,
   isJobActive,
-  OwnerGuard,
+  isLiveOwner,
   releaseDecision,
   releasePatch,
   settlingJobs,
+  sweepable,
+  waitForEarlierRuns,
 } from "./owner_guard.ts";
 
 const KEY = "job-dispatcher/per-node-jobs";
 const done = (type: "Complete" | "Failed" | "SuccessCriteriaMet") => ({
   status: { conditions: [{ type, status: "True" }] },
-});
-
-Deno.test("holdPatch() adds the finalizer and the label, testing UID and resourceVersion", {
-  permissions: "none",
-}, async (t) => {
-  const tests = [
-    { op: "test", path: "/metadata/uid", value: "u1" },
-    { op: "test", path: "/metadata/resourceVersion", value: "7" },
-  ];
-  const cases: { name: string; meta: V1Job["metadata"]; want: unknown[] | undefined }[] = [
-    {
-      name: "an owner with neither finalizers nor labels",
-      meta: { uid: "u1", resourceVersion: "7" },
-      want: [
-        ...tests,
-        { op: "add", path: "/metadata/finalizers", value: [KEY] },
-        { op: "add", path: "/metadata/labels", value: { [KEY]: "true" } },
-      ],
-    },
-    {
-      name: "an owner with other finalizers and labels keeps them",
-      meta: { uid: "u1", resourceVersion: "7", finalizers: ["x/y"], labels: { a: "b" } },
-      want: [
-        ...tests,
-        { op: "add", path: "/metadata/finalizers/-", value: KEY },
-        { op: "add", path: "/metadata/labels/job-dispatcher~1per-node-jobs", value: "true" },
-      ],
-    },
-    {
-      name: "an owner that has both needs nothing",
-      meta: { uid: "u1", resourceVersion: "7", finalizers: [KEY], labels: { [KEY]: "true" } },
-      want: undefined,
-    },
-  ];
-  for (const c of cases) {
-    await t.step(c.name, () => assert.deepEqual(holdPatch({ metadata: c.meta }, KEY), c.want));
-  }
 });
 
 Deno.test("releasePatch() removes only our finalizer, at the index it was read", {
@@ -147,72 +112,215 @@ Deno.test("settlingJobs() counts Jobs whose outcome is decided but whose pods ar
   assert.equal(settlingJobs(jobs), 2);
 });
 
-Deno.test(
-  "OwnerGuard.release() waits for a decided Job to turn Complete, then drops the finalizer",
-  async (t) => {
-    const keys = trackingKeys("job-dispatcher");
-    const ref = [{ kind: "Job", uid: "ours", name: "owner", apiVersion: "batch/v1" }];
-    const ownerJob = { metadata: { name: "owner", uid: "ours", finalizers: [keys.guard] } };
-    // The run counted the node on SuccessCriteriaMet; Complete follows a read later.
-    const serve = (perNodeReads: V1Job[][]) => {
-      let reads = 0;
-      return (req: Request) => {
-        if (req.method === "PATCH") return Response.json(ownerJob);
-        const selector = new URL(req.url).searchParams.get("labelSelector");
-        if (selector === `${keys.guard}=true`) {
-          return Response.json({ metadata: {}, items: [ownerJob] });
-        }
-        const items = perNodeReads[Math.min(reads++, perNodeReads.length - 1)];
-        return Response.json({ metadata: {}, items });
-      };
-    };
-    const job = (cond: "SuccessCriteriaMet" | "Complete"): V1Job => ({
-      metadata: { name: "node-task-a", ownerReferences: ref },
-      ...done(cond),
-    });
-    const cases = [
-      { name: "Complete comes within the wait", settleMs: 5000, reads: 2, patched: true },
-      {
-        name: "it does not: the finalizer stays for a later run",
-        settleMs: 0,
-        reads: 1,
-        patched: false,
-      },
-    ];
-    for (const c of cases) {
-      await t.step(c.name, async () => {
-        const lines: string[] = [];
-        const log = { info: (m: string) => lines.push(m), warn: (m: string) => lines.push(m) };
-        await withServer(
-          serve([[job("SuccessCriteriaMet")], [job("Complete")]]),
-          async (kube, hits) => {
-            const guard = new OwnerGuard({
-              kube,
-              namespace: "team",
-              owner: { name: "owner", uid: "ours" },
-              keys,
-              log,
-              settleMs: c.settleMs,
-              pollMs: 10,
-            });
-            await guard.release();
-            // One read of the guarded owners, `reads` of the per-node Jobs.
-            assert.equal(
-              hits.filter((h) => h.method === "GET").length - 1,
-              c.reads,
-              lines.join("\n"),
-            );
-            assert.equal(hits.some((h) => h.method === "PATCH"), c.patched, lines.join("\n"));
-            const said = lines.join("\n");
-            if (c.patched) {
-              assert.match(said, /waiting for 1 per-node Jobs .*\n.*removed finalizer/);
-            } else {assert.match(
-                said,
-                /kept finalizer .*: 1 of its per-node Jobs are still active/,
-              );}
-          },
-        );
-      });
+Deno.test("isLiveOwner() holds while a dispatcher runs or will run in the owner Job", {
+  permissions: "none",
+}, async (t) => {
+  const deleted = { deletionTimestamp: new Date() };
+  const cases = [
+    { name: "not finished: running, or between pod retries", job: {}, want: true },
+    { name: "Complete", job: done("Complete"), want: false },
+    { name: "Failed: deadline or backoffLimit", job: done("Failed"), want: false },
+    {
+      name: "being deleted with its pod",
+      job: { metadata: deleted, status: { active: 1 } },
+      want: true,
+    },
+    {
+      name: "being deleted without a pod: never runs again",
+      job: { metadata: deleted },
+      want: false,
+    },
+  ];
+  for (const c of cases) await t.step(c.name, () => assert.equal(isLiveOwner(c.job), c.want));
+});
+
+Deno.test("sweepable() never takes this run's owner, a live one, or one with an active Job", {
+  permissions: "none",
+}, async (t) => {
+  const active = new Map([["busy", 2]]);
+  const owner = (uid: string, extra: Partial<V1Job> = {}): V1Job => ({
+    metadata: { uid, ...extra.metadata },
+    status: extra.status ?? done("Complete").status,
+  });
+  const cases = [
+    { name: "finished, no active per-node Job", o: owner("old"), want: true },
+    { name: "this run's owner", o: owner("ours"), want: false },
+    { name: "finished, but a per-node Job active", o: owner("busy"), want: false },
+    { name: "live", o: owner("old", { status: {} }), want: false },
+    {
+      name: "already being deleted",
+      o: owner("old", { metadata: { deletionTimestamp: new Date() } }),
+      want: false,
+    },
+  ];
+  for (const c of cases) {
+    await t.step(c.name, () => assert.equal(sweepable(c.o, "ours", active), c.want));
+  }
+});
+
+const KEYS = trackingKeys("job-dispatcher");
+const GROUP = "rollout-job-dispatcher";
+const at = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s));
+
+/** An owner Job of the chart's group, created at second `s`. */
+function hook(name: string, s: number, extra: Partial<V1Job> = {}): V1Job {
+  return {
+    metadata: {
+      name,
+      uid: `uid-${name}`,
+      creationTimestamp: at(s),
+      labels: { [KEYS.hook]: GROUP },
+      annotations: { "helm.sh/hook": "post-upgrade" },
+      ...extra.metadata,
+    },
+    status: extra.status ?? done("Complete").status,
+  };
+}
+
+/** A per-node Job owned by `owner`. */
+function perNode(owner: string, active: boolean): V1Job {
+  return {
+    metadata: {
+      name: `task-${owner}`,
+      ownerReferences: [{ kind: "Job", uid: `uid-${owner}`, name: owner, apiVersion: "batch/v1" }],
+    },
+    ...(active ? {} : done("Complete")),
+  };
+}
+
+/** Serves the Jobs of namespace team: GET by name, LIST by label (existence or key=value). */
+function serveJobs(jobs: () => V1Job[]) {
+  return (req: Request) => {
+    const url = new URL(req.url);
+    if (req.method !== "GET") return Response.json({});
+    const name = url.pathname.match(/\/jobs\/([^/]+)$/)?.[1];
+    if (name) {
+      const job = jobs().find((j) => j.metadata?.name === name);
+      return job
+        ? Response.json(job)
+        : Response.json({ kind: "Status", code: 404 }, { status: 404 });
     }
+    const [key, value] = (url.searchParams.get("labelSelector") ?? "").split("=");
+    const items = jobs().filter((j) => {
+      const labels = j.metadata?.labels ?? {};
+      if (key === KEYS.owner) return j.metadata?.ownerReferences !== undefined;
+      return value === undefined ? key in labels : labels[key] === value;
+    });
+    return Response.json({ metadata: {}, items });
+  };
+}
+
+Deno.test(
+  "endOfRun() deletes finished earlier hook Jobs with no active per-node Job, drops the old finalizer, adds none",
+  async () => {
+    const legacy = hook(GROUP, 1, {
+      metadata: {
+        name: GROUP,
+        uid: `uid-${GROUP}`,
+        creationTimestamp: at(1),
+        annotations: { "helm.sh/hook": "post-upgrade" },
+        labels: { [KEYS.guard]: "true" },
+        finalizers: [KEYS.guard],
+      },
+    });
+    const jobs = [
+      legacy,
+      hook("r1", 2),
+      hook("r2", 3),
+      hook("r3", 4, { status: {} }),
+      hook("r9", 9, { status: {} }), // a later revision: not ours to judge
+      perNode(GROUP, false),
+      perNode("r1", false),
+      perNode("r2", true),
+    ];
+    const lines: string[] = [];
+    const log = { info: (m: string) => lines.push(m), warn: (m: string) => lines.push(m) };
+    await withServer(serveJobs(() => jobs), async (kube, hits) => {
+      await endOfRun({
+        kube,
+        namespace: "team",
+        owner: { name: "r3", uid: "uid-r3" },
+        keys: KEYS,
+        log,
+        settleMs: 0,
+      });
+      const said = lines.join("\n");
+      const deletes = hits.filter((h) => h.method === "DELETE");
+      assert.deepEqual(deletes.map((h) => new URL(h.url).pathname.split("/").pop()).sort(), [
+        "r1",
+        GROUP,
+      ], said);
+      for (const d of deletes) {
+        const body = d.body as { propagationPolicy: string; preconditions: { uid: string } };
+        assert.equal(body.propagationPolicy, "Background");
+        assert.ok(body.preconditions.uid.startsWith("uid-"));
+      }
+      const patches = hits.filter((h) => h.method === "PATCH");
+      assert.equal(patches.length, 1, said);
+      assert.ok(patches[0].url.endsWith(`/jobs/${GROUP}`));
+      const ops = patches[0].body as { op: string }[];
+      assert.ok(ops.every((o) => o.op !== "add"), "no PATCH adds a finalizer");
+      assert.match(said, /removed finalizer job-dispatcher\/per-node-jobs of an earlier version/);
+    });
   },
 );
+
+Deno.test("waitForEarlierRuns() waits while an earlier revision's run is live, never for a dead one", async (t) => {
+  const cases = [
+    { name: "live for two reads, then Complete", liveReads: 2, status: {}, waited: true },
+    {
+      name: "Failed (deadline, backoffLimit): no wait",
+      liveReads: 0,
+      status: done("Failed").status,
+      waited: false,
+    },
+  ];
+  for (const c of cases) {
+    await t.step(c.name, async () => {
+      let reads = 0;
+      const earlier = () =>
+        hook("r1", 1, { status: reads++ < c.liveReads * 2 ? c.status : done("Complete").status });
+      const lines: string[] = [];
+      const log = { info: (m: string) => lines.push(m), warn: (m: string) => lines.push(m) };
+      await withServer(
+        serveJobs(() => [hook("r2", 2, { status: {} }), hook("r3", 3, { status: {} }), earlier()]),
+        async (kube) => {
+          const opts = {
+            kube,
+            namespace: "team",
+            owner: { name: "r2", uid: "uid-r2" },
+            keys: KEYS,
+            log,
+            pollMs: 10,
+          };
+          assert.equal(await waitForEarlierRuns(opts), true);
+          assert.equal(
+            lines.some((l) => /waiting for the run of earlier hook job r1 to end/.test(l)),
+            c.waited,
+          );
+          assert.ok(!lines.some((l) => /r3/.test(l)), "a later revision is never waited for");
+        },
+      );
+    });
+  }
+  await t.step("a stop (SIGTERM) ends the wait", async () => {
+    const log = { info: () => {}, warn: () => {} };
+    await withServer(
+      serveJobs(() => [hook("r1", 1, { status: {} }), hook("r2", 2, { status: {} })]),
+      async (kube) => {
+        const stop = new AbortController();
+        setTimeout(() => stop.abort(), 50);
+        const opts = {
+          kube,
+          namespace: "team",
+          owner: { name: "r2", uid: "uid-r2" },
+          keys: KEYS,
+          log,
+          pollMs: 10_000,
+          signal: stop.signal,
+        };
+        assert.equal(await waitForEarlierRuns(opts), false);
+      },
+    );
+  });
+});

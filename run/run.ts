@@ -32,7 +32,7 @@ import { NodeWriter } from "../nodes/node_writer.ts";
 import type { RunConfig, RunContext } from "./config.ts";
 import { failureBudget } from "../engine/safety.ts";
 import { Recorder, type ReportInput } from "../report/report.ts";
-import { holdOwner } from "./owner_guard.ts";
+import { endOfRun, waitForEarlierRuns } from "./owner_guard.ts";
 import { jobApiFor, liveRun } from "./job_api.ts";
 import { resolveNamespace, validateOnServer } from "./preflight.ts";
 import { EXIT, exitCode, summarise, writeReport } from "../report/summary.ts";
@@ -116,9 +116,11 @@ async function executeRun(opts: RunConfig, plan: Plan, ctx: RunContext): Promise
   // Outside every window nothing starts: nothing to guard, no write at all.
   const closes = windowCloses(x);
   if (closes === undefined) return EXIT.window;
-  // Before the first create: a helm upgrade must not have the per-node Jobs
-  // garbage-collected mid-run (owner_guard.ts).
-  const guard = owner && await holdOwner({ kube: ctx.kube, namespace, owner, keys, log: ctx.log });
+  // Before the first create: the run of an earlier revision's hook Job may
+  // still be live (owner_guard.ts); two runs at once would race for nodes.
+  const guard = owner &&
+    { kube: ctx.kube, namespace, owner, keys, log: ctx.log, signal: ctx.signal };
+  if (guard && !await waitForEarlierRuns(guard)) return EXIT.ok;
   const started = Date.now();
   let main: MainOutcome, cleanup: NodeResult[];
   try {
@@ -127,9 +129,9 @@ async function executeRun(opts: RunConfig, plan: Plan, ctx: RunContext): Promise
       ? await runMain(x, closes, cleanup)
       : { results: [], code: exitCode({ cleanup, results: [] }) };
   } finally {
-    // Also when the run ends in an error: release keeps the finalizer while
-    // per-node Jobs are still active, and drops it otherwise.
-    await guard?.release();
+    // Also when the run ends in an error: earlier owners whose runs are over
+    // go, never one with a per-node Job active.
+    if (guard) await endOfRun(guard);
   }
   if (opts.report && !writeRunReport(x, started, cleanup, main)) return EXIT.failed;
   return main.code;

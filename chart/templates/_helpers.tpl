@@ -53,24 +53,52 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/*
-The ConfigMap's template text: a string verbatim, an object as YAML. Checked
-here as the dispatcher checks it first, so a bad template fails the install
-before anything exists, not the hook after the release does.
+The hook Job's name. With an owner, one per release revision: Helm's
+before-hook-creation deletes only an object of the new hook's own name, so no
+earlier revision's hook Job, the owner of per-node Jobs that may still run, is
+deleted (and the garbage collector never takes its Jobs); the dispatcher
+deletes earlier ones once their runs are over (run/owner_guard.ts). Without
+an owner, the fixed name: Helm deletes the previous hook, which stops its
+dispatcher, and the ownerless per-node Jobs run on. At most 63 characters, as
+Job names become pod labels (job-name).
+*/}}
+{{- define "job-dispatcher.hookName" -}}
+{{- if eq (include "job-dispatcher.ownerMode" .) "none" }}
+{{- include "job-dispatcher.fullname" . }}
+{{- else }}
+{{- $suffix := printf "-r%d" (int .Release.Revision) }}
+{{- include "job-dispatcher.fullname" . | trunc (int (sub 63 (len $suffix))) | trimSuffix "-" }}{{ $suffix }}
+{{- end }}
+{{- end }}
+
+{{/*
+The ConfigMap's template text, exactly as given: a string byte for byte, an
+object (no default merged into it: the default is null) as YAML. Checked here
+as the dispatcher checks it first, so a bad template fails the install before
+anything exists, not the hook after the release does.
 */}}
 {{- define "job-dispatcher.jobTemplate" -}}
 {{- $t := .Values.jobTemplate }}
-{{- if kindIs "string" $t }}{{ $t = fromYaml $t }}{{ end }}
-{{- if and (kindIs "map" $t) (hasKey $t "Error") }}
-{{- fail (printf "jobTemplate is not valid YAML (%s): pass one batch/v1 Job" (get $t "Error")) }}
+{{- if kindIs "invalid" $t }}{{ $t = .Values.exampleJobTemplate }}{{ end }}
+{{- $obj := $t }}
+{{- if kindIs "string" $t }}
+{{- /* fromYaml reads only the first document: count them, comments and "..." aside. */}}
+{{- $docs := 0 }}
+{{- range regexSplit `(?m)^---[ \t]*(#.*)?$` $t -1 }}
+{{- if regexReplaceAll `(?m)^([ \t]*(#.*)?|\.\.\.[ \t]*(#.*)?)$` . "" | trim }}{{ $docs = add1 $docs }}{{ end }}
 {{- end }}
-{{- if not (and (kindIs "map" $t) (eq (get $t "kind" | toString) "Job") (eq (get $t "apiVersion" | toString) "batch/v1")) }}
+{{- if gt $docs 1 }}
+{{- fail (printf "jobTemplate holds %d YAML documents: pass exactly one batch/v1 Job (--set-file jobTemplate=FILE)" $docs) }}
+{{- end }}
+{{- $obj = fromYaml $t }}
+{{- end }}
+{{- if and (kindIs "map" $obj) (hasKey $obj "Error") }}
+{{- fail (printf "jobTemplate is not valid YAML (%s): pass one batch/v1 Job" (get $obj "Error")) }}
+{{- end }}
+{{- if not (and (kindIs "map" $obj) (eq (get $obj "kind" | toString) "Job") (eq (get $obj "apiVersion" | toString) "batch/v1")) }}
 {{- fail "jobTemplate must be one batch/v1 Job (apiVersion: batch/v1, kind: Job)" }}
 {{- end }}
-{{- if kindIs "string" .Values.jobTemplate }}
-{{- .Values.jobTemplate }}
-{{- else }}
-{{- required "jobTemplate is required: one batch/v1 Job" .Values.jobTemplate | toYaml }}
-{{- end }}
+{{- if kindIs "string" $t }}{{ $t }}{{ else }}{{ toYaml $t }}{{ end }}
 {{- end }}
 
 {{/*
@@ -101,7 +129,7 @@ selectors such as "tier in (a,b)"). Nodes are never listed unless given.
 {{- with .burst }}{{ $a = append $a (printf "--kube-api-burst=%d" (int .)) }}{{ end }}
 {{- end }}
 {{- if eq $mode "jobName" }}
-{{- $a = append $a (printf "--owner-job-name=%s" (include "job-dispatcher.fullname" .)) }}
+{{- $a = append $a (printf "--owner-job-name=%s" (include "job-dispatcher.hookName" .)) }}
 {{- else if eq $mode "pod" }}
 {{- /* The kubelet expands $(POD_NAME) from the container's env. */}}
 {{- $a = append $a "--owner-job-from-pod=$(POD_NAME)" }}
