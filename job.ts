@@ -11,6 +11,7 @@ import { parseAllDocuments } from "yaml";
 import type {
   V1Container,
   V1Job,
+  V1ObjectMeta,
   V1OwnerReference,
   V1PodSpec,
   V1Toleration,
@@ -351,6 +352,53 @@ function stripServerFields(job: JobTemplate): JobTemplate {
     delete podMeta.creationTimestamp;
   }
   return out;
+}
+
+/**
+ * The template without this tool's own keys: every label and annotation
+ * under `<prefix>/` and every finalizer that starts with it, on the Job and
+ * on its pod template. A template copied with `kubectl get job -o yaml` from
+ * an owner or a per-node Job carries them (the progress annotation, the
+ * hook label, the finalizer of earlier versions): kept, they would change
+ * the template hash with every run, and a finalizer would outlive the
+ * dispatcher on every per-node Job. The dispatcher sets its own keys on each
+ * Job anyway.
+ *
+ * @param prefix the tracking label prefix
+ * @returns the template, and what was dropped (`label a/b`, `annotation a/c`, `finalizer a/d`)
+ * @example
+ * ```ts
+ * const t = parseJobTemplate(
+ *   "apiVersion: batch/v1\nkind: Job\nmetadata: {name: up, labels: {job-dispatcher/owner: up}}\n" +
+ *     "spec: {template: {spec: {restartPolicy: Never, containers: [{name: c, image: busybox}]}}}",
+ *   "job.yaml",
+ * );
+ * withoutOwnKeys(t, "job-dispatcher").dropped; // ["label job-dispatcher/owner"]
+ * ```
+ */
+export function withoutOwnKeys(
+  template: JobTemplate,
+  prefix: string,
+): { template: JobTemplate; dropped: string[] } {
+  const out = structuredClone(template);
+  const dropped: string[] = [];
+  const own = (k: string) => k.startsWith(`${prefix}/`);
+  const strip = (meta: V1ObjectMeta | undefined, where: string) => {
+    if (!meta) return;
+    for (const field of ["labels", "annotations"] as const) {
+      const map = meta[field];
+      if (!map) continue;
+      const keys = Object.keys(map).filter(own);
+      for (const k of keys) dropped.push(`${where}${field.slice(0, -1)} ${k}`);
+      meta[field] = withoutKeys(map, keys);
+    }
+    const finalizers = meta.finalizers?.filter((f) => !own(f));
+    for (const f of meta.finalizers?.filter(own) ?? []) dropped.push(`${where}finalizer ${f}`);
+    if (meta.finalizers) meta.finalizers = finalizers?.length ? finalizers : undefined;
+  };
+  strip(out.metadata, "");
+  strip(out.spec.template.metadata, "pod template ");
+  return { template: out, dropped };
 }
 
 /** What the dispatcher knows of a node when it makes the node's Job. */

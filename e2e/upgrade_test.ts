@@ -2,15 +2,19 @@
  * A control plane's bad day, the client's share of it, on the real control
  * plane:
  *
- * 1. `helm upgrade` while the previous hook's rollout still runs. Helm's
- *    `before-hook-creation` deletes the old hook Job, the owner of the
- *    per-node Jobs; its finalizer (run/owner_guard.ts) keeps the garbage
- *    collector off them, so an independent watcher sees no per-node Job
- *    deleted before it finished, and Helm waits for the rollout.
+ * 1. Runs of the chart's hook stopped with per-node Jobs in flight, one by
+ *    SIGTERM, one by SIGKILL, and no dispatcher left: `helm upgrade` with the
+ *    chart's defaults succeeds with no manual step (no finalizer anywhere; a
+ *    hook Job per revision, so Helm deletes no earlier owner), the next run
+ *    deletes the earlier hook Jobs once their runs are over, and an
+ *    independent watcher sees no per-node Job deleted while it ran.
  * 2. 2,000 stale Jobs of an earlier owner: every one is deleted, yet the
  *    dispatcher's requests in flight (kube-apiserver's audit log) never
  *    exceed `--kube-api-concurrency`, over a handful of TCP connections
  *    (a counting proxy).
+ * 3. The migration: an owner left with the finalizer of an earlier version
+ *    (its run stopped, the owner deleted as Helm did) is released by the
+ *    next run once its per-node Jobs have finished.
  *
  * As in chart_test.ts, kwok fakes the hook pod and the dispatcher's real run
  * is a local one with the hook's ServiceAccount and arguments.
@@ -29,6 +33,7 @@ import {
   serviceAccount,
   SUITE,
   suiteNodes,
+  tempDir,
   tempFile,
 } from "./_fixtures.ts";
 import { FaultProxy } from "./_proxy.ts";
@@ -36,7 +41,7 @@ import { FaultProxy } from "./_proxy.ts";
 const NS = "e2e-upgrade";
 const STORM_NS = "e2e-storm";
 const RELEASE = "rollout";
-const HOOK_JOB = `${RELEASE}-job-dispatcher`;
+const FULLNAME = `${RELEASE}-job-dispatcher`;
 const STALE = 2000;
 const CONCURRENCY = 16;
 const GUARD = "job-dispatcher/per-node-jobs";
@@ -101,111 +106,125 @@ clusterTest(
     await cluster.createNodes([...suiteNodes("upgrade", 4), ...suiteNodes("storm", 4)]);
 
     await t.step(
-      "helm upgrade while the previous hook's rollout runs: no per-node Job is deleted before it finished",
+      "3. after runs stopped by SIGTERM and by SIGKILL with Jobs in flight, and no dispatcher, helm upgrade succeeds; no per-node Job deleted while it ran",
       async () => {
-        const home = await Deno.makeTempDir({ prefix: "helm-" });
+        const home = await tempDir("helm-");
         const helm = helmRunner(home, cluster.kubeconfig);
-        const helmAnyway = helmResult(home, cluster.kubeconfig);
-        const upgrade = (file: string, timeout: string) =>
-          helmAnyway(["upgrade", RELEASE, CHART, "-n", NS, "-f", file, "--timeout", timeout]);
+        const upgrade = helmResult(home, cluster.kubeconfig);
         await namespace(cluster, NS);
-        const quick = await values(1);
-        await helm(["install", RELEASE, CHART, "-n", NS, "-f", quick, "--timeout", "2m"]);
-        // Revision 2's hook runs for minutes: Helm's --timeout runs out first and
-        // marks the release failed while the hook goes on, as with a real rollout.
-        const slow = await upgrade(await values(300), "5s");
-        assert.notEqual(slow.code, 0, "helm upgrade gave up at its --timeout");
-        log(`helm upgrade --timeout 5s: ${slow.stderr.trim()}`);
-        const hook = (await kubectlJson(cluster, ["get", "job", HOOK_JOB, "-n", NS]))!;
-        const hookUid: string = hook.metadata.uid;
-
-        // The dispatcher of that hook: its ServiceAccount, its arguments.
-        const args: string[] = find(objects(await helm(["get", "hooks", RELEASE, "-n", NS])), "Job")
-          .spec.template.spec.containers[0].args;
-        const cm = (await kubectlJson(cluster, [
-          "get",
-          "configmap",
-          `${HOOK_JOB}-job-template`,
-          "-n",
-          NS,
-        ]))!;
-        const template = await tempFile(cm.data["job.yaml"]);
-        const kubeconfig = await serviceAccountKubeconfig(cluster, NS, HOOK_JOB);
+        // The chart's defaults, but for the image, the template and the selection.
+        const file = await values(1);
         const watcher = await JobWatcher.start(cluster, NS);
-        const run = new DispatcherProcess(
-          cluster,
-          args.map((a) => a.startsWith("--job-template=") ? `--job-template=${template}` : a),
-          { kubeconfig, timeoutMs: 240_000 },
-        );
-        try {
-          assert.ok(await run.waitFor(/created job \S+ for node/), run.stderr);
-          assert.match(run.stderr, /added finalizer job-dispatcher\/per-node-jobs to owner job/);
-
-          // The next upgrade, with a generous --timeout, while two Jobs run.
-          const upgradeStarted = Date.now();
-          const next = upgrade(quick, "4m").then((r) => ({ ...r, at: Date.now() }));
-
-          // Helm deleted the old hook Job; it stays, terminating, with its pod.
-          await eventually(
-            async () =>
-              (await kubectlJson(cluster, ["get", "job", HOOK_JOB, "-n", NS]))?.metadata
-                .deletionTimestamp !== undefined,
-            60_000,
-            "helm to delete the old hook Job",
-          );
-          const terminating = (await kubectlJson(cluster, ["get", "job", HOOK_JOB, "-n", NS]))!;
-          assert.equal(terminating.metadata.uid, hookUid);
-          assert.deepEqual(terminating.metadata.finalizers, ["job-dispatcher/per-node-jobs"]);
-          await new Promise((r) => setTimeout(r, 3000));
-          const pods = (await kubectlJson(cluster, [
+        const runs: DispatcherProcess[] = [];
+        /** The dispatcher of the release's current hook: its name, arguments and ServiceAccount. */
+        const hookRun = async () => {
+          const hook = find(objects(await helm(["get", "hooks", RELEASE, "-n", NS])), "Job");
+          const cm = (await kubectlJson(cluster, [
             "get",
-            "pods",
+            "configmap",
+            `${FULLNAME}-job-template`,
             "-n",
             NS,
-            "-l",
-            `batch.kubernetes.io/controller-uid=${hookUid}`,
-          ]))!.items as Obj[];
-          assert.equal(pods.length, 1, "the hook's pod is still there");
-          assert.equal(pods[0].metadata.deletionTimestamp, undefined, "and not being deleted");
-          assert.equal(pods[0].status.phase, "Running", "it runs on while its Job terminates");
-          const perNode = (await jobsIn(cluster, NS)).filter((j) => j.name !== HOOK_JOB);
-          assert.ok(perNode.length >= 2 && perNode.some((j) => !j.complete), "a rollout mid-way");
-          log(
-            `old hook Job terminating ${((Date.now() - upgradeStarted) / 1000).toFixed(1)} s ` +
-              `after helm upgrade started; ${perNode.filter((j) => !j.complete).length} ` +
-              "per-node Jobs still running; the hook pod Running",
+          ]))!;
+          const template = await tempFile(cm.data["job.yaml"]);
+          const args: string[] = hook.spec.template.spec.containers[0].args;
+          const run = new DispatcherProcess(
+            cluster,
+            args.map((a) => a.startsWith("--job-template=") ? `--job-template=${template}` : a),
+            {
+              kubeconfig: await serviceAccountKubeconfig(cluster, NS, FULLNAME),
+              timeoutMs: 240_000,
+            },
           );
+          runs.push(run);
+          return { run, name: hook.metadata.name as string };
+        };
+        /** The per-node Jobs not finished, and whether any Job carries a finalizer. */
+        const state = async () => {
+          const items = (await kubectlJson(cluster, ["get", "jobs", "-n", NS]))!.items as Obj[];
+          return {
+            inFlight: (await jobsIn(cluster, NS)).filter((j) => j.node && !j.complete && !j.failed),
+            finalizers: items.flatMap((j) => j.metadata.finalizers ?? []),
+          };
+        };
+        /** `helm upgrade` with the chart's defaults; asserts it succeeded, returns its seconds. */
+        const upgradeOk = async (what: string) => {
+          const started = Date.now();
+          const r = await upgrade([
+            "upgrade",
+            RELEASE,
+            CHART,
+            "-n",
+            NS,
+            "-f",
+            file,
+            "--timeout",
+            "90s",
+          ]);
+          const secs = (Date.now() - started) / 1000;
+          assert.equal(r.code, 0, `helm upgrade ${what}: ${r.stderr}`);
+          log(`helm upgrade ${what}: succeeded in ${secs.toFixed(1)} s`);
+          return secs;
+        };
+        try {
+          await helm(["install", RELEASE, CHART, "-n", NS, "-f", file, "--timeout", "2m"]);
+          const first = await hookRun();
+          assert.ok(
+            await first.run.waitFor(atLeast(2, /created job \S+ for node/)),
+            first.run.stderr,
+          );
+          first.run.kill("SIGTERM");
+          assert.equal((await first.run.ended).code, 143);
+          let now = await state();
+          assert.ok(now.inFlight.length >= 1, "the SIGTERMed run left Jobs in flight");
+          assert.deepEqual(now.finalizers, [], "no finalizer on any Job");
+          log(`${first.name}: SIGTERM with ${now.inFlight.length} per-node Jobs in flight`);
 
-          const ended = await run.ended;
+          // No dispatcher alive, Jobs in flight: Helm deletes and waits for nothing.
+          await upgradeOk("after the SIGTERM, Jobs in flight");
+          const second = await hookRun();
+          assert.notEqual(second.name, first.name, "one hook Job per revision");
+          assert.ok(await second.run.waitFor(/created job \S+ for node/), second.run.stderr);
+          second.run.kill("SIGKILL");
+          assert.equal((await second.run.ended).code, 137);
+          now = await state();
+          assert.ok(now.inFlight.length >= 1, "the SIGKILLed run left Jobs in flight");
+          assert.deepEqual(now.finalizers, []);
+          log(`${second.name}: SIGKILL with ${now.inFlight.length} per-node Jobs in flight`);
+
+          await eventually(
+            async () => (await state()).inFlight.length === 0,
+            120_000,
+            "the stopped runs' per-node Jobs to finish",
+          );
+          const secs = await upgradeOk("once those Jobs finished");
+          assert.ok(secs < 60, `${secs} s`);
+
+          // The next run rolls out, then deletes the earlier hook Jobs: their runs
+          // are over and none of their per-node Jobs is active.
+          const third = await hookRun();
+          const ended = await third.run.ended;
           assert.equal(ended.code, 0, ended.stderr);
           assert.match(ended.stderr, /summary: 4 succeeded, 0 failed of 4/);
-          assert.match(
-            ended.stderr,
-            /removed finalizer job-dispatcher\/per-node-jobs from owner job/,
-          );
-          const done = Date.now();
-          const up = await next;
-          assert.equal(up.code, 0, up.stderr);
-          assert.ok(up.at >= done - 1000, "helm upgrade returned only after the rollout ended");
-          log(
-            `helm upgrade took ${((up.at - upgradeStarted) / 1000).toFixed(1)} s; ` +
-              `the rollout ended ${((done - upgradeStarted) / 1000).toFixed(1)} s after it started`,
-          );
-          const newHook = (await kubectlJson(cluster, ["get", "job", HOOK_JOB, "-n", NS]))!;
-          assert.notEqual(newHook.metadata.uid, hookUid, "the new release's hook replaced the old");
-          // Only now, all finished, does the collector take the old per-node Jobs.
+          for (const earlier of [first.name, second.name]) {
+            assert.match(ended.stderr, new RegExp(`deleted earlier hook job ${earlier}:`));
+          }
+          assert.doesNotMatch(ended.stderr, /finalizer/);
           await eventually(
-            async () => (await jobsIn(cluster, NS)).every((j) => j.name === HOOK_JOB),
+            async () => {
+              const jobs = await jobsIn(cluster, NS);
+              return jobs.filter((j) => !j.node).map((j) => j.name).join() === third.name &&
+                jobs.filter((j) => j.node).length === 4;
+            },
             60_000,
-            "the finished per-node Jobs of the old hook to be garbage-collected",
+            "only the last hook Job and its 4 per-node Jobs to remain",
           );
         } finally {
-          run.kill("SIGKILL");
+          for (const r of runs) r.kill("SIGKILL");
           await watcher.stop();
-          await Deno.remove(home, { recursive: true }).catch(() => {});
         }
-        assert.equal(watcher.seen.size, 4, "the watcher saw every per-node Job");
-        assert.deepEqual(watcher.deletedUnfinished, [], "no per-node Job deleted mid-run");
+        assert.ok(watcher.seen.size >= 4, "the watcher saw the per-node Jobs");
+        assert.deepEqual(watcher.deletedUnfinished, [], "no per-node Job deleted while it ran");
       },
     );
 
@@ -264,11 +283,23 @@ clusterTest(
     );
 
     await t.step(
-      "a run stopped with Jobs in flight keeps the finalizer; a later run drops it once they finished",
+      "3. migration: an owner left with the finalizer of an earlier version is released once its Jobs finished",
       async () => {
         const ns = await namespace(cluster, "e2e-sigterm");
         await ownerJob(cluster, ns, "hook-a");
         await ownerJob(cluster, ns, "hook-b");
+        // What earlier versions put on the owner before the first create.
+        const held = await cluster.kubectl([
+          "patch",
+          "job",
+          "hook-a",
+          "-n",
+          ns,
+          "--type=merge",
+          "-p",
+          JSON.stringify({ metadata: { finalizers: [GUARD], labels: { [GUARD]: "true" } } }),
+        ]);
+        assert.equal(held.code, 0, held.stderr);
         const tpl = await tempFile(jobTemplate("sig", "6s"));
         const args = (owner: string) => [
           "--job-template",
@@ -287,8 +318,7 @@ clusterTest(
         first.kill("SIGTERM");
         assert.equal((await first.ended).code, 143);
         const ownerA = async () => await kubectlJson(cluster, ["get", "job", "hook-a", "-n", ns]);
-        assert.deepEqual((await ownerA())!.metadata.finalizers, [GUARD], "kept: 4 Jobs in flight");
-        // Deleted as Helm deletes a hook: it stays, and so do its running Jobs.
+        // Deleted as earlier Helm versions' before-hook-creation deleted the fixed-name hook.
         const del = await cluster.kubectl(["delete", "job", "hook-a", "-n", ns, "--wait=false"]);
         assert.equal(del.code, 0, del.stderr);
         await new Promise((r) => setTimeout(r, 2000));
@@ -301,9 +331,13 @@ clusterTest(
         );
         const second = await runDispatcher(cluster, args("hook-b"));
         assert.equal(second.code, 0, second.stderr);
-        assert.match(second.stderr, new RegExp(`removed finalizer ${GUARD} from owner job hook-a`));
-        assert.match(second.stderr, new RegExp(`removed finalizer ${GUARD} from owner job hook-b`));
+        assert.match(
+          second.stderr,
+          new RegExp(`removed finalizer ${GUARD} of an earlier version from owner job hook-a`),
+        );
         await eventually(async () => !(await ownerA()), 30_000, "hook-a to be gone");
+        const b = (await kubectlJson(cluster, ["get", "job", "hook-b", "-n", ns]))!;
+        assert.equal(b.metadata.finalizers, undefined, "no finalizer added");
       },
     );
   },

@@ -19,6 +19,7 @@ import {
   templateHash,
   trackingKeys,
   UsageError,
+  withoutOwnKeys,
 } from "../job.ts";
 import { paths } from "../kube/client.ts";
 import type { Target } from "../engine/fanout.ts";
@@ -158,6 +159,10 @@ export async function planRun(
   cleanupTemplate?: JobTemplate,
 ): Promise<Plan | number> {
   const keys = trackingKeys(opts.trackingLabelPrefix);
+  template = checkedTemplate(opts, ctx, template, opts.jobTemplate);
+  if (cleanupTemplate) {
+    cleanupTemplate = checkedTemplate(opts, ctx, cleanupTemplate, opts.cleanupJobTemplate!);
+  }
   const prefix = namePrefixOf(opts, template);
   const namespace = checkTemplates(opts, ctx, template, cleanupTemplate);
   const podSpec = template.spec.template.spec!;
@@ -328,6 +333,41 @@ function namePrefixOf(opts: RunConfig, template: JobTemplate): string {
  * @returns the namespace of the Jobs
  * @throws {UsageError} naming the template and the fix
  */
+/**
+ * The template as the run uses it, with a warning for what it should know:
+ * this tool's own keys dropped (a template copied from an owner or a
+ * per-node Job; see {@linkcode withoutOwnKeys}), before anything hashes it,
+ * and a missing `spec.backoffLimit`.
+ *
+ * @param source how the template is named in the warnings (its path)
+ */
+export function checkedTemplate(
+  opts: RunConfig,
+  ctx: RunContext,
+  template: JobTemplate,
+  source: string,
+): JobTemplate {
+  const { template: own, dropped } = withoutOwnKeys(template, opts.trackingLabelPrefix);
+  if (dropped.length) {
+    ctx.log.warn(
+      `job template ${source}: dropped this tool's own keys (${dropped.join(", ")}); ` +
+        "it looks copied from a Job this tool made, and the dispatcher sets its keys itself",
+      { event: "template-keys-dropped", template: source, dropped },
+    );
+  }
+  // The Job controller's default, 6, retries a failing pod with a backoff of
+  // 10 s doubling: about 10 minutes of one node's slot before it counts failed.
+  if (own.spec.backoffLimit === undefined || own.spec.backoffLimit === null) {
+    ctx.log.warn(
+      `job template ${source} has no spec.backoffLimit: Kubernetes' default of 6 retries ` +
+        "a failing pod for about 10 minutes per node before the node counts as failed; " +
+        "set spec.backoffLimit (0: fail at the first pod failure)",
+      { event: "template-no-backoff-limit", template: source },
+    );
+  }
+  return own;
+}
+
 function checkTemplates(
   opts: RunConfig,
   ctx: RunContext,

@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
-import { nothingToDoLine, type SelectedFacts, selectedLine } from "./plan.ts";
+import { checkedTemplate, nothingToDoLine, type SelectedFacts, selectedLine } from "./plan.ts";
+import { parseJobTemplate, templateHash } from "../job.ts";
+import type { RunConfig, RunContext } from "./config.ts";
 import { parseMaxUnavailable } from "../maintenance/budget.ts";
 import { parseWindow } from "../maintenance/window.ts";
 import type { Selection } from "../nodes/select.ts";
@@ -128,5 +130,120 @@ Deno.test({
         assert.deepEqual(fields.skipped, { taint: 0, done });
       });
     }
+  },
+});
+
+/** A template as `kubectl get job -o yaml` prints an owner made by this tool. */
+const COPIED_FROM_OWNER = `apiVersion: batch/v1
+kind: Job
+metadata:
+  name: node-task
+  namespace: ops
+  uid: 0b1c
+  resourceVersion: "42"
+  finalizers: [job-dispatcher/per-node-jobs, example.com/keep]
+  labels:
+    job-dispatcher/per-node-jobs: "true"
+    job-dispatcher/hook: rollout-job-dispatcher
+    team: a
+  annotations:
+    job-dispatcher/progress: "3/5 succeeded"
+    note: kept
+spec:
+  template:
+    metadata:
+      labels: { job-dispatcher/owner: node-task, app: task }
+    spec:
+      restartPolicy: Never
+      containers: [{ name: c, image: busybox }]
+`;
+
+/** The plan's context, recording its warnings. */
+function warnings(): { ctx: RunContext; lines: string[] } {
+  const lines: string[] = [];
+  const log = { warn: (m: string) => lines.push(m), info: () => {} };
+  return { ctx: { log } as unknown as RunContext, lines };
+}
+
+Deno.test({
+  name: "15c: checkedTemplate() strips this tool's own keys before hashing, naming what it dropped",
+  // The yaml package reads LOG_TOKENS and LOG_STREAM.
+  permissions: { env: ["LOG_TOKENS", "LOG_STREAM"] },
+  fn() {
+    const opts = { trackingLabelPrefix: "job-dispatcher" } as RunConfig;
+    const { ctx, lines } = warnings();
+    const parsed = parseJobTemplate(COPIED_FROM_OWNER, "job.yaml");
+    const t = checkedTemplate(opts, ctx, parsed, "job.yaml");
+    assert.deepEqual(t.metadata?.labels, { team: "a" });
+    assert.deepEqual(t.metadata?.annotations, { note: "kept" });
+    assert.deepEqual(t.metadata?.finalizers, ["example.com/keep"]);
+    assert.deepEqual(t.spec.template.metadata?.labels, { app: "task" });
+    const warned = lines.find((l) => /dropped this tool's own keys/.test(l));
+    assert.ok(warned, lines.join("\n"));
+    for (
+      const k of [
+        "finalizer job-dispatcher/per-node-jobs",
+        "label job-dispatcher/per-node-jobs",
+        "annotation job-dispatcher/progress",
+        "label job-dispatcher/hook",
+        "pod template label job-dispatcher/owner",
+      ]
+    ) assert.ok(warned.includes(k), `${k}: ${warned}`);
+    // The hash is the one of the template written without them.
+    const clean = parseJobTemplate(
+      `apiVersion: batch/v1
+kind: Job
+metadata:
+  name: node-task
+  namespace: ops
+  finalizers: [example.com/keep]
+  labels: { team: a }
+  annotations: { note: kept }
+spec:
+  template:
+    metadata:
+      labels: { app: task }
+    spec:
+      restartPolicy: Never
+      containers: [{ name: c, image: busybox }]
+`,
+      "clean.yaml",
+    );
+    const cleanT = checkedTemplate(opts, warnings().ctx, clean, "clean.yaml");
+    assert.equal(templateHash(t), templateHash(cleanT));
+    // A template of another prefix is left alone, and no warning is given.
+    const other = warnings();
+    checkedTemplate(
+      { trackingLabelPrefix: "other.example.com" } as RunConfig,
+      other.ctx,
+      parsed,
+      "x",
+    );
+    assert.ok(!other.lines.some((l) => /dropped/.test(l)));
+  },
+});
+
+Deno.test({
+  name: "15a: checkedTemplate() warns at plan time when the template has no spec.backoffLimit",
+  permissions: { env: ["LOG_TOKENS", "LOG_STREAM"] },
+  fn() {
+    const opts = { trackingLabelPrefix: "job-dispatcher" } as RunConfig;
+    const without = warnings();
+    checkedTemplate(opts, without.ctx, parseJobTemplate(COPIED_FROM_OWNER, "job.yaml"), "job.yaml");
+    assert.ok(
+      without.lines.some((l) =>
+        /job template job\.yaml has no spec\.backoffLimit: .*default of 6 .*about 10 minutes/.test(
+          l,
+        )
+      ),
+      without.lines.join("\n"),
+    );
+    const set = warnings();
+    const zero = COPIED_FROM_OWNER.replace(
+      "spec:\n  template:",
+      "spec:\n  backoffLimit: 0\n  template:",
+    );
+    checkedTemplate(opts, set.ctx, parseJobTemplate(zero, "job.yaml"), "job.yaml");
+    assert.ok(!set.lines.some((l) => /backoffLimit/.test(l)), set.lines.join("\n"));
   },
 });
