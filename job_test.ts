@@ -393,6 +393,7 @@ Deno.test({
           finishedAt: `${p}/finished-at`,
           progress: `${p}/progress`,
           guard: `${p}/per-node-jobs`,
+          hook: `${p}/hook`,
           templateHash: `${p}/template-hash`,
           cordonedBy: `${p}/cordoned-by`,
           paused: `${p}/paused`,
