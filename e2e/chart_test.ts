@@ -393,6 +393,41 @@ Deno.test({
       );
 
       await t.step(
+        "13. helm install refuses a two-document jobTemplate (and hook-failed): nothing of the release left",
+        async () => {
+          const two = await tempFile(
+            `${PRIVILEGED}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n`,
+          );
+          const install = helmResult(home, cluster.kubeconfig);
+          const cases: [string[], RegExp][] = [
+            [
+              ["--set-file", `jobTemplate=${two}`],
+              /jobTemplate holds 2 YAML documents: pass exactly one batch\/v1 Job/,
+            ],
+            [["--set", "hook.deletePolicy=hook-failed"], /\/hook\/deletePolicy'/],
+          ];
+          for (const [set, says] of cases) {
+            const r = await install(["install", "two-docs", CHART, "-n", NS, "-f", values, ...set]);
+            assert.notEqual(r.code, 0, r.stdout);
+            assert.match(r.stderr, says);
+          }
+          const left = await kubectl([
+            "get",
+            "secrets,serviceaccounts,configmaps,jobs,roles,rolebindings",
+            "-n",
+            NS,
+            "-l",
+            "app.kubernetes.io/instance=two-docs",
+            "-o",
+            "name",
+          ]);
+          assert.equal(left.trim(), "", "no object of the release");
+          const releases = await kubectl(["get", "secrets", "-n", NS, "-l", "owner=helm"]);
+          assert.doesNotMatch(releases, /two-docs/, "no release stored");
+        },
+      );
+
+      await t.step(
         "the dispatcher with the chart's token and the hook's args rolls out",
         async () => {
           // The exact arguments Helm rendered and stored in the release.

@@ -2,11 +2,14 @@ import assert from "node:assert/strict";
 import type { V1Job } from "@kubernetes/client-node";
 import { trackingKeys } from "../job.ts";
 import { withServer } from "../testing/loopback.ts";
+import type { Kube } from "../kube/client.ts";
 import {
   activeByOwner,
   endOfRun,
+  type GuardLog,
   isJobActive,
   isLiveOwner,
+  type OwnerGuardOptions,
   releaseDecision,
   releasePatch,
   settlingJobs,
@@ -265,6 +268,22 @@ Deno.test(
   },
 );
 
+/** The guard's options for the run of hook Job r2. */
+function asR2(
+  kube: Kube,
+  log: GuardLog,
+  extra: Partial<OwnerGuardOptions>,
+): OwnerGuardOptions {
+  return {
+    kube,
+    namespace: "team",
+    owner: { name: "r2", uid: "uid-r2" },
+    keys: KEYS,
+    log,
+    ...extra,
+  };
+}
+
 Deno.test("waitForEarlierRuns() waits while an earlier revision's run is live, never for a dead one", async (t) => {
   const cases = [
     { name: "live for two reads, then Complete", liveReads: 2, status: {}, waited: true },
@@ -285,15 +304,7 @@ Deno.test("waitForEarlierRuns() waits while an earlier revision's run is live, n
       await withServer(
         serveJobs(() => [hook("r2", 2, { status: {} }), hook("r3", 3, { status: {} }), earlier()]),
         async (kube) => {
-          const opts = {
-            kube,
-            namespace: "team",
-            owner: { name: "r2", uid: "uid-r2" },
-            keys: KEYS,
-            log,
-            pollMs: 10,
-          };
-          assert.equal(await waitForEarlierRuns(opts), true);
+          assert.equal(await waitForEarlierRuns(asR2(kube, log, { pollMs: 10 })), true);
           assert.equal(
             lines.some((l) => /waiting for the run of earlier hook job r1 to end/.test(l)),
             c.waited,
@@ -310,15 +321,7 @@ Deno.test("waitForEarlierRuns() waits while an earlier revision's run is live, n
       async (kube) => {
         const stop = new AbortController();
         setTimeout(() => stop.abort(), 50);
-        const opts = {
-          kube,
-          namespace: "team",
-          owner: { name: "r2", uid: "uid-r2" },
-          keys: KEYS,
-          log,
-          pollMs: 10_000,
-          signal: stop.signal,
-        };
+        const opts = asR2(kube, log, { pollMs: 10_000, signal: stop.signal });
         assert.equal(await waitForEarlierRuns(opts), false);
       },
     );
