@@ -34,12 +34,18 @@ import { failureBudget } from "../engine/safety.ts";
 import { Recorder, type ReportInput } from "../report/report.ts";
 import { holdOwner } from "./owner_guard.ts";
 import { jobApiFor, liveRun } from "./job_api.ts";
-import { resolveNamespace, validateOnServer } from "./preflight.ts";
+import {
+  checkPermissions,
+  PermissionError,
+  permissionNeeds,
+  resolveNamespace,
+  validateOnServer,
+} from "./preflight.ts";
 import { EXIT, exitCode, summarise, writeReport } from "../report/summary.ts";
 import { afterSuccess, anyPaused, availabilityBudget } from "./run_hooks.ts";
 import { type Plan, planRun } from "./plan.ts";
 
-export { EXIT, jobApiFor, resolveNamespace };
+export { EXIT, jobApiFor, PermissionError, resolveNamespace };
 
 /** What one fan-out of a run shares with the other (cleanup, then main). */
 interface Phase {
@@ -88,6 +94,8 @@ export async function runDispatcher(
   // while nothing has been created yet, so bad input costs nothing.
   if (cleanupTargets.length) await validateOnServer(kube, namespace, cleanupTargets[0].job());
   if (targets.length) await validateOnServer(kube, namespace, targets[0].job());
+  // Before the first cordon: --drain without `list pods` would cordon every node, then fail each.
+  if (all.length) await checkPermissions(kube, permissionNeeds(opts));
   return await executeRun(opts, plan, ctx);
 }
 
