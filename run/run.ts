@@ -110,6 +110,8 @@ interface Execution {
 interface MainOutcome {
   results: NodeResult[];
   stoppedBy?: string;
+  /** The window closed with nodes left: the report's `stoppedBy`, too. */
+  windowClosed?: boolean;
   code: number;
 }
 
@@ -436,7 +438,7 @@ async function concludeMain(
     stoppedBy ? `stopped: ${stoppedBy}; ${summary}` : summary,
     code !== EXIT.ok,
   );
-  return { results, stoppedBy, code };
+  return { results, stoppedBy, windowClosed, code };
 }
 
 /** Writes `--report`; whether it was written. */
@@ -454,6 +456,7 @@ function writeRunReport(
     prefix: plan.prefix,
     owner: plan.owner,
     stoppedBy: main.stoppedBy,
+    windowClosed: main.windowClosed,
     results: [...cleanup, ...main.results],
     uids: new Map(
       [...resolved.matched, ...plan.cleanup?.nodes ?? []].map((n) => [
