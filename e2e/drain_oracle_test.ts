@@ -34,7 +34,7 @@ import {
   suiteStep,
   tempFile,
 } from "./_fixtures.ts";
-import { disruptionsAllowed, heldPod } from "./_budget.ts";
+import { disruptionsAllowed, heldPod, pinnedDeployment } from "./_budget.ts";
 
 /** The pods every node of a row holds, by their `role` label. */
 const ROLES = ["agent", "bare", "done", "loose", "scratch", "static", "web"] as const;
@@ -671,24 +671,6 @@ async function rejectedBy(cluster: Cluster, level: string): Promise<number> {
   return [...(await cluster.metrics()).matchAll(line)].reduce((n, m) => n + Number(m[1]), 0);
 }
 
-/** A Deployment of `replicas` pods pinned to `node`, with no budget: free to evict. */
-function pinnedPods(ns: string, name: string, node: string, replicas: number): string {
-  return `apiVersion: apps/v1
-kind: Deployment
-metadata: {name: ${name}, namespace: ${ns}}
-spec:
-  replicas: ${replicas}
-  selector: {matchLabels: {role: ${name}}}
-  template:
-    metadata:
-      labels: {role: ${name}}
-      annotations: {${OUTCOME_LABEL}: serve}
-    spec:
-      nodeSelector: {kubernetes.io/hostname: ${node}}
-      containers: [{name: c, image: registry.invalid/${name}:1}]
-`;
-}
-
 clusterTest("issue 20: a throttled eviction is retried within the drain", async (t, cluster) => {
   await t.step(
     "API Priority and Fairness rejects the dispatcher's evictions (429) for a while: the drains complete, no node requeued, no pause",
@@ -699,7 +681,7 @@ clusterTest("issue 20: a throttled eviction is retried within the drain", async 
       for (const { name } of nodes) {
         const applied = await cluster.kubectl(
           ["apply", "-f", "-"],
-          pinnedPods(ns, `w-${name}`, name, 2),
+          pinnedDeployment(ns, `w-${name}`, name, 2),
         );
         assert.equal(applied.code, 0, applied.stderr);
       }
