@@ -9,7 +9,7 @@ import { parseJobTemplate, UsageError } from "./job.ts";
 import { ApiError, ConfigError, Kube, type UnreachableNote } from "./kube/client.ts";
 import { Logger, STDERR } from "./report/log.ts";
 import { HELP, type Options, parseOptions, requestedLogFormat } from "./cli/options.ts";
-import { EXIT, runDispatcher } from "./run/run.ts";
+import { EXIT, PermissionError, runDispatcher } from "./run/run.ts";
 import { apiStatsLines } from "./report/summary.ts";
 import { connectedLine, whoAmI } from "./kube/whoami.ts";
 
@@ -184,7 +184,7 @@ function exitForError(e: unknown, stop: StopSignals): number {
     log.error(manual ? `${e.message} (see --help)` : e.message);
     return EXIT.usage;
   }
-  if (e instanceof ConfigError) {
+  if (e instanceof ConfigError || e instanceof PermissionError) {
     log.error(e.message);
     return EXIT.cluster;
   }

@@ -9,16 +9,13 @@ import { OUTCOME_LABEL } from "./cluster.ts";
 import type { Cluster } from "./cluster.ts";
 import { eventually } from "./_dispatcher.ts";
 
-/**
- * A Deployment `name` of one pod pinned to `node`, and the budget
- * `name-pdb` that allows no disruption of it (`minAvailable: 1`) until it is
- * patched.
- */
-export function heldPod(ns: string, name: string, node: string): string {
+/** A Deployment `name` of `replicas` pods pinned to `node` (no budget: free to evict). */
+export function pinnedDeployment(ns: string, name: string, node: string, replicas = 1): string {
   return `apiVersion: apps/v1
 kind: Deployment
 metadata: {name: ${name}, namespace: ${ns}}
 spec:
+  replicas: ${replicas}
   selector: {matchLabels: {role: ${name}}}
   template:
     metadata:
@@ -27,7 +24,16 @@ spec:
     spec:
       nodeSelector: {kubernetes.io/hostname: ${node}}
       containers: [{name: c, image: registry.invalid/${name}:1}]
----
+`;
+}
+
+/**
+ * A Deployment `name` of one pod pinned to `node`, and the budget
+ * `name-pdb` that allows no disruption of it (`minAvailable: 1`) until it is
+ * patched.
+ */
+export function heldPod(ns: string, name: string, node: string): string {
+  return `${pinnedDeployment(ns, name, node)}---
 apiVersion: policy/v1
 kind: PodDisruptionBudget
 metadata: {name: ${name}-pdb, namespace: ${ns}}

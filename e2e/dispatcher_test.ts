@@ -293,10 +293,16 @@ clusterTest("end-to-end on a real control plane", async (t, cluster) => {
       const named = [...r.stderr.matchAll(/failed node (\S+):/g)].map((m) => m[1]).sort();
       assert.deepEqual(named, ["fail-004", "fail-005"]);
       assert.match(r.stderr, /summary: 4 succeeded, 2 failed of 6 nodes/);
-      assert.match(
-        r.stderr,
-        /kubectl logs -n e2e-fail -l job-dispatcher\/owner=fail --all-containers --prefix/,
-      );
+      // One logs command per failed node (issue 20 #15d), not one for every pod of the run.
+      for (const node of ["fail-004", "fail-005"]) {
+        assert.match(
+          r.stderr,
+          new RegExp(
+            `kubectl logs -n e2e-fail -l job-dispatcher/owner=fail,job-dispatcher/node=${node} ` +
+              "--all-containers --prefix",
+          ),
+        );
+      }
     },
   );
 

@@ -24,9 +24,17 @@ import {
   watchEvents,
 } from "./_dispatcher.ts";
 import { DURATION_ANNOTATION } from "./_nodes.ts";
-import { atLeast, DispatcherProcess } from "./_faults.ts";
-import { clusterTest, namespace, suiteNodes, suiteStep, tempFile } from "./_fixtures.ts";
-import { disruptionsAllowed, heldPod } from "./_budget.ts";
+import { atLeast, DispatcherProcess, throttledCount } from "./_faults.ts";
+import {
+  clusterTest,
+  namespace,
+  serviceAccount,
+  SUITE,
+  suiteNodes,
+  suiteStep,
+  tempFile,
+} from "./_fixtures.ts";
+import { disruptionsAllowed, heldPod, pinnedDeployment } from "./_budget.ts";
 
 /** The pods every node of a row holds, by their `role` label. */
 const ROLES = ["agent", "bare", "done", "loose", "scratch", "static", "web"] as const;
@@ -621,3 +629,135 @@ spec:
   },
   { audit: {} },
 );
+
+/**
+ * A Priority and Fairness level with no seat of its own and nothing to
+ * borrow, and a FlowSchema that sends the evictions (`create pods/eviction`)
+ * of ServiceAccount `sa` of `ns` to it: each is rejected with 429 (no
+ * DisruptionBudget cause, a `Retry-After`) while it is in place.
+ */
+function evictionThrottle(level: string, ns: string, sa: string): string {
+  return `apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata: {name: ${level}}
+spec:
+  type: Limited
+  limited:
+    nominalConcurrencyShares: 0
+    lendablePercent: 0
+    borrowingLimitPercent: 0
+    limitResponse: {type: Reject}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {name: ${level}}
+spec:
+  priorityLevelConfiguration: {name: ${level}}
+  matchingPrecedence: 500
+  distinguisherMethod: {type: ByUser}
+  rules:
+    - subjects: [{kind: ServiceAccount, serviceAccount: {name: ${sa}, namespace: ${ns}}}]
+      resourceRules:
+        - {verbs: [create], apiGroups: [""], resources: [pods/eviction], namespaces: ["*"]}
+`;
+}
+
+/** How many requests Priority and Fairness rejected at `level`, by kube-apiserver's metrics. */
+async function rejectedBy(cluster: Cluster, level: string): Promise<number> {
+  const line = new RegExp(
+    `^apiserver_flowcontrol_rejected_requests_total\\{[^}]*priority_level="${level}"[^}]*\\} (\\d+)`,
+    "gm",
+  );
+  return [...(await cluster.metrics()).matchAll(line)].reduce((n, m) => n + Number(m[1]), 0);
+}
+
+clusterTest("issue 20: a throttled eviction is retried within the drain", async (t, cluster) => {
+  await t.step(
+    "API Priority and Fairness rejects the dispatcher's evictions (429) for a while: the drains complete, no node requeued, no pause",
+    async () => {
+      const ns = await namespace(cluster, "apf");
+      const nodes = suiteNodes("apf", 3);
+      await cluster.createNodes(nodes);
+      for (const { name } of nodes) {
+        const applied = await cluster.kubectl(
+          ["apply", "-f", "-"],
+          pinnedDeployment(ns, `w-${name}`, name, 2),
+        );
+        assert.equal(applied.code, 0, applied.stderr);
+      }
+      await eventually(
+        async () =>
+          (await getJson<{ items: V1Pod[] }>(cluster, ["pods", "-n", ns])).items
+            .filter((p) => p.status?.phase === "Running").length === 6,
+        60_000,
+        "6 pods running",
+      );
+      const { kubeconfig } = await serviceAccount(cluster, ns, "dispatcher", {
+        rbac: { drain: true },
+      });
+      const level = "e2e-evictions-throttled";
+      const apf = await cluster.kubectl(
+        ["apply", "-f", "-"],
+        evictionThrottle(level, ns, "dispatcher"),
+      );
+      assert.equal(apf.code, 0, apf.stderr);
+      const lifted = async () => {
+        await cluster.kubectl([
+          "delete",
+          `flowschema/${level}`,
+          `prioritylevelconfiguration/${level}`,
+          "--ignore-not-found",
+        ]);
+      };
+      let r;
+      try {
+        const p = new DispatcherProcess(cluster, [
+          "--job-template",
+          await tempFile(jobTemplate("apf", "500ms")),
+          "--node-selector",
+          `${SUITE}=apf`,
+          "--kubeconfig",
+          kubeconfig,
+          "--drain",
+          "--grace-period",
+          "0",
+          "--parallelism",
+          "3",
+          "--drain-timeout-secs",
+          "120",
+        ], { timeoutMs: 150_000 });
+        // Every node's drain meets the throttling (as the API server counts
+        // it), and the dispatcher waits it out a while.
+        await eventually(
+          async () => (await rejectedBy(cluster, level)) >= 3,
+          60_000,
+          `3 evictions rejected by priority level ${level}`,
+        );
+        await new Promise((r) => setTimeout(r, 6000));
+        await lifted();
+        r = await p.ended;
+      } finally {
+        await lifted();
+      }
+      for (const l of r.stderr.split("\n").filter((l) => /evict|API |resume|throttled/.test(l))) {
+        console.log(`  ${l}`);
+      }
+      assert.ok(!r.timedOut, r.stderr);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stderr, /summary: 3 succeeded, 0 failed of 3 nodes/);
+      const rejected = throttledCount(r.stderr);
+      console.log(
+        `evictions throttled: the dispatcher counted ${rejected} 429s; ` +
+          `the API server rejected ${await rejectedBy(cluster, level)}`,
+      );
+      assert.match(r.stderr, /node apf-\d+: cannot evict \S+: throttled by the API server \(429\)/);
+      assert.ok(rejected >= 3, `the 429s are counted:\n${r.stderr}`);
+      assert.doesNotMatch(r.stderr, OUTAGE_SAID, "no pause");
+      // A requeued node is drained afresh, and says "evicting" again.
+      const evicting = r.stderr.split("\n").filter((l) => /: evicting pod /.test(l));
+      assert.equal(evicting.length, 6, `each pod's eviction said once:\n${r.stderr}`);
+      const jobs = await jobsIn(cluster, ns);
+      assert.deepEqual(jobs.map((j) => j.node).sort(), nodes.map((n) => n.name));
+    },
+  );
+});

@@ -294,6 +294,49 @@ clusterTest("maintenance primitives on a real control plane", async (t, cluster)
   }
 });
 
+/**
+ * Lists `url`, then watches it from the list's resourceVersion, relisting
+ * after an ERROR event and retrying a broken stream, until `signal`;
+ * `apply` sees every object in the order of its stream. `ready` resolves
+ * once the first list is applied.
+ */
+function watchList<T extends { metadata: { resourceVersion?: string } }>(
+  client: Deno.HttpClient,
+  signal: AbortSignal,
+  url: string,
+  apply: (type: string, obj: T) => void,
+): { ready: Promise<void>; done: Promise<void> } {
+  let ready = () => {};
+  const readyP = new Promise<void>((r) => (ready = r));
+  const query = url.includes("?") ? "&" : "?";
+  const done = (async () => {
+    let rv = "";
+    while (!signal.aborted) {
+      try {
+        if (!rv) {
+          const list = await (await fetch(url, { client, signal })).json();
+          for (const o of list.items as T[]) apply("ADDED", o);
+          rv = list.metadata.resourceVersion;
+          ready();
+        }
+        const res = await fetch(`${url}${query}watch=1&resourceVersion=${rv}`, { client, signal });
+        for await (const ev of watchEvents<T>(res)) {
+          if (ev.type === "ERROR") {
+            rv = "";
+            break;
+          }
+          rv = ev.object.metadata.resourceVersion ?? rv;
+          apply(ev.type, ev.object);
+        }
+      } catch {
+        if (signal.aborted) return;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+  })();
+  return { ready: readyP, done };
+}
+
 /** A pod as the watcher sees it. */
 interface PodView {
   metadata: {
@@ -337,27 +380,34 @@ class DrainWatcher {
 
   private constructor(cluster: Cluster, ns: string, workload: string) {
     this.#client = adminClient(cluster);
-    const pods = this.#watch<PodView>(`${cluster.server}/api/v1/pods`, (type, pod) => {
-      const app = pod.metadata.labels?.app;
-      const node = pod.spec?.nodeName;
-      if (app === workload) {
-        if (type === "DELETED") {
-          this.#workload.delete(pod.metadata.uid);
-          this.workloadDeleted++;
-        } else this.#workload.set(pod.metadata.uid, pod);
-      } else if (app === "agent" && type === "DELETED") {
-        this.daemonDeleted.push(pod.metadata.name);
-      } else if (pod.metadata.labels?.["job-name"] && node && type === "ADDED") {
-        this.jobPods.set(node, pod.metadata.name);
-        const still = [...this.#workload.values()].filter((p) => p.spec?.nodeName === node);
-        if (still.length) {
-          this.violations.push(
-            `${pod.metadata.name} on ${node} while ${still.map((p) => p.metadata.name)} remain`,
-          );
+    const pods = watchList<PodView>(
+      this.#client,
+      this.#stop.signal,
+      `${cluster.server}/api/v1/pods`,
+      (type, pod) => {
+        const app = pod.metadata.labels?.app;
+        const node = pod.spec?.nodeName;
+        if (app === workload) {
+          if (type === "DELETED") {
+            this.#workload.delete(pod.metadata.uid);
+            this.workloadDeleted++;
+          } else this.#workload.set(pod.metadata.uid, pod);
+        } else if (app === "agent" && type === "DELETED") {
+          this.daemonDeleted.push(pod.metadata.name);
+        } else if (pod.metadata.labels?.["job-name"] && node && type === "ADDED") {
+          this.jobPods.set(node, pod.metadata.name);
+          const still = [...this.#workload.values()].filter((p) => p.spec?.nodeName === node);
+          if (still.length) {
+            this.violations.push(
+              `${pod.metadata.name} on ${node} while ${still.map((p) => p.metadata.name)} remain`,
+            );
+          }
         }
-      }
-    });
-    const pdbs = this.#watch<Pdb & { metadata: { resourceVersion?: string } }>(
+      },
+    );
+    const pdbs = watchList<Pdb & { metadata: { resourceVersion?: string } }>(
+      this.#client,
+      this.#stop.signal,
       `${cluster.server}/apis/policy/v1/namespaces/${ns}/poddisruptionbudgets`,
       (_type, pdb) => {
         const s = pdb.status;
@@ -367,42 +417,6 @@ class DrainWatcher {
     );
     this.#ready = Promise.all([pods.ready, pdbs.ready]);
     this.#done = Promise.all([pods.done, pdbs.done]);
-  }
-
-  #watch<T extends { metadata: { resourceVersion?: string } }>(
-    url: string,
-    apply: (type: string, obj: T) => void,
-  ): { ready: Promise<void>; done: Promise<void> } {
-    let ready = () => {};
-    const readyP = new Promise<void>((r) => (ready = r));
-    const { signal } = this.#stop;
-    const client = this.#client;
-    const done = (async () => {
-      let rv = "";
-      while (!signal.aborted) {
-        try {
-          if (!rv) {
-            const list = await (await fetch(url, { client, signal })).json();
-            for (const o of list.items as T[]) apply("ADDED", o);
-            rv = list.metadata.resourceVersion;
-            ready();
-          }
-          const res = await fetch(`${url}?watch=1&resourceVersion=${rv}`, { client, signal });
-          for await (const ev of watchEvents<T>(res)) {
-            if (ev.type === "ERROR") {
-              rv = "";
-              break;
-            }
-            rv = ev.object.metadata.resourceVersion ?? rv;
-            apply(ev.type, ev.object);
-          }
-        } catch {
-          if (signal.aborted) return;
-          await new Promise((r) => setTimeout(r, 200));
-        }
-      }
-    })();
-    return { ready: readyP, done };
   }
 
   async stop(): Promise<void> {
@@ -948,6 +962,156 @@ clusterTest(
         assert.deepEqual(await jobsIn(cluster, ns), [], "no Job");
         const lifted = await cluster.kubectl(["uncordon", node]);
         assert.equal(lifted.code, 0, lifted.stderr);
+      },
+    );
+  },
+);
+
+/** A node or a per-node Job as the work watcher sees it. */
+interface WorkView {
+  kind?: string;
+  metadata: {
+    name: string;
+    uid: string;
+    resourceVersion?: string;
+    annotations?: Record<string, string>;
+  };
+  spec?: { unschedulable?: boolean };
+  status?: { conditions?: { type: string; status: string }[] };
+}
+
+/**
+ * Watches a suite's nodes (by the suite label, which no run changes) and a
+ * namespace's Jobs, independently of the dispatcher, and replays both
+ * streams in resourceVersion order: a node is in work while it is cordoned
+ * or its Job has not finished. One kube-apiserver on one etcd gives every
+ * object of every kind its resourceVersion from one counter (the etcd
+ * revision), so the order is the order of the writes, across the two
+ * streams; a client may not rely on that in general, the test of its own
+ * control plane may.
+ */
+class WorkWatcher {
+  #events: { rv: number; node: string; what: "cordon" | "job"; on: boolean }[] = [];
+  #stop = new AbortController();
+  #client: Deno.HttpClient;
+  #ready: Promise<unknown>;
+  #done: Promise<unknown>;
+
+  static async start(cluster: Cluster, suite: string, ns: string): Promise<WorkWatcher> {
+    const w = new WorkWatcher(cluster, suite, ns);
+    await w.#ready;
+    return w;
+  }
+
+  private constructor(cluster: Cluster, suite: string, ns: string) {
+    this.#client = adminClient(cluster);
+    const record = (o: WorkView, node: string | undefined, what: "cordon" | "job", on: boolean) => {
+      if (node !== undefined) {
+        this.#events.push({ rv: Number(o.metadata.resourceVersion), node, what, on });
+      }
+    };
+    const nodes = watchList<WorkView>(
+      this.#client,
+      this.#stop.signal,
+      `${cluster.server}/api/v1/nodes?labelSelector=${encodeURIComponent(`${SUITE}=${suite}`)}`,
+      (type, n) =>
+        record(n, n.metadata.name, "cordon", type !== "DELETED" && !!n.spec?.unschedulable),
+    );
+    const jobs = watchList<WorkView>(
+      this.#client,
+      this.#stop.signal,
+      `${cluster.server}/apis/batch/v1/namespaces/${ns}/jobs`,
+      (type, j) => {
+        const finished = (j.status?.conditions ?? []).some((c) =>
+          c.status === "True" && (c.type === "Complete" || c.type === "Failed")
+        );
+        record(
+          j,
+          j.metadata.annotations?.["job-dispatcher/node-name"],
+          "job",
+          type !== "DELETED" && !finished,
+        );
+      },
+    );
+    this.#ready = Promise.all([nodes.ready, jobs.ready]);
+    this.#done = Promise.all([nodes.done, jobs.done]);
+  }
+
+  /** The most nodes in work at once, and the nodes at that moment (the first such). */
+  peak(): { count: number; nodes: string[] } {
+    const state = new Map<string, { cordon: boolean; job: boolean }>();
+    let peak = { count: 0, nodes: [] as string[] };
+    for (const e of [...this.#events].sort((a, b) => a.rv - b.rv)) {
+      const s = state.get(e.node) ?? { cordon: false, job: false };
+      s[e.what] = e.on;
+      state.set(e.node, s);
+      const busy = [...state].filter(([, v]) => v.cordon || v.job).map(([n]) => n);
+      if (busy.length > peak.count) peak = { count: busy.length, nodes: busy };
+    }
+    return peak;
+  }
+
+  async stop(): Promise<void> {
+    this.#stop.abort();
+    await this.#done;
+    this.#client.close();
+  }
+}
+
+clusterTest(
+  "issue 20: --max-unavailable counts a node that leaves the selection",
+  async (t, cluster) => {
+    await t.step(
+      "a cleanup run with --max-unavailable 1 --parallelism 3: never more than one node cordoned, draining or in work at once",
+      async () => {
+        const ns = await namespace(cluster, "gone");
+        // The cleanup demotes KEY to its pending value before each drain: the
+        // node stops matching KEY=true, and the node informers see it DELETED.
+        const key = "e2e.job-dispatcher.io/cleanup";
+        await cluster.createNodes(suiteNodes("gone", 4, { labels: { [key]: "true" } }));
+        const { kubeconfig } = await serviceAccount(cluster, ns, "dispatcher", {
+          rbac: { drain: true },
+        });
+        const watcher = await WorkWatcher.start(cluster, "gone", ns);
+        let r;
+        try {
+          r = await dispatcher(cluster, [
+            "--job-template",
+            await tempFile(jobTemplate("gone", "2s")),
+            "--kubeconfig",
+            kubeconfig,
+            "--node-selector",
+            `${key}=true`,
+            "--node-label-key",
+            key,
+            "--remove-node-label",
+            "--drain",
+            "--grace-period",
+            "0",
+            "--max-unavailable",
+            "1",
+            "--parallelism",
+            "3",
+          ]);
+        } finally {
+          await watcher.stop();
+        }
+        assert.equal(r.code, 0, r.stderr);
+        const jobs = await jobsIn(cluster, ns);
+        assert.deepEqual(jobs.map((j) => j.node).sort(), [
+          "gone-000",
+          "gone-001",
+          "gone-002",
+          "gone-003",
+        ]);
+        assert.ok(jobs.every((j) => j.complete), "every cleanup Job succeeded");
+        const peak = watcher.peak();
+        assert.equal(peak.count, 1, `in work at once: ${peak.nodes.join(", ")}\n${r.stderr}`);
+        for (const [node, c] of Object.entries(await cordons(cluster, "gone"))) {
+          assert.deepEqual([node, c.unschedulable], [node, false], "uncordoned after its Job");
+        }
+        const left = await cluster.kubectl(["get", "nodes", "-l", key, "-o", "name"]);
+        assert.equal(left.stdout.trim(), "", "the cleanup removed KEY from every node");
       },
     );
   },

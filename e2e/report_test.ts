@@ -216,3 +216,44 @@ clusterTest("what happened to every node, on a real control plane", async (t, cl
     },
   );
 });
+
+clusterTest("issue 20: the report of a run a window stopped", async (t, cluster) => {
+  await t.step(
+    "--window closing mid-run: the JSON report says stoppedBy window closed, and each succeeded node its attempts",
+    async () => {
+      const ns = await namespace(cluster, "rwin");
+      await cluster.createNodes(nodes("rwin", 6));
+      // A window of whole minutes that closes 15-20 s from now.
+      while (new Date().getUTCSeconds() < 40 || new Date().getUTCSeconds() >= 45) {
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      const now = new Date();
+      const minute = now.getUTCHours() * 60 + now.getUTCMinutes();
+      const hhmm = (m: number) =>
+        `${String(Math.floor(m / 60)).padStart(2, "0")}:${String(m % 60).padStart(2, "0")}`;
+      const json = `${await Deno.makeTempDir()}/report.json`;
+      const r = await dispatcher(cluster, [
+        "--job-template",
+        await file(jobTemplate("rwin", "4s")),
+        "-n",
+        ns,
+        "--node-selector",
+        `${SUITE}=rwin`,
+        "--parallelism",
+        "1",
+        "--window",
+        `* ${hhmm(Math.max(0, minute - 5))}-${hhmm(minute + 1)} UTC`,
+        "--report",
+        json,
+      ]);
+      assert.equal(r.code, 4, r.stderr);
+      const report = JSON.parse(await Deno.readTextFile(json));
+      console.log(`report: ${JSON.stringify(report.summary)}, stoppedBy ${report.stoppedBy}`);
+      assert.equal(report.stoppedBy, "window closed");
+      const succeeded = report.nodes.filter((n: { outcome: string }) => n.outcome === "succeeded");
+      assert.ok(succeeded.length >= 1 && succeeded.length < 6, JSON.stringify(report.nodes));
+      for (const n of succeeded) assert.equal(n.attempts, 1, JSON.stringify(n));
+      assert.ok(report.nodes.some((n: { outcome: string }) => n.outcome === "notStarted"));
+    },
+  );
+});

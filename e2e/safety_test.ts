@@ -10,10 +10,13 @@ import { dispatcher, eventually, jobsIn, jobTemplate, JobWatcher } from "./_disp
 import {
   clusterTest,
   namespace,
+  README_RBAC,
+  serviceAccount,
   SUITE,
   suiteNodes as nodes,
   tempFile as file,
 } from "./_fixtures.ts";
+import { errorLines } from "./_faults.ts";
 
 const ZONE = "topology.kubernetes.io/zone";
 
@@ -191,6 +194,46 @@ clusterTest("rollout safety on a real control plane", async (t, cluster) => {
         operator: "In",
         values: ["pin-000"],
       }]);
+    },
+  );
+});
+
+clusterTest("issue 20: permissions are checked before anything is touched", async (t, cluster) => {
+  await t.step(
+    "--drain by a ServiceAccount without list pods (cluster-wide): exit 3, one line naming it and the README's rule, no node cordoned, no Job",
+    async () => {
+      const ns = await namespace(cluster, "perm");
+      await cluster.createNodes(nodes("perm", 3));
+      // The README's rules without its --drain ClusterRole: pods are listed
+      // only in the Jobs' namespace, and nothing may be evicted.
+      const { kubeconfig } = await serviceAccount(cluster, ns, "dispatcher", {
+        rbac: { ...README_RBAC, drain: false },
+      });
+      const r = await dispatcher(cluster, [
+        "--job-template",
+        await file(jobTemplate("perm", "200ms")),
+        "--node-selector",
+        `${SUITE}=perm`,
+        "--kubeconfig",
+        kubeconfig,
+        "--drain",
+      ]);
+      assert.equal(r.code, 3, r.stderr);
+      const errors = errorLines(r.stderr);
+      assert.equal(errors.length, 1, r.stderr);
+      assert.match(
+        errors[0],
+        /error: Missing permission: cannot list pods \(all namespaces; for --drain\), create pods\/eviction \(all namespaces; for --drain\); grant it with the README's RBAC section: ClusterRole job-dispatcher-drain/,
+      );
+      assert.doesNotMatch(r.stderr, /cordoned|created job|forbidden/, r.stderr);
+      const list = JSON.parse(
+        (await cluster.kubectl(["get", "nodes", "-l", `${SUITE}=perm`, "-o", "json"])).stdout,
+      ) as { items: { metadata: { name: string }; spec?: { unschedulable?: boolean } }[] };
+      assert.equal(list.items.length, 3);
+      for (const n of list.items) {
+        assert.equal(n.spec?.unschedulable ?? false, false, `${n.metadata.name} not cordoned`);
+      }
+      assert.deepEqual(await jobsIn(cluster, ns), [], "no Job");
     },
   );
 });

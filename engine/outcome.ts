@@ -47,7 +47,14 @@ export function resultFacts(s: NodeState, seen: Seen): Partial<NodeState> {
     startedAt: started,
     finishedAt: counted ? timestamp(st?.completionTime) ?? started : seen.now,
     // The Job's counters can lag its terminal condition; its pods cannot.
-    attempts: Math.max(seen.pods ?? 0, (st?.failed ?? 0) + (st?.succeeded ?? 0)) || undefined,
+    // SuccessCriteriaMet (Kubernetes 1.31+), which ends a node, is written
+    // while the pods that met it are still in uncountedTerminatedPods.
+    attempts: Math.max(
+      seen.pods ?? 0,
+      (st?.failed ?? 0) + (st?.succeeded ?? 0) +
+        (st?.uncountedTerminatedPods?.failed?.length ?? 0) +
+        (st?.uncountedTerminatedPods?.succeeded?.length ?? 0),
+    ) || undefined,
   };
 }
 

@@ -27,6 +27,22 @@ Deno.test({
         { startedAt: 50, finishedAt: 90, attempts: 3 },
       ],
       [
+        // Issue 20 #15b: "attempts": null for succeeded nodes in the report.
+        "SuccessCriteriaMet before the counters: the uncounted pods count",
+        { phase: "running", since: 50, startedAt: 50 },
+        {
+          now: 90,
+          job: {
+            metadata: { name: "j-n1" },
+            status: {
+              conditions: [{ type: "SuccessCriteriaMet", status: "True" }],
+              uncountedTerminatedPods: { succeeded: ["pod-uid-2"], failed: ["pod-uid-1"] },
+            },
+          },
+        },
+        { startedAt: 50, finishedAt: 90, attempts: 2 },
+      ],
+      [
         "more pods than the counters say",
         { phase: "running", since: 50, startedAt: 50 },
         { now: 90, job: JOB, pods: 5 },

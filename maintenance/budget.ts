@@ -78,6 +78,13 @@ export interface Unavailability {
  * cordoned and left cordoned after a failure keeps counting: it is still
  * out of service.
  *
+ * Every node in work counts, in the selection or not: the node informers
+ * watch with the selection's label selectors, and the API server sends
+ * DELETED as soon as a node stops matching, so a cleanup run that removes
+ * the selecting label before the drain (`--remove-node-label`), or a Job
+ * that relabels its node, would otherwise take the node out of the count
+ * for its whole drain, Job and settle.
+ *
  * Needs the nodes' `status.conditions`, which `slimNode` drops.
  *
  * @example
@@ -90,10 +97,10 @@ export function unavailableCount(
   nodes: readonly V1Node[],
   inWork: ReadonlySet<string>,
 ): Unavailability {
-  const u: Unavailability = { count: 0, notReady: [], cordoned: [], inWork: [] };
+  const u: Unavailability = { count: inWork.size, notReady: [], cordoned: [], inWork: [...inWork] };
   for (const node of nodes) {
     const name = node.metadata?.name ?? "";
-    if (inWork.has(name)) u.inWork.push(name);
+    if (inWork.has(name)) continue;
     else if (!isReady(node)) u.notReady.push(name);
     else if (node.spec?.unschedulable) u.cordoned.push(name);
     else continue;

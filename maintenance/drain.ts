@@ -209,6 +209,8 @@ export interface EvictionAnswer {
   message?: string;
   /** The Status's `details.causes`. */
   causes?: { reason?: string; message?: string }[];
+  /** The answer's `Retry-After`, in ms. */
+  retryAfterMs?: number;
 }
 
 /**
@@ -216,15 +218,17 @@ export interface EvictionAnswer {
  * - `evicted`: the pod is on its way out (wait for it to go);
  * - `gone`: it is already gone, or was replaced under its name (404, or 409 on the UID precondition);
  * - `blocked`: a PodDisruptionBudget allows no disruption now; retry until the drain timeout;
- * - `unavailable`: the API server could not answer (unreachable, 5xx, throttled):
- *   an outage, never a reason to fail the node;
+ * - `retry`: the API server could not answer now (throttled by Priority and
+ *   Fairness, 5xx, unreachable, a namespace being deleted): send it again after
+ *   `afterMs` (the server's `Retry-After`) at the drain's pace, never a reason
+ *   to fail the node;
  * - `refused`: retrying cannot help (several PDBs cover the pod, forbidden, invalid).
  */
 export type EvictionVerdict =
   | { kind: "evicted" }
   | { kind: "gone" }
   | { kind: "blocked"; budget?: string; detail: string; message: string }
-  | { kind: "unavailable"; message: string }
+  | { kind: "retry"; message: string; afterMs?: number }
   | { kind: "refused"; message: string };
 
 /** The message of the API server's 429 when a PodDisruptionBudget forbids the eviction. */
@@ -280,10 +284,22 @@ export function interpretEviction(pod: V1Pod, answer: EvictionAnswer): EvictionV
   if (status === 403 && terminating) {
     return pod.metadata?.deletionTimestamp
       ? { kind: "evicted" }
-      : { kind: "unavailable", message: `namespace of ${podRef(pod)} is terminating: ${message}` };
+      : { kind: "retry", message: `namespace of ${podRef(pod)} is terminating: ${message}` };
   }
+  // Throttling (a 429 without a budget's cause), a server error, no answer:
+  // kubectl drain retries a 429 every 5 s until its timeout and client-go
+  // honours Retry-After; an eviction is safe to send again (the UID
+  // precondition, and 404/409 for a pod already gone).
   if (status === 0 || status === 429 || status >= 500) {
-    return { kind: "unavailable", message: `cannot evict ${podRef(pod)}: ${message}` };
+    const what = status === 429
+      ? "throttled by the API server (429)"
+      : `answered ${status || "nothing"}`;
+    const retry: EvictionVerdict = {
+      kind: "retry",
+      message: `cannot evict ${podRef(pod)}: ${what}: ${message}`,
+    };
+    if (answer.retryAfterMs !== undefined) retry.afterMs = answer.retryAfterMs;
+    return retry;
   }
   return { kind: "refused", message: `cannot evict ${podRef(pod)}: ${message}` };
 }

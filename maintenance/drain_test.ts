@@ -271,9 +271,13 @@ Deno.test({
         },
       },
       {
-        name: "429 without a budget is throttling: an outage",
-        answer: { status: 429, message: "Too many requests" },
-        want: { kind: "unavailable", message: "cannot evict shop/web-1: Too many requests" },
+        name: "429 without a budget is throttling: retried after its Retry-After",
+        answer: { status: 429, message: "Too many requests", retryAfterMs: 1000 },
+        want: {
+          kind: "retry",
+          message: "cannot evict shop/web-1: throttled by the API server (429): Too many requests",
+          afterMs: 1000,
+        },
       },
       {
         name: "500 with several budgets refuses",
@@ -285,22 +289,25 @@ Deno.test({
         },
       },
       {
-        name: "another 500 is an outage",
+        name: "another 500 is retried",
         answer: { status: 500, message: "etcdserver: request timed out" },
         want: {
-          kind: "unavailable",
-          message: "cannot evict shop/web-1: etcdserver: request timed out",
+          kind: "retry",
+          message: "cannot evict shop/web-1: answered 500: etcdserver: request timed out",
         },
       },
       {
-        name: "unreachable is an outage",
+        name: "unreachable is retried",
         answer: { status: 0, message: "connection refused" },
-        want: { kind: "unavailable", message: "cannot evict shop/web-1: connection refused" },
+        want: {
+          kind: "retry",
+          message: "cannot evict shop/web-1: answered nothing: connection refused",
+        },
       },
       {
         name: "a terminating namespace is waited for",
         answer: { status: 403, message: "forbidden", causes: [{ reason: "NamespaceTerminating" }] },
-        want: { kind: "unavailable", message: "namespace of shop/web-1 is terminating: forbidden" },
+        want: { kind: "retry", message: "namespace of shop/web-1 is terminating: forbidden" },
       },
       {
         name: "403 Forbidden by RBAC refuses",

@@ -57,8 +57,8 @@ export function evictionOf(pod: V1Pod, opts: EvictOptions): Record<string, unkno
  * says what the answer means. The request is sent once, outside the
  * client's retry policy: a PodDisruptionBudget's 429 is retried by the drain
  * until its own timeout, and the 500 of a pod under several budgets can
- * never succeed; an outage comes back as `unavailable` for the caller to
- * wait out.
+ * never succeed; throttling, a server error or no answer comes back as
+ * `retry` (with the server's `Retry-After`), for the drain to send again.
  *
  * @throws only what is not an API answer (a bug)
  */
@@ -79,7 +79,12 @@ export async function evictPod(
   } catch (e) {
     if (!(e instanceof ApiError)) throw e;
     const message = e.message.replace(`Cannot ${e.verb} ${e.resource}: `, "");
-    return interpretEviction(pod, { status: e.status, message, causes: e.causes });
+    return interpretEviction(pod, {
+      status: e.status,
+      message,
+      causes: e.causes,
+      retryAfterMs: e.retryAfterMs,
+    });
   }
 }
 

@@ -116,9 +116,23 @@ Deno.test({
       ["404 is gone", () => status(404, "NotFound"), { kind: "gone" }],
       ["409 of the UID precondition is gone", () => status(409, "Conflict"), { kind: "gone" }],
       [
-        "503 is an outage",
+        "503 is retried by the drain",
         () => status(503, "ServiceUnavailable", { message: "etcd leader changed" }),
-        { kind: "unavailable", message: "cannot evict shop/web-1: etcd leader changed" },
+        { kind: "retry", message: "cannot evict shop/web-1: answered 503: etcd leader changed" },
+      ],
+      [
+        "429 of Priority and Fairness carries its Retry-After for the drain",
+        () =>
+          status(429, "TooManyRequests", {
+            message: "Too many requests, please try again later.",
+            headers: { "Retry-After": "1" },
+          }),
+        {
+          kind: "retry",
+          message: "cannot evict shop/web-1: throttled by the API server (429): " +
+            "Too many requests, please try again later.",
+          afterMs: 1000,
+        },
       ],
     ];
     for (const [name, answer, want] of cases) {

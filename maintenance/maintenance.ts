@@ -63,6 +63,45 @@ export interface NodeMaintenanceOptions {
  */
 export const REFUSAL_REPEAT_MS = 30_000;
 
+/** What one node's drain knows between its passes. */
+interface DrainState {
+  node: string;
+  flags: DrainConfig;
+  /** When `--drain-timeout-secs` runs out (clock ms). */
+  deadline: number;
+  /** The pods whose eviction (or deletion) was accepted, by UID. */
+  asked: Set<string | undefined>;
+  /** The last answer for each pod not yet accepted, by UID. */
+  last: Map<string | undefined, { pod: V1Pod; verdict: EvictionVerdict }>;
+  /** When each kind of refusal was last said. */
+  saidAt: Partial<Record<EvictionVerdict["kind"], number>>;
+}
+
+/**
+ * How a drain that ran out of time ends: a node fails for a budget's
+ * refusals or for pods that do not leave; but when the API itself refused
+ * every try of a pod that is left (throttled, 5xx, no answer), that is an
+ * outage, which never fails a node: the engine pauses and requeues it.
+ */
+function drainEnd(d: DrainState, remaining: readonly V1Pod[]): string {
+  const left = remaining.map((p) => d.last.get(p.metadata?.uid)?.verdict);
+  const api = left.find((v) => v?.kind === "retry");
+  if (api && !left.some((v) => v?.kind === "blocked")) {
+    throw new ApiError({
+      status: 0,
+      reason: "Unavailable",
+      verb: "create",
+      resource: "pods/eviction",
+      message: `${api.kind === "retry" ? api.message : ""} for ${d.flags.timeoutSecs} s`,
+    });
+  }
+  return drainTimeoutReason({
+    timeoutSecs: d.flags.timeoutSecs,
+    blocked: [...d.last.values()].filter((b) => b.verdict.kind === "blocked"),
+    remaining,
+  });
+}
+
 /** A node, as the engine's targets name it. */
 export interface MaintainedNode {
   /** The node's name. */
@@ -116,7 +155,11 @@ export class Maintenance {
 
   /**
    * Evicts the node's pods by kubectl drain's rules until none of them is
-   * left; a PodDisruptionBudget's refusal is retried until the drain timeout.
+   * left; a PodDisruptionBudget's refusal, throttling and server errors are
+   * retried until the drain timeout.
+   *
+   * @throws {ApiError} an outage: the API refused every try until the drain
+   * timeout for no budget's sake, or the pods could not be listed
    */
   async #drain(node: string, flags: DrainConfig): Promise<string | undefined> {
     const { kube, signal } = this.#o;
@@ -131,56 +174,57 @@ export class Maintenance {
       return `drain refused: ${describeRefusals(plan.refused)}`;
     }
     for (const w of plan.warnings) this.#o.warn(`node ${node}: ${w}`);
-    const evict = {
-      gracePeriodSecs: flags.gracePeriodSecs,
-      disableEviction: flags.disableEviction,
-    };
     const wanted = new Set(plan.evict.map((p) => p.metadata?.uid));
-    const asked = new Set<string | undefined>();
-    const blocked = new Map<string | undefined, { pod: V1Pod; verdict: EvictionVerdict }>();
+    const d: DrainState = { node, flags, deadline, asked: new Set(), last: new Map(), saidAt: {} };
     let remaining = plan.evict;
-    let saidAt = -Infinity;
     while (!signal.aborted) {
-      for (const pod of remaining) {
-        const uid = pod.metadata?.uid;
-        if (asked.has(uid) || pod.metadata?.deletionTimestamp) continue;
-        if (!blocked.has(uid)) this.#evicting(node, pod, flags.disableEviction);
-        const verdict = await evictPod(kube, pod, evict);
-        if (verdict.kind === "evicted" || verdict.kind === "gone") {
-          asked.add(uid);
-          blocked.delete(uid);
-        } else if (verdict.kind === "blocked") {
-          blocked.set(uid, { pod, verdict });
-          if (this.#clock.now() - saidAt >= REFUSAL_REPEAT_MS) {
-            saidAt = this.#clock.now();
-            this.#refused(node, pod, verdict, deadline);
-          }
-        } else if (verdict.kind === "refused") return `drain refused: ${verdict.message}`;
-        else {
-          // An outage: the engine pauses and requeues the node, never fails it.
-          throw new ApiError({
-            status: 0,
-            reason: "Unavailable",
-            verb: "create",
-            resource: "pods/eviction",
-            message: verdict.message,
-          });
-        }
-      }
+      const pass = await this.#evictPass(d, remaining);
+      if (typeof pass === "string") return pass;
       // The pods meant that are still bound to the node (a pod recreated
       // under the same name elsewhere is another UID).
       remaining = (await podsOnNode(kube, node)).filter((p) => wanted.has(p.metadata?.uid));
       if (!remaining.length) return undefined;
-      if (this.#clock.now() >= deadline) {
-        return drainTimeoutReason({
-          timeoutSecs: flags.timeoutSecs,
-          blocked: [...blocked.values()],
-          remaining,
-        });
-      }
-      await this.#clock.sleep(this.#o.retryMs ?? 2000, signal);
+      if (this.#clock.now() >= deadline) return drainEnd(d, remaining);
+      await this.#clock.sleep(Math.max(this.#o.retryMs ?? 2000, pass.afterMs), signal);
     }
     return undefined;
+  }
+
+  /**
+   * Sends each pod of `remaining` not yet on its way out its eviction once;
+   * a string fails the node, else how long the API asked to wait
+   * (`Retry-After`, 0 without one).
+   */
+  async #evictPass(
+    d: DrainState,
+    remaining: readonly V1Pod[],
+  ): Promise<string | { afterMs: number }> {
+    let afterMs = 0;
+    for (const pod of remaining) {
+      const uid = pod.metadata?.uid;
+      if (d.asked.has(uid) || pod.metadata?.deletionTimestamp) continue;
+      if (!d.last.has(uid)) this.#evicting(d.node, pod, d.flags.disableEviction);
+      const verdict = await evictPod(this.#o.kube, pod, {
+        gracePeriodSecs: d.flags.gracePeriodSecs,
+        disableEviction: d.flags.disableEviction,
+      });
+      if (verdict.kind === "evicted" || verdict.kind === "gone") {
+        d.asked.add(uid);
+        d.last.delete(uid);
+        continue;
+      }
+      if (verdict.kind === "refused") return `drain refused: ${verdict.message}`;
+      d.last.set(uid, { pod, verdict });
+      if (verdict.kind === "retry") afterMs = Math.max(afterMs, verdict.afterMs ?? 0);
+      // kubectl says each refusal every 5 s per pod: a thousand blocked
+      // nodes would flood the log, so once per REFUSAL_REPEAT_MS per kind.
+      const now = this.#clock.now();
+      if (now - (d.saidAt[verdict.kind] ?? -Infinity) >= REFUSAL_REPEAT_MS) {
+        d.saidAt[verdict.kind] = now;
+        this.#refused(d.node, pod, verdict, d.deadline);
+      }
+    }
+    return { afterMs };
   }
 
   /** Says that `pod` is being evicted (or deleted), as kubectl drain does. */
@@ -189,12 +233,26 @@ export class Maintenance {
     this.#log.info(`node ${node}: ${fields.event} pod ${podRef(pod)}`, fields);
   }
 
-  /** Says which budget refuses an eviction and until when the drain retries. */
-  #refused(node: string, pod: V1Pod, v: EvictionVerdict & { kind: "blocked" }, deadline: number) {
+  /** Says which budget refuses an eviction (or that the API did), and until when the drain retries. */
+  #refused(
+    node: string,
+    pod: V1Pod,
+    v: EvictionVerdict & { kind: "blocked" | "retry" },
+    deadline: number,
+  ) {
     const left = Math.max(0, Math.round((deadline - this.#clock.now()) / 1000));
+    const retrying = `(retrying, ${left} s left of --drain-timeout-secs)`;
+    if (v.kind === "retry") {
+      this.#log.warn(`node ${node}: ${v.message} ${retrying}`, {
+        event: "evictionRetried",
+        node,
+        pod: podRef(pod),
+        detail: v.message,
+      });
+      return;
+    }
     this.#log.warn(
-      `node ${node}: cannot evict pod ${podRef(pod)}: ${v.message} ` +
-        `(retrying, ${left} s left of --drain-timeout-secs)`,
+      `node ${node}: cannot evict pod ${podRef(pod)}: ${v.message} ${retrying}`,
       { event: "evictionBlocked", node, pod: podRef(pod), pdb: v.budget, detail: v.detail },
     );
   }

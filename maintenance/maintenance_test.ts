@@ -47,6 +47,7 @@ async function drain(
 ) {
   const lines: { level: string; msg: string; fields: Record<string, unknown> }[] = [];
   let evictions = 0;
+  const times: number[] = [];
   let gone = false;
   let result: string | undefined;
   let error: unknown;
@@ -57,6 +58,7 @@ async function drain(
       return Response.json({ metadata: { resourceVersion: "1" }, items: gone ? [] : [POD] });
     }
     if (path.endsWith("/pods/web-1/eviction")) {
+      times.push(Date.now());
       const answer = answers[Math.min(evictions++, answers.length - 1)]();
       if (answer.status === 201) gone = true;
       return answer;
@@ -93,7 +95,7 @@ async function drain(
       error = e;
     }
   });
-  return { result, error, evictions, lines };
+  return { result, error, evictions, times, lines };
 }
 
 Deno.test({
@@ -154,10 +156,55 @@ Deno.test({
         ["info", "node n1: deleting pod shop/web-1"],
       ]);
     });
-    await t.step("503: an outage is thrown for the engine to pause, never a reason", async () => {
-      const { result, error } = await drain([() => status(503, "ServiceUnavailable")]);
-      assert.equal(result, undefined);
-      assert.ok(isOutage(error), String(error));
-    });
+    await t.step(
+      "503 until the drain timeout: an outage is thrown for the engine to pause, never a reason",
+      async () => {
+        const { result, error, evictions } = await drain([() => status(503, "ServiceUnavailable")]);
+        assert.equal(result, undefined);
+        assert.ok(isOutage(error), String(error));
+        assert.ok(evictions > 2, `retried until the timeout: ${evictions} evictions`);
+      },
+    );
+  },
+});
+
+Deno.test({
+  name: "a throttled or failed eviction is retried within the drain, never an outage (issue 20 #5)",
+  async fn(t) {
+    const created = () => Response.json({ kind: "Status", status: "Success" }, { status: 201 });
+    const throttled = () =>
+      status(429, "TooManyRequests", {
+        message: "Too many requests, please try again later.",
+        headers: { "Retry-After": "1" },
+      });
+    await t.step(
+      "Priority and Fairness' 429 with Retry-After: 1, twice: waited out, drained",
+      async () => {
+        const { result, error, evictions, times, lines } = await drain(
+          [throttled, throttled, created],
+          30,
+        );
+        assert.equal(error, undefined, String(error));
+        assert.equal(result, undefined);
+        assert.equal(evictions, 3);
+        // The drain's own pace here is 50 ms: the server's Retry-After wins.
+        for (let i = 1; i < times.length; i++) {
+          assert.ok(times[i] - times[i - 1] >= 1000, `Retry-After honoured: ${times.join(", ")}`);
+        }
+        assert.deepEqual(lines.map((l) => l.fields.event), ["evicting", "evictionRetried"]);
+        assert.match(lines[1].msg, /throttled by the API server \(429\).*\(retrying, \d+ s left/);
+      },
+    );
+    for (const code of [500, 503]) {
+      await t.step(`one ${code}, then evicted: drained, no throw`, async () => {
+        const { result, error, evictions } = await drain(
+          [() => status(code, "InternalError", { message: "etcd leader changed" }), created],
+          30,
+        );
+        assert.equal(error, undefined, String(error));
+        assert.equal(result, undefined);
+        assert.equal(evictions, 2);
+      });
+    }
   },
 });

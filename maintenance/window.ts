@@ -141,11 +141,18 @@ function wallClock(t: number, zone: string): number {
 }
 
 /**
- * The instant at which `zone`'s wall clock reads `wall` (a wall time written
- * as UTC epoch ms). As Temporal's "compatible" disambiguation: a time that
- * happens twice (clocks go back) is the earlier; a time skipped (clocks go
- * forward) moves forward by the gap, so 02:30 on a spring-forward night in
- * Berlin is 03:30.
+ * The first instant at which `zone`'s wall clock reads `wall` or later (a
+ * wall time written as UTC epoch ms). A time that happens twice (clocks go
+ * back) is the earlier. A time skipped (clocks go forward) is the transition
+ * itself: 02:30 on a spring-forward night in Berlin is 03:00 CEST, the first
+ * moment the clocks read past 02:30. Temporal's "compatible" mode would move
+ * it forward by the gap (03:30), which turns `02:30-03:30` into an empty
+ * window and loses the night, though 03:00-03:30 local exists.
+ *
+ * @example
+ * ```ts
+ * instantOf(Date.UTC(2026, 2, 29, 2, 30), "Europe/Berlin"); // Date.UTC(2026, 2, 29, 1, 0)
+ * ```
  */
 export function instantOf(wall: number, zone: string): number {
   const before = wall - wallClock(wall - DAY_MS, zone) + (wall - DAY_MS);
@@ -153,7 +160,21 @@ export function instantOf(wall: number, zone: string): number {
   // `before`/`after`: the instant under the offset a day earlier/later.
   const fits = [before, after].filter((t) => wallClock(t, zone) === wall);
   if (fits.length) return Math.min(...fits);
-  return before; // in a gap: the offset from before the gap carries it past
+  return transition(Math.min(before, after), Math.max(before, after), wall, zone);
+}
+
+/**
+ * In a gap, the first instant in [lo, hi] whose wall clock reads `wall` or
+ * later: the clocks read before the gap at `lo` and past it at `hi`, and jump
+ * once in between, so a binary search to the millisecond finds the jump.
+ */
+function transition(lo: number, hi: number, wall: number, zone: string): number {
+  while (hi - lo > 1) {
+    const mid = Math.floor((lo + hi) / 2);
+    if (wallClock(mid, zone) >= wall) hi = mid;
+    else lo = mid;
+  }
+  return hi;
 }
 
 /** One opening of a window: [start, end) in epoch ms. */

@@ -79,23 +79,96 @@ Deno.test({
 });
 
 Deno.test({
-  name: "instantOf() resolves skipped and repeated wall times as Temporal's compatible mode",
+  name: "instantOf() resolves a skipped wall time to the transition, a repeated one to the first",
   permissions: "none",
   async fn(t) {
     const cases: [string, string, string][] = [
       ["2026-06-01T02:00:00Z", "Europe/Berlin", "2026-06-01T00:00:00.000Z"],
       ["2026-01-15T02:00:00Z", "Europe/Berlin", "2026-01-15T01:00:00.000Z"],
-      // 02:30 does not exist on 2026-03-29 in Berlin: it becomes 03:30 CEST.
-      ["2026-03-29T02:30:00Z", "Europe/Berlin", "2026-03-29T01:30:00.000Z"],
+      // 02:30 does not exist on 2026-03-29 in Berlin: the clocks first read past it at 03:00 CEST.
+      ["2026-03-29T02:30:00Z", "Europe/Berlin", "2026-03-29T01:00:00.000Z"],
       // 02:30 happens twice on 2026-10-25 in Berlin: the first (CEST).
       ["2026-10-25T02:30:00Z", "Europe/Berlin", "2026-10-25T00:30:00.000Z"],
-      ["2026-03-08T02:30:00Z", "America/New_York", "2026-03-08T07:30:00.000Z"],
+      ["2026-03-08T02:30:00Z", "America/New_York", "2026-03-08T07:00:00.000Z"], // 03:00 EDT
       ["2026-11-01T01:30:00Z", "America/New_York", "2026-11-01T05:30:00.000Z"],
       ["2026-06-01T12:00:00Z", "UTC", "2026-06-01T12:00:00.000Z"],
     ];
     for (const [wall, zone, want] of cases) {
       await t.step(`${wall.slice(0, 16)} in ${zone}`, () => {
         assert.equal(iso(instantOf(at(wall), zone)), want);
+      });
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "a window whose start falls in the spring-forward gap opens at the transition (issue 20 #10)",
+  permissions: "none",
+  async fn(t) {
+    // [name, window, now, next opening, closes at (from the opening)]
+    const cases: [string, string, string, string, string][] = [
+      // Berlin 2026-03-29: 02:00 CET jumps to 03:00 CEST (01:00Z); 02:30 never happens.
+      [
+        "start in the gap",
+        "* 02:30-03:30 Europe/Berlin",
+        "2026-03-28T23:00:00Z",
+        "2026-03-29T01:00:00.000Z",
+        "2026-03-29T01:30:00.000Z",
+      ],
+      [
+        "start in the gap, longer window",
+        "* 02:30-04:00 Europe/Berlin",
+        "2026-03-28T23:00:00Z",
+        "2026-03-29T01:00:00.000Z",
+        "2026-03-29T02:00:00.000Z",
+      ],
+      [
+        "start and end in the gap: nothing local exists",
+        "* 02:10-02:50 Europe/Berlin",
+        "2026-03-28T23:00:00Z",
+        "2026-03-30T00:10:00.000Z",
+        "2026-03-30T00:50:00.000Z",
+      ],
+      // The end in the gap: the clocks read past 02:30 from 03:00 CEST on.
+      [
+        "end in the gap",
+        "* 01:00-02:30 Europe/Berlin",
+        "2026-03-28T23:30:00Z",
+        "2026-03-29T00:00:00.000Z",
+        "2026-03-29T01:00:00.000Z",
+      ],
+      // New York 2026-03-08: 02:00 EST jumps to 03:00 EDT (07:00Z).
+      [
+        "start in the gap, New York",
+        "* 02:30-03:30 America/New_York",
+        "2026-03-08T05:00:00Z",
+        "2026-03-08T07:00:00.000Z",
+        "2026-03-08T07:30:00.000Z",
+      ],
+      // Berlin 2026-10-25: 03:00 CEST goes back to 02:00 CET; 02:30 happens twice, the first opens.
+      [
+        "start in the fall-back overlap",
+        "* 02:30-03:30 Europe/Berlin",
+        "2026-10-24T22:00:00Z",
+        "2026-10-25T00:30:00.000Z",
+        "2026-10-25T02:30:00.000Z",
+      ],
+      [
+        "end in the fall-back overlap",
+        "* 01:00-02:30 Europe/Berlin",
+        "2026-10-24T22:00:00Z",
+        "2026-10-24T23:00:00.000Z",
+        "2026-10-25T00:30:00.000Z",
+      ],
+    ];
+    for (const [name, spec, now, opens, closes] of cases) {
+      await t.step(`${name}: ${spec} from ${now}`, () => {
+        const windows = [parseWindow(spec)];
+        const next = nextOpening(windows, at(now));
+        assert.equal(iso(next), opens);
+        assert.equal(iso(closesAt(windows, next!)), closes);
+        assert.equal(inWindow(windows, next! - 1), false);
       });
     }
   },

@@ -63,6 +63,8 @@ export interface ReportInput {
   owner?: OwnerRef;
   /** Why the rollout stopped early, if it did. */
   stoppedBy?: string;
+  /** The window closed with nodes left (exit 4): `stoppedBy` says so. */
+  windowClosed?: boolean;
   /** Each dispatched node's result. */
   results: NodeResult[];
   /** Node UIDs by name. */
@@ -70,6 +72,12 @@ export interface ReportInput {
   /** Nodes left out by taint admission. */
   skipped: SkippedEntry[];
 }
+
+/**
+ * The report's `stoppedBy` of a run whose window closed with nodes left: a
+ * reader of the report must tell it from a run that finished (exit 4, not 0).
+ */
+export const WINDOW_CLOSED = "window closed";
 
 const iso = (ms?: number) => (ms === undefined ? undefined : new Date(ms).toISOString());
 
@@ -87,7 +95,7 @@ export function jsonReport(r: ReportInput): string {
       namespace: r.namespace,
       prefix: r.prefix,
       owner: r.owner ?? null,
-      stoppedBy: r.stoppedBy ?? null,
+      stoppedBy: r.stoppedBy ?? (r.windowClosed ? WINDOW_CLOSED : null),
       summary: {
         total: r.results.length,
         ...outcomeCounts(r.results),

@@ -75,6 +75,20 @@ Deno.test({
 });
 
 Deno.test({
+  name: "jsonReport() of a run a window stopped says stoppedBy window closed (issue 20 #15b)",
+  permissions: "none",
+  fn() {
+    assert.equal(
+      JSON.parse(jsonReport({ ...INPUT, windowClosed: true })).stoppedBy,
+      "window closed",
+    );
+    assert.equal(JSON.parse(jsonReport(INPUT)).stoppedBy, null, "a run that finished");
+    const both = { ...INPUT, windowClosed: true, stoppedBy: "failure budget" };
+    assert.equal(JSON.parse(jsonReport(both)).stoppedBy, "failure budget", "the stop came first");
+  },
+});
+
+Deno.test({
   name: "junitReport() is well-formed XML with one test case per node",
   permissions: { env: ["LOG_TOKENS", "LOG_STREAM"] },
   fn() {

@@ -70,15 +70,42 @@ export function summarise(
       { event: "resumeHint", inFlight: n.inFlight, notStarted: n.notStarted },
     );
   }
-  // Only a Job that was created has logs to read.
-  if (failed.some((r) => r.startedAt !== undefined)) {
-    log.info(
-      `logs: kubectl logs -n ${ns} -l ${run.keys.owner}=${
-        labelValue(run.prefix)
-      } --all-containers --prefix`,
+  for (const line of logsHints(failed, ns, run)) log.info(line);
+  return summary;
+}
+
+/** How many failed nodes get their own `logs:` line; the rest are counted. */
+export const LOGS_HINTS_MAX = 5;
+
+/**
+ * The `logs:` lines of a run's end: one `kubectl logs` per failed node that
+ * had a Job (only a Job that was created has logs to read), selecting its
+ * pods by the run's owner and node labels, so that a failure's logs are not
+ * lost among every pod of the run; past {@linkcode LOGS_HINTS_MAX}, one line
+ * counts the rest.
+ *
+ * @example
+ * ```ts
+ * logsHints([{ node: "n1", job: "up-n1", outcome: "failed", startedAt: 1 }], "ops", run);
+ * // ["logs: kubectl logs -n ops -l job-dispatcher/owner=up,job-dispatcher/node=n1 --all-containers --prefix"]
+ * ```
+ */
+export function logsHints(failed: readonly NodeResult[], ns: string, run: RunIdentity): string[] {
+  const ran = failed.filter((r) => r.startedAt !== undefined);
+  const owner = `${run.keys.owner}=${labelValue(run.prefix)}`;
+  const lines = ran.slice(0, LOGS_HINTS_MAX).map((r) =>
+    `logs: kubectl logs -n ${ns} -l ${owner},${run.keys.node}=${
+      labelValue(r.node)
+    } --all-containers --prefix`
+  );
+  const more = ran.length - LOGS_HINTS_MAX;
+  if (more > 0) {
+    lines.push(
+      `logs: ${counted(more, "more failed node")}: the same with ${run.keys.node}=NODE ` +
+        "for each failed node above",
     );
   }
-  return summary;
+  return lines;
 }
 
 /**

@@ -1,6 +1,14 @@
 import assert from "node:assert/strict";
 import type { NodeResult } from "../engine/fanout.ts";
-import { apiStatsLines, EXIT, exitCode, summarise, writeReport } from "./summary.ts";
+import {
+  apiStatsLines,
+  EXIT,
+  exitCode,
+  LOGS_HINTS_MAX,
+  logsHints,
+  summarise,
+  writeReport,
+} from "./summary.ts";
 import { outcomeCounts } from "./report.ts";
 import { Logger } from "./log.ts";
 import { trackingKeys } from "../job.ts";
@@ -131,7 +139,8 @@ Deno.test({
       ], [
         /^summary: 1 succeeded, 1 failed of 2 nodes in /.source,
         /^warn: failed node n1: job j-n1: exited 3$/.source,
-        /^logs: kubectl logs -n ns -l job-dispatcher\/owner=up --all-containers --prefix$/.source,
+        /^logs: kubectl logs -n ns -l job-dispatcher\/owner=up,job-dispatcher\/node=n1 --all-containers --prefix$/
+          .source,
       ]],
       // No Job was created: there are no logs to read, the budget is what to look at.
       ["a drain a budget held: no job, the budget named, no logs command", [{
@@ -204,5 +213,50 @@ Deno.test({
         );
       });
     }
+  },
+});
+
+Deno.test({
+  name:
+    "the logs: hint points at each failed node's pods, bounded for many failures (issue 20 #15d)",
+  permissions: "none",
+  async fn(t) {
+    const run = { keys: trackingKeys("job-dispatcher"), prefix: "up" };
+    const failed = (n: number, first = 0): NodeResult[] =>
+      Array.from({ length: n }, (_, i) => ({
+        node: `n${first + i}`,
+        job: `up-n${first + i}`,
+        outcome: "failed",
+        reason: "exited 3",
+        startedAt: 1,
+      }));
+    const line = (node: string) =>
+      `logs: kubectl logs -n ops -l job-dispatcher/owner=up,job-dispatcher/node=${node} ` +
+      "--all-containers --prefix";
+    await t.step("two failed Jobs: a line each, never the whole run's pods", () => {
+      assert.deepEqual(logsHints(failed(2), "ops", run), [line("n0"), line("n1")]);
+    });
+    await t.step("a node that failed before its Job has no logs to read", () => {
+      const before: NodeResult = { node: "x", job: "up-x", outcome: "failed", reason: "drain" };
+      assert.deepEqual(logsHints([before, ...failed(1)], "ops", run), [line("n0")]);
+    });
+    await t.step(`${LOGS_HINTS_MAX + 7} failed: the first ${LOGS_HINTS_MAX}, then a count`, () => {
+      const lines = logsHints(failed(LOGS_HINTS_MAX + 7), "ops", run);
+      assert.equal(lines.length, LOGS_HINTS_MAX + 1);
+      assert.deepEqual(
+        lines.slice(0, LOGS_HINTS_MAX),
+        failed(LOGS_HINTS_MAX).map((r) => line(r.node)),
+      );
+      assert.equal(
+        lines[LOGS_HINTS_MAX],
+        "logs: 7 more failed nodes: the same with job-dispatcher/node=NODE for each failed node above",
+      );
+    });
+    await t.step("a node name too long for a label value: its label value", () => {
+      const long = "n".repeat(70);
+      const [hint] = logsHints([{ ...failed(1)[0], node: long }], "ops", run);
+      assert.doesNotMatch(hint, new RegExp(long));
+      assert.match(hint, /job-dispatcher\/node=n+-?[0-9a-z]* /);
+    });
   },
 });

@@ -1,7 +1,8 @@
 /**
  * The checks and look-ups of a run before anything is created: the
- * namespace, the owner Job, the template's TTL, and the API server's own
- * validation of a Job (a dry-run create).
+ * namespace, the owner Job, the template's TTL, the API server's own
+ * validation of a Job (a dry-run create), and the permissions the flags need
+ * (SelfSubjectAccessReviews).
  *
  * @module
  */
@@ -114,3 +115,136 @@ export function checkTtl(opts: RunConfig, template: JobTemplate, source: string 
   const why = unobservableTtl(template, opts.pollOnly ? opts.pollIntervalSecs : undefined);
   if (why) throw new UsageError(`Invalid job template ${source}: ${why}`);
 }
+
+/**
+ * A permission the run's flags need that the API server does not grant: the
+ * run stops before anything is touched (exit 3), naming the verb, the
+ * resource and the README's RBAC rule that grants it.
+ */
+export class PermissionError extends Error {
+  /** @param message the missing permissions, the flags that need them and the rules that grant them */
+  constructor(message: string) {
+    super(message);
+    this.name = "PermissionError";
+  }
+}
+
+/** One permission a flag needs, as a SelfSubjectAccessReview asks it. */
+export interface PermissionNeed {
+  /** The Kubernetes verb. */
+  verb: string;
+  /** The API group; "" is the core group. */
+  group: string;
+  /** The resource, e.g. `pods`. */
+  resource: string;
+  /** The subresource, e.g. `eviction`. */
+  subresource?: string;
+  /** The flags that need it. */
+  flags: string[];
+  /** The README's RBAC rule that grants it. */
+  grant: string;
+}
+
+const DRAIN_ROLE = "ClusterRole job-dispatcher-drain (chart: rbac.drain=true)";
+const NODES_ROLE = "ClusterRole job-dispatcher-nodes";
+
+/**
+ * The permissions the flags need to work at all, each once with every flag
+ * that needs it. Cluster-wide: a drain lists and evicts the pods of every
+ * namespace. Rules the README calls optional (events, node marks,
+ * `nodes/proxy` for `--kubelet-timeout-warn-secs`) cost only a warning and
+ * are not needed here.
+ *
+ * @example
+ * ```ts
+ * permissionNeeds({ maintenance: { cordon: true, blockingPodSelectors: [] } } as unknown as RunConfig)
+ *   .map((n) => `${n.verb} ${n.resource}`); // ["patch nodes"]
+ * ```
+ */
+export function permissionNeeds(opts: RunConfig): PermissionNeed[] {
+  const m = opts.maintenance;
+  const needs: PermissionNeed[] = [];
+  const need = (n: Omit<PermissionNeed, "flags">, flag: string) => {
+    const same = needs.find((x) =>
+      x.verb === n.verb && x.resource === n.resource && x.subresource === n.subresource
+    );
+    if (same) same.flags.push(flag);
+    else needs.push({ ...n, flags: [flag] });
+  };
+  const pods = { group: "", resource: "pods", grant: DRAIN_ROLE };
+  if (m.drain) {
+    need({ verb: "list", ...pods }, "--drain");
+    if (m.drain.disableEviction) need({ verb: "delete", ...pods }, "--disable-eviction");
+    else need({ verb: "create", ...pods, subresource: "eviction" }, "--drain");
+  }
+  if (m.blockingPodSelectors.length) need({ verb: "list", ...pods }, "--blocking-pod-selector");
+  const nodes = { verb: "patch", group: "", resource: "nodes", grant: NODES_ROLE };
+  if (m.cordon) need(nodes, m.drain ? "--drain" : "--cordon");
+  const labels = opts.nodeLabels;
+  if (labels && (labels.value !== undefined || labels.claim || labels.remove)) {
+    need(nodes, "--node-label-key");
+  }
+  return needs;
+}
+
+/** `list pods`, `create pods/eviction`: a need as the user reads it. */
+function describeNeed(n: PermissionNeed): string {
+  const what = `${n.verb} ${n.resource}${n.subresource ? `/${n.subresource}` : ""}`;
+  return `${what} (all namespaces; for ${[...new Set(n.flags)].join(", ")})`;
+}
+
+/**
+ * Asks the API server, one SelfSubjectAccessReview per need (allowed to
+ * every authenticated user through `system:basic-user`), whether this user
+ * has what the flags need, before anything is cordoned or created: without
+ * it, `--drain` would cordon every node and then fail each on its first
+ * `list pods`. An API server that cannot answer the review (404, 403) is not
+ * asked further: the run goes on, and a missing right shows when it is used.
+ *
+ * @throws {PermissionError} naming every missing permission and the README's rules
+ * @throws {ApiError} when the API server cannot be reached
+ */
+export async function checkPermissions(
+  kube: Kube,
+  needs: readonly PermissionNeed[],
+): Promise<void> {
+  let answers: boolean[];
+  try {
+    answers = await Promise.all(needs.map((n) => allowed(kube, n)));
+  } catch (e) {
+    if (e instanceof ApiError && (e.status === 404 || e.status === 403)) return;
+    throw e;
+  }
+  const missing = needs.filter((_, i) => !answers[i]);
+  if (!missing.length) return;
+  const grants = [...new Set(missing.map((n) => n.grant))].join(", ");
+  throw new PermissionError(
+    `Missing permission: cannot ${missing.map(describeNeed).join(", ")}; ` +
+      `grant it with the README's RBAC section: ${grants}`,
+  );
+}
+
+/** Whether the API server allows `n` to this user (a SelfSubjectAccessReview). */
+async function allowed(kube: Kube, n: PermissionNeed): Promise<boolean> {
+  const review = await kube.request<{ status?: { allowed?: boolean } }>(
+    "create",
+    "POST",
+    SELF_SUBJECT_ACCESS_REVIEWS,
+    {
+      apiVersion: "authorization.k8s.io/v1",
+      kind: "SelfSubjectAccessReview",
+      spec: {
+        resourceAttributes: {
+          verb: n.verb,
+          group: n.group,
+          resource: n.resource,
+          ...(n.subresource ? { subresource: n.subresource } : {}),
+        },
+      },
+    },
+  );
+  return review.status?.allowed === true;
+}
+
+/** The SelfSubjectAccessReview collection (authorization.k8s.io/v1). */
+export const SELF_SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";

@@ -1,6 +1,14 @@
 import assert from "node:assert/strict";
 import type { RunConfig } from "./config.ts";
-import { type NamespaceSources, resolveNamespace } from "./preflight.ts";
+import {
+  checkPermissions,
+  type NamespaceSources,
+  PermissionError,
+  permissionNeeds,
+  resolveNamespace,
+  SELF_SUBJECT_ACCESS_REVIEWS,
+} from "./preflight.ts";
+import { status, withServer } from "../testing/loopback.ts";
 
 Deno.test({
   name:
@@ -43,4 +51,128 @@ Deno.test({
       });
     }
   },
+});
+
+/** A RunConfig with only what permissionNeeds() reads. */
+function withFlags(m: Partial<RunConfig["maintenance"]>, nodeLabels?: RunConfig["nodeLabels"]) {
+  return {
+    maintenance: { cordon: false, blockingPodSelectors: [], ...m },
+    nodeLabels,
+  } as unknown as RunConfig;
+}
+
+const DRAIN = {
+  deleteEmptyDirData: false,
+  force: false,
+  timeoutSecs: 600,
+  disableEviction: false,
+};
+
+Deno.test({
+  name: "permissionNeeds() asks for what each flag needs to work, each permission once",
+  permissions: "none",
+  async fn(t) {
+    const label = { key: "k", pendingValue: "false", extra: [], claim: false, remove: false };
+    const cases: [string, RunConfig, string[]][] = [
+      ["no flag", withFlags({}), []],
+      ["--cordon", withFlags({ cordon: true }), ["patch nodes: --cordon"]],
+      ["--drain", withFlags({ cordon: true, drain: DRAIN }), [
+        "list pods: --drain",
+        "create pods/eviction: --drain",
+        "patch nodes: --drain",
+      ]],
+      [
+        "--drain --disable-eviction",
+        withFlags({ cordon: true, drain: { ...DRAIN, disableEviction: true } }),
+        ["list pods: --drain", "delete pods: --disable-eviction", "patch nodes: --drain"],
+      ],
+      [
+        "--blocking-pod-selector with --drain: list pods once",
+        withFlags({
+          cordon: true,
+          drain: DRAIN,
+          blockingPodSelectors: [{ text: "app=db", requirements: [] }],
+        }),
+        [
+          "list pods: --drain --blocking-pod-selector",
+          "create pods/eviction: --drain",
+          "patch nodes: --drain",
+        ],
+      ],
+      ["--node-label", withFlags({}, { ...label, value: "true" }), [
+        "patch nodes: --node-label-key",
+      ]],
+      ["--remove-node-label", withFlags({}, { ...label, remove: true }), [
+        "patch nodes: --node-label-key",
+      ]],
+    ];
+    for (const [name, opts, want] of cases) {
+      await t.step(name, () => {
+        const got = permissionNeeds(opts).map((n) =>
+          `${n.verb} ${n.resource}${n.subresource ? `/${n.subresource}` : ""}: ${n.flags.join(" ")}`
+        );
+        assert.deepEqual(got, want);
+      });
+    }
+  },
+});
+
+Deno.test("--drain without list pods is refused before anything is touched, naming the verb and the README's rule (issue 20 #12)", async () => {
+  await withServer(
+    (_req, _n, body) => {
+      const attrs = (body as { spec: { resourceAttributes: Record<string, string> } }).spec
+        .resourceAttributes;
+      const allowed = !(attrs.verb === "list" && attrs.resource === "pods");
+      return Response.json({ kind: "SelfSubjectAccessReview", status: { allowed } }, {
+        status: 201,
+      });
+    },
+    async (kube, hits) => {
+      const needs = permissionNeeds(withFlags({ cordon: true, drain: DRAIN }));
+      const err = await checkPermissions(kube, needs).then(() => undefined, (e) => e);
+      assert.ok(err instanceof PermissionError, String(err));
+      assert.equal(
+        err.message,
+        "Missing permission: cannot list pods (all namespaces; for --drain); grant it with " +
+          "the README's RBAC section: ClusterRole job-dispatcher-drain (chart: rbac.drain=true)",
+      );
+      assert.equal(err.message.includes("\n"), false, "one line");
+      assert.equal(hits.length, 3, "one review per need");
+      assert.ok(hits.every((h) => new URL(h.url).pathname === SELF_SUBJECT_ACCESS_REVIEWS));
+      assert.ok(hits.every((h) => h.method === "POST"));
+      assert.deepEqual(
+        hits.map((h) => (h.body as { spec: unknown }).spec),
+        [
+          { resourceAttributes: { verb: "list", group: "", resource: "pods" } },
+          {
+            resourceAttributes: {
+              verb: "create",
+              group: "",
+              resource: "pods",
+              subresource: "eviction",
+            },
+          },
+          { resourceAttributes: { verb: "patch", group: "", resource: "nodes" } },
+        ],
+      );
+    },
+  );
+});
+
+Deno.test("checkPermissions() passes when all is allowed, and when the server cannot review", async (t) => {
+  const needs = permissionNeeds(withFlags({ cordon: true, drain: DRAIN }));
+  await t.step("all allowed", async () => {
+    await withServer(
+      () => Response.json({ status: { allowed: true } }, { status: 201 }),
+      async (kube) => await checkPermissions(kube, needs),
+    );
+  });
+  for (const code of [403, 404]) {
+    await t.step(`the review answers ${code}: not asked further`, async () => {
+      await withServer(
+        () => status(code, code === 403 ? "Forbidden" : "NotFound"),
+        async (kube) => await checkPermissions(kube, needs),
+      );
+    });
+  }
 });

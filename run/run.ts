@@ -34,12 +34,18 @@ import { failureBudget } from "../engine/safety.ts";
 import { Recorder, type ReportInput } from "../report/report.ts";
 import { endOfRun, waitForEarlierRuns } from "./owner_guard.ts";
 import { jobApiFor, liveRun } from "./job_api.ts";
-import { resolveNamespace, validateOnServer } from "./preflight.ts";
+import {
+  checkPermissions,
+  PermissionError,
+  permissionNeeds,
+  resolveNamespace,
+  validateOnServer,
+} from "./preflight.ts";
 import { EXIT, exitCode, summarise, writeReport } from "../report/summary.ts";
 import { afterSuccess, anyPaused, availabilityBudget } from "./run_hooks.ts";
 import { type Plan, planRun } from "./plan.ts";
 
-export { EXIT, jobApiFor, resolveNamespace };
+export { EXIT, jobApiFor, PermissionError, resolveNamespace };
 
 /** What one fan-out of a run shares with the other (cleanup, then main). */
 interface Phase {
@@ -88,6 +94,8 @@ export async function runDispatcher(
   // while nothing has been created yet, so bad input costs nothing.
   if (cleanupTargets.length) await validateOnServer(kube, namespace, cleanupTargets[0].job());
   if (targets.length) await validateOnServer(kube, namespace, targets[0].job());
+  // Before the first cordon: --drain without `list pods` would cordon every node, then fail each.
+  if (all.length) await checkPermissions(kube, permissionNeeds(opts));
   return await executeRun(opts, plan, ctx);
 }
 
@@ -102,6 +110,8 @@ interface Execution {
 interface MainOutcome {
   results: NodeResult[];
   stoppedBy?: string;
+  /** The window closed with nodes left: the report's `stoppedBy`, too. */
+  windowClosed?: boolean;
   code: number;
 }
 
@@ -431,7 +441,7 @@ async function concludeMain(
     stoppedBy ? `stopped: ${stoppedBy}; ${summary}` : summary,
     code !== EXIT.ok,
   );
-  return { results, stoppedBy, code };
+  return { results, stoppedBy, windowClosed, code };
 }
 
 /** Writes `--report`; whether it was written. */
@@ -449,6 +459,7 @@ function writeRunReport(
     prefix: plan.prefix,
     owner: plan.owner,
     stoppedBy: main.stoppedBy,
+    windowClosed: main.windowClosed,
     results: [...cleanup, ...main.results],
     uids: new Map(
       [...resolved.matched, ...plan.cleanup?.nodes ?? []].map((n) => [
