@@ -21,6 +21,7 @@ import { parseLabelSelector } from "../nodes/label_selector.ts";
 import { parseWindow } from "../maintenance/window.ts";
 import type { DrainConfig, MaintenanceConfig, PodSelector } from "../maintenance/config.ts";
 import type { RunConfig } from "../run/config.ts";
+import type { GateConfig } from "../gates/config.ts";
 
 /** Everything the command line says: the run's configuration, `--help` and `--version`. */
 export interface Options extends RunConfig {
@@ -254,6 +255,40 @@ NODE MAINTENANCE (in the style of kubectl drain)
                             more (after its uncordon and node lifecycle work),
                             for the cluster to settle before the next starts.
 
+HEALTH GATES
+  Prometheus watches the fleet while it rolls: checked before every Job start
+  (on a result at most --gate-interval-secs old), a breach stops the line and
+  keeps it stopped until a person says go on. Every query is evaluated once
+  before the first Job: a query Prometheus rejects exits 2, a Prometheus that
+  does not answer exits 3, nothing created either way. Mid-run, a Prometheus
+  that does not answer is an outage, not a breach: starts pause, say so, and
+  resume by themselves when it answers.
+  --gate-prometheus-url URL  Prometheus's base URL (http://prometheus:9090), or
+                            the API server's service proxy to it
+                            (https://API/api/v1/namespaces/NS/services/NAME:9090/proxy),
+                            reached with the kubeconfig's credentials.
+  --gate-query EXPR         An instant query (repeatable): breached while it
+                            returns a non-empty vector, as an alerting rule
+                            fires, e.g. 'sum(kube_deployment_status_replicas_unavailable) > 0'.
+  --gate-alerts REGEX       Breached while an alert whose name matches REGEX
+                            (anchored, as in PromQL) is firing (/api/v1/alerts).
+  --gate-interval-secs S    Prometheus is asked every S/2 seconds; a Job starts
+                            only on an answer at most S seconds old (default 30).
+  --gate-bearer-token-file PATH  Sent as "Authorization: Bearer"; read again
+                            before every request, so a rotated token is used.
+  --gate-ca-file PATH       PEM CAs that sign Prometheus's certificate.
+  --on-gate-breach pause|exit  pause (default): no new Job starts, Jobs in flight
+                            finish, and the run pauses itself as a person would:
+                            <P>/paused=true on the owner Job (the breach in
+                            <P>/paused-reason, and an Event GateBreached), or it
+                            creates the --pause-file; it stays paused after the
+                            metric recovers, until that pause is lifted. Needs an
+                            owner Job or --pause-file. exit: the run ends once the
+                            Jobs in flight finished, with exit 5, and leaves the
+                            ConfigMap <prefix>-gate-breach; the next run with
+                            gates refuses to start (exit 5) while it exists, and
+                            names the "kubectl delete configmap" that clears it.
+
 CLUSTER ACCESS
   --kubeconfig PATH         Kubeconfig file (default $KUBECONFIG, ~/.kube/config,
                             then the in-cluster service account).
@@ -294,6 +329,8 @@ EXIT CODES
        unauthorised, forbidden, kubeconfig unusable)
   4    incomplete: the --window closed (or none was open) with nodes left;
        a re-run inside a window resumes them (a failure says 1 instead)
+  5    stopped by a health gate (--on-gate-breach exit), or a gate's latch
+       from an earlier run is still set (a failed node says 1 instead)
   130  interrupted by SIGINT; 143 by SIGTERM. Jobs already created run on; a
        re-run adopts them and finishes the rest.
 `;
@@ -316,6 +353,17 @@ export const MAINTENANCE_FLAGS = {
   "pause-file": { type: "string" },
   "blocking-pod-selector": { type: "string", multiple: true },
   "blocked-timeout-secs": { type: "string" },
+} as const;
+
+/** The health gate flags, in parseArgs form: part of {@linkcode FLAGS}. */
+export const GATE_FLAGS = {
+  "gate-prometheus-url": { type: "string" },
+  "gate-query": { type: "string", multiple: true },
+  "gate-alerts": { type: "string" },
+  "gate-interval-secs": { type: "string" },
+  "gate-bearer-token-file": { type: "string" },
+  "gate-ca-file": { type: "string" },
+  "on-gate-breach": { type: "string" },
 } as const;
 
 const FLAGS = {
@@ -376,6 +424,7 @@ const FLAGS = {
   "require-node-runtime-version": { type: "boolean" },
   "require-node-machine-id": { type: "boolean" },
   ...MAINTENANCE_FLAGS,
+  ...GATE_FLAGS,
 } as const;
 
 function number(
@@ -545,6 +594,7 @@ function readOptions(v: Values): Options {
     requireNodeRuntimeVersion: v["require-node-runtime-version"] ?? false,
     requireNodeMachineId: v["require-node-machine-id"] ?? false,
     maintenance: maintenanceOptions(v),
+    gate: gateOptions(v),
     help: v.help ?? false,
     version: v.version ?? false,
   };
@@ -615,6 +665,16 @@ const REFUSED: { when: (o: Options, v: Values) => boolean; why: (o: Options) => 
     why: () =>
       "Invalid --remove-node-taints: it needs --node-label (taints are lifted after the label)",
   },
+  // A pause needs a place that outlives the metric's recovery and that a
+  // person lifts: the owner's annotation or the pause file.
+  {
+    when: (o) =>
+      o.gate?.onBreach === "pause" && !o.ownerJobName && !o.ownerJobFromPod &&
+      !o.maintenance.pauseFile,
+    why: () =>
+      "Invalid --gate-prometheus-url: a breach pauses the run on its owner Job or --pause-file; " +
+      "give --owner-job-name, --owner-job-from-pod or --pause-file, or --on-gate-breach exit",
+  },
   {
     when: (o) => o.skipSatisfiedNodes && o.nodeLabels?.value === undefined,
     why: () => "Invalid --skip-satisfied-nodes: it needs --node-label (the value of a done node)",
@@ -630,6 +690,81 @@ function checkOptions(opts: Options, v: Values): void {
 }
 
 type Values = ReturnType<typeof parseArgs<{ options: typeof FLAGS }>>["values"];
+type GateValues = ReturnType<typeof parseArgs<{ options: typeof GATE_FLAGS }>>["values"];
+
+/**
+ * Parses the health gate flags of argv; undefined without any.
+ *
+ * @throws {UsageError} naming the flag and the fix: a gate flag without
+ * `--gate-prometheus-url`, a URL without a query or alert, a bad value
+ * @example
+ * ```ts
+ * parseGateOptions(["--gate-prometheus-url", "http://p:9090", "--gate-query", "up == 0"])?.intervalSecs; // 30
+ * ```
+ */
+export function parseGateOptions(argv: string[]): GateConfig | undefined {
+  return gateOptions(parseFlags(argv, GATE_FLAGS));
+}
+
+function gateOptions(v: GateValues): GateConfig | undefined {
+  const url = v["gate-prometheus-url"];
+  if (url === undefined) {
+    const stray = Object.keys(GATE_FLAGS).find((f) => v[f as keyof GateValues] !== undefined);
+    if (stray) {
+      throw new UsageError(
+        `Invalid --${stray}: it needs --gate-prometheus-url URL, the Prometheus to ask`,
+      );
+    }
+    return undefined;
+  }
+  if (!/^https?:\/\/[^/]/.test(url) || !URL.canParse(url)) {
+    throw new UsageError(
+      `Invalid --gate-prometheus-url ${JSON.stringify(url)}: expected an http:// or https:// URL`,
+    );
+  }
+  const queries = v["gate-query"] ?? [];
+  if (queries.some((q) => !q.trim())) {
+    throw new UsageError('Invalid --gate-query "": give a PromQL expression such as up == 0');
+  }
+  const alerts = v["gate-alerts"];
+  if (alerts !== undefined) gateAlerts(alerts);
+  if (!queries.length && alerts === undefined) {
+    throw new UsageError(
+      "Invalid --gate-prometheus-url: it needs --gate-query EXPR or --gate-alerts REGEX, what to watch",
+    );
+  }
+  return {
+    url: url.replace(/\/+$/, ""),
+    queries,
+    alerts,
+    intervalSecs: number("gate-interval-secs", v["gate-interval-secs"], 30, 1, false),
+    bearerTokenFile: nonEmpty("gate-bearer-token-file", v["gate-bearer-token-file"]),
+    caFile: nonEmpty("gate-ca-file", v["gate-ca-file"]),
+    onBreach: oneOf("on-gate-breach", v["on-gate-breach"], ["pause", "exit"]) ?? "pause",
+  };
+}
+
+/** `--gate-alerts`, refused unless it is a regex. */
+function gateAlerts(re: string): void {
+  try {
+    new RegExp(`^(?:${re})$`);
+  } catch (e) {
+    throw new UsageError(
+      `Invalid --gate-alerts ${JSON.stringify(re)}: not a regular expression (${
+        (e as Error).message
+      })`,
+    );
+  }
+  if (!re) {
+    throw new UsageError('Invalid --gate-alerts "": give an alert name or regex, e.g. Node.*');
+  }
+}
+
+/** A path flag that may not be empty. */
+function nonEmpty(flag: string, path: string | undefined): string | undefined {
+  if (path !== undefined && !path.trim()) throw new UsageError(`Invalid --${flag} "": name a file`);
+  return path;
+}
 
 /** The node label flags, checked together; undefined without `--node-label-key`. */
 function nodeLabels(v: Values): LabelConfig | undefined {

@@ -1,9 +1,11 @@
 import assert from "node:assert/strict";
 import { UsageError } from "../job.ts";
 import {
+  GATE_FLAGS,
   HELP,
   MAINTENANCE_FLAGS,
   type Options,
+  parseGateOptions,
   parseMaintenanceOptions,
   parseOptions,
   requestedLogFormat,
@@ -73,6 +75,7 @@ const DEFAULTS: Options = {
   requireNodeMachineId: false,
   // Its defaults are spelled out in the parseMaintenanceOptions() test.
   maintenance: parseMaintenanceOptions([]),
+  gate: undefined,
   help: false,
   version: false,
 };
@@ -555,6 +558,45 @@ const FLAGS: Record<string, string[]> = {
   "--blocking-pod-selector": ["app=db"],
   "--blocked-timeout-secs": ["60", "--blocking-pod-selector", "app=db"],
   "--window": ["Mon-Fri 02:00-04:00 Europe/Berlin"],
+  "--gate-prometheus-url": ["http://p:9090", "--gate-query", "up == 0", "--on-gate-breach=exit"],
+  "--gate-query": ["up == 0", "--gate-prometheus-url", "http://p:9090", "--on-gate-breach", "exit"],
+  "--gate-alerts": ["Node.*", "--gate-prometheus-url", "http://p:9090", "--on-gate-breach", "exit"],
+  "--gate-interval-secs": [
+    "5",
+    "--gate-query",
+    "up",
+    "--gate-prometheus-url",
+    "http://p:9090",
+    "--on-gate-breach",
+    "exit",
+  ],
+  "--gate-bearer-token-file": [
+    "/t",
+    "--gate-query",
+    "up",
+    "--gate-prometheus-url",
+    "http://p:9090",
+    "--on-gate-breach",
+    "exit",
+  ],
+  "--gate-ca-file": [
+    "/ca.pem",
+    "--gate-query",
+    "up",
+    "--gate-prometheus-url",
+    "http://p:9090",
+    "--on-gate-breach",
+    "exit",
+  ],
+  "--on-gate-breach": [
+    "pause",
+    "--gate-query",
+    "up",
+    "--gate-prometheus-url",
+    "http://p",
+    "--pause-file",
+    "/p",
+  ],
   "--help": [],
   "--version": [],
 };
@@ -596,7 +638,7 @@ Deno.test({
   fn() {
     const section = HELP.slice(HELP.indexOf("EXIT CODES"));
     assert.ok(section.length > "EXIT CODES".length, "HELP has an EXIT CODES section");
-    for (const code of [0, 1, 2, 3, 130, 143]) {
+    for (const code of [0, 1, 2, 3, 4, 5, 130, 143]) {
       assert.match(section, new RegExp(`(^|\\s)${code}\\b`), `exit code ${code}`);
     }
   },
@@ -954,5 +996,131 @@ Deno.test({
         assert.equal(requestedLogFormat(argv), want);
       });
     }
+  },
+});
+
+Deno.test({
+  name: "parseOptions() reads the health gate flags, with their defaults, and --help offers each",
+  permissions: "none",
+  async fn(t) {
+    const url = ["--gate-prometheus-url", "http://prom:9090/"];
+    for (const flag of Object.keys(GATE_FLAGS)) {
+      await t.step(`--${flag} is in --help`, () => assert.ok(HELP.includes(`--${flag} `)));
+    }
+    await t.step("defaults: interval 30 s, pause on breach", () => {
+      assert.deepEqual(parseGateOptions([...url, "--gate-query", "up == 0"]), {
+        url: "http://prom:9090",
+        queries: ["up == 0"],
+        alerts: undefined,
+        intervalSecs: 30,
+        bearerTokenFile: undefined,
+        caFile: undefined,
+        onBreach: "pause",
+      });
+    });
+    await t.step("every flag", () => {
+      const o = parseOptions([
+        ...T,
+        ...url,
+        "--gate-query=a > 0",
+        "--gate-query",
+        "b > 0",
+        "--gate-alerts",
+        "Node.*",
+        "--gate-interval-secs",
+        "2.5",
+        "--gate-bearer-token-file",
+        "/t",
+        "--gate-ca-file",
+        "/ca.pem",
+        "--on-gate-breach",
+        "exit",
+      ]).gate;
+      assert.deepEqual(o, {
+        url: "http://prom:9090",
+        queries: ["a > 0", "b > 0"],
+        alerts: "Node.*",
+        intervalSecs: 2.5,
+        bearerTokenFile: "/t",
+        caFile: "/ca.pem",
+        onBreach: "exit",
+      });
+    });
+    await t.step("pause with an owner or a pause file", () => {
+      const q = [...T, ...url, "--gate-alerts", "X"];
+      assert.ok(parseOptions([...q, "--owner-job-name", "hook"]).gate);
+      assert.ok(parseOptions([...q, "--pause-file", "/tmp/p"]).gate);
+    });
+  },
+});
+
+Deno.test({
+  name: "parseOptions() refuses bad gate flags in one line, before anything is created",
+  permissions: "none",
+  async fn(t) {
+    const url = ["--gate-prometheus-url", "http://prom:9090", "--owner-job-name", "hook"];
+    const cases: [string, string[], RegExp][] = [
+      [
+        "a gate flag without --gate-prometheus-url",
+        ["--gate-query", "up == 0"],
+        /^Invalid --gate-query: it needs --gate-prometheus-url URL, the Prometheus to ask$/,
+      ],
+      [
+        "--on-gate-breach without --gate-prometheus-url",
+        ["--on-gate-breach", "exit"],
+        /^Invalid --on-gate-breach: it needs --gate-prometheus-url/,
+      ],
+      [
+        "a URL with nothing to watch",
+        ["--gate-prometheus-url", "http://p:9090", "--owner-job-name", "h"],
+        /^Invalid --gate-prometheus-url: it needs --gate-query EXPR or --gate-alerts REGEX/,
+      ],
+      [
+        "a URL that is no http(s) URL",
+        ["--gate-prometheus-url", "prom:9090", "--gate-query", "up"],
+        /^Invalid --gate-prometheus-url "prom:9090": expected an http:\/\/ or https:\/\/ URL$/,
+      ],
+      ["an empty query", [...url, "--gate-query", " "], /^Invalid --gate-query "": give a PromQL/],
+      [
+        "an interval that is no number",
+        [...url, "--gate-query", "up", "--gate-interval-secs", "soon"],
+        /^Invalid --gate-interval-secs "soon": expected a number of seconds$/,
+      ],
+      [
+        "an interval below 1 s",
+        [...url, "--gate-query", "up", "--gate-interval-secs", "0"],
+        /^Invalid --gate-interval-secs 0: it must be at least 1$/,
+      ],
+      [
+        "an alert regex that is none",
+        [...url, "--gate-alerts", "Node(("],
+        /^Invalid --gate-alerts "Node\(\(": not a regular expression/,
+      ],
+      [
+        "a breach action that is neither",
+        [...url, "--gate-query", "up", "--on-gate-breach", "stop"],
+        /^Invalid --on-gate-breach "stop": expected pause or exit$/,
+      ],
+      [
+        "pause without an owner or pause file",
+        ["--gate-prometheus-url", "http://p:9090", "--gate-query", "up"],
+        /^Invalid --gate-prometheus-url: a breach pauses the run on its owner Job or --pause-file; .*--on-gate-breach exit$/,
+      ],
+    ];
+    for (const [what, argv, want] of cases) {
+      await t.step(what, () => assert.match(rejection([...T, ...argv]), want));
+    }
+    await t.step("exit needs no owner", () => {
+      const o = parseOptions([
+        ...T,
+        "--gate-prometheus-url",
+        "http://p:9090",
+        "--gate-query",
+        "up",
+        "--on-gate-breach",
+        "exit",
+      ]);
+      assert.equal(o.gate?.onBreach, "exit");
+    });
   },
 });

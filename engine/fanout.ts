@@ -601,6 +601,8 @@ class Fanout {
 
   /** Notices the user's pause and resume, and says so once each. */
   #checkPause(): void {
+    const stop = this.#o.pause?.stopsBy?.();
+    if (stop) this.#stop(stop);
     const by = this.#o.pause?.pausedBy();
     if (by === this.#pausedBy) return;
     this.#pausedBy = by;

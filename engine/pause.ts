@@ -19,6 +19,11 @@ export interface PauseGate {
   pausedBy(): string | undefined;
   /** Calls `wake` whenever the answer may have changed. */
   onChange(wake: () => void): void;
+  /**
+   * Why the rollout stops (no more starts, in flight finishes, the run
+   * ends), if it must: a health gate with `--on-gate-breach exit`.
+   */
+  stopsBy?(): string | undefined;
 }
 
 /**

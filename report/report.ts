@@ -361,6 +361,11 @@ export class Recorder implements Reporter {
     );
   }
 
+  /** A Warning Event on the owner Job, such as a health gate's breach. */
+  ownerWarning(reason: string, message: string): void {
+    this.#ownerEvent("Warning", reason, message);
+  }
+
   /** Records the start of the rollout on the owner Job. */
   started(total: number): void {
     this.#ownerEvent("Normal", "RolloutStarted", `dispatching one Job to each of ${total} nodes`);

@@ -17,6 +17,7 @@ export const EXIT = {
   usage: 2,
   cluster: 3,
   window: 4,
+  gate: 5,
   sigint: 130,
   sigterm: 143,
 } as const;
@@ -190,6 +191,8 @@ export interface Ending {
   stoppedBy?: string;
   /** The maintenance window closed with nodes not started. */
   windowClosed?: boolean;
+  /** A health gate stopped the rollout (`--on-gate-breach exit`). */
+  gateStopped?: boolean;
 }
 
 /**
@@ -203,10 +206,15 @@ export interface Ending {
  * ```
  */
 export function exitCode(e: Ending): number {
-  let code: number = e.cleanup.some((r) => r.outcome === "failed") ? EXIT.failed : EXIT.ok;
+  const cleanupFailed = e.cleanup.some((r) => r.outcome === "failed");
+  let code: number = cleanupFailed ? EXIT.failed : EXIT.ok;
   if (e.stoppedBy || e.results.some((r) => r.outcome === "failed" || r.outcome === "blocked")) {
     code = EXIT.failed;
   }
+  // Stopped by a health gate, and nothing failed: the fleet, not a node,
+  // needs a look, and the next run refuses until the latch is cleared.
+  const nodeFailed = e.results.some((r) => r.outcome === "failed" || r.outcome === "blocked");
+  if (e.gateStopped && !nodeFailed && !cleanupFailed) code = EXIT.gate;
   if (e.windowClosed && code === EXIT.ok) code = EXIT.window;
   return code;
 }

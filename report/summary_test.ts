@@ -55,6 +55,26 @@ Deno.test({
         { cleanup: results("failed"), results: results("notStarted"), windowClosed: true },
         EXIT.failed,
       ],
+      [
+        "stopped by a health gate",
+        {
+          cleanup: [],
+          results: results("succeeded", "notStarted"),
+          stoppedBy: "a health gate was breached",
+          gateStopped: true,
+        },
+        EXIT.gate,
+      ],
+      [
+        "stopped by a health gate after a failure",
+        {
+          cleanup: [],
+          results: results("failed", "notStarted"),
+          stoppedBy: "g",
+          gateStopped: true,
+        },
+        EXIT.failed,
+      ],
     ];
     for (const [what, ending, want] of cases) {
       await t.step(`${what} → ${want}`, () => assert.equal(exitCode(ending), want));

@@ -12,6 +12,7 @@ import type { Logger } from "../report/log.ts";
 import type { LabelConfig, TaintSelector } from "../nodes/lifecycle.ts";
 import type { Order, TopologyLimit } from "../engine/safety.ts";
 import type { MaintenanceConfig } from "../maintenance/config.ts";
+import type { GateConfig } from "../gates/config.ts";
 
 /** Everything a run is configured with: what the command line says, minus `--help` and `--version`. */
 export interface RunConfig {
@@ -111,6 +112,8 @@ export interface RunConfig {
   requireNodeMachineId: boolean;
   /** The maintenance around each Job (cordon, drain); only the flags in FLAGS are set. */
   maintenance: MaintenanceConfig;
+  /** The health gates (`--gate-*`); undefined without `--gate-prometheus-url`. */
+  gate?: GateConfig;
 }
 
 /** What a run needs from its surroundings. */

@@ -44,6 +44,8 @@ import {
 import { EXIT, exitCode, summarise, writeReport } from "../report/summary.ts";
 import { afterSuccess, anyPaused, availabilityBudget } from "./run_hooks.ts";
 import { type Plan, planRun } from "./plan.ts";
+import { bindGate, type GateRun, latchExit, openGate } from "./run_gate.ts";
+import type { HealthGate } from "../gates/gate.ts";
 
 export { EXIT, jobApiFor, PermissionError, resolveNamespace };
 
@@ -96,7 +98,15 @@ export async function runDispatcher(
   if (targets.length) await validateOnServer(kube, namespace, targets[0].job());
   // Before the first cordon: --drain without `list pods` would cordon every node, then fail each.
   if (all.length) await checkPermissions(kube, permissionNeeds(opts));
-  return await executeRun(opts, plan, ctx);
+  // Every gate query once, before the first Job: bad PromQL or a Prometheus
+  // that does not answer is refused while nothing has been created.
+  const gate = opts.gate && await openGate({ config: opts.gate, plan, kube, log });
+  if (typeof gate === "number") return gate;
+  try {
+    return await executeRun(opts, plan, ctx, gate);
+  } finally {
+    await gate?.stop();
+  }
 }
 
 /** A run being executed: its options, its plan and its surroundings. */
@@ -104,6 +114,8 @@ interface Execution {
   opts: RunConfig;
   plan: Plan;
   ctx: RunContext;
+  /** The health gate (`--gate-*`), under way. */
+  gate?: HealthGate;
 }
 
 /** What the main fan-out ended with. */
@@ -119,8 +131,13 @@ interface MainOutcome {
  * The execute step: yields to a live run of another owner, or dispatches the
  * cleanup Jobs and then the main ones, and summarises.
  */
-async function executeRun(opts: RunConfig, plan: Plan, ctx: RunContext): Promise<number> {
-  const x: Execution = { opts, plan, ctx };
+async function executeRun(
+  opts: RunConfig,
+  plan: Plan,
+  ctx: RunContext,
+  gate?: HealthGate,
+): Promise<number> {
+  const x: Execution = { opts, plan, ctx, gate };
   const { namespace, keys, owner } = plan;
   if (await yieldsToLiveRun(x)) return EXIT.ok;
   // Outside every window nothing starts: nothing to guard, no write at all.
@@ -331,8 +348,15 @@ async function runMain(x: Execution, closes: number, cleanup: NodeResult[]): Pro
   const filePause = opts.maintenance.pauseFile
     ? new FilePause(opts.maintenance.pauseFile)
     : undefined;
-  const gates = [ownerPause, filePause].filter((g) => g !== undefined);
+  // The health gate first: its reason (the query and value) is the one said.
+  const gates = [x.gate, ownerPause, filePause].filter((g) => g !== undefined);
   await ownerPause?.start();
+  if (x.gate) {
+    await bindGate(x.gate, { ...gateRun(x), recorder, pauseFilePath: opts.maintenance.pauseFile }, {
+      owner: ownerPause || undefined,
+      file: filePause,
+    });
+  }
   const writer = nodeWriter(x);
   const mainStarted = Date.now();
   let report: DispatchReport;
@@ -353,11 +377,17 @@ async function runMain(x: Execution, closes: number, cleanup: NodeResult[]): Pro
   } finally {
     // In parallel: each stop aborts its informer's LIST at once, and one
     // after another they would add up past the kubelet's grace period.
-    await Promise.all([...gates.map((g) => g.stop()), nodeWatch.stop()]);
+    // The health gate stops with the run (runDispatcher): its exit latch is set after.
+    await Promise.all([ownerPause, filePause, nodeWatch].map((g) => g?.stop()));
     await writer.settle();
   }
   log.done();
   return await concludeMain(x, report, { cleanup, started: mainStarted, recorder });
+}
+
+/** What the health gate's wiring needs of an execution. */
+function gateRun({ opts, plan, ctx }: Execution): GateRun {
+  return { config: opts.gate!, plan, kube: ctx.kube, log: ctx.log };
 }
 
 /** Cordon and drain around each Job (`--cordon`, `--drain`), if asked. */
@@ -414,12 +444,14 @@ function rolloutSafety(
 
 /** Summarises the main phase: the summary, why it stopped, the window, the exit code. */
 async function concludeMain(
-  { plan, ctx }: Execution,
+  x: Execution,
   report: DispatchReport,
   phase: { cleanup: NodeResult[]; started: number; recorder: Recorder },
 ): Promise<MainOutcome> {
+  const { plan, ctx } = x;
   const { log } = ctx;
   const { results, stoppedBy, windowClosed } = report;
+  const gateStopped = stoppedBy !== undefined && await latchExit(x.gate, gateRun(x));
   const summary = summarise(results, log, plan.namespace, plan.run, phase.started);
   if (stoppedBy) {
     const never = results.filter((r) => r.outcome === "notStarted").length;
@@ -429,7 +461,7 @@ async function concludeMain(
       notStarted: never,
     });
   }
-  const code = exitCode({ cleanup: phase.cleanup, results, stoppedBy, windowClosed });
+  const code = exitCode({ cleanup: phase.cleanup, results, stoppedBy, windowClosed, gateStopped });
   if (windowClosed) {
     const left = results.filter((r) => r.outcome === "notStarted").length;
     log.warn(

@@ -62,6 +62,7 @@ export function anyPaused(gates: readonly PauseGate[]): PauseGate | undefined {
     ? {
       pausedBy: () => gates.map((g) => g.pausedBy()).find((by) => by !== undefined),
       onChange: (wake) => gates.forEach((g) => g.onChange(wake)),
+      stopsBy: () => gates.map((g) => g.stopsBy?.()).find((by) => by !== undefined),
     }
     : undefined;
 }

@@ -31,6 +31,7 @@ export const LAYERS: readonly string[] = [
   "run",
   "report",
   "engine",
+  "gates",
   "maintenance",
   "nodes",
   "kube",

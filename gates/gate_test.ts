@@ -1,0 +1,154 @@
+import assert from "node:assert/strict";
+import { HealthGate } from "./gate.ts";
+import { directGet, measure } from "./prometheus.ts";
+import type { GateConfig } from "./config.ts";
+import type { Breach } from "./state.ts";
+
+/** A loopback Prometheus whose one gauge the test flips, or takes down (503). */
+async function withPrometheus(
+  fn: (url: string, set: (s: { value?: number; down?: boolean }) => void) => Promise<void>,
+): Promise<void> {
+  let state: { value?: number; down?: boolean } = {};
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, () => {
+    if (state.down) return new Response("down", { status: 503 });
+    const result = state.value === undefined
+      ? []
+      : [{ metric: { __name__: "broken" }, value: [1, String(state.value)] }];
+    return Response.json({ status: "success", data: { resultType: "vector", result } });
+  });
+  try {
+    await fn(`http://127.0.0.1:${server.addr.port}`, (s) => (state = s));
+  } finally {
+    await server.shutdown();
+  }
+}
+
+function config(url: string, onBreach: "pause" | "exit" = "pause"): GateConfig {
+  return { url, queries: ["broken > 0"], intervalSecs: 0.2, onBreach };
+}
+
+async function until(what: string, ok: () => boolean, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!ok()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+Deno.test("HealthGate lets starts through on a fresh clean answer and holds them once it is stale", async () => {
+  await withPrometheus(async (url) => {
+    let now = Date.now();
+    const clock = { now: () => now, sleep: () => Promise.resolve() };
+    const c = config(url);
+    const gate = new HealthGate({
+      config: c,
+      measure: measure(directGet({ url, timeoutMs: 1000 }).get, c),
+      clock,
+    });
+    await gate.start();
+    try {
+      assert.equal(gate.state.kind, "fresh");
+      assert.equal(gate.pausedBy(), undefined);
+      now += 10_000; // no answer for longer than the interval
+      assert.equal(gate.state.kind, "stale");
+      assert.match(gate.pausedBy() ?? "", /waiting for an answer of Prometheus/);
+      assert.equal(await gate.checkNow(), undefined, "a new answer makes it fresh again");
+    } finally {
+      await gate.stop();
+    }
+  });
+});
+
+Deno.test("HealthGate latches a breach: it holds after the metric recovers, until the pause it set is lifted", async () => {
+  await withPrometheus(async (url, set) => {
+    const c = config(url);
+    const gate = new HealthGate({
+      config: c,
+      measure: measure(directGet({ url, timeoutMs: 1000 }).get, c),
+    });
+    const breaches: Breach[] = [];
+    let paused = false;
+    let wakes = 0;
+    gate.onChange(() => wakes++);
+    await gate.start();
+    await gate.bind({
+      onBreach: (b) => breaches.push(b),
+      latch: () => Promise.resolve(void (paused = true)),
+      pauseSeen: () => paused,
+    });
+    try {
+      assert.equal(gate.pausedBy(), undefined);
+      set({ value: 3 });
+      await until("the breach", () => gate.breached() !== undefined);
+      assert.match(
+        gate.pausedBy() ?? "",
+        /health gate breached: query "broken > 0" returned broken 3/,
+      );
+      await until("the latch", () => gate.state.kind === "latched");
+      assert.equal(paused, true, "the gate set the run's pause");
+      assert.ok(wakes > 0, "the engine was woken");
+      set({}); // the metric recovers
+      await new Promise((r) => setTimeout(r, 600));
+      assert.equal(gate.state.kind, "latched", "still latched after the metric recovered");
+      assert.ok(gate.pausedBy());
+      paused = false; // a person lifts the pause
+      await until("the release", () => gate.pausedBy() === undefined);
+      assert.equal(breaches.length, 1, "one breach told once");
+      assert.equal(breaches[0].value, "broken 3");
+    } finally {
+      await gate.stop();
+    }
+  });
+});
+
+Deno.test("HealthGate: an unanswering Prometheus is an outage that pauses and resumes by itself, never a breach", async () => {
+  await withPrometheus(async (url, set) => {
+    const c = config(url);
+    const gate = new HealthGate({
+      config: c,
+      measure: measure(directGet({ url, timeoutMs: 1000 }).get, c),
+    });
+    const told: string[] = [];
+    await gate.start();
+    await gate.bind({ onBreach: () => told.push("breach"), onOutage: (s) => told.push(s) });
+    try {
+      set({ down: true });
+      await until("the outage", () => gate.state.kind === "outage");
+      assert.match(
+        gate.pausedBy() ?? "",
+        /unreachable since .*HTTP 503: down.*resume by themselves/,
+      );
+      assert.equal(gate.breached(), undefined);
+      assert.equal(gate.stopsBy(), undefined);
+      set({});
+      await until("the recovery", () => gate.pausedBy() === undefined);
+      assert.deepEqual(told, ["paused", "resumed"]);
+    } finally {
+      await gate.stop();
+    }
+  });
+});
+
+Deno.test("HealthGate with --on-gate-breach exit stops the rollout on a breach and sets no pause", async () => {
+  await withPrometheus(async (url, set) => {
+    const c = config(url, "exit");
+    const gate = new HealthGate({
+      config: c,
+      measure: measure(directGet({ url, timeoutMs: 1000 }).get, c),
+    });
+    set({ value: 1 });
+    await gate.start();
+    try {
+      assert.equal(
+        gate.stopsBy(),
+        'a health gate was breached: query "broken > 0" returned broken 1',
+      );
+      assert.equal(
+        await gate.checkNow(),
+        'health gate breached: query "broken > 0" returned broken 1',
+      );
+    } finally {
+      await gate.stop();
+    }
+  });
+});
