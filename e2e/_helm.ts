@@ -40,7 +40,7 @@ let built: Promise<void> | undefined;
  * bad_input_test.ts, which ran before chart_test.ts built it.
  */
 export function ensureHelm(): Promise<void> {
-  built ??= run("bash", [`${ROOT}tools/build.sh`]).then((r) => {
+  built ??= run("bash", [`${ROOT}tools/build.sh`, "helm"]).then((r) => {
     if (r.code !== 0) {
       throw new Error(`Cannot build helm: tools/build.sh exited ${r.code}: ${r.stderr}`);
     }

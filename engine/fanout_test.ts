@@ -887,6 +887,32 @@ Deno.test("dispatch() starts nothing while paused, lets in flight finish, and re
   );
 });
 
+Deno.test("dispatch() stops when a pause gate says stop (a health gate's exit): in flight finishes, the rest never starts", async () => {
+  const h = harness({ runMs: 1000 });
+  let stop: string | undefined;
+  let wake = () => {};
+  h.clock.sleep(500).then(() => {
+    stop = 'a health gate was breached: query "q" returned 1';
+    wake();
+  });
+  const { results, stoppedBy } = await report(h, targets(4), {
+    parallelism: 2,
+    pause: {
+      pausedBy: () => stop && `health gate breached`,
+      onChange: (w) => (wake = w),
+      stopsBy: () => stop,
+    },
+  });
+  assert.equal(stoppedBy, stop);
+  assert.deepEqual(results.map((r) => r.outcome), [
+    "succeeded",
+    "succeeded",
+    "notStarted",
+    "notStarted",
+  ]);
+  assert.deepEqual(h.api.createdAt, [0, 0]);
+});
+
 Deno.test("dispatch() with blockers: a blocked node waits without a slot, then runs or ends blocked", async (t) => {
   await t.step("blocked until its pod ends: the others use the slot meanwhile", async () => {
     const h = harness({ runMs: 1000 });

@@ -118,6 +118,10 @@ export function describeProgress(p: Progress): string {
 function resumeHint(by: string): string {
   const file = by.match(/^file (.+)$/);
   if (file) return `rm ${file[1]} resumes`;
+  // The health gate's words (gates/state.ts): a breach latched on the
+  // run's own pause, or an outage of Prometheus, which ends by itself.
+  if (by.startsWith("health gate breached")) return "latched: lifting the run's pause resumes";
+  if (by.startsWith("health gate")) return "resumes by itself";
   const note = by.match(/^annotation (\S+)=true on Job (?:(\S+)\/)?(\S+)$/);
   if (note) {
     const ns = note[2] ? ` -n ${note[2]}` : "";

@@ -3,6 +3,9 @@
 #   helm        helm.sh/helm/v3/cmd/helm, pinned in tools/helm/go.mod (chart tests)
 #   actionlint  github.com/rhysd/actionlint/cmd/actionlint, pinned in
 #               tools/actionlint/go.mod (checks .github/workflows in .ci/run)
+#   prometheus  github.com/prometheus/prometheus/cmd/prometheus, pinned in
+#               tools/prometheus/go.mod (the health gate suites' Prometheus)
+# Usage: tools/build.sh [NAME...]: the named tools only, or all of them.
 # Each tool is its own module, so helm's Kubernetes libraries never meet the
 # ones e2e/cluster pins. As in e2e/build.sh, a build is skipped when its stamp
 # (a hash of the Go version, the module's go.mod and go.sum, and this script)
@@ -43,14 +46,19 @@ pinned() { # MODULE_DIR MODULE_PATH
 
 mkdir -p "$bin"
 built=()
-build() { # NAME MODULE_DIR PACKAGE LDFLAGS
+wanted() { # NAME
+  ((${#requested[@]} == 0)) || [[ " ${requested[*]} " == *" $1 "* ]]
+}
+requested=("$@")
+build() { # NAME MODULE_DIR PACKAGE LDFLAGS [TAGS]
   local s
+  wanted "$1" || return 0
   s="$(stamp "$2")"
   current "$1" "$s" && return
   rm -f "$bin/.stamp-$1"
   # Build beside the target and rename, so an interrupted build never leaves
   # a truncated binary behind.
-  (cd "$2" && go build -trimpath -ldflags "$4" -o "$bin/$1.tmp" "$3")
+  (cd "$2" && go build -trimpath -tags "${5:-}" -ldflags "$4" -o "$bin/$1.tmp" "$3")
   mv -f "$bin/$1.tmp" "$bin/$1"
   echo "$s" >"$bin/.stamp-$1"
   built+=("$1")
@@ -60,6 +68,7 @@ build() { # NAME MODULE_DIR PACKAGE LDFLAGS
 # `helm template` and `helm lint` assume, derived from the client-go it links
 # (v0.N.x is Kubernetes 1.N); unstamped, helm assumes 1.20 and refuses charts
 # that need newer.
+if wanted helm; then
 helm_version="$(pinned "$here/helm" helm.sh/helm/v3)"
 client_go="$(pinned "$here/helm" k8s.io/client-go)"
 k8s_minor="$(echo "$client_go" | cut -d. -f2)"
@@ -69,9 +78,23 @@ for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
   helm_ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$k8s_minor"
 done
 build helm "$here/helm" helm.sh/helm/v3/cmd/helm "$helm_ldflags"
+fi
+if wanted actionlint; then
 actionlint_version="$(pinned "$here/actionlint" github.com/rhysd/actionlint)"
 build actionlint "$here/actionlint" github.com/rhysd/actionlint/cmd/actionlint \
   "-s -w -X github.com/rhysd/actionlint.version=$actionlint_version"
+fi
+# Prometheus without its service discoveries (remove_all_sd: the suites use
+# static_configs only, and the cloud SDKs are most of its build) and without
+# its web UI's assets (only builtinassets embeds them, and the suites use the
+# HTTP API alone), its version stamped as its Makefile (promu) does.
+if wanted prometheus; then
+# The module's v0.316.0 is Prometheus 3.16.0: its VERSION file says which.
+prometheus_dir="$(cd "$here/prometheus" && go list -m -f '{{.Dir}}' github.com/prometheus/prometheus)"
+prometheus_version="$(cat "$prometheus_dir/VERSION")"
+build prometheus "$here/prometheus" github.com/prometheus/prometheus/cmd/prometheus \
+  "-s -w -X github.com/prometheus/common/version.Version=$prometheus_version" remove_all_sd
+fi
 
 if ((${#built[@]})); then
   echo "built ${built[*]} in $bin in $(elapsed)"

@@ -1,0 +1,146 @@
+import assert from "node:assert/strict";
+import { UsageError } from "../job.ts";
+import { trackingKeys } from "../job.ts";
+import { Logger } from "../report/log.ts";
+import { EXIT } from "../report/summary.ts";
+import { status, withServer } from "../testing/loopback.ts";
+import type { GateConfig } from "../gates/config.ts";
+import { HealthGate } from "../gates/gate.ts";
+import { latchExit, openGate } from "./run_gate.ts";
+import type { Plan } from "./plan.ts";
+
+const PLAN = { namespace: "ops", prefix: "drv", keys: trackingKeys("job-dispatcher") } as Plan;
+
+/** A loopback Prometheus: `answer` for every query. */
+async function withPrometheus(
+  answer: () => Response,
+  fn: (url: string) => Promise<void>,
+): Promise<void> {
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, answer);
+  try {
+    await fn(`http://127.0.0.1:${server.addr.port}`);
+  } finally {
+    await server.shutdown();
+  }
+}
+
+const empty = () =>
+  Response.json({ status: "success", data: { resultType: "vector", result: [] } });
+const breached = () =>
+  Response.json({
+    status: "success",
+    data: { resultType: "vector", result: [{ metric: {}, value: [1, "2"] }] },
+  });
+
+function config(url: string, onBreach: "pause" | "exit" = "exit"): GateConfig {
+  return { url, queries: ["bad > 0"], intervalSecs: 30, onBreach };
+}
+
+Deno.test("openGate() refuses with exit 5 while an earlier run's exit latch is set, naming the command that clears it", async () => {
+  const lines: string[] = [];
+  await withServer(
+    (req) =>
+      new URL(req.url).pathname === "/api/v1/namespaces/ops/configmaps/drv-gate-breach"
+        ? Response.json({ data: { breach: 'query "bad > 0" returned {} 2' } })
+        : status(404, "NotFound"),
+    async (kube) => {
+      const log = new Logger("text", (l) => lines.push(l));
+      const got = await openGate({ config: config("http://127.0.0.1:1"), plan: PLAN, kube, log });
+      assert.equal(got, EXIT.gate);
+    },
+  );
+  assert.equal(lines.length, 1);
+  assert.match(
+    lines[0],
+    /Refusing to start: a health gate stopped an earlier run \(query "bad > 0" returned \{\} 2\); .*kubectl delete configmap -n ops drv-gate-breach/,
+  );
+});
+
+Deno.test("openGate() evaluates every query before the first Job: bad PromQL is a UsageError, no answer is exit 3", async () => {
+  await withServer(() => status(404, "NotFound"), async (kube) => {
+    const lines: string[] = [];
+    const log = new Logger("text", (l) => lines.push(l));
+    await withPrometheus(
+      () =>
+        Response.json({ status: "error", errorType: "bad_data", error: "parse error" }, {
+          status: 400,
+        }),
+      async (url) => {
+        const e = await openGate({ config: config(url), plan: PLAN, kube, log }).catch((e) => e);
+        assert.ok(e instanceof UsageError);
+        assert.equal(
+          e.message,
+          'Invalid --gate-query "bad > 0": Prometheus rejected it: parse error',
+        );
+      },
+    );
+    const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const port = (l.addr as Deno.NetAddr).port;
+    l.close();
+    const code = await openGate({
+      config: config(`http://127.0.0.1:${port}`),
+      plan: PLAN,
+      kube,
+      log,
+    });
+    assert.equal(code, EXIT.cluster);
+    assert.match(
+      lines.at(-1)!,
+      /Cannot reach Prometheus http:\/\/127\.0\.0\.1:\d+ .*nothing was created/,
+    );
+  });
+});
+
+Deno.test("latchExit() sets the exit latch once the gate stopped the rollout, as a ConfigMap the next run reads", async () => {
+  const created: unknown[] = [];
+  await withServer(
+    (req, _n, body) => {
+      if (req.method === "POST") {
+        created.push(body);
+        return Response.json(body, { status: 201 });
+      }
+      return status(404, "NotFound");
+    },
+    async (kube) => {
+      const lines: string[] = [];
+      const log = new Logger("text", (l) => lines.push(l));
+      await withPrometheus(breached, async (url) => {
+        const gate = await openGate({ config: config(url), plan: PLAN, kube, log });
+        assert.ok(gate instanceof HealthGate);
+        try {
+          assert.equal(await latchExit(gate, { config: config(url), plan: PLAN, kube, log }), true);
+        } finally {
+          await gate.stop();
+        }
+      });
+      assert.match(
+        lines.at(-1)!,
+        /the next run refuses to start until the latch is cleared: kubectl delete configmap -n ops drv-gate-breach/,
+      );
+    },
+  );
+  assert.equal(created.length, 1);
+  const cm = created[0] as {
+    metadata: { name: string; labels: Record<string, string> };
+    data: { breach: string };
+  };
+  assert.equal(cm.metadata.name, "drv-gate-breach");
+  assert.equal(cm.metadata.labels["job-dispatcher/owner"], "drv");
+  assert.equal(cm.data.breach, 'query "bad > 0" returned {} 2');
+});
+
+Deno.test("latchExit() sets nothing for a gate that did not breach", async () => {
+  await withServer(() => status(404, "NotFound"), async (kube, hits) => {
+    const log = new Logger("text", () => {});
+    await withPrometheus(empty, async (url) => {
+      const gate = await openGate({ config: config(url), plan: PLAN, kube, log });
+      assert.ok(gate instanceof HealthGate);
+      try {
+        assert.equal(await latchExit(gate, { config: config(url), plan: PLAN, kube, log }), false);
+      } finally {
+        await gate.stop();
+      }
+    });
+    assert.ok(hits.every((h) => h.method === "GET"), "no write");
+  });
+});
