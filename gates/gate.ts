@@ -114,6 +114,23 @@ export class HealthGate {
     return this.pausedBy();
   }
 
+  /**
+   * The hold after a wave (the waves' `holdAfterWave`), called as its soak
+   * begins: throughout the soak the gate goes on measuring, and a breach
+   * latches and holds every start as before any Job; when the soak ends it
+   * measures once more. Resolves with why the rollout stops
+   * (`--on-gate-breach exit`), or undefined: the next wave may open as far
+   * as the gate's stop goes (a latched pause or an outage still holds its
+   * starts, as the pause gate they are).
+   *
+   * @param soakMs the soak (`--wave-soak-secs`), in ms
+   */
+  async afterWave(soakMs: number, signal?: AbortSignal): Promise<string | undefined> {
+    if (soakMs > 0) await this.#clock.sleep(soakMs, signal);
+    await this.checkNow();
+    return this.stopsBy();
+  }
+
   /** The breach that holds the rollout, in words (query and value); undefined while none. */
   breached(): string | undefined {
     const s = this.state;

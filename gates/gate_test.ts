@@ -152,3 +152,24 @@ Deno.test("HealthGate with --on-gate-breach exit stops the rollout on a breach a
     }
   });
 });
+
+Deno.test("HealthGate.afterWave() measures once more when the soak ends and says stop on a breach (exit)", async () => {
+  await withPrometheus(async (url, set) => {
+    const c = config(url, "exit");
+    const gate = new HealthGate({
+      config: { ...c, intervalSecs: 60 }, // no measurement of its own during the soak
+      measure: measure(directGet({ url, timeoutMs: 1000 }).get, c),
+    });
+    await gate.start();
+    try {
+      assert.equal(await gate.afterWave(0), undefined, "healthy: the next wave may open");
+      const soak = gate.afterWave(300);
+      set({ value: 1 }); // breached during the soak: seen at its end
+      const began = Date.now();
+      assert.match((await soak) ?? "", /^a health gate was breached: query "broken > 0"/);
+      assert.ok(Date.now() - began >= 250, "it held the soak");
+    } finally {
+      await gate.stop();
+    }
+  });
+});
