@@ -46,9 +46,13 @@ export interface GateRun {
   log: Logger;
 }
 
-/** How long one request to Prometheus may take: within half an interval, 1 to 10 s. */
+/**
+ * How long one request to Prometheus may take: half an interval, 5 to 10 s.
+ * A slow answer only makes the result stale (starts wait for the next); one
+ * cut short would be an outage, and at start a refusal (exit 3).
+ */
 function timeoutMs(c: GateConfig): number {
-  return Math.min(10_000, Math.max(1_000, c.intervalSecs * 500));
+  return Math.min(10_000, Math.max(5_000, c.intervalSecs * 500));
 }
 
 /**
