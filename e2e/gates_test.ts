@@ -103,22 +103,31 @@ clusterTest("health gates with a real Prometheus", async (t, cluster) => {
   }
 });
 
-async function breachLatches(cluster: Cluster, prom: RunningPrometheus, exporter: Exporter) {
-  const { ns, args } = await suiteStep(cluster, "glatch", { nodes: 6, duration: "2s" });
+/**
+ * A gated run of its own owner Job "hook" over 6 fresh nodes (Jobs of 2 s,
+ * one at a time), once its first Job exists.
+ */
+async function ownedRun(cluster: Cluster, suite: string, prom: RunningPrometheus) {
+  const { ns, args } = await suiteStep(cluster, suite, { nodes: 6, duration: "2s" });
   await ownerJob(cluster, ns, "hook");
   const watcher = await JobWatcher.start(cluster, ns);
+  const run = dispatcher(cluster, [
+    ...args,
+    ...gateArgs(prom),
+    "--owner-job-name",
+    "hook",
+    "--parallelism",
+    "1",
+    "--progress-interval-secs",
+    "1",
+  ]);
+  await eventually(() => Promise.resolve(watcher.seen.size >= 1), 60_000, "the first Job");
+  return { ns, watcher, run };
+}
+
+async function breachLatches(cluster: Cluster, prom: RunningPrometheus, exporter: Exporter) {
+  const { ns, watcher, run } = await ownedRun(cluster, "glatch", prom);
   try {
-    const run = dispatcher(cluster, [
-      ...args,
-      ...gateArgs(prom),
-      "--owner-job-name",
-      "hook",
-      "--parallelism",
-      "1",
-      "--progress-interval-secs",
-      "1",
-    ]);
-    await eventually(() => Promise.resolve(watcher.seen.size >= 1), 60_000, "the first Job");
     const flipped = await flip(prom, exporter, 1);
     await eventually(
       async () => (await annotations(cluster, ns))["job-dispatcher/paused"] === "true",
@@ -224,19 +233,8 @@ async function breachExits(cluster: Cluster, prom: RunningPrometheus, exporter: 
 }
 
 async function outagePauses(cluster: Cluster, prom: RunningPrometheus) {
-  const { ns, args } = await suiteStep(cluster, "gdown", { nodes: 6, duration: "2s" });
-  await ownerJob(cluster, ns, "hook");
-  const watcher = await JobWatcher.start(cluster, ns);
+  const { ns, watcher, run } = await ownedRun(cluster, "gdown", prom);
   try {
-    const run = dispatcher(cluster, [
-      ...args,
-      ...gateArgs(prom),
-      "--owner-job-name",
-      "hook",
-      "--parallelism",
-      "1",
-    ]);
-    await eventually(() => Promise.resolve(watcher.seen.size >= 1), 60_000, "the first Job");
     await prom.kill();
     const killed = Date.now();
     await delay(20_000);
