@@ -62,6 +62,11 @@ function lastCreated(w: JobWatcher): number {
   return Math.max(0, ...[...w.times.values()].map((t) => t.added));
 }
 
+/** The per-node Jobs of `ns` (the owner Job "hook" is none). */
+async function nodeJobs(cluster: Cluster, ns: string) {
+  return (await jobsIn(cluster, ns)).filter((j) => j.node !== "");
+}
+
 /** The owner Job's annotations. */
 async function annotations(cluster: Cluster, ns: string): Promise<Record<string, string>> {
   const r = await cluster.kubectl(["get", "job", "hook", "-n", ns, "-o", "json"]);
@@ -171,7 +176,7 @@ async function breachLatches(cluster: Cluster, prom: RunningPrometheus, exporter
       r.stderr,
       /paused by health gate breached: .* \(latched: lifting the run's pause resumes\)/,
     );
-    const jobs = await jobsIn(cluster, ns);
+    const jobs = await nodeJobs(cluster, ns);
     assert.equal(jobs.length, 6, "every node got its Job");
     assert.ok(jobs.every((j) => j.complete), "every node completed");
     const events = await cluster.kubectl([
@@ -203,7 +208,7 @@ async function breachExits(cluster: Cluster, prom: RunningPrometheus, exporter: 
     const ended = Date.now();
     assert.equal(r.code, 5, r.stderr);
     assert.ok(lastCreated(watcher) <= flipped + BOUND_MS, "no Job created past the bound");
-    const jobs = await jobsIn(cluster, ns);
+    const jobs = await nodeJobs(cluster, ns);
     assert.ok(jobs.length < 6, `${jobs.length} Jobs: the breach stopped the rest`);
     assert.ok(jobs.every((j) => j.complete), "the Jobs in flight finished before the exit");
     const finished = [...watcher.times.values()].map((x) => x.finished ?? Infinity);
@@ -217,13 +222,13 @@ async function breachExits(cluster: Cluster, prom: RunningPrometheus, exporter: 
     assert.equal(refused.code, 5, refused.stderr);
     assert.match(refused.stderr, /Refusing to start: a health gate stopped an earlier run/);
     assert.ok(refused.stderr.includes(clear), refused.stderr);
-    assert.equal((await jobsIn(cluster, ns)).length, jobs.length, "the refusal created nothing");
+    assert.equal((await nodeJobs(cluster, ns)).length, jobs.length, "the refusal created nothing");
 
     const del = await cluster.kubectl(clear.split(" ").slice(1));
     assert.equal(del.code, 0, del.stderr);
     const again = await dispatcher(cluster, [...args, ...gate]);
     assert.equal(again.code, 0, again.stderr);
-    const all = await jobsIn(cluster, ns);
+    const all = await nodeJobs(cluster, ns);
     assert.equal(all.length, 6);
     assert.ok(all.every((j) => j.complete));
   } finally {
@@ -253,7 +258,7 @@ async function outagePauses(cluster: Cluster, prom: RunningPrometheus) {
     );
     assert.match(r.stderr, /health gate: Prometheus http:\/\/\S+ answers again; starts resume/);
     assert.doesNotMatch(r.stderr, /breached/);
-    const jobs = await jobsIn(cluster, ns);
+    const jobs = await nodeJobs(cluster, ns);
     assert.equal(jobs.length, 6);
     assert.ok(jobs.every((j) => j.complete), "no node failed");
     assert.equal((await annotations(cluster, ns))["job-dispatcher/paused"], undefined);
@@ -288,7 +293,7 @@ async function alertGates(cluster: Cluster, prom: RunningPrometheus, exporter: E
       r.stderr,
       /a health gate was breached: query "ALERTS\{alertstate=\\?"firing\\?",alertname=~\\?"E2E\.\*\\?"\}" returned firing: E2EBroken/,
     );
-    assert.equal((await jobsIn(cluster, ns)).length, 0, "no Job started under a firing alert");
+    assert.equal((await nodeJobs(cluster, ns)).length, 0, "no Job started under a firing alert");
   } finally {
     exporter.set(0);
   }
@@ -297,14 +302,14 @@ async function alertGates(cluster: Cluster, prom: RunningPrometheus, exporter: E
   assert.equal(del.code, 0, del.stderr);
   const ok = await dispatcher(cluster, [...args, ...gate]);
   assert.equal(ok.code, 0, ok.stderr);
-  assert.equal((await jobsIn(cluster, ns)).length, 3);
+  assert.equal((await nodeJobs(cluster, ns)).length, 3);
 }
 
 async function badInput(cluster: Cluster, prom: RunningPrometheus) {
   const { ns, args } = await suiteStep(cluster, "gbad", { nodes: 2, duration: "200ms" });
   const exit = ["--on-gate-breach", "exit"];
   const nothing = async () => {
-    assert.equal((await jobsIn(cluster, ns)).length, 0, "no Job created");
+    assert.equal((await nodeJobs(cluster, ns)).length, 0, "no Job created");
     const cms = await cluster.kubectl(["get", "configmaps", "-n", ns, "-o", "name"]);
     assert.doesNotMatch(cms.stdout, /gate-breach/, "no latch created");
   };
