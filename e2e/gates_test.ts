@@ -139,6 +139,7 @@ async function breachLatches(cluster: Cluster, prom: RunningPrometheus, exporter
       BOUND_MS + 10_000,
       "the dispatcher's own pause on the owner",
     );
+    const pausedAt = Date.now();
     await delay(BOUND_MS);
     const atLatch = watcher.seen.size;
     assert.ok(
@@ -148,6 +149,10 @@ async function breachLatches(cluster: Cluster, prom: RunningPrometheus, exporter
       } ms after the flip (bound ${BOUND_MS} ms)`,
     );
     assert.ok(atLatch < 6, `${atLatch} Jobs before the breach held the rest`);
+    console.log(
+      `breach: pause set ${pausedAt - flipped} ms after the flip; last Job created ` +
+        `${lastCreated(watcher) - flipped} ms after it (bound ${BOUND_MS} ms); ${atLatch} Jobs`,
+    );
     const reason = (await annotations(cluster, ns))["job-dispatcher/paused-reason"];
     assert.match(reason, /^query "e2e_broken > 0" returned e2e_broken\{.*job="e2e".*\} 1$/);
 
@@ -245,6 +250,10 @@ async function outagePauses(cluster: Cluster, prom: RunningPrometheus) {
     await delay(20_000);
     const atRestart = watcher.seen.size;
     assert.ok(atRestart < 6, `${atRestart} Jobs: starts paused while Prometheus was down`);
+    console.log(
+      `outage: last Job created ${lastCreated(watcher) - killed} ms after Prometheus was killed; ` +
+        `${atRestart} Jobs at the restart 20 s later`,
+    );
     assert.ok(
       lastCreated(watcher) <= killed + BOUND_MS,
       `a Job was created ${lastCreated(watcher) - killed} ms after Prometheus died`,
