@@ -470,6 +470,9 @@ Deno.test({
 });
 
 // Every flag the tool declares, with a value it accepts (none for a boolean).
+/** What a gate flag needs beside it to be accepted: the URL, and a breach that needs no owner. */
+const GATED = ["--gate-prometheus-url", "http://p:9090", "--on-gate-breach", "exit"];
+
 const FLAGS: Record<string, string[]> = {
   "--job-template": ["job.yaml"],
   "--name-prefix": ["up"],
@@ -559,35 +562,11 @@ const FLAGS: Record<string, string[]> = {
   "--blocked-timeout-secs": ["60", "--blocking-pod-selector", "app=db"],
   "--window": ["Mon-Fri 02:00-04:00 Europe/Berlin"],
   "--gate-prometheus-url": ["http://p:9090", "--gate-query", "up == 0", "--on-gate-breach=exit"],
-  "--gate-query": ["up == 0", "--gate-prometheus-url", "http://p:9090", "--on-gate-breach", "exit"],
-  "--gate-alerts": ["Node.*", "--gate-prometheus-url", "http://p:9090", "--on-gate-breach", "exit"],
-  "--gate-interval-secs": [
-    "5",
-    "--gate-query",
-    "up",
-    "--gate-prometheus-url",
-    "http://p:9090",
-    "--on-gate-breach",
-    "exit",
-  ],
-  "--gate-bearer-token-file": [
-    "/t",
-    "--gate-query",
-    "up",
-    "--gate-prometheus-url",
-    "http://p:9090",
-    "--on-gate-breach",
-    "exit",
-  ],
-  "--gate-ca-file": [
-    "/ca.pem",
-    "--gate-query",
-    "up",
-    "--gate-prometheus-url",
-    "http://p:9090",
-    "--on-gate-breach",
-    "exit",
-  ],
+  "--gate-query": ["up == 0", ...GATED],
+  "--gate-alerts": ["Node.*", ...GATED],
+  "--gate-interval-secs": ["5", "--gate-query", "up", ...GATED],
+  "--gate-bearer-token-file": ["/t", "--gate-query", "up", ...GATED],
+  "--gate-ca-file": ["/ca.pem", "--gate-query", "up", ...GATED],
   "--on-gate-breach": [
     "pause",
     "--gate-query",
