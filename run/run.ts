@@ -31,7 +31,7 @@ import { resolveMaxUnavailable } from "../maintenance/budget.ts";
 import { NodeWriter } from "../nodes/node_writer.ts";
 import type { RunConfig, RunContext } from "./config.ts";
 import { failureBudget } from "../engine/safety.ts";
-import { Recorder, type ReportInput } from "../report/report.ts";
+import { Recorder, type RecorderOptions, type ReportInput } from "../report/report.ts";
 import { endOfRun, waitForEarlierRuns } from "./owner_guard.ts";
 import { jobApiFor, liveRun } from "./job_api.ts";
 import {
@@ -213,8 +213,10 @@ function recorderFor(
   nodes: V1Node[],
   withOwner: boolean,
   marks: boolean,
+  record?: RecorderOptions["record"],
 ): Recorder {
   return new Recorder({
+    record,
     kube: ctx.kube,
     log: ctx.log,
     keys: plan.keys,
@@ -315,7 +317,14 @@ async function runMain(x: Execution, closes: number, cleanup: NodeResult[]): Pro
   const { kube, log } = ctx;
   const { namespace, keys, owner, targets } = plan;
   // A cleanup run clears the outcome marks instead of writing them.
-  const recorder = recorderFor(x, plan.eligible, true, !opts.nodeLabels?.remove);
+  const recorder = recorderFor(x, plan.eligible, true, !opts.nodeLabels?.remove, {
+    prefix: plan.prefix,
+    parallelism: opts.parallelism,
+    // A record unwritten for two heartbeats is a dead run's (status says so).
+    heartbeatMs: Math.max(30_000, opts.progressIntervalSecs * 1000),
+    windowClosesAt: closes === Infinity ? undefined : closes,
+    signal: ctx.signal,
+  });
   recorder.started(targets.length);
   let nodesChanged = () => {};
   const nodeWatch = new NodeWatch(
