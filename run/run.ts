@@ -321,7 +321,7 @@ async function runMain(x: Execution, closes: number, cleanup: NodeResult[]): Pro
     prefix: plan.prefix,
     parallelism: opts.parallelism,
     // A record unwritten for two heartbeats is a dead run's (status says so).
-    heartbeatMs: Math.max(30_000, opts.progressIntervalSecs * 1000),
+    heartbeatMs: Math.max(20_000, opts.progressIntervalSecs * 1000),
     windowClosesAt: closes === Infinity ? undefined : closes,
     signal: ctx.signal,
   });
