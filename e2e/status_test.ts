@@ -12,6 +12,7 @@ import assert from "node:assert/strict";
 import type { Cluster } from "./cluster.ts";
 import { OUTCOME_LABEL } from "./cluster.ts";
 import { eventually } from "./_dispatcher.ts";
+import { freePorts } from "./_procs.ts";
 import { atLeast, DispatcherProcess, runDispatcher } from "./_faults.ts";
 import {
   clusterTest,
@@ -65,6 +66,17 @@ async function viewer(cluster: Cluster, ns: string, name: string, jobs = true): 
     `viewer RBAC for ${user}`,
   );
   return kubeconfig;
+}
+
+/** The samples of a scrape, by name and labels. */
+function samples(text: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const line of text.split("\n")) {
+    if (!line || line.startsWith("#")) continue;
+    const at = line.lastIndexOf(" ");
+    out.set(line.slice(0, at), Number(line.slice(at + 1)));
+  }
+  return out;
 }
 
 /** `job-dispatcher status …` with `kubeconfig`. */
@@ -137,7 +149,10 @@ clusterTest("job-dispatcher status reads a rollout from the cluster alone", asyn
       assert.equal(s.counts.queued, withoutJob, "queued = nodes without a Job");
       assert.equal(withoutJob, 3);
       assert.equal(s.total, 6);
-      assert.match(s.nodes.find((n: Json) => n.node === "sts-001").reason, /failed/);
+      assert.match(
+        s.nodes.find((n: Json) => n.node === "sts-001").reason,
+        /simulated failure on sts-001/,
+      );
       const text = await status(cluster, kubeconfig, ["-n", ns, "--name-prefix", "sts"]);
       assert.match(text.stdout, /^paused by file .*pause$/m, text.stdout);
       assert.match(text.stdout, /^sts-002 +running .*stalled: /m, text.stdout);
@@ -248,3 +263,56 @@ clusterTest("job-dispatcher status reads a rollout from the cluster alone", asyn
     }
   });
 });
+
+clusterTest(
+  "--metrics-addr: scraped during a run (fetch; the real Prometheus of e2e/_prometheus.ts is not there yet)",
+  async (_t, cluster) => {
+    const ns = await namespace(cluster, "stm");
+    await cluster.createNodes(suiteNodes("stm", 4));
+    const [port] = freePorts(1);
+    const dir = await Deno.makeTempDir();
+    const p = new DispatcherProcess(cluster, [
+      ...await suiteArgs("stm", ns, "3s"),
+      ...[
+        "--parallelism",
+        "1",
+        "--metrics-addr",
+        `127.0.0.1:${port}`,
+        "--report",
+        `${dir}/r.json`,
+      ],
+    ], { timeoutMs: 120_000 });
+    assert.ok(await p.waitFor(/metrics on http:\/\/127\.0\.0\.1:\d+\/metrics/), p.stderr);
+    const health = await fetch(`http://127.0.0.1:${port}/healthz`);
+    assert.equal(await health.text(), "ok\n");
+    const scrapes: Map<string, number>[] = [];
+    let done = false;
+    p.ended.then(() => (done = true));
+    while (!done) {
+      try {
+        const res = await fetch(`http://127.0.0.1:${port}/metrics`);
+        scrapes.push(samples(await res.text()));
+      } catch { /* the run ended between two scrapes */ }
+      await new Promise((r) => setTimeout(r, 300));
+    }
+    const end = await p.ended;
+    assert.equal(end.code, 0, end.stderr);
+    const report = JSON.parse(await Deno.readTextFile(`${dir}/r.json`)).summary;
+    const succeeded = scrapes.map((s) => s.get('job_dispatcher_nodes{phase="succeeded"}') ?? 0);
+    const created = scrapes.map((s) => s.get("job_dispatcher_jobs_created_total") ?? 0);
+    assert.ok(scrapes.length >= 5, `${scrapes.length} scrapes`);
+    for (let i = 1; i < created.length; i++) assert.ok(created[i] >= created[i - 1], "a counter");
+    assert.equal(Math.max(...created), report.total, "every Job's create was counted");
+    // The last node runs 3 s alone: the scrapes see the three before it.
+    assert.ok(succeeded.includes(report.succeeded - 1), succeeded.join(","));
+    assert.ok(Math.max(...succeeded) <= report.succeeded);
+    const last = scrapes.at(-1)!;
+    assert.equal(
+      last.get("job_dispatcher_node_duration_seconds_count"),
+      last.get('job_dispatcher_nodes{phase="succeeded"}'),
+      "each success observed once",
+    );
+    assert.ok((last.get('job_dispatcher_api_requests_total{code="201"}') ?? 0) >= 3);
+    assert.equal(last.get("job_dispatcher_paused"), 0);
+  },
+);

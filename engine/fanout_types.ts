@@ -150,6 +150,11 @@ export interface NodeResult {
   finishedAt?: number;
   /** Pods its Job ran (failed + succeeded), when known. */
   attempts?: number;
+  /** When its drain began and ended (`--cordon`, `--drain`), for the timeline. */
+  drainStartedAt?: number;
+  drainEndedAt?: number;
+  /** When its Job succeeded and its post-success work began, if it had any. */
+  jobEndedAt?: number;
 }
 
 /** Options of {@linkcode dispatch}. */

@@ -73,6 +73,8 @@ export interface ReportInput {
   uids: ReadonlyMap<string, string>;
   /** Nodes left out by taint admission. */
   skipped: SkippedEntry[];
+  /** When starts were paused (ms since the epoch), for the HTML timeline. */
+  pauses?: readonly { from: number; to?: number; why: string }[];
 }
 
 /**

@@ -44,6 +44,9 @@ import {
 import { EXIT, exitCode, summarise, writeReport } from "../report/summary.ts";
 import { afterSuccess, anyPaused, availabilityBudget } from "./run_hooks.ts";
 import { type Plan, planRun } from "./plan.ts";
+import { RunMetrics } from "../report/metrics.ts";
+import { serveMetrics } from "../report/metrics_server.ts";
+import { PauseSpans } from "../report/timeline.ts";
 
 export { EXIT, jobApiFor, PermissionError, resolveNamespace };
 
@@ -96,7 +99,16 @@ export async function runDispatcher(
   if (targets.length) await validateOnServer(kube, namespace, targets[0].job());
   // Before the first cordon: --drain without `list pods` would cordon every node, then fail each.
   if (all.length) await checkPermissions(kube, permissionNeeds(opts));
-  return await executeRun(opts, plan, ctx);
+  // Listening before the first create: an address in use is bad input, and
+  // a scrape sees the whole run.
+  const metrics = opts.metricsAddr ? new RunMetrics(() => kube.stats.codes ?? {}) : undefined;
+  const server = metrics && serveMetrics(opts.metricsAddr!, metrics);
+  if (server) log.info(`metrics on http://${server.addr}/metrics`);
+  try {
+    return await executeRun(opts, plan, ctx, metrics);
+  } finally {
+    await server?.close();
+  }
 }
 
 /** A run being executed: its options, its plan and its surroundings. */
@@ -104,6 +116,10 @@ interface Execution {
   opts: RunConfig;
   plan: Plan;
   ctx: RunContext;
+  /** `--metrics-addr`'s metrics, fed from both phases. */
+  metrics?: RunMetrics;
+  /** When starts were paused, for the HTML timeline. */
+  pauses: PauseSpans;
 }
 
 /** What the main fan-out ended with. */
@@ -119,8 +135,13 @@ interface MainOutcome {
  * The execute step: yields to a live run of another owner, or dispatches the
  * cleanup Jobs and then the main ones, and summarises.
  */
-async function executeRun(opts: RunConfig, plan: Plan, ctx: RunContext): Promise<number> {
-  const x: Execution = { opts, plan, ctx };
+async function executeRun(
+  opts: RunConfig,
+  plan: Plan,
+  ctx: RunContext,
+  metrics?: RunMetrics,
+): Promise<number> {
+  const x: Execution = { opts, plan, ctx, metrics, pauses: new PauseSpans() };
   const { namespace, keys, owner } = plan;
   if (await yieldsToLiveRun(x)) return EXIT.ok;
   // Outside every window nothing starts: nothing to guard, no write at all.
@@ -234,7 +255,7 @@ function recorderFor(
 
 /** Dispatches one phase's Jobs with the options both phases share, and `extra`. */
 async function dispatchPhase(
-  { opts, plan, ctx }: Execution,
+  { opts, plan, ctx, metrics, pauses }: Execution,
   phase: Phase,
   extra: Partial<FanoutOptions>,
 ): Promise<DispatchReport> {
@@ -250,10 +271,13 @@ async function dispatchPhase(
       event: (e) => {
         log.event(e);
         recorder.event(e);
+        metrics?.event(e);
+        pauses.event(e);
       },
       progress: (p) => {
         log.progress(p);
         recorder.progress(p);
+        metrics?.progress(p);
       },
     },
     signal: ctx.signal,
@@ -455,7 +479,7 @@ async function concludeMain(
 
 /** Writes `--report`; whether it was written. */
 function writeRunReport(
-  { opts, plan, ctx }: Execution,
+  { opts, plan, ctx, pauses }: Execution,
   started: number,
   cleanup: NodeResult[],
   main: MainOutcome,
@@ -469,6 +493,7 @@ function writeRunReport(
     owner: plan.owner,
     stoppedBy: main.stoppedBy,
     windowClosed: main.windowClosed,
+    pauses: pauses.spans,
     results: [...cleanup, ...main.results],
     uids: new Map(
       [...resolved.matched, ...plan.cleanup?.nodes ?? []].map((n) => [
