@@ -35,6 +35,8 @@ export const HELP = `job-dispatcher: run exactly one Kubernetes Job per selected
 
 USAGE
   job-dispatcher --job-template PATH [selection] [flags]
+  job-dispatcher status (--name-prefix P | --owner-job-name JOB) [-n NS] [-o wide|json] [-w]
+                            a run seen from anywhere, read-only (status --help)
 
   Flags as kubectl's: a value follows a space or "="; a switch also takes
   "=true" or "=false".

@@ -13,6 +13,7 @@ import type { Cluster } from "./cluster.ts";
 import { OUTCOME_LABEL } from "./cluster.ts";
 import { eventually } from "./_dispatcher.ts";
 import { freePorts } from "./_procs.ts";
+import { chromiumPath, openPage } from "./_chromium.ts";
 import { atLeast, DispatcherProcess, runDispatcher } from "./_faults.ts";
 import {
   clusterTest,
@@ -264,55 +265,100 @@ clusterTest("job-dispatcher status reads a rollout from the cluster alone", asyn
   });
 });
 
-clusterTest(
-  "--metrics-addr: scraped during a run (fetch; the real Prometheus of e2e/_prometheus.ts is not there yet)",
-  async (_t, cluster) => {
-    const ns = await namespace(cluster, "stm");
-    await cluster.createNodes(suiteNodes("stm", 4));
-    const [port] = freePorts(1);
-    const dir = await Deno.makeTempDir();
-    const p = new DispatcherProcess(cluster, [
-      ...await suiteArgs("stm", ns, "3s"),
-      ...[
-        "--parallelism",
-        "1",
-        "--metrics-addr",
-        `127.0.0.1:${port}`,
-        "--report",
-        `${dir}/r.json`,
-      ],
-    ], { timeoutMs: 120_000 });
-    assert.ok(await p.waitFor(/metrics on http:\/\/127\.0\.0\.1:\d+\/metrics/), p.stderr);
-    const health = await fetch(`http://127.0.0.1:${port}/healthz`);
-    assert.equal(await health.text(), "ok\n");
-    const scrapes: Map<string, number>[] = [];
-    let done = false;
-    p.ended.then(() => (done = true));
-    while (!done) {
-      try {
-        const res = await fetch(`http://127.0.0.1:${port}/metrics`);
-        scrapes.push(samples(await res.text()));
-      } catch { /* the run ended between two scrapes */ }
-      await new Promise((r) => setTimeout(r, 300));
-    }
-    const end = await p.ended;
-    assert.equal(end.code, 0, end.stderr);
-    const report = JSON.parse(await Deno.readTextFile(`${dir}/r.json`)).summary;
-    const succeeded = scrapes.map((s) => s.get('job_dispatcher_nodes{phase="succeeded"}') ?? 0);
-    const created = scrapes.map((s) => s.get("job_dispatcher_jobs_created_total") ?? 0);
-    assert.ok(scrapes.length >= 5, `${scrapes.length} scrapes`);
-    for (let i = 1; i < created.length; i++) assert.ok(created[i] >= created[i - 1], "a counter");
-    assert.equal(Math.max(...created), report.total, "every Job's create was counted");
-    // The last node runs 3 s alone: the scrapes see the three before it.
-    assert.ok(succeeded.includes(report.succeeded - 1), succeeded.join(","));
-    assert.ok(Math.max(...succeeded) <= report.succeeded);
-    const last = scrapes.at(-1)!;
-    assert.equal(
-      last.get("job_dispatcher_node_duration_seconds_count"),
-      last.get('job_dispatcher_nodes{phase="succeeded"}'),
-      "each success observed once",
-    );
-    assert.ok((last.get('job_dispatcher_api_requests_total{code="201"}') ?? 0) >= 3);
-    assert.equal(last.get("job_dispatcher_paused"), 0);
-  },
-);
+clusterTest("--metrics-addr and --report-format html on a run", async (t, cluster) => {
+  await t.step(
+    "--metrics-addr: scraped during a run (fetch; the real Prometheus of e2e/_prometheus.ts is not there yet)",
+    async () => {
+      const ns = await namespace(cluster, "stm");
+      await cluster.createNodes(suiteNodes("stm", 4));
+      const [port] = freePorts(1);
+      const dir = await Deno.makeTempDir();
+      const p = new DispatcherProcess(cluster, [
+        ...await suiteArgs("stm", ns, "3s"),
+        ...[
+          "--parallelism",
+          "1",
+          "--metrics-addr",
+          `127.0.0.1:${port}`,
+          "--report",
+          `${dir}/r.json`,
+        ],
+      ], { timeoutMs: 120_000 });
+      assert.ok(await p.waitFor(/metrics on http:\/\/127\.0\.0\.1:\d+\/metrics/), p.stderr);
+      const health = await fetch(`http://127.0.0.1:${port}/healthz`);
+      assert.equal(await health.text(), "ok\n");
+      const scrapes: Map<string, number>[] = [];
+      let done = false;
+      p.ended.then(() => (done = true));
+      while (!done) {
+        try {
+          const res = await fetch(`http://127.0.0.1:${port}/metrics`);
+          scrapes.push(samples(await res.text()));
+        } catch { /* the run ended between two scrapes */ }
+        await new Promise((r) => setTimeout(r, 300));
+      }
+      const end = await p.ended;
+      assert.equal(end.code, 0, end.stderr);
+      const report = JSON.parse(await Deno.readTextFile(`${dir}/r.json`)).summary;
+      const succeeded = scrapes.map((s) => s.get('job_dispatcher_nodes{phase="succeeded"}') ?? 0);
+      const created = scrapes.map((s) => s.get("job_dispatcher_jobs_created_total") ?? 0);
+      assert.ok(scrapes.length >= 5, `${scrapes.length} scrapes`);
+      for (let i = 1; i < created.length; i++) assert.ok(created[i] >= created[i - 1], "a counter");
+      assert.equal(Math.max(...created), report.total, "every Job's create was counted");
+      // The last node runs 3 s alone: the scrapes see the three before it.
+      assert.ok(succeeded.includes(report.succeeded - 1), succeeded.join(","));
+      assert.ok(Math.max(...succeeded) <= report.succeeded);
+      const last = scrapes.at(-1)!;
+      assert.equal(
+        last.get("job_dispatcher_node_duration_seconds_count"),
+        last.get('job_dispatcher_nodes{phase="succeeded"}'),
+        "each success observed once",
+      );
+      assert.ok((last.get('job_dispatcher_api_requests_total{code="201"}') ?? 0) >= 3);
+      assert.equal(last.get("job_dispatcher_paused"), 0);
+    },
+  );
+
+  await t.step(
+    "--report-format html: headless Chromium renders one row per node, no console error, no request",
+    async () => {
+      const bin = chromiumPath();
+      assert.ok(bin, "Debian's chromium: apt-get update && apt-get install -y chromium");
+      const ns = await namespace(cluster, "sth");
+      await cluster.createNodes([
+        ...suiteNodes("sth", 2),
+        ...suiteNodes("sth", 1, { labels: { [OUTCOME_LABEL]: "fail" } }, 2),
+        ...suiteNodes("sth", 3, {}, 3),
+      ]);
+      const dir = await Deno.makeTempDir();
+      const r = await runDispatcher(cluster, [
+        ...await suiteArgs("sth", ns, "2s"),
+        ...[
+          "--parallelism",
+          "2",
+          "--cordon",
+          "--report",
+          `${dir}/t.html`,
+          "--report-format",
+          "html",
+        ],
+      ], { timeoutMs: 120_000 });
+      assert.equal(r.code, 1, r.stderr);
+      const page = await openPage(
+        bin,
+        `${dir}/t.html`,
+        "({ rows: document.body.dataset.rows, drawn: document.body.dataset.drawn, " +
+          "title: document.querySelector('h1').textContent })",
+      );
+      assert.deepEqual(page.errors, [], "no console error");
+      assert.deepEqual(page.requests, [], "no network request");
+      assert.deepEqual(page.value, {
+        rows: "6",
+        drawn: "6",
+        title: (page.value as Json).title,
+      });
+      assert.match((page.value as Json).title, /^sth\/sth: 6 nodes in \d+s/);
+      await Deno.writeFile(new URL("./testdata/timeline.png", import.meta.url), page.png);
+    },
+  );
+});

@@ -141,7 +141,8 @@ Deno.test({
 });
 
 Deno.test({
-  name: "job_dispatcher_nodes is read from the engine's live states at scrape time, not the last report",
+  name:
+    "job_dispatcher_nodes is read from the engine's live states at scrape time, not the last report",
   permissions: "none",
   fn() {
     const m = new RunMetrics();

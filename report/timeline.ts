@@ -145,7 +145,7 @@ header h1 { font-size: 15px; margin: 0 0 6px; }
 .legend span { margin-right: 12px; white-space: nowrap; }
 .legend i { display: inline-block; width: 10px; height: 10px; margin-right: 4px; vertical-align: -1px; }
 #axis { height: 24px; border-bottom: 1px solid #d0d7de; }
-#scroll { flex: 1; overflow: auto; position: relative; }
+#scroll { flex: 1; overflow-y: auto; overflow-x: hidden; position: relative; }
 #rows { position: sticky; top: 0; left: 0; display: block; }
 #tip { position: fixed; pointer-events: none; background: #fff; border: 1px solid #8c959f;
   padding: 4px 6px; max-width: 480px; box-shadow: 0 2px 6px #0003; white-space: pre-wrap; }
