@@ -11,7 +11,7 @@
 import assert from "node:assert/strict";
 import type { Cluster } from "./cluster.ts";
 import { OUTCOME_LABEL } from "./cluster.ts";
-import { eventually } from "./_dispatcher.ts";
+import { dispatcherCommand, eventually } from "./_dispatcher.ts";
 import { freePorts } from "./_procs.ts";
 import { chromiumPath, openPage } from "./_chromium.ts";
 import { atLeast, DispatcherProcess, runDispatcher } from "./_faults.ts";
@@ -23,6 +23,8 @@ import {
   suiteArgs,
   suiteNodes,
 } from "./_fixtures.ts";
+
+const ROOT = new URL("../", import.meta.url).pathname;
 
 /** The viewer rules of the chart (chart/templates/viewer-rbac.yaml), with `jobs` optional. */
 function viewerRbac(ns: string, name: string, jobs = true): string {
@@ -359,6 +361,42 @@ clusterTest("--metrics-addr and --report-format html on a run", async (t, cluste
       });
       assert.match((page.value as Json).title, /^sth\/sth: 6 nodes in \d+s/);
       await Deno.writeFile(new URL("./testdata/timeline.png", import.meta.url), page.png);
+    },
+  );
+
+  await t.step(
+    "kubectl job-dispatcher status … (scripts/kubectl-job_dispatcher on PATH) prints what job-dispatcher status prints",
+    async () => {
+      const bin = await Deno.makeTempDir();
+      // job-dispatcher on PATH: the dispatcher as the suites run it.
+      const command = [Deno.execPath(), ...dispatcherCommand()].map((w) => `'${w}'`).join(" ");
+      await Deno.writeTextFile(`${bin}/job-dispatcher`, `#!/bin/sh\nexec ${command} "$@"\n`);
+      await Deno.chmod(`${bin}/job-dispatcher`, 0o755);
+      await Deno.copyFile(`${ROOT}scripts/kubectl-job_dispatcher`, `${bin}/kubectl-job_dispatcher`);
+      await Deno.chmod(`${bin}/kubectl-job_dispatcher`, 0o755);
+      const args = [
+        "status",
+        "-n",
+        "sth",
+        "--name-prefix",
+        "sth",
+        `--kubeconfig=${cluster.kubeconfig}`,
+      ];
+      for (const output of [["-o", "json"], ["-o", "wide"]]) {
+        const plugin = await new Deno.Command(`${ROOT}e2e/.bin/k8s`, {
+          args: ["kubectl", "job-dispatcher", ...args, ...output],
+          env: { PATH: `${bin}:${Deno.env.get("PATH")}`, NO_COLOR: "1" },
+          cwd: ROOT,
+        }).output();
+        const direct = await runDispatcher(cluster, [...args, ...output]);
+        const text = new TextDecoder();
+        assert.equal(plugin.code, direct.code, text.decode(plugin.stderr));
+        assert.equal(direct.code, 1, "a node failed in that run");
+        // Ages are rounded to the second, and the two ran a moment apart.
+        const same = (x: string) => x.replace(/\b\d+(h\d+m|m|s)\b/g, "AGE");
+        assert.equal(same(text.decode(plugin.stdout)), same(direct.stdout));
+        assert.match(direct.stdout, /sth-002/);
+      }
     },
   );
 });
