@@ -8,7 +8,7 @@ import {
   type RunRecord,
   WritePacer,
 } from "./record.ts";
-import { RecordWriter } from "./record_writer.ts";
+import { RecordWriter, type RecordWriterOptions } from "./record_writer.ts";
 import { trackingKeys } from "../job.ts";
 import type { Progress } from "../engine/fanout.ts";
 import type { Phase } from "../engine/node_state.ts";
@@ -138,6 +138,22 @@ Deno.test({
   },
 });
 
+/** A record writer of prefix `up` on `clock`, sending as `opts` says. */
+function writer(
+  clock: FakeClock,
+  opts: Pick<RecordWriterOptions, "send"> & Partial<RecordWriterOptions>,
+): RecordWriter {
+  return new RecordWriter({
+    prefix: "up",
+    parallelism: 10,
+    keys: trackingKeys("job-dispatcher"),
+    namespace: "ops",
+    clock,
+    warn: (m) => assert.fail(m),
+    ...opts,
+  });
+}
+
 /** Moves the fake clock to `t`, firing every timer due on the way. */
 async function until(clock: FakeClock, t: number): Promise<void> {
   clock.sleep(t - clock.now());
@@ -170,12 +186,7 @@ Deno.test({
   async fn() {
     const clock = new FakeClock();
     const writes: { at: number; state: string; succeeded: number }[] = [];
-    const w = new RecordWriter({
-      prefix: "up",
-      parallelism: 10,
-      keys: trackingKeys("job-dispatcher"),
-      namespace: "ops",
-      clock,
+    const w = writer(clock, {
       send: async (cm) => {
         const c = cm as { data: Record<string, string>; binaryData: Record<string, string> };
         const r = await decodeRecord(c.data, c.binaryData);
@@ -185,7 +196,6 @@ Deno.test({
           succeeded: r.nodes.filter((n) => n.phase === "succeeded").length,
         });
       },
-      warn: (m) => assert.fail(m),
     });
     w.started();
     // A terminal's progress: every second, a change every second for 95 s.
@@ -213,15 +223,9 @@ Deno.test({
   async fn() {
     const clock = new FakeClock();
     const at: number[] = [];
-    const w = new RecordWriter({
-      prefix: "up",
-      parallelism: 10,
-      keys: trackingKeys("job-dispatcher"),
-      namespace: "ops",
-      clock,
+    const w = writer(clock, {
       heartbeatMs: 30_000,
       send: () => Promise.resolve(at.push(clock.now())),
-      warn: (m) => assert.fail(m),
     });
     w.progress(progress(3, 0));
     for (let k = 0; k < 10; k++) await settle();
