@@ -177,7 +177,10 @@ export function buildView(v: ViewInput): StatusView {
     const merged = mergeNode(base, byNode.get(base.node), live);
     nodes.push(nodeFacts(merged, v.nodes.get(base.node), v.keys));
   };
-  for (const r of v.record?.nodes ?? []) add({ ...r, job: jobName(v.prefix, r.node) });
+  // The Job's own name where it exists: jobName() hashes every long name.
+  for (const r of v.record?.nodes ?? []) {
+    add({ ...r, job: byNode.get(r.node)?.metadata?.name ?? jobName(v.prefix, r.node) });
+  }
   // Without a record (or a Job the record does not know): the Job alone says.
   for (const [node, j] of byNode) {
     if (!seen.has(node)) add({ node, phase: "unknown", job: j.metadata!.name! });
