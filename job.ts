@@ -199,6 +199,10 @@ export interface TrackingKeys {
   cordonedBy: string;
   /** Owner Job annotation: `true` pauses the rollout (no new Job starts). */
   paused: string;
+  /** ConfigMap label: the run record of a prefix (`report/record.ts`), for `status`. */
+  record: string;
+  /** ConfigMap label: the owner Job's name, so `status --owner-job-name` finds its record. */
+  ownerJob: string;
 }
 
 /**
@@ -231,6 +235,8 @@ export function trackingKeys(prefix: string): TrackingKeys {
     templateHash: `${prefix}/template-hash`,
     cordonedBy: `${prefix}/cordoned-by`,
     paused: `${prefix}/paused`,
+    record: `${prefix}/run-record`,
+    ownerJob: `${prefix}/owner-job`,
   };
 }
 

@@ -397,6 +397,8 @@ Deno.test({
           templateHash: `${p}/template-hash`,
           cordonedBy: `${p}/cordoned-by`,
           paused: `${p}/paused`,
+          record: `${p}/run-record`,
+          ownerJob: `${p}/owner-job`,
         });
       });
     }

@@ -12,6 +12,8 @@ import { HELP, type Options, parseOptions, requestedLogFormat } from "./cli/opti
 import { EXIT, PermissionError, runDispatcher } from "./run/run.ts";
 import { apiStatsLines } from "./report/summary.ts";
 import { connectedLine, whoAmI } from "./kube/whoami.ts";
+import { parseStatusOptions, STATUS_HELP } from "./cli/status_options.ts";
+import { runStatus } from "./status/status.ts";
 
 /** The release version; `--version` prints it. */
 export const VERSION = "0.1.0";
@@ -171,7 +173,10 @@ function processContext(kube: Kube, log: Logger, signal: AbortSignal, terminal: 
 }
 
 /** The one error line and the exit code for what ended the CLI early. */
-function exitForError(e: unknown, stop: StopSignals): number {
+function exitForError(
+  e: unknown,
+  stop: Pick<StopSignals, "log" | "stopped" | "exitCode">,
+): number {
   const log = stop.log;
   if (stop.stopped && !(e instanceof UsageError)) {
     log.error(`stopped before the rollout began: ${(e as Error).message}`);
@@ -196,8 +201,47 @@ function exitForError(e: unknown, stop: StopSignals): number {
   return EXIT.failed;
 }
 
+/** Writes all of `text` to stdout (a large view takes more than one write). */
+function writeStdout(text: string): void {
+  const bytes = new TextEncoder().encode(text);
+  for (let at = 0; at < bytes.length;) at += Deno.stdout.writeSync(bytes.subarray(at));
+}
+
+/**
+ * `job-dispatcher status …`: reads the run and prints it; SIGINT ends a
+ * `--watch` with the exit code of the last view. Errors end as a run's do:
+ * one line, exit 2 for bad input, 3 when the cluster refuses.
+ */
+async function statusMain(args: string[]): Promise<number> {
+  const log = new Logger("text");
+  const stop = new AbortController();
+  const end = () => stop.abort();
+  Deno.addSignalListener("SIGINT", end);
+  let kube: Kube | undefined;
+  try {
+    const opts = parseStatusOptions(args);
+    if (opts.help) {
+      console.log(STATUS_HELP);
+      return EXIT.ok;
+    }
+    kube = await Kube.connect({
+      kubeconfig: opts.kubeconfig,
+      context: opts.context,
+      signal: stop.signal,
+    });
+    const ctx = processContext(kube, log, stop.signal, Deno.stdout.isTerminal());
+    return await runStatus(opts, { ...ctx, stdout: writeStdout });
+  } catch (e) {
+    return exitForError(e, { log, stopped: false, exitCode: EXIT.ok });
+  } finally {
+    Deno.removeSignalListener("SIGINT", end);
+    kube?.close();
+  }
+}
+
 /** Runs the CLI with `args` and returns the process exit code. */
 export async function main(args: string[]): Promise<number> {
+  if (args[0] === "status") return await statusMain(args.slice(1));
   const stop = new StopSignals(new Logger(requestedLogFormat(args)));
   let kube: Kube | undefined;
   try {

@@ -36,6 +36,8 @@ export const HELP = `job-dispatcher: run exactly one Kubernetes Job per selected
 
 USAGE
   job-dispatcher --job-template PATH [selection] [flags]
+  job-dispatcher status (--name-prefix P | --owner-job-name JOB) [-n NS] [-o wide|json] [-w]
+                            a run seen from anywhere, read-only (status --help)
 
   Flags as kubectl's: a value follows a space or "="; a switch also takes
   "=true" or "=false".
@@ -303,8 +305,15 @@ OUTPUT
   --report PATH             Write what happened to every node to PATH when the run
                             ends: name, UID, Job, start, end, outcome, reason,
                             attempts.
-  --report-format json|junit  json (default), or JUnit XML with one test case per
-                            node, for CI systems.
+  --report-format json|junit|html  json (default), JUnit XML with one test case
+                            per node for CI systems, or html: one self-contained
+                            page, a row per node with its drain, Job and
+                            verification as bars, pauses shaded, reasons on hover.
+  --metrics-addr HOST:PORT  Serve Prometheus metrics on http://HOST:PORT/metrics while
+                            the run lives (job_dispatcher_nodes{phase},
+                            _jobs_created_total, _node_duration_seconds, _paused,
+                            _gate_breaches_total, _api_requests_total{code}) and
+                            /healthz. ":9090" listens on every address.
 
   Besides the log and the report, the run is recorded in the cluster, best
   effort (a refused write is said once): Events on each Node (in "default":
@@ -395,6 +404,7 @@ const FLAGS = {
   "log-format": { type: "string" },
   report: { type: "string" },
   "report-format": { type: "string" },
+  "metrics-addr": { type: "string" },
   "node-records": { type: "string" },
   "max-failures": { type: "string" },
   canary: { type: "string" },
@@ -461,6 +471,17 @@ function oneOf<T extends string>(
     );
   }
   return raw as T;
+}
+
+/** `--metrics-addr HOST:PORT`, checked: a port of 1–65535, a host or none (every address). */
+function metricsAddr(text: string): string {
+  const m = text.match(/^(\[[0-9a-fA-F:.]+\]|[^:\s]*):(\d{1,5})$/);
+  if (!m || Number(m[2]) < 1 || Number(m[2]) > 65535) {
+    throw new UsageError(
+      `Invalid --metrics-addr ${JSON.stringify(text)}: write HOST:PORT, e.g. 0.0.0.0:9090 or :9090`,
+    );
+  }
+  return text;
 }
 
 /**
@@ -564,7 +585,8 @@ function readOptions(v: Values): Options {
     dryRun: oneOf("dry-run", v["dry-run"], ["client", "server"]),
     logFormat: oneOf("log-format", v["log-format"], ["text", "json"]) ?? "text",
     report: v.report,
-    reportFormat: oneOf("report-format", v["report-format"], ["json", "junit"]) ?? "json",
+    reportFormat: oneOf("report-format", v["report-format"], ["json", "junit", "html"]) ?? "json",
+    metricsAddr: v["metrics-addr"] === undefined ? undefined : metricsAddr(v["metrics-addr"]),
     nodeRecords: oneOf("node-records", v["node-records"], ["all", "failures", "none"]) ?? "all",
     maxFailures: v["max-failures"],
     canary: v.canary === undefined ? undefined : number("canary", v.canary, 1, 1),

@@ -54,6 +54,7 @@ const DEFAULTS: Options = {
   logFormat: "text",
   report: undefined,
   reportFormat: "json",
+  metricsAddr: undefined,
   nodeRecords: "all",
   maxFailures: undefined,
   canary: undefined,
@@ -187,6 +188,7 @@ Deno.test({
         logFormat: "json",
         report: "/tmp/report.xml",
         reportFormat: "junit",
+        metricsAddr: undefined,
         maxFailures: "10%",
         canary: 3,
         maxPerTopology: { key: "topology.kubernetes.io/zone", max: 2 },
@@ -502,6 +504,7 @@ const FLAGS: Record<string, string[]> = {
   "--log-format": ["json"],
   "--report": ["/tmp/r.json"],
   "--report-format": ["junit", "--report", "/tmp/r.xml"],
+  "--metrics-addr": ["127.0.0.1:9090"],
   "--node-records": ["failures"],
   "--max-failures": ["2"],
   "--canary": ["1"],
@@ -579,6 +582,22 @@ const FLAGS: Record<string, string[]> = {
   "--help": [],
   "--version": [],
 };
+
+Deno.test({
+  name: "--metrics-addr takes HOST:PORT and refuses anything else in one line",
+  permissions: "none",
+  fn() {
+    for (const ok of ["127.0.0.1:9090", ":9090", "[::1]:9090", "0.0.0.0:65535"]) {
+      assert.equal(parseOptions([...T, "--metrics-addr", ok]).metricsAddr, ok);
+    }
+    for (const bad of ["9090", "host:0", "host:70000", "a b:1"]) {
+      assert.throws(
+        () => parseOptions([...T, "--metrics-addr", bad]),
+        /^UsageError: Invalid --metrics-addr .*: write HOST:PORT/,
+      );
+    }
+  },
+});
 
 Deno.test({
   name: "HELP documents exactly the flags the tool declares",

@@ -178,6 +178,8 @@ export interface Rbac {
   pods: string[];
   /** `create` on events in the Jobs' namespace and in "default". @default true */
   events: boolean;
+  /** In the Jobs' namespace: the run record (report/record.ts). @default create, update */
+  configmaps?: string[];
   /** `get` on nodes/proxy, the README's optional rule for --kubelet-timeout-warn-secs. */
   nodesProxy?: boolean;
   /** The README's rules for --drain: `list` pods and `create` pods/eviction, cluster-wide. */
@@ -190,6 +192,7 @@ export const README_RBAC: Rbac = {
   jobs: ["get", "list", "watch", "create", "delete", "patch"],
   pods: ["get", "list"],
   events: true,
+  configmaps: ["create", "update"],
 };
 
 function rbacManifest(ns: string, name: string, rbac: Rbac): string {
@@ -225,7 +228,11 @@ metadata: {name: ${id}, namespace: ${ns}}
 rules:
   - {apiGroups: [batch], resources: [jobs], verbs: [${rbac.jobs.join(", ")}]}
   - {apiGroups: [""], resources: [pods], verbs: [${rbac.pods.join(", ")}]}
-${rbac.events ? events : ""}---
+${rbac.events ? events : ""}${
+    rbac.configmaps?.length
+      ? `  - {apiGroups: [""], resources: [configmaps], verbs: [${rbac.configmaps.join(", ")}]}\n`
+      : ""
+  }---
 ${binding("RoleBinding", "Role", ns)}---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role

@@ -50,6 +50,7 @@ export type {
   FanoutOptions,
   JobApi,
   NodeResult,
+  NodeStateView,
   Progress,
   Reporter,
   StartBudget,
@@ -630,7 +631,7 @@ class Fanout {
 
   #progress(): Progress {
     const now = this.#now();
-    return progressOf({
+    const progress = progressOf({
       count: (phase) => this.#count(phase),
       inFlight: this.#inFlight.size,
       total: this.#o.targets.length,
@@ -639,6 +640,14 @@ class Fanout {
       budget: this.#o.budget?.describe(this.#inWork()),
       paused: this.#pausedBy,
     });
+    // A view, not a copy: the run record reads it at most every 10 s.
+    const states = () =>
+      this.#o.targets.map((t) => ({
+        node: t.node.name,
+        job: t.name,
+        state: this.#nodes.get(t.name)!,
+      }));
+    return { ...progress, states };
   }
 
   /**

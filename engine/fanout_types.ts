@@ -14,6 +14,7 @@ import type { ListResult, WatchEvent } from "../kube/client.ts";
 import type { Clock } from "../base/clock.ts";
 import type { OutageView } from "./outage.ts";
 import type { PauseGate } from "./pause.ts";
+import type { NodeState } from "./node_state.ts";
 
 /** The Job operations the engine needs, scoped to the run's namespace and owner label. */
 export interface JobApi {
@@ -92,6 +93,22 @@ export interface Progress {
   budget?: string;
   /** Why starts are paused by the user (`<P>/paused`, `--pause-file`), if they are. */
   paused?: string;
+  /**
+   * Each node's state now, in dispatch order, built only when called: the run
+   * record (`report/record.ts`) reads it at most every 10 s, while a terminal
+   * gets a progress report every second that must not copy 10,000 states.
+   */
+  states?: () => NodeStateView[];
+}
+
+/** One node's state as {@linkcode Progress.states} shows it. */
+export interface NodeStateView {
+  /** The node. */
+  node: string;
+  /** Its Job's name. */
+  job: string;
+  /** Where it stands. */
+  state: Readonly<NodeState>;
 }
 
 /** An availability budget (`--max-unavailable`) on top of `parallelism`. */
@@ -133,6 +150,11 @@ export interface NodeResult {
   finishedAt?: number;
   /** Pods its Job ran (failed + succeeded), when known. */
   attempts?: number;
+  /** When its drain began and ended (`--cordon`, `--drain`), for the timeline. */
+  drainStartedAt?: number;
+  drainEndedAt?: number;
+  /** When its Job succeeded and its post-success work began, if it had any. */
+  jobEndedAt?: number;
 }
 
 /** Options of {@linkcode dispatch}. */

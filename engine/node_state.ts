@@ -71,6 +71,11 @@ export interface NodeState {
   attempts?: number;
   /** When it was first found blocked (clock ms), for `--blocked-timeout-secs`. */
   blockedAt?: number;
+  /** When its drain began and ended (clock ms; `--cordon`, `--drain`), for the timeline. */
+  drainStartedAt?: number;
+  drainEndedAt?: number;
+  /** When its Job succeeded and the post-success work (verification) began (clock ms). */
+  jobEndedAt?: number;
 }
 
 /** What happened to a node. */
@@ -140,9 +145,9 @@ export function next(s: NodeState, e: NodeEvent, at: number): NodeState {
         ? to("queued", { afterStarted: undefined })
         : s;
     case "prepare":
-      return s.phase === "creating" ? to("draining") : s;
+      return s.phase === "creating" ? to("draining", { drainStartedAt: at }) : s;
     case "prepared":
-      return s.phase === "draining" ? to("creating") : s;
+      return s.phase === "draining" ? to("creating", { drainEndedAt: at }) : s;
     case "blocked":
       return s.phase === "creating"
         ? to("blocked", { reason: e.reason, blockedAt: s.blockedAt ?? at })
@@ -170,7 +175,7 @@ export function next(s: NodeState, e: NodeEvent, at: number): NodeState {
     case "succeeded":
       if (!["running", "queued", "creating", "explaining"].includes(s.phase)) return s;
       if (!e.afterWork) return to("succeeded", { counted: e.counted });
-      return to("finishing", { counted: e.counted, afterStarted: e.final });
+      return to("finishing", { counted: e.counted, afterStarted: e.final, jobEndedAt: at });
     case "complete":
       return s.phase === "finishing" && !s.afterStarted ? { ...s, afterStarted: true } : s;
     case "afterDone":

@@ -75,6 +75,10 @@ export function nodeResult(t: Target, s: NodeState): NodeResult {
       startedAt: s.startedAt,
       finishedAt: s.finishedAt,
       attempts: s.attempts,
+      // Only when there are some: a result without a drain reads as before.
+      ...s.drainStartedAt !== undefined && { drainStartedAt: s.drainStartedAt },
+      ...s.drainEndedAt !== undefined && { drainEndedAt: s.drainEndedAt },
+      ...s.jobEndedAt !== undefined && { jobEndedAt: s.jobEndedAt },
     };
   }
   const inFlight = s.phase === "running" || s.phase === "finishing" || s.phase === "explaining";

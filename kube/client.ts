@@ -164,6 +164,11 @@ export interface ApiStats {
   budgetRefusals: number;
   /** Requests sent again under the retry policy. */
   retries: number;
+  /**
+   * Answers by HTTP status code, `<error>` for no answer (client-go's
+   * `rest_client_requests_total{code}`), for `--metrics-addr`.
+   */
+  codes?: Record<string, number>;
 }
 
 /** One event of a watch. */
@@ -518,13 +523,27 @@ export class Kube {
     this.stats.requests[key] = (this.stats.requests[key] ?? 0) + 1;
     const req = { verb, method, path, body, signal };
     let id = await this.#identity(req);
-    const res = await this.#sendAs(id, req);
+    const res = await this.#counted(this.#sendAs(id, req));
     this.#contact.answered();
     if (res.status !== 401 || !this.#source.renewable) return res;
     await res.body?.cancel().catch(() => {});
     this.#source.invalidate(id);
     id = await this.#identity(req);
-    return await this.#sendAs(id, req);
+    return await this.#counted(this.#sendAs(id, req));
+  }
+
+  /** Counts an answer by its status code, or as `<error>` when none came. */
+  async #counted(sent: Promise<Response>): Promise<Response> {
+    const codes = this.stats.codes ??= {};
+    const count = (code: string) => (codes[code] = (codes[code] ?? 0) + 1);
+    try {
+      const res = await sent;
+      count(String(res.status));
+      return res;
+    } catch (e) {
+      count("<error>");
+      throw e;
+    }
   }
 
   /**

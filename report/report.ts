@@ -14,6 +14,8 @@ import type { OwnerRef, TrackingKeys } from "../job.ts";
 import { ApiError, isRetryable, type Kube, paths } from "../kube/client.ts";
 import { describeProgress, type Logger } from "./log.ts";
 import { pointer } from "../nodes/lifecycle.ts";
+import { type RecordOptions, RecordWriter } from "./record_writer.ts";
+import { recordPath } from "./record.ts";
 
 /** How many nodes ended in each outcome. */
 export type OutcomeCounts = Record<NodeResult["outcome"], number>;
@@ -71,6 +73,8 @@ export interface ReportInput {
   uids: ReadonlyMap<string, string>;
   /** Nodes left out by taint admission. */
   skipped: SkippedEntry[];
+  /** When starts were paused (ms since the epoch), for the HTML timeline. */
+  pauses?: readonly { from: number; to?: number; why: string }[];
 }
 
 /**
@@ -260,9 +264,11 @@ export interface RecorderOptions {
    * @default "all"
    */
   nodeRecords?: "all" | "failures" | "none";
+  /** Keep the run record (`record.ts`) for `job-dispatcher status`; the main phase only. */
+  record?: RecordOptions;
 }
 
-type Kind = "events" | "node marks" | "owner progress";
+type Kind = "events" | "node marks" | "owner progress" | "run record";
 
 /**
  * Records the rollout in the cluster, best effort: an Event per finished or
@@ -278,14 +284,39 @@ export class Recorder implements Reporter {
   #lost = new Set<Kind>();
   #lastOwnerPatch = 0;
   #ownerChain: Promise<unknown> = Promise.resolve();
+  #record?: RecordWriter;
 
   /** @param opts what to record and where */
   constructor(opts: RecorderOptions) {
     this.#o = opts;
+    if (opts.record) {
+      this.#record = new RecordWriter({
+        ...opts.record,
+        keys: opts.keys,
+        namespace: opts.namespace,
+        owner: opts.owner,
+        send: (cm) => this.#try("run record", () => this.#putRecord(cm)),
+        warn: (message) => opts.log.warn(message),
+      });
+    }
   }
 
-  #try(kind: Kind, write: () => Promise<unknown>): void {
-    if (this.#refused.has(kind)) return;
+  /**
+   * Replaces the record's ConfigMap (a ConfigMap may be updated without a
+   * resourceVersion: the run is its only writer), or creates it the first time.
+   */
+  async #putRecord(cm: Record<string, unknown>): Promise<void> {
+    const path = recordPath(this.#o.namespace, this.#o.record!.prefix);
+    try {
+      await this.#o.kube.request("update", "PUT", path, cm);
+    } catch (e) {
+      if (!(e instanceof ApiError && e.status === 404)) throw e;
+      await this.#o.kube.request("create", "POST", path.slice(0, path.lastIndexOf("/")), cm);
+    }
+  }
+
+  #try(kind: Kind, write: () => Promise<unknown>): Promise<unknown> {
+    if (this.#refused.has(kind)) return Promise.resolve();
     const p = write().catch((e) => {
       if (this.#refused.has(kind)) return;
       // A node replaced under its name fails the UID test (422): skip quietly.
@@ -306,6 +337,7 @@ export class Recorder implements Reporter {
       );
     }).finally(() => this.#pending.delete(p));
     this.#pending.add(p);
+    return p;
   }
 
   #event(
@@ -368,11 +400,13 @@ export class Recorder implements Reporter {
 
   /** Records the start of the rollout on the owner Job. */
   started(total: number): void {
+    this.#record?.started();
     this.#ownerEvent("Normal", "RolloutStarted", `dispatching one Job to each of ${total} nodes`);
   }
 
   /** One rollout event. */
   event(e: DispatchEvent): void {
+    this.#record?.event(e);
     const records = this.#o.nodeRecords ?? "all";
     if (records === "none" || (records === "failures" && e.kind === "succeeded")) return;
     if (e.kind === "succeeded" && !e.counted) {
@@ -405,6 +439,7 @@ export class Recorder implements Reporter {
 
   /** Progress, kept on the owner Job's annotation at most every 10 s. */
   progress(p: Progress): void {
+    this.#record?.progress(p);
     const owner = this.#o.owner;
     if (!owner || Date.now() - this.#lastOwnerPatch < 10_000) return;
     this.#lastOwnerPatch = Date.now();
@@ -442,6 +477,7 @@ export class Recorder implements Reporter {
 
   /** Records the end of the rollout on the owner Job and waits for every write. */
   async finished(summary: string, failed: boolean, timeoutMs = 15_000): Promise<void> {
+    const closing = this.#record?.close(summary);
     if (this.#o.owner) {
       this.#ownerProgress(summary);
       this.#ownerEvent(
@@ -452,7 +488,7 @@ export class Recorder implements Reporter {
     }
     let timer: ReturnType<typeof setTimeout> | undefined;
     await Promise.race([
-      Promise.all([...this.#pending]),
+      closing?.then(() => Promise.all([...this.#pending])) ?? Promise.all([...this.#pending]),
       new Promise((r) => (timer = setTimeout(r, timeoutMs))),
     ]);
     clearTimeout(timer);

@@ -9,6 +9,7 @@ import type { NodeResult } from "../engine/fanout_types.ts";
 import type { Logger } from "./log.ts";
 import type { ApiStats } from "../kube/client.ts";
 import { jsonReport, junitReport, outcomeCounts, type ReportInput } from "./report.ts";
+import { htmlTimeline } from "./timeline.ts";
 
 /** Exit codes, as documented in `--help`. */
 export const EXIT = {
@@ -224,7 +225,7 @@ export interface ReportFile {
   /** The file (`--report`). */
   path: string;
   /** Its format (`--report-format`). */
-  format: "json" | "junit";
+  format: "json" | "junit" | "html";
   /** The run, as the report tells it. */
   input: ReportInput;
   /** Writes a file. */
@@ -241,7 +242,12 @@ export interface ReportFile {
  */
 export function writeReport(r: ReportFile): boolean {
   try {
-    r.writeFile(r.path, r.format === "junit" ? junitReport(r.input) : jsonReport(r.input));
+    const text = r.format === "junit"
+      ? junitReport(r.input)
+      : r.format === "html"
+      ? htmlTimeline(r.input)
+      : jsonReport(r.input);
+    r.writeFile(r.path, text);
     r.log.info(`report: ${r.path} (${r.format})`);
     return true;
   } catch (e) {

@@ -91,7 +91,9 @@ export interface RunConfig {
   /** Where to write the report file. */
   report?: string;
   /** The report's format. @default "json" */
-  reportFormat: "json" | "junit";
+  reportFormat: "json" | "junit" | "html";
+  /** `--metrics-addr HOST:PORT`: serve Prometheus metrics and /healthz there while the run lives. */
+  metricsAddr?: string;
   /** The node labels this run owns and writes (`--node-label-key` and friends). */
   nodeLabels?: LabelConfig;
   /** Seconds to wait for Ready after a node's Job succeeded; 0: no wait. @default 300 */

@@ -30,7 +30,10 @@ const SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount
  * in-cluster service account's namespace, then the kubeconfig context's, then
  * `default` — the order in which each is the more deliberate choice.
  */
-export function resolveNamespace(opts: RunConfig, ctx: NamespaceSources): string {
+export function resolveNamespace(
+  opts: Pick<RunConfig, "namespace" | "kubeconfig" | "context">,
+  ctx: NamespaceSources,
+): string {
   // client-go reads $POD_NAMESPACE only for its in-cluster configuration: an
   // explicitly given --kubeconfig or --context brings its context's namespace.
   const explicit = opts.kubeconfig || opts.context ? ctx.kube.contextNamespace : undefined;

@@ -31,7 +31,7 @@ import { resolveMaxUnavailable } from "../maintenance/budget.ts";
 import { NodeWriter } from "../nodes/node_writer.ts";
 import type { RunConfig, RunContext } from "./config.ts";
 import { failureBudget } from "../engine/safety.ts";
-import { Recorder, type ReportInput } from "../report/report.ts";
+import { Recorder, type RecorderOptions, type ReportInput } from "../report/report.ts";
 import { endOfRun, waitForEarlierRuns } from "./owner_guard.ts";
 import { jobApiFor, liveRun } from "./job_api.ts";
 import {
@@ -46,6 +46,9 @@ import { afterSuccess, anyPaused, availabilityBudget } from "./run_hooks.ts";
 import { type Plan, planRun } from "./plan.ts";
 import { bindGate, type GateRun, latchExit, openGate } from "./run_gate.ts";
 import type { HealthGate } from "../gates/gate.ts";
+import { RunMetrics } from "../report/metrics.ts";
+import { serveMetrics } from "../report/metrics_server.ts";
+import { PauseSpans } from "../report/timeline.ts";
 
 export { EXIT, jobApiFor, PermissionError, resolveNamespace };
 
@@ -103,7 +106,16 @@ export async function runDispatcher(
   const gate = opts.gate && await openGate({ config: opts.gate, plan, kube, log });
   if (typeof gate === "number") return gate;
   try {
-    return await executeRun(opts, plan, ctx, gate);
+    // Listening before the first create: an address in use is bad input, and
+    // a scrape sees the whole run.
+    const metrics = opts.metricsAddr ? new RunMetrics(() => kube.stats.codes ?? {}) : undefined;
+    const server = metrics && serveMetrics(opts.metricsAddr!, metrics);
+    if (server) log.info(`metrics on http://${server.addr}/metrics`);
+    try {
+      return await executeRun(opts, plan, ctx, { gate, metrics });
+    } finally {
+      await server?.close();
+    }
   } finally {
     await gate?.stop();
   }
@@ -116,6 +128,10 @@ interface Execution {
   ctx: RunContext;
   /** The health gate (`--gate-*`), under way. */
   gate?: HealthGate;
+  /** `--metrics-addr`'s metrics, fed from both phases. */
+  metrics?: RunMetrics;
+  /** When starts were paused, for the HTML timeline. */
+  pauses: PauseSpans;
 }
 
 /** What the main fan-out ended with. */
@@ -135,9 +151,9 @@ async function executeRun(
   opts: RunConfig,
   plan: Plan,
   ctx: RunContext,
-  gate?: HealthGate,
+  extras: { gate?: HealthGate; metrics?: RunMetrics },
 ): Promise<number> {
-  const x: Execution = { opts, plan, ctx, gate };
+  const x: Execution = { opts, plan, ctx, ...extras, pauses: new PauseSpans() };
   const { namespace, keys, owner } = plan;
   if (await yieldsToLiveRun(x)) return EXIT.ok;
   // Outside every window nothing starts: nothing to guard, no write at all.
@@ -230,8 +246,10 @@ function recorderFor(
   nodes: V1Node[],
   withOwner: boolean,
   marks: boolean,
+  record?: RecorderOptions["record"],
 ): Recorder {
   return new Recorder({
+    record,
     kube: ctx.kube,
     log: ctx.log,
     keys: plan.keys,
@@ -249,7 +267,7 @@ function recorderFor(
 
 /** Dispatches one phase's Jobs with the options both phases share, and `extra`. */
 async function dispatchPhase(
-  { opts, plan, ctx }: Execution,
+  { opts, plan, ctx, metrics, pauses }: Execution,
   phase: Phase,
   extra: Partial<FanoutOptions>,
 ): Promise<DispatchReport> {
@@ -265,10 +283,13 @@ async function dispatchPhase(
       event: (e) => {
         log.event(e);
         recorder.event(e);
+        metrics?.event(e);
+        pauses.event(e);
       },
       progress: (p) => {
         log.progress(p);
         recorder.progress(p);
+        metrics?.progress(p);
       },
     },
     signal: ctx.signal,
@@ -332,7 +353,14 @@ async function runMain(x: Execution, closes: number, cleanup: NodeResult[]): Pro
   const { kube, log } = ctx;
   const { namespace, keys, owner, targets } = plan;
   // A cleanup run clears the outcome marks instead of writing them.
-  const recorder = recorderFor(x, plan.eligible, true, !opts.nodeLabels?.remove);
+  const recorder = recorderFor(x, plan.eligible, true, !opts.nodeLabels?.remove, {
+    prefix: plan.prefix,
+    parallelism: opts.parallelism,
+    // A record unwritten for two heartbeats is a dead run's (status says so).
+    heartbeatMs: Math.max(20_000, opts.progressIntervalSecs * 1000),
+    windowClosesAt: closes === Infinity ? undefined : closes,
+    signal: ctx.signal,
+  });
   recorder.started(targets.length);
   let nodesChanged = () => {};
   const nodeWatch = new NodeWatch(
@@ -478,7 +506,7 @@ async function concludeMain(
 
 /** Writes `--report`; whether it was written. */
 function writeRunReport(
-  { opts, plan, ctx }: Execution,
+  { opts, plan, ctx, pauses }: Execution,
   started: number,
   cleanup: NodeResult[],
   main: MainOutcome,
@@ -492,6 +520,7 @@ function writeRunReport(
     owner: plan.owner,
     stoppedBy: main.stoppedBy,
     windowClosed: main.windowClosed,
+    pauses: pauses.spans,
     results: [...cleanup, ...main.results],
     uids: new Map(
       [...resolved.matched, ...plan.cleanup?.nodes ?? []].map((n) => [

@@ -1,0 +1,402 @@
+/**
+ * `job-dispatcher status` on the real control plane (issue 19 §1–2): run
+ * with a read-only ServiceAccount's kubeconfig (the chart's viewer rules),
+ * it agrees with the cluster while a paused run holds, with the run's
+ * `--report` after it, says so when the run was killed with SIGKILL, and
+ * refuses bad input with one line and the right exit code.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import type { Cluster } from "./cluster.ts";
+import { OUTCOME_LABEL } from "./cluster.ts";
+import { dispatcherCommand, eventually } from "./_dispatcher.ts";
+import { freePorts } from "./_procs.ts";
+import { chromiumPath, openPage } from "./_chromium.ts";
+import { atLeast, DispatcherProcess, runDispatcher } from "./_faults.ts";
+import {
+  clusterTest,
+  namespace,
+  ownerJob,
+  serviceAccount,
+  suiteArgs,
+  suiteNodes,
+} from "./_fixtures.ts";
+
+const ROOT = new URL("../", import.meta.url).pathname;
+
+/** The viewer rules of the chart (chart/templates/viewer-rbac.yaml), with `jobs` optional. */
+function viewerRbac(ns: string, name: string, jobs = true): string {
+  const id = `e2e-viewer-${ns}-${name}`;
+  const subject = `subjects: [{kind: ServiceAccount, name: ${name}, namespace: ${ns}}]`;
+  return `apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: ${id}, namespace: ${ns}}
+rules:
+  - {apiGroups: [""], resources: [configmaps], verbs: [get, list, watch]}
+${jobs ? "  - {apiGroups: [batch], resources: [jobs], verbs: [get, list, watch]}\n" : ""}---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: ${id}, namespace: ${ns}}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: ${id}}
+${subject}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: ${id}}
+rules:
+  - {apiGroups: [""], resources: [nodes], verbs: [get, list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: ${id}}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: ${id}}
+${subject}
+`;
+}
+
+/** A read-only ServiceAccount's kubeconfig: the viewer rules, nothing else. */
+async function viewer(cluster: Cluster, ns: string, name: string, jobs = true): Promise<string> {
+  const { kubeconfig, user } = await serviceAccount(cluster, ns, name, { rbac: false });
+  const applied = await cluster.kubectl(["apply", "-f", "-"], viewerRbac(ns, name, jobs));
+  assert.equal(applied.code, 0, applied.stderr);
+  await eventually(
+    async () =>
+      (await cluster.kubectl(["auth", "can-i", "list", "configmaps", "-n", ns, "--as", user]))
+        .stdout.trim() === "yes",
+    30_000,
+    `viewer RBAC for ${user}`,
+  );
+  return kubeconfig;
+}
+
+/** The samples of a scrape, by name and labels. */
+function samples(text: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const line of text.split("\n")) {
+    if (!line || line.startsWith("#")) continue;
+    const at = line.lastIndexOf(" ");
+    out.set(line.slice(0, at), Number(line.slice(at + 1)));
+  }
+  return out;
+}
+
+/** `job-dispatcher status …` with `kubeconfig`. */
+function status(cluster: Cluster, kubeconfig: string, args: string[]) {
+  return runDispatcher(cluster, ["status", ...args], { kubeconfig, timeoutMs: 60_000 });
+}
+
+// deno-lint-ignore no-explicit-any
+type Json = any;
+
+async function statusJson(cluster: Cluster, kubeconfig: string, args: string[]): Promise<Json> {
+  const r = await status(cluster, kubeconfig, [...args, "-o", "json"]);
+  assert.ok(r.code === 0 || r.code === 1, `status exit ${r.code}: ${r.stderr}`);
+  return JSON.parse(r.stdout);
+}
+
+/** The Jobs of a namespace, by what their conditions say. */
+async function jobConditions(cluster: Cluster, ns: string) {
+  const r = await cluster.kubectl(["get", "jobs", "-n", ns, "-o", "json"]);
+  const items: Json[] = JSON.parse(r.stdout).items;
+  const on = (j: Json, t: string) =>
+    (j.status?.conditions ?? []).some((c: Json) => c.type === t && c.status === "True");
+  return {
+    complete: items.filter((j) => on(j, "Complete")).length,
+    failed: items.filter((j) => on(j, "Failed")).length,
+    nodes: new Set(items.map((j) => j.metadata.annotations["job-dispatcher/node-name"])),
+  };
+}
+
+clusterTest("job-dispatcher status reads a rollout from the cluster alone", async (t, cluster) => {
+  await t.step(
+    "a paused run of 6 nodes: status -o json as a read-only viewer agrees with the cluster; after the run, with its --report",
+    async () => {
+      const ns = await namespace(cluster, "sts");
+      await cluster.createNodes([
+        ...suiteNodes("sts", 1),
+        ...suiteNodes("sts", 1, { labels: { [OUTCOME_LABEL]: "fail" } }, 1),
+        ...suiteNodes("sts", 1, { labels: { [OUTCOME_LABEL]: "stall" } }, 2),
+        ...suiteNodes("sts", 3, {}, 3),
+      ]);
+      await ownerJob(cluster, ns, "sts-hook");
+      const kubeconfig = await viewer(cluster, ns, "sts-viewer");
+      const dir = await Deno.makeTempDir();
+      const pause = `${dir}/pause`, report = `${dir}/report.json`;
+      const p = new DispatcherProcess(cluster, [
+        ...await suiteArgs("sts", ns, "6s"),
+        ...["--owner-job-name", "sts-hook", "--parallelism", "3", "--pause-file", pause],
+        ...["--stall-warn-secs", "2", "--progress-interval-secs", "1", "--node-timeout-secs", "30"],
+        ...["--report", report],
+      ], { timeoutMs: 150_000 });
+      assert.ok(await p.waitFor(atLeast(3, /created job/)), p.stderr);
+      // Every slot holds a 6 s Job: nothing starts before the pause is seen.
+      await Deno.writeTextFile(pause, "");
+      let s: Json;
+      await eventually(
+        async () => {
+          s = await statusJson(cluster, kubeconfig, ["-n", ns, "--owner-job-name", "sts-hook"]);
+          return s.run.paused !== null && s.counts.succeeded === 1 && s.counts.failed === 1 &&
+            s.nodes.some((n: Json) => n.node === "sts-002" && n.stalled);
+        },
+        60_000,
+        "status to show the paused run with one failed and one stalled node",
+      );
+      const jobs = await jobConditions(cluster, ns);
+      assert.equal(s.run.state, "running");
+      assert.match(s.run.paused, /^file .*pause$/);
+      assert.equal(s.counts.succeeded, jobs.complete, "succeeded = Complete Jobs");
+      assert.equal(s.counts.failed, jobs.failed, "failed = Failed Jobs");
+      const withoutJob = s.nodes.filter((n: Json) => !jobs.nodes.has(n.node)).length;
+      assert.equal(s.counts.queued, withoutJob, "queued = nodes without a Job");
+      assert.equal(withoutJob, 3);
+      assert.equal(s.total, 6);
+      assert.match(
+        s.nodes.find((n: Json) => n.node === "sts-001").reason,
+        /simulated failure on sts-001/,
+      );
+      const text = await status(cluster, kubeconfig, ["-n", ns, "--name-prefix", "sts"]);
+      assert.match(text.stdout, /^paused by file .*pause$/m, text.stdout);
+      assert.match(text.stdout, /^sts-002 +running .*stalled: /m, text.stdout);
+      assert.equal(text.code, 1, "a failed node: status exits 1");
+
+      await Deno.remove(pause);
+      const end = await p.ended;
+      assert.equal(end.code, 1, end.stderr);
+      const r = JSON.parse(await Deno.readTextFile(report)).summary;
+      const after = await statusJson(cluster, kubeconfig, ["-n", ns, "--name-prefix", "sts"]);
+      assert.equal(after.run.state, "finished");
+      assert.equal(after.counts.succeeded, r.succeeded);
+      assert.equal(after.counts.failed, r.failed);
+      assert.equal(after.total, r.total);
+      assert.deepEqual([r.succeeded, r.failed], [4, 2]);
+    },
+  );
+
+  await t.step(
+    "status after a SIGKILL says the run is gone and what a re-run would do",
+    async () => {
+      const ns = await namespace(cluster, "stk");
+      await cluster.createNodes(suiteNodes("stk", 4));
+      const kubeconfig = await viewer(cluster, ns, "stk-viewer");
+      const p = new DispatcherProcess(cluster, [
+        ...await suiteArgs("stk", ns, "300s"),
+        ...["--parallelism", "2", "--progress-interval-secs", "1"],
+      ], { timeoutMs: 120_000 });
+      const args = ["-n", ns, "--name-prefix", "stk"];
+      await eventually(
+        async () =>
+          (await cluster.kubectl(["get", "cm", "run-record.stk", "-n", ns])).code === 0 &&
+          (await statusJson(cluster, kubeconfig, args)).counts.running === 2,
+        60_000,
+        "the record with two Jobs running",
+      );
+      p.kill("SIGKILL");
+      await p.ended;
+      const live = await statusJson(cluster, kubeconfig, args);
+      assert.equal(live.run.state, "running", "just killed: the record is still fresh");
+      let text = "";
+      await eventually(
+        async () => /gone: /.test(text = (await status(cluster, kubeconfig, args)).stdout),
+        90_000,
+        "status to say the run is gone",
+      );
+      assert.match(
+        text,
+        /^run stk in stk: gone: its record was last written \d+s ago while it ran/m,
+      );
+      assert.match(
+        text,
+        /a re-run would adopt 2 running Jobs, count 0 finished ones and start 2 nodes/,
+      );
+      const r = await status(cluster, kubeconfig, args);
+      assert.equal(r.code, 1, "a dead run with nodes left is not a success");
+    },
+  );
+
+  await t.step("bad input: one line and the exit code", async () => {
+    const ns = await namespace(cluster, "stb");
+    const kubeconfig = await viewer(cluster, ns, "stb-viewer");
+    const blind = await viewer(cluster, ns, "stb-blind", false);
+    const cases: [string, string, string[], number, RegExp][] = [
+      [
+        "no prefix or owner",
+        kubeconfig,
+        ["-n", ns],
+        2,
+        /Missing --name-prefix or --owner-job-name/,
+      ],
+      [
+        "a run that never existed",
+        kubeconfig,
+        ["-n", ns, "--name-prefix", "nope"],
+        2,
+        /No run of prefix nope in namespace stb/,
+      ],
+      [
+        "an owner that does not exist",
+        kubeconfig,
+        ["-n", ns, "--owner-job-name", "nope"],
+        2,
+        /Invalid --owner-job-name nope: no such Job/,
+      ],
+      [
+        "a kubeconfig that cannot list Jobs",
+        blind,
+        ["-n", ns, "--name-prefix", "x"],
+        3,
+        /forbidden: grant the verb "list" on "jobs"/,
+      ],
+      [
+        "an unknown flag",
+        kubeconfig,
+        ["--name-prefx", "x"],
+        2,
+        /Unknown flag --name-prefx: did you mean --name-prefix\?/,
+      ],
+    ];
+    for (const [what, kc, args, code, line] of cases) {
+      const r = await status(cluster, kc, args);
+      const lines = r.stderr.trim().split("\n");
+      assert.equal(r.code, code, `${what}: ${r.stderr}`);
+      assert.equal(lines.length, 1, `${what}: one line: ${r.stderr}`);
+      assert.match(lines[0], line, what);
+      assert.equal(r.stdout, "", what);
+    }
+  });
+});
+
+clusterTest("--metrics-addr and --report-format html on a run", async (t, cluster) => {
+  await t.step(
+    "--metrics-addr: scraped during a run (fetch; the real Prometheus of e2e/_prometheus.ts is not there yet)",
+    async () => {
+      const ns = await namespace(cluster, "stm");
+      await cluster.createNodes(suiteNodes("stm", 4));
+      const [port] = freePorts(1);
+      const dir = await Deno.makeTempDir();
+      const p = new DispatcherProcess(cluster, [
+        ...await suiteArgs("stm", ns, "3s"),
+        ...[
+          "--parallelism",
+          "1",
+          "--metrics-addr",
+          `127.0.0.1:${port}`,
+          "--report",
+          `${dir}/r.json`,
+        ],
+      ], { timeoutMs: 120_000 });
+      assert.ok(await p.waitFor(/metrics on http:\/\/127\.0\.0\.1:\d+\/metrics/), p.stderr);
+      const health = await fetch(`http://127.0.0.1:${port}/healthz`);
+      assert.equal(await health.text(), "ok\n");
+      const scrapes: Map<string, number>[] = [];
+      let done = false;
+      p.ended.then(() => (done = true));
+      while (!done) {
+        try {
+          const res = await fetch(`http://127.0.0.1:${port}/metrics`);
+          scrapes.push(samples(await res.text()));
+        } catch { /* the run ended between two scrapes */ }
+        await new Promise((r) => setTimeout(r, 300));
+      }
+      const end = await p.ended;
+      assert.equal(end.code, 0, end.stderr);
+      const report = JSON.parse(await Deno.readTextFile(`${dir}/r.json`)).summary;
+      const succeeded = scrapes.map((s) => s.get('job_dispatcher_nodes{phase="succeeded"}') ?? 0);
+      const created = scrapes.map((s) => s.get("job_dispatcher_jobs_created_total") ?? 0);
+      assert.ok(scrapes.length >= 5, `${scrapes.length} scrapes`);
+      for (let i = 1; i < created.length; i++) assert.ok(created[i] >= created[i - 1], "a counter");
+      assert.equal(Math.max(...created), report.total, "every Job's create was counted");
+      // The last node runs 3 s alone: the scrapes see the three before it.
+      assert.ok(succeeded.includes(report.succeeded - 1), succeeded.join(","));
+      assert.ok(Math.max(...succeeded) <= report.succeeded);
+      const last = scrapes.at(-1)!;
+      assert.equal(
+        last.get("job_dispatcher_node_duration_seconds_count"),
+        last.get('job_dispatcher_nodes{phase="succeeded"}'),
+        "each success observed once",
+      );
+      assert.ok((last.get('job_dispatcher_api_requests_total{code="201"}') ?? 0) >= 3);
+      assert.equal(last.get("job_dispatcher_paused"), 0);
+    },
+  );
+
+  await t.step(
+    "--report-format html: headless Chromium renders one row per node, no console error, no request",
+    async () => {
+      const bin = chromiumPath();
+      assert.ok(bin, "Debian's chromium: apt-get update && apt-get install -y chromium");
+      const ns = await namespace(cluster, "sth");
+      await cluster.createNodes([
+        ...suiteNodes("sth", 2),
+        ...suiteNodes("sth", 1, { labels: { [OUTCOME_LABEL]: "fail" } }, 2),
+        ...suiteNodes("sth", 3, {}, 3),
+      ]);
+      const dir = await Deno.makeTempDir();
+      const r = await runDispatcher(cluster, [
+        ...await suiteArgs("sth", ns, "2s"),
+        ...[
+          "--parallelism",
+          "2",
+          "--cordon",
+          "--report",
+          `${dir}/t.html`,
+          "--report-format",
+          "html",
+        ],
+      ], { timeoutMs: 120_000 });
+      assert.equal(r.code, 1, r.stderr);
+      const page = await openPage(
+        bin,
+        `${dir}/t.html`,
+        "({ rows: document.body.dataset.rows, drawn: document.body.dataset.drawn, " +
+          "title: document.querySelector('h1').textContent })",
+      );
+      assert.deepEqual(page.errors, [], "no console error");
+      assert.deepEqual(page.requests, [], "no network request");
+      assert.deepEqual(page.value, {
+        rows: "6",
+        drawn: "6",
+        title: (page.value as Json).title,
+      });
+      assert.match((page.value as Json).title, /^sth\/sth: 6 nodes in \d+s/);
+      await Deno.writeFile(new URL("./testdata/timeline.png", import.meta.url), page.png);
+    },
+  );
+
+  await t.step(
+    "kubectl job-dispatcher status … (scripts/kubectl-job_dispatcher on PATH) prints what job-dispatcher status prints",
+    async () => {
+      const bin = await Deno.makeTempDir();
+      // job-dispatcher on PATH: the dispatcher as the suites run it.
+      const command = [Deno.execPath(), ...dispatcherCommand()].map((w) => `'${w}'`).join(" ");
+      await Deno.writeTextFile(`${bin}/job-dispatcher`, `#!/bin/sh\nexec ${command} "$@"\n`);
+      await Deno.chmod(`${bin}/job-dispatcher`, 0o755);
+      await Deno.copyFile(`${ROOT}scripts/kubectl-job_dispatcher`, `${bin}/kubectl-job_dispatcher`);
+      await Deno.chmod(`${bin}/kubectl-job_dispatcher`, 0o755);
+      const args = [
+        "status",
+        "-n",
+        "sth",
+        "--name-prefix",
+        "sth",
+        `--kubeconfig=${cluster.kubeconfig}`,
+      ];
+      for (const output of [["-o", "json"], ["-o", "wide"]]) {
+        const plugin = await new Deno.Command(`${ROOT}e2e/.bin/k8s`, {
+          args: ["kubectl", "job-dispatcher", ...args, ...output],
+          env: { PATH: `${bin}:${Deno.env.get("PATH")}`, NO_COLOR: "1" },
+          cwd: ROOT,
+        }).output();
+        const direct = await runDispatcher(cluster, [...args, ...output]);
+        const text = new TextDecoder();
+        assert.equal(plugin.code, direct.code, text.decode(plugin.stderr));
+        assert.equal(direct.code, 1, "a node failed in that run");
+        // Ages are rounded to the second, and the two ran a moment apart.
+        const same = (x: string) => x.replace(/\b\d+(h\d+m|m|s)\b/g, "AGE");
+        assert.equal(same(text.decode(plugin.stdout)), same(direct.stdout));
+        assert.match(direct.stdout, /sth-002/);
+      }
+    },
+  );
+});

@@ -1,0 +1,345 @@
+/**
+ * The durable run record: what `job-dispatcher status` needs of a run, kept
+ * in the cluster while it runs and after it ended or died. One ConfigMap per
+ * name prefix in the Jobs' namespace, owned by the owner Job when there is
+ * one (so the garbage collector removes it with the owner and its per-node
+ * Jobs), else belonging to the prefix (the next run of the prefix replaces
+ * it). A ConfigMap, not annotations on the owner: every watcher of Jobs (the
+ * Job controller, our own pause watch) would receive the whole record on
+ * every write, and without an owner there is no Job to annotate.
+ *
+ * The run's facts are plain JSON under `data.record` (readable with
+ * `kubectl get cm -o yaml`); the node table is gzip-compressed JSON under
+ * `binaryData.nodes`, column by column (names, one letter per phase, ages in
+ * seconds), so that 10,000 nodes fit well within the API server's 1 MiB
+ * limit on a ConfigMap's data. Reading it needs `configmaps get` only.
+ *
+ * Pure but for the compression streams; {@linkcode Recorder} writes it.
+ *
+ * @module
+ */
+
+import type { Phase } from "../engine/node_state.ts";
+import { labelValue, type OwnerRef, type TrackingKeys } from "../job.ts";
+
+/** The record's format version; a reader refuses another. */
+export const RECORD_VERSION = 1;
+
+/**
+ * The most bytes the record may take in its ConfigMap: the API server
+ * refuses a ConfigMap whose data exceed 1 MiB (1,048,576 bytes), and
+ * binaryData travel base64-encoded in the object etcd stores; this leaves
+ * room for the metadata.
+ */
+export const RECORD_BUDGET_BYTES = 900_000;
+
+/** The longest reason kept per node; the full one is in the node's Event and mark. */
+export const MAX_REASON = 256;
+
+/** One node as the record keeps it. */
+export interface RecordNode {
+  /** The node. */
+  node: string;
+  /** Where it stands, as the engine says (`engine/node_state.ts`). */
+  phase: Phase;
+  /** When that phase began (ms since the epoch, to the second). */
+  since?: number;
+  /** When its Job started (ms since the epoch, to the second). */
+  startedAt?: number;
+  /** Why it failed, is blocked, or stalls. */
+  reason?: string;
+  /** Its Job's pod is still Pending past `--stall-warn-secs` (the reason says why). */
+  stalled?: boolean;
+}
+
+/** What a run is doing, as its record says. */
+export type RunState = "running" | "finished" | "stopped";
+
+/** The run record. */
+export interface RunRecord {
+  /** The format version. */
+  version: number;
+  /** The Jobs' name prefix. */
+  prefix: string;
+  /** The Jobs' namespace. */
+  namespace: string;
+  /** The owner Job, if any. */
+  owner?: OwnerRef;
+  /** Running, finished (its summary written), or stopped by a signal. */
+  state: RunState;
+  /** When the dispatch began (ms since the epoch). */
+  startedAt: number;
+  /** When the record was written (ms since the epoch). */
+  updatedAt: number;
+  /**
+   * The longest the run leaves its record unwritten while it lives: a
+   * reader that finds a running record older than twice this says the run
+   * is gone (killed, its pod evicted).
+   */
+  heartbeatMs: number;
+  /** `--parallelism`. */
+  parallelism: number;
+  /** Why starts are paused (`<P>/paused`, `--pause-file`, an API outage), if they are. */
+  paused?: string;
+  /** Why the rollout stopped early (failure budget, canary), if it did. */
+  stoppedBy?: string;
+  /** When the open maintenance window closes (ms since the epoch), with `--window`. */
+  windowClosesAt?: number;
+  /** The availability budget, as the progress line says it. */
+  budget?: string;
+  /** Nodes finished per second over the time starts were not paused. */
+  rate?: number;
+  /** Seconds left at that rate. */
+  etaSecs?: number;
+  /** The progress line or, once ended, the summary. */
+  summary: string;
+  /** Every node, in dispatch order. */
+  nodes: RecordNode[];
+  /** How many reasons were left out to stay within {@linkcode RECORD_BUDGET_BYTES}. */
+  reasonsDropped?: number;
+}
+
+/** The ConfigMap fields the record takes. */
+export interface EncodedRecord {
+  /** Plain: `record` (the run's facts as JSON) and `summary` (one line). */
+  data: Record<string, string>;
+  /** `nodes`: the node table, gzip-compressed JSON, base64. */
+  binaryData: Record<string, string>;
+  /** The bytes the two take in the object. */
+  bytes: number;
+}
+
+const CODES: Record<Phase, string> = {
+  queued: "q",
+  waitingStale: "w",
+  deleting: "x",
+  creating: "c",
+  draining: "d",
+  running: "r",
+  finishing: "f",
+  explaining: "e",
+  blocked: "b",
+  stillBlocked: "B",
+  succeeded: "s",
+  failed: "F",
+  unknown: "u",
+};
+const PHASES = new Map(Object.entries(CODES).map(([p, c]) => [c, p as Phase]));
+
+/** The node table, one column per field (it compresses far better than objects). */
+interface Columns {
+  names: string[];
+  phases: string;
+  /** Seconds from the run's start; -1: not known. */
+  since: number[];
+  started: number[];
+  /** Node index → reason. */
+  reasons: Record<string, string>;
+  stalled: number[];
+}
+
+/**
+ * The record's ConfigMap name for a prefix: `run-record.<prefix>` (the
+ * prefix as a label value, so a long one is shortened with its hash).
+ *
+ * @example
+ * ```ts
+ * recordName("upgrade"); // "run-record.upgrade"
+ * ```
+ */
+export function recordName(prefix: string): string {
+  return `run-record.${labelValue(prefix)}`;
+}
+
+function columns(nodes: readonly RecordNode[], startedAt: number, reasons: number): Columns {
+  const sec = (
+    ms?: number,
+  ) => (ms === undefined ? -1 : Math.max(0, Math.round((ms - startedAt) / 1000)));
+  const c: Columns = { names: [], phases: "", since: [], started: [], reasons: {}, stalled: [] };
+  let kept = 0;
+  nodes.forEach((n, i) => {
+    c.names.push(n.node);
+    c.phases += CODES[n.phase] ?? "q";
+    c.since.push(sec(n.since));
+    c.started.push(sec(n.startedAt));
+    if (n.reason && kept < reasons) {
+      c.reasons[i] = n.reason.slice(0, MAX_REASON);
+      kept++;
+    }
+    if (n.stalled) c.stalled.push(i);
+  });
+  return c;
+}
+
+async function gzip(text: string): Promise<Uint8Array> {
+  const stream = new Blob([text]).stream().pipeThrough(new CompressionStream("gzip"));
+  return new Uint8Array(await new Response(stream).arrayBuffer());
+}
+
+async function gunzip(bytes: Uint8Array): Promise<string> {
+  const stream = new Blob([bytes as BlobPart]).stream().pipeThrough(
+    new DecompressionStream("gzip"),
+  );
+  return await new Response(stream).text();
+}
+
+function base64(bytes: Uint8Array): string {
+  let s = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  }
+  return btoa(s);
+}
+
+function unbase64(text: string): Uint8Array {
+  const s = atob(text);
+  const out = new Uint8Array(s.length);
+  for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);
+  return out;
+}
+
+/**
+ * Encodes a record into ConfigMap fields within
+ * {@linkcode RECORD_BUDGET_BYTES}: when the reasons do not fit, the later
+ * ones are left out (counted in `reasonsDropped`).
+ *
+ * @throws {RangeError} when even the names and phases alone do not fit
+ */
+export async function encodeRecord(
+  r: RunRecord,
+  budget = RECORD_BUDGET_BYTES,
+): Promise<EncodedRecord> {
+  const withReasons = r.nodes.filter((n) => n.reason).length;
+  for (let keep = withReasons;; keep = keep > 16 ? Math.floor(keep / 2) : keep - 1) {
+    const { nodes: _, ...facts } = r;
+    const dropped = withReasons - Math.max(keep, 0);
+    const head = JSON.stringify({ ...facts, reasonsDropped: dropped || undefined });
+    const nodes = base64(await gzip(JSON.stringify(columns(r.nodes, r.startedAt, keep))));
+    const data = { record: head, summary: r.summary };
+    const bytes = head.length + r.summary.length + nodes.length;
+    if (bytes <= budget) return { data, binaryData: { nodes }, bytes };
+    if (keep <= 0) {
+      throw new RangeError(
+        `Cannot keep the run record of ${r.nodes.length} nodes in a ConfigMap: ` +
+          `${bytes} bytes without reasons, over ${budget}`,
+      );
+    }
+  }
+}
+
+/**
+ * Decodes a record's ConfigMap fields.
+ *
+ * @throws {SyntaxError} when they are not a record of this version
+ */
+export async function decodeRecord(
+  data: Record<string, string> | undefined,
+  binaryData: Record<string, string> | undefined,
+): Promise<RunRecord> {
+  const facts = JSON.parse(data?.record ?? "null");
+  if (facts?.version !== RECORD_VERSION || typeof binaryData?.nodes !== "string") {
+    throw new SyntaxError(
+      `Cannot read the run record: not a version ${RECORD_VERSION} record (a newer dispatcher wrote it?)`,
+    );
+  }
+  const c: Columns = JSON.parse(await gunzip(unbase64(binaryData.nodes)));
+  const at = (s: number) => (s < 0 ? undefined : facts.startedAt + s * 1000);
+  const stalled = new Set(c.stalled);
+  const nodes = c.names.map((node, i): RecordNode => {
+    const n: RecordNode = { node, phase: PHASES.get(c.phases[i]) ?? "queued" };
+    if (at(c.since[i]) !== undefined) n.since = at(c.since[i]);
+    if (at(c.started[i]) !== undefined) n.startedAt = at(c.started[i]);
+    if (c.reasons[i] !== undefined) n.reason = c.reasons[i];
+    if (stalled.has(i)) n.stalled = true;
+    return n;
+  });
+  return { ...facts, nodes };
+}
+
+/**
+ * The record's ConfigMap: labelled with the prefix (`<t>/owner`), as a
+ * record (`<t>/run-record`) and with the owner's name (`<t>/owner-job`), and
+ * owned by the owner Job when there is one.
+ */
+export function recordConfigMap(
+  keys: TrackingKeys,
+  r: Pick<RunRecord, "prefix" | "namespace" | "owner">,
+  encoded: EncodedRecord,
+): Record<string, unknown> {
+  const labels: Record<string, string> = {
+    [keys.owner]: labelValue(r.prefix),
+    [keys.record]: "true",
+  };
+  if (r.owner) labels[keys.ownerJob] = labelValue(r.owner.name);
+  return {
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: {
+      name: recordName(r.prefix),
+      namespace: r.namespace,
+      labels,
+      ownerReferences: r.owner
+        ? [{
+          apiVersion: "batch/v1",
+          kind: "Job",
+          name: r.owner.name,
+          uid: r.owner.uid,
+          controller: false,
+          blockOwnerDeletion: false,
+        }]
+        : undefined,
+    },
+    data: encoded.data,
+    binaryData: encoded.binaryData,
+  };
+}
+
+/** The API path of the record's ConfigMap. */
+export function recordPath(namespace: string, prefix: string): string {
+  return `/api/v1/namespaces/${encodeURIComponent(namespace)}/configmaps/${recordName(prefix)}`;
+}
+
+/** The fewest ms between two writes of the record. */
+export const RECORD_MIN_GAP_MS = 10_000;
+
+/**
+ * When the record may be written: a change at most every
+ * {@linkcode RECORD_MIN_GAP_MS}, and a heartbeat when nothing changed, so
+ * that a reader can tell a quiet run from a dead one. Pure: the caller
+ * passes the time.
+ *
+ * @example
+ * ```ts
+ * const p = new WritePacer(10_000, 30_000);
+ * p.wait(0, true); // 0: never written
+ * p.wrote(0);
+ * p.wait(4_000, true); // 6_000
+ * p.wait(4_000, false); // 26_000
+ * ```
+ */
+export class WritePacer {
+  #last?: number;
+  #minGapMs: number;
+  #heartbeatMs: number;
+
+  /**
+   * @param minGapMs the fewest ms between two writes
+   * @param heartbeatMs the most ms between two writes while the run lives
+   */
+  constructor(minGapMs = RECORD_MIN_GAP_MS, heartbeatMs = 3 * RECORD_MIN_GAP_MS) {
+    this.#minGapMs = minGapMs;
+    this.#heartbeatMs = Math.max(heartbeatMs, minGapMs);
+  }
+
+  /** Ms to wait before the next write at `now`; `changed`: there is something new to say. */
+  wait(now: number, changed: boolean): number {
+    if (this.#last === undefined) return 0;
+    const gap = now - this.#last;
+    return Math.max(0, (changed ? this.#minGapMs : this.#heartbeatMs) - gap);
+  }
+
+  /** Notes a write at `now`. */
+  wrote(now: number): void {
+    this.#last = now;
+  }
+}

@@ -1,0 +1,241 @@
+import assert from "node:assert/strict";
+import {
+  decodeRecord,
+  encodeRecord,
+  RECORD_BUDGET_BYTES,
+  recordConfigMap,
+  recordName,
+  type RunRecord,
+  WritePacer,
+} from "./record.ts";
+import { RecordWriter, type RecordWriterOptions } from "./record_writer.ts";
+import { trackingKeys } from "../job.ts";
+import type { Progress } from "../engine/fanout.ts";
+import type { Phase } from "../engine/node_state.ts";
+import { FakeClock, settle } from "../testing/fake_api.ts";
+
+const T0 = Date.UTC(2026, 11, 1, 9, 0, 0);
+
+function fleet(n: number, reasons: (i: number) => string | undefined): RunRecord {
+  const phases: Phase[] = ["succeeded", "running", "queued", "failed", "draining", "blocked"];
+  return {
+    version: 1,
+    prefix: "upgrade",
+    namespace: "ops",
+    owner: { name: "hook", uid: "u-1" },
+    state: "running",
+    startedAt: T0,
+    updatedAt: T0 + 600_000,
+    heartbeatMs: 30_000,
+    parallelism: 100,
+    paused: "annotation job-dispatcher/paused=true on Job ops/hook",
+    summary: "1/6 succeeded",
+    nodes: Array.from({ length: n }, (_, i) => ({
+      // Names as EKS gives them: they differ in four octets, not in a counter.
+      node: `ip-10-${(i * 7) % 256}-${(i * 13) % 256}-${i % 256}.eu-west-1.compute.internal`,
+      phase: phases[i % phases.length],
+      since: T0 + i * 1000,
+      startedAt: i % 3 === 2 ? undefined : T0 + i * 1000,
+      reason: reasons(i),
+      stalled: i % 97 === 1 || undefined,
+    })),
+  };
+}
+
+Deno.test({
+  name: "the run record survives its encoding: every field of every node comes back",
+  permissions: "none",
+  async fn() {
+    const r = fleet(50, (i) => (i % 6 === 3 ? `exit ${i}: <no backend> "x"` : undefined));
+    const enc = await encodeRecord(r);
+    const back = await decodeRecord(enc.data, enc.binaryData);
+    const strip = (x: RunRecord) =>
+      JSON.parse(JSON.stringify({ ...x, reasonsDropped: x.reasonsDropped ?? undefined }));
+    assert.deepEqual(strip(back), strip(r));
+    assert.equal(JSON.parse(enc.data.record).nodes, undefined, "the nodes are in binaryData");
+    assert.equal(enc.data.summary, "1/6 succeeded");
+  },
+});
+
+Deno.test({
+  name: "a 10,000-node record fits a ConfigMap with room to spare, and a worst case drops reasons",
+  permissions: "none",
+  async fn(t) {
+    await t.step("EKS-like names, every failed node with a reason", async () => {
+      const r = fleet(
+        10_000,
+        (i) => (i % 6 === 3 ? `job upgrade-x failed: exit 1 [#${i}]` : undefined),
+      );
+      const enc = await encodeRecord(r);
+      console.log(`10,000 nodes: ${enc.bytes} bytes`);
+      assert.ok(enc.bytes < 256 * 1024, `${enc.bytes} bytes`);
+      const back = await decodeRecord(enc.data, enc.binaryData);
+      assert.equal(back.nodes.length, 10_000);
+      assert.equal(back.reasonsDropped, undefined);
+      assert.equal(back.nodes[9_999].node, r.nodes[9_999].node);
+    });
+    await t.step("every node failed with a distinct random reason", async () => {
+      const noise = (i: number) =>
+        Array.from({ length: 40 }, (_, k) => ((i * 7919 + k * 104729) % 1e9).toString(36)).join("");
+      const r = fleet(10_000, noise);
+      const enc = await encodeRecord(r);
+      assert.ok(enc.bytes <= RECORD_BUDGET_BYTES, `${enc.bytes} bytes`);
+      const back = await decodeRecord(enc.data, enc.binaryData);
+      assert.ok((back.reasonsDropped ?? 0) > 0, "some reasons left out");
+      assert.equal(back.nodes.filter((n) => n.reason).length + back.reasonsDropped!, 10_000);
+    });
+    await t.step(
+      "names alone beyond the budget are a RangeError, not a refused write",
+      async () => {
+        await assert.rejects(() => encodeRecord(fleet(200, () => undefined), 100), RangeError);
+      },
+    );
+  },
+});
+
+Deno.test({
+  name: "the record's ConfigMap is named for the prefix, labelled and owned by the owner Job",
+  permissions: "none",
+  async fn() {
+    const r = fleet(2, () => undefined);
+    const cm = recordConfigMap(trackingKeys("job-dispatcher"), r, await encodeRecord(r)) as {
+      metadata: { name: string; labels: Record<string, string>; ownerReferences: unknown[] };
+    };
+    assert.equal(cm.metadata.name, recordName("upgrade"));
+    assert.deepEqual(cm.metadata.labels, {
+      "job-dispatcher/owner": "upgrade",
+      "job-dispatcher/run-record": "true",
+      "job-dispatcher/owner-job": "hook",
+    });
+    assert.deepEqual(cm.metadata.ownerReferences, [{
+      apiVersion: "batch/v1",
+      kind: "Job",
+      name: "hook",
+      uid: "u-1",
+      controller: false,
+      blockOwnerDeletion: false,
+    }]);
+    const alone = recordConfigMap(
+      trackingKeys("job-dispatcher"),
+      { ...r, owner: undefined },
+      await encodeRecord(r),
+    ) as { metadata: { ownerReferences?: unknown } };
+    assert.equal(alone.metadata.ownerReferences, undefined);
+  },
+});
+
+Deno.test({
+  name: "WritePacer allows a change every 10 s and a heartbeat every 30 s",
+  permissions: "none",
+  fn() {
+    const p = new WritePacer(10_000, 30_000);
+    assert.equal(p.wait(0, false), 0);
+    p.wrote(0);
+    assert.equal(p.wait(1_000, true), 9_000);
+    assert.equal(p.wait(1_000, false), 29_000);
+    assert.equal(p.wait(12_000, true), 0);
+    assert.equal(p.wait(31_000, false), 0);
+  },
+});
+
+/** A record writer of prefix `up` on `clock`, sending as `opts` says. */
+function writer(
+  clock: FakeClock,
+  opts: Pick<RecordWriterOptions, "send"> & Partial<RecordWriterOptions>,
+): RecordWriter {
+  return new RecordWriter({
+    prefix: "up",
+    parallelism: 10,
+    keys: trackingKeys("job-dispatcher"),
+    namespace: "ops",
+    clock,
+    warn: (m) => assert.fail(m),
+    ...opts,
+  });
+}
+
+/** Moves the fake clock to `t`, firing every timer due on the way. */
+async function until(clock: FakeClock, t: number): Promise<void> {
+  clock.sleep(t - clock.now());
+  while (clock.now() < t && clock.advance()) await settle();
+  await settle();
+}
+
+function progress(succeeded: number, elapsedMs: number): Progress {
+  const total = 100;
+  return {
+    succeeded,
+    failed: 0,
+    inFlight: 0,
+    queued: total - succeeded,
+    total,
+    elapsedMs,
+    states: () =>
+      Array.from({ length: total }, (_, i) => ({
+        node: `n${i}`,
+        job: `j-n${i}`,
+        state: { phase: i < succeeded ? "succeeded" : "queued", since: 0 } as const,
+      })),
+  };
+}
+
+Deno.test({
+  name:
+    "the run record is written at most once per 10 s however often progress comes, plus the closing write",
+  permissions: "none",
+  async fn() {
+    const clock = new FakeClock();
+    const writes: { at: number; state: string; succeeded: number }[] = [];
+    const w = writer(clock, {
+      send: async (cm) => {
+        const c = cm as { data: Record<string, string>; binaryData: Record<string, string> };
+        const r = await decodeRecord(c.data, c.binaryData);
+        writes.push({
+          at: clock.now(),
+          state: r.state,
+          succeeded: r.nodes.filter((n) => n.phase === "succeeded").length,
+        });
+      },
+    });
+    w.started();
+    // A terminal's progress: every second, a change every second for 95 s.
+    for (let s = 0; s <= 95; s++) {
+      await until(clock, s * 1000);
+      w.progress(progress(Math.min(s, 100), s * 1000));
+      for (let k = 0; k < 10; k++) await settle();
+    }
+    const running = writes.filter((x) => x.state === "running");
+    assert.ok(running.length >= 9 && running.length <= 10, JSON.stringify(running));
+    for (let i = 1; i < running.length; i++) {
+      assert.ok(running[i].at - running[i - 1].at >= 10_000, JSON.stringify(running));
+    }
+    await w.close("done");
+    const last = writes[writes.length - 1];
+    assert.equal(last.state, "finished");
+    assert.equal(last.succeeded, 95, "the closing write has the last progress");
+    assert.equal(writes.length, running.length + 1);
+  },
+});
+
+Deno.test({
+  name: "a quiet run writes its record every heartbeat, so a reader can tell it lives",
+  permissions: "none",
+  async fn() {
+    const clock = new FakeClock();
+    const at: number[] = [];
+    const w = writer(clock, {
+      heartbeatMs: 30_000,
+      send: () => Promise.resolve(at.push(clock.now())),
+    });
+    w.progress(progress(3, 0));
+    for (let k = 0; k < 10; k++) await settle();
+    // Nothing more is reported: the pending heartbeat timer fires by itself.
+    for (let i = 0; i < 3; i++) {
+      w.progress(progress(3, 0));
+      assert.ok(clock.advance());
+      for (let k = 0; k < 10; k++) await settle();
+    }
+    assert.deepEqual(at, [0, 30_000, 60_000, 90_000]);
+    await w.close("x");
+  },
+});

@@ -1,0 +1,253 @@
+/**
+ * The HTML timeline (`--report-format html`): one self-contained file, no
+ * network fetch (a Content-Security-Policy of `default-src 'none'` says so
+ * to the browser too), one row per node with bars for its drain, its Job and
+ * its post-success verification, coloured by outcome, the spans when starts
+ * were paused shaded, the reason on hover, and a summary strip on top.
+ *
+ * The rows are drawn on a canvas, only those in view: 10,000 nodes as DOM
+ * elements would be 40,000 of them, and scroll like it. The data is
+ * embedded once as compact JSON (times in ms from the run's start).
+ *
+ * Pure: {@linkcode htmlTimeline} returns the text.
+ *
+ * @module
+ */
+
+import type { DispatchEvent } from "../engine/fanout.ts";
+import { outcomeCounts, type ReportInput } from "./report.ts";
+
+/** A span when starts were paused, and by what. */
+export interface PauseSpan {
+  /** When it began (ms since the epoch). */
+  from: number;
+  /** When it ended; open until the run's end. */
+  to?: number;
+  /** What paused: the user's gate, or the API. */
+  why: string;
+}
+
+/**
+ * Collects the pause spans of a run from the engine's events (the user's
+ * pause and resume notices, API outages), for the timeline.
+ */
+export class PauseSpans {
+  /** The spans so far. */
+  readonly spans: PauseSpan[] = [];
+  #now: () => number;
+
+  /** @param now the clock, in ms since the epoch */
+  constructor(now: () => number = Date.now) {
+    this.#now = now;
+  }
+
+  /** One engine event. */
+  event(e: DispatchEvent): void {
+    const open = this.spans.at(-1)?.to === undefined ? this.spans.at(-1) : undefined;
+    const user = e.kind === "notice" ? e.message.match(/^paused by (.+?): no new Job/) : null;
+    const api = e.kind === "api" && e.state === "paused";
+    if ((user || api) && !open) {
+      this.spans.push({
+        from: this.#now(),
+        why: user ? `paused by ${user[1]}` : `API: ${e.kind === "api" ? e.detail : ""}`,
+      });
+    } else if (
+      open &&
+      (e.kind === "notice" && e.message.startsWith("resumed") ||
+        e.kind === "api" && e.state === "resumed")
+    ) {
+      open.to = this.#now();
+    }
+  }
+}
+
+const OUTCOME_CODES: Record<string, number> = {
+  succeeded: 0,
+  failed: 1,
+  unknown: 2,
+  blocked: 3,
+  inFlight: 4,
+  notStarted: 5,
+  skipped: 6,
+};
+
+/** The rows as compact arrays: [name, outcome, drainFrom, drainTo, jobFrom, jobTo, end, reason]. */
+function rows(r: ReportInput, t0: number): unknown[][] {
+  const rel = (ms?: number) => (ms === undefined ? -1 : Math.max(0, Math.round(ms - t0)));
+  return [
+    ...r.results.map((x) => [
+      x.node,
+      OUTCOME_CODES[x.outcome],
+      rel(x.drainStartedAt),
+      rel(x.drainEndedAt),
+      rel(x.startedAt),
+      rel(x.jobEndedAt ?? x.finishedAt),
+      rel(x.finishedAt),
+      x.reason ?? "",
+    ]),
+    ...r.skipped.map((s) => [s.node, OUTCOME_CODES.skipped, -1, -1, -1, -1, -1, s.reason]),
+  ];
+}
+
+/** JSON that may stand inside a `<script>` element: no `</script>`, no `<!--`. */
+function scriptJson(value: unknown): string {
+  return JSON.stringify(value).replace(/</g, "\\u003c").replace(/\u2028/g, "\\u2028").replace(
+    /\u2029/g,
+    "\\u2029",
+  );
+}
+
+function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+/** The timeline of a run as one HTML file; `r.pauses` are shaded ({@linkcode PauseSpans}). */
+export function htmlTimeline(r: ReportInput): string {
+  const pauses = r.pauses ?? [];
+  const t0 = r.startedAt.getTime();
+  const c = outcomeCounts(r.results);
+  const data = {
+    title: `${r.namespace}/${r.prefix}`,
+    startedAt: r.startedAt.toISOString(),
+    durationMs: r.finishedAt.getTime() - t0,
+    rows: rows(r, t0),
+    pauses: pauses.map((p) => [p.from - t0, (p.to ?? r.finishedAt.getTime()) - t0, p.why]),
+    counts: { ...c, skipped: r.skipped.length },
+    stoppedBy: r.stoppedBy ?? null,
+  };
+  return `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
+<title>job-dispatcher timeline: ${escapeHtml(data.title)}</title>
+<style>${STYLE}</style>
+</head>
+<body>
+<header id="summary"></header>
+<div id="axis"><canvas id="axis-canvas" height="24"></canvas></div>
+<div id="scroll"><canvas id="rows"></canvas><div id="spacer"></div></div>
+<div id="tip" hidden></div>
+<script type="application/json" id="data">${scriptJson(data)}</script>
+<script>${SCRIPT}</script>
+</body>
+</html>
+`;
+}
+
+const STYLE = `
+:root { --row: 16px; --name: 240px; font: 13px system-ui, sans-serif; color: #1f2328; }
+body { margin: 0; display: flex; flex-direction: column; height: 100vh; }
+header { padding: 8px 12px; border-bottom: 1px solid #d0d7de; }
+header h1 { font-size: 15px; margin: 0 0 6px; }
+.strip { display: flex; height: 14px; border-radius: 3px; overflow: hidden; margin: 4px 0; }
+.strip span { display: block; height: 100%; }
+.legend span { margin-right: 12px; white-space: nowrap; }
+.legend i { display: inline-block; width: 10px; height: 10px; margin-right: 4px; vertical-align: -1px; }
+#axis { height: 24px; border-bottom: 1px solid #d0d7de; }
+#scroll { flex: 1; overflow-y: auto; overflow-x: hidden; position: relative; }
+#rows { position: sticky; top: 0; left: 0; display: block; }
+#tip { position: fixed; pointer-events: none; background: #fff; border: 1px solid #8c959f;
+  padding: 4px 6px; max-width: 480px; box-shadow: 0 2px 6px #0003; white-space: pre-wrap; }
+`;
+
+/** The page's script: the summary, the axis, and the rows in view drawn on scroll. */
+const SCRIPT = `
+"use strict";
+const D = JSON.parse(document.getElementById("data").textContent);
+const ROW = 16, NAME = 240;
+const OUT = ["succeeded", "failed", "unknown", "blocked", "in flight", "not started", "skipped"];
+const COLOR = ["#2da44e", "#cf222e", "#bf8700", "#8250df", "#0969da", "#afb8c1", "#d0d7de"];
+const VERIFY = ["#7ee2a8", "#ff9492", "#eac54f", "#c297ff", "#80ccff", "#d0d7de", "#eaeef2"];
+const DRAIN = "#57606a";
+const fmt = (ms) => { const s = Math.round(ms / 1000); return s < 60 ? s + "s" : s < 3600 ? Math.floor(s / 60) + "m" + String(s % 60).padStart(2, "0") + "s" : Math.floor(s / 3600) + "h" + String(Math.floor(s % 3600 / 60)).padStart(2, "0") + "m"; };
+function summary() {
+  const h = document.getElementById("summary");
+  const total = D.rows.length || 1;
+  const c = D.counts, parts = [["succeeded", c.succeeded, 0], ["failed", c.failed, 1], ["unknown", c.unknown, 2],
+    ["blocked", c.blocked, 3], ["in flight", c.inFlight, 4], ["not started", c.notStarted, 5], ["skipped", c.skipped, 6]];
+  const title = document.createElement("h1");
+  title.textContent = D.title + ": " + D.rows.length + " nodes in " + fmt(D.durationMs) + ", started " + D.startedAt +
+    (D.stoppedBy ? " (stopped: " + D.stoppedBy + ")" : "");
+  const strip = document.createElement("div"); strip.className = "strip";
+  const legend = document.createElement("div"); legend.className = "legend";
+  for (const [name, n, k] of parts) {
+    if (!n) continue;
+    const s = document.createElement("span"); s.style.width = (100 * n / total) + "%"; s.style.background = COLOR[k];
+    s.title = n + " " + name; strip.append(s);
+    const l = document.createElement("span"); const i = document.createElement("i"); i.style.background = COLOR[k];
+    l.append(i, n + " " + name); legend.append(l);
+  }
+  const keys = document.createElement("span");
+  keys.textContent = "bars: drain (dark), Job (outcome), verification (light); shaded: paused";
+  legend.append(keys);
+  h.append(title, strip, legend);
+}
+const scroll = document.getElementById("scroll"), canvas = document.getElementById("rows");
+const axis = document.getElementById("axis-canvas"), tip = document.getElementById("tip");
+const ctx = canvas.getContext("2d");
+let scale = 1;
+function layout() {
+  const dpr = window.devicePixelRatio || 1;
+  const w = scroll.clientWidth, h = scroll.clientHeight;
+  document.getElementById("spacer").style.height = Math.max(0, D.rows.length * ROW - h) + "px";
+  for (const [c, ch] of [[canvas, h], [axis, 24]]) {
+    c.width = w * dpr; c.height = ch * dpr; c.style.width = w + "px"; c.style.height = ch + "px";
+    c.getContext("2d").setTransform(dpr, 0, 0, dpr, 0, 0);
+  }
+  scale = (w - NAME - 8) / Math.max(1, D.durationMs);
+  drawAxis(w); draw();
+}
+const x = (ms) => NAME + ms * scale;
+function drawAxis(w) {
+  const a = axis.getContext("2d");
+  a.clearRect(0, 0, w, 24); a.fillStyle = "#57606a"; a.font = "11px system-ui";
+  const step = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200].map((s) => s * 1000)
+    .find((s) => s * scale >= 70) || 14400000;
+  for (let t = 0; t <= D.durationMs; t += step) { a.fillRect(x(t), 16, 1, 8); a.fillText(fmt(t), x(t) + 2, 12); }
+}
+let drawn = 0;
+function draw() {
+  const w = scroll.clientWidth, h = scroll.clientHeight;
+  ctx.clearRect(0, 0, w, h);
+  ctx.fillStyle = "#0969da14";
+  for (const [from, to] of D.pauses) ctx.fillRect(x(from), 0, Math.max(1, (to - from) * scale), h);
+  const first = Math.floor(scroll.scrollTop / ROW), last = Math.min(D.rows.length, first + Math.ceil(h / ROW) + 1);
+  ctx.font = "12px system-ui"; ctx.textBaseline = "middle";
+  for (let i = first; i < last; i++) {
+    const [name, out, d0, d1, j0, j1, end] = D.rows[i];
+    const y = (i - first) * ROW - (scroll.scrollTop % ROW);
+    if (i % 2) { ctx.fillStyle = "#f6f8fa"; ctx.fillRect(0, y, w, ROW); }
+    ctx.fillStyle = "#1f2328"; ctx.fillText(name.length > 34 ? name.slice(0, 33) + "…" : name, 4, y + ROW / 2);
+    if (d0 >= 0) { ctx.fillStyle = DRAIN; ctx.fillRect(x(d0), y + 4, Math.max(1, ((d1 >= 0 ? d1 : j0) - d0) * scale), ROW - 8); }
+    if (j0 >= 0) {
+      const stop = j1 >= 0 ? j1 : D.durationMs;
+      ctx.fillStyle = COLOR[out]; ctx.fillRect(x(j0), y + 2, Math.max(2, (stop - j0) * scale), ROW - 4);
+      if (end > stop) { ctx.fillStyle = VERIFY[out]; ctx.fillRect(x(stop), y + 2, Math.max(1, (end - stop) * scale), ROW - 4); }
+    } else if (out !== 0) { ctx.fillStyle = COLOR[out]; ctx.fillRect(NAME - 10, y + 4, 6, ROW - 8); }
+  }
+  drawn = last - first;
+  document.body.dataset.rows = String(D.rows.length);
+  document.body.dataset.drawn = String(drawn);
+}
+function hover(ev) {
+  const r = canvas.getBoundingClientRect();
+  const i = Math.floor((ev.clientY - r.top + scroll.scrollTop) / ROW);
+  const row = D.rows[i];
+  if (!row) { tip.hidden = true; return; }
+  const [name, out, d0, d1, j0, j1, end, reason] = row;
+  const t = (ms) => (ms >= 0 ? "+" + fmt(ms) : "-");
+  const pause = D.pauses.find(([a, b]) => { const at = (ev.clientX - r.left - NAME) / scale; return at >= a && at <= b; });
+  tip.textContent = name + ": " + OUT[out] + (reason ? "\\n" + reason : "") +
+    (d0 >= 0 ? "\\ndrain " + t(d0) + " → " + t(d1) : "") + (j0 >= 0 ? "\\nJob " + t(j0) + " → " + t(j1) : "") +
+    (end > j1 && j1 >= 0 ? "\\nverified " + t(end) : "") + (pause ? "\\n" + pause[2] : "");
+  tip.style.left = Math.min(ev.clientX + 12, innerWidth - 490) + "px"; tip.style.top = (ev.clientY + 12) + "px";
+  tip.hidden = false;
+}
+summary();
+window.addEventListener("resize", layout);
+scroll.addEventListener("scroll", () => requestAnimationFrame(draw), { passive: true });
+canvas.addEventListener("mousemove", hover);
+canvas.addEventListener("mouseleave", () => (tip.hidden = true));
+layout();
+`;

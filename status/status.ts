@@ -1,0 +1,189 @@
+/**
+ * **status/** owns `job-dispatcher status`: a rollout seen from anywhere,
+ * read from the cluster alone (the run record, the Jobs, the nodes' marks
+ * and cordons), so that it answers while the run lives, after it ended and
+ * after it died. It writes nothing; a read-only ServiceAccount (the chart's
+ * `viewer` role) is enough. `view.ts` is the pure part; this module reads.
+ *
+ * @module
+ */
+
+import type { V1ConfigMap, V1Job, V1Node } from "@kubernetes/client-node";
+import { labelValue, type OwnerRef, type TrackingKeys, trackingKeys, UsageError } from "../job.ts";
+import { type Kube, paths } from "../kube/client.ts";
+import { SYSTEM_CLOCK } from "../base/clock.ts";
+import { decodeRecord, recordPath, type RunRecord } from "../report/record.ts";
+import { type NamespaceSources, resolveNamespace } from "../run/preflight.ts";
+import { buildView, renderJson, renderText, statusExitCode, type StatusView } from "./view.ts";
+
+/** What `status` is asked. */
+export interface StatusConfig {
+  /** `-n`: the Jobs' namespace. */
+  namespace?: string;
+  /** `--name-prefix`: the run's Job name prefix. */
+  prefix?: string;
+  /** `--owner-job-name`: the run's owner Job. */
+  ownerJobName?: string;
+  /** `--tracking-label-prefix`. @default "job-dispatcher" */
+  trackingLabelPrefix: string;
+  /** `-o`: text, wide or json. */
+  output: "text" | "wide" | "json";
+  /** `--watch`: redraw on change until interrupted. */
+  watch: boolean;
+  /** How often `--watch` reads again, in s. @default 2 */
+  watchIntervalSecs: number;
+  /** `--kubeconfig`, as for a run (the namespace rules need to know). */
+  kubeconfig?: string;
+  /** `--context`. */
+  context?: string;
+}
+
+/** What status needs of the world. */
+export interface StatusContext extends NamespaceSources {
+  /** The API client. */
+  kube: Kube;
+  /** Prints the view. */
+  stdout(text: string): void;
+  /** Ends `--watch`. */
+  signal: AbortSignal;
+  /** Whether stdout is a terminal: `--watch` then redraws in place. */
+  terminal: boolean;
+}
+
+/** A run found: its prefix, owner and record. */
+interface Found {
+  prefix: string;
+  owner?: OwnerRef;
+  record?: RunRecord;
+}
+
+/** The owner Job and its record, by the record's `<t>/owner-job` label. */
+async function findByOwner(kube: Kube, ns: string, name: string, keys: TrackingKeys) {
+  const job = await kube.get<V1Job>(paths.job(ns, name));
+  if (!job) {
+    throw new UsageError(
+      `Invalid --owner-job-name ${name}: no such Job in namespace ${ns} ` +
+        "(its run record and per-node Jobs went with it, if it had any)",
+    );
+  }
+  const owner = { name, uid: job.metadata!.uid! };
+  const cms = await kube.list<V1ConfigMap>(
+    `/api/v1/namespaces/${encodeURIComponent(ns)}/configmaps`,
+    { labelSelector: `${keys.record}=true,${keys.ownerJob}=${labelValue(name)}` },
+    100,
+  );
+  const mine = cms.items.find((c) => c.metadata?.ownerReferences?.some((r) => r.uid === owner.uid));
+  return { owner, cm: mine };
+}
+
+/** The run's prefix, owner and record, from the flags. */
+async function findRun(
+  kube: Kube,
+  ns: string,
+  cfg: StatusConfig,
+  keys: TrackingKeys,
+): Promise<Found> {
+  if (cfg.prefix !== undefined) {
+    const cm = await kube.get<V1ConfigMap>(recordPath(ns, cfg.prefix));
+    const record = cm && await decodeRecord(cm.data, cm.binaryData);
+    const owner = record?.owner;
+    return { prefix: cfg.prefix, owner, record };
+  }
+  const { owner, cm } = await findByOwner(kube, ns, cfg.ownerJobName!, keys);
+  const record = cm && await decodeRecord(cm.data, cm.binaryData);
+  if (record) return { prefix: record.prefix, owner, record };
+  // No record (an older dispatcher): the owner's Jobs carry the prefix.
+  const jobs = await ownedJobs(kube, ns, keys, owner);
+  const prefix = jobs[0]?.metadata?.labels?.[keys.owner];
+  if (!prefix) {
+    throw new UsageError(
+      `No run of owner Job ${cfg.ownerJobName} in namespace ${ns}: ` +
+        "no run record and no per-node Jobs it owns",
+    );
+  }
+  return { prefix, owner };
+}
+
+async function ownedJobs(kube: Kube, ns: string, keys: TrackingKeys, owner: OwnerRef) {
+  const all = await kube.list<V1Job>(paths.jobs(ns), { labelSelector: keys.owner }, 500);
+  return all.items.filter((j) => j.metadata?.ownerReferences?.some((r) => r.uid === owner.uid));
+}
+
+/** The prefix's Jobs (of its owner, with one) and the nodes, slimmed to what status shows. */
+async function readCluster(kube: Kube, ns: string, found: Found, keys: TrackingKeys) {
+  const jobs = (await kube.list<V1Job>(
+    paths.jobs(ns),
+    { labelSelector: `${keys.owner}=${labelValue(found.prefix)}` },
+    500,
+  )).items.filter((j) =>
+    !found.owner || j.metadata?.ownerReferences?.some((r) => r.uid === found.owner!.uid)
+  );
+  const nodes = await kube.list<V1Node, V1Node>(paths.nodes(), {}, 500, (n) => ({
+    metadata: {
+      name: n.metadata?.name,
+      labels: pick(n.metadata?.labels, keys.result),
+      annotations: pick(n.metadata?.annotations, keys.cordonedBy, keys.error),
+    },
+    spec: { unschedulable: n.spec?.unschedulable },
+  }));
+  return { jobs, nodes: new Map(nodes.items.map((n) => [n.metadata!.name!, n])) };
+}
+
+function pick(map: Record<string, string> | undefined, ...keys: string[]) {
+  const out: Record<string, string> = {};
+  for (const k of keys) if (map?.[k] !== undefined) out[k] = map[k];
+  return out;
+}
+
+/**
+ * Reads the run once and builds its view.
+ *
+ * @throws {UsageError} when neither a prefix nor an owner is given, or no such run exists
+ * @throws {ApiError} when the cluster refuses a read
+ */
+export async function readStatus(cfg: StatusConfig, ctx: StatusContext): Promise<StatusView> {
+  if (cfg.prefix === undefined && cfg.ownerJobName === undefined) {
+    throw new UsageError(
+      "Missing --name-prefix or --owner-job-name: status needs to know which run to show",
+    );
+  }
+  const keys = trackingKeys(cfg.trackingLabelPrefix);
+  const ns = resolveNamespace(cfg, ctx);
+  const found = await findRun(ctx.kube, ns, cfg, keys);
+  const { jobs, nodes } = await readCluster(ctx.kube, ns, found, keys);
+  if (!found.record && jobs.length === 0) {
+    throw new UsageError(
+      `No run of prefix ${found.prefix} in namespace ${ns}: no run record ` +
+        `(ConfigMap run-record.${labelValue(found.prefix)}) and no Jobs labelled ` +
+        `${keys.owner}=${labelValue(found.prefix)} (check -n and --name-prefix)`,
+    );
+  }
+  return buildView({ namespace: ns, ...found, keys, jobs, nodes, now: Date.now() });
+}
+
+function render(view: StatusView, cfg: StatusConfig): string {
+  if (cfg.output === "json") return renderJson(view);
+  return renderText(view, Date.now(), cfg.output === "wide");
+}
+
+/**
+ * `job-dispatcher status`: prints the run's view once, or with `--watch`
+ * again whenever it changes until interrupted; returns the exit code of
+ * the last view ({@linkcode statusExitCode}).
+ */
+export async function runStatus(cfg: StatusConfig, ctx: StatusContext): Promise<number> {
+  let view = await readStatus(cfg, ctx);
+  let shown = render(view, cfg);
+  ctx.stdout(shown);
+  while (cfg.watch && !ctx.signal.aborted) {
+    await SYSTEM_CLOCK.sleep(cfg.watchIntervalSecs * 1000, ctx.signal);
+    if (ctx.signal.aborted) break;
+    view = await readStatus(cfg, ctx);
+    const text = render(view, cfg);
+    // Redraw only on change, as kubectl get --watch prints only changes.
+    if (text === shown) continue;
+    shown = text;
+    ctx.stdout(ctx.terminal ? `\x1b[H\x1b[2J${text}` : text);
+  }
+  return statusExitCode(view);
+}

@@ -1,0 +1,392 @@
+/**
+ * What `job-dispatcher status` shows, computed without I/O: the run record
+ * (`report/record.ts`) merged with what the cluster says now (the Jobs, the
+ * nodes' marks and cordons), and that view printed as kubectl prints: a
+ * header, counts per phase, then tables of the nodes in flight, failed and
+ * blocked; `-o wide` adds columns, `-o json` is one object.
+ *
+ * The Jobs outrank the record where they are newer: the record is at most
+ * 10 s old while the run lives, a Job's conditions are the Job controller's
+ * word now. The record outranks the Jobs where only the run knows (a node
+ * failed after its Job succeeded, in its post-success work; a node that is
+ * draining, blocked or queued has no Job at all).
+ *
+ * @module
+ */
+
+import type { V1Job, V1Node } from "@kubernetes/client-node";
+import type { Phase } from "../engine/node_state.ts";
+import { FINAL, IN_FLIGHT } from "../engine/node_state.ts";
+import { jobName, type OwnerRef, type TrackingKeys } from "../job.ts";
+import { duration } from "../report/log.ts";
+import type { RunRecord } from "../report/record.ts";
+
+/** A node's phase as status shows it: the engine's, or `unknown` without a record. */
+export type StatusPhase = Phase;
+
+/** One node of the view. */
+export interface StatusNode {
+  /** The node. */
+  node: string;
+  /** Where it stands. */
+  phase: StatusPhase;
+  /** Its Job's name. */
+  job: string;
+  /** Why it failed, is blocked or stalls. */
+  reason?: string;
+  /** Its Job's pod is Pending past `--stall-warn-secs`. */
+  stalled?: boolean;
+  /** When the phase began (ms since the epoch). */
+  since?: number;
+  /** When its Job started (ms since the epoch). */
+  startedAt?: number;
+  /** What its Job's conditions say: `Complete`, `Failed`, `Active`, or none. */
+  jobStatus?: "Complete" | "Failed" | "Active" | "None";
+  /** Cordoned (`spec.unschedulable`), and whether by this dispatcher. */
+  cordoned?: "ours" | "other";
+  /** The node's outcome mark (`<t>/result`). */
+  mark?: string;
+}
+
+/** Whether the run lives, ended, or died. */
+export type RunLife = "running" | "finished" | "stopped" | "gone" | "unrecorded";
+
+/** What a re-run of the prefix would do now. */
+export interface Rerun {
+  /** Running Jobs it would adopt. */
+  adopt: number;
+  /** Finished Jobs it would count. */
+  count: number;
+  /** Nodes it would start a Job on. */
+  start: number;
+}
+
+/** Everything status shows. */
+export interface StatusView {
+  /** The Jobs' namespace. */
+  namespace: string;
+  /** The Jobs' name prefix. */
+  prefix: string;
+  /** The owner Job, if any. */
+  owner?: OwnerRef;
+  /** Whether the run lives. */
+  life: RunLife;
+  /** The record, when there is one. */
+  record?: Omit<RunRecord, "nodes">;
+  /** Nodes per phase. */
+  counts: Partial<Record<StatusPhase, number>>;
+  /** All nodes. */
+  total: number;
+  /** Every node, in dispatch order. */
+  nodes: StatusNode[];
+  /** With the run gone, or ended incomplete: what a re-run would do. */
+  rerun?: Rerun;
+}
+
+/** What {@linkcode buildView} merges. */
+export interface ViewInput {
+  /** The Jobs' namespace. */
+  namespace: string;
+  /** The prefix. */
+  prefix: string;
+  /** The owner, if any. */
+  owner?: OwnerRef;
+  /** The tracking keys. */
+  keys: TrackingKeys;
+  /** The run record, if one was found. */
+  record?: RunRecord;
+  /** The prefix's Jobs (of the owner, with one). */
+  jobs: V1Job[];
+  /** The nodes, by name (those the cluster still has). */
+  nodes: ReadonlyMap<string, V1Node>;
+  /** Now (ms since the epoch). */
+  now: number;
+}
+
+/** A record older than this past its heartbeat belongs to a run that died. */
+const GONE_GRACE_MS = 5_000;
+
+/** What a Job's conditions say, as the Job controller decided them. */
+export function jobStatusOf(job: V1Job | undefined): StatusNode["jobStatus"] {
+  if (!job) return "None";
+  const on = (t: string) =>
+    job.status?.conditions?.some((c) => c.type === t && c.status === "True");
+  if (on("Complete") || on("SuccessCriteriaMet")) return "Complete";
+  if (on("Failed") || on("FailureTarget")) return "Failed";
+  return "Active";
+}
+
+function failedMessage(job: V1Job): string | undefined {
+  const c = job.status?.conditions?.find((c) => c.type === "Failed" && c.status === "True");
+  return c && `job ${job.metadata?.name} failed: ${c.message ?? c.reason ?? "Failed"}` +
+      (c.reason ? ` [${c.reason}]` : "");
+}
+
+/** One node: the record's phase, corrected by its Job where the Job is newer. */
+function mergeNode(base: StatusNode, job: V1Job | undefined, live: boolean): StatusNode {
+  const n = { ...base, jobStatus: jobStatusOf(job) };
+  if (FINAL.has(n.phase) && n.phase !== "unknown") return n;
+  if (n.jobStatus === "Complete") {
+    // The run's post-success work (labels, taints) may still be under way.
+    if (!(live && n.phase === "finishing")) n.phase = "succeeded";
+  } else if (n.jobStatus === "Failed") {
+    if (!(live && n.phase === "explaining")) {
+      n.phase = "failed";
+      n.reason ??= failedMessage(job!);
+    }
+  } else if (n.jobStatus === "Active" && !IN_FLIGHT.has(n.phase)) n.phase = "running";
+  n.startedAt ??= job?.metadata?.creationTimestamp
+    ? new Date(job.metadata.creationTimestamp).getTime()
+    : undefined;
+  return n;
+}
+
+/** Whether the record says the run lives, ended or died. */
+export function lifeOf(record: RunRecord | undefined, now: number): RunLife {
+  if (!record) return "unrecorded";
+  if (record.state !== "running") return record.state;
+  return now - record.updatedAt > 2 * record.heartbeatMs + GONE_GRACE_MS ? "gone" : "running";
+}
+
+function nodeFacts(n: StatusNode, node: V1Node | undefined, keys: TrackingKeys): StatusNode {
+  if (!node) return n;
+  const out = { ...n, mark: node.metadata?.labels?.[keys.result] };
+  if (node.spec?.unschedulable) {
+    out.cordoned = node.metadata?.annotations?.[keys.cordonedBy] ? "ours" : "other";
+  }
+  if (out.phase === "failed" && !out.reason) out.reason = node.metadata?.annotations?.[keys.error];
+  return out;
+}
+
+/**
+ * The view: each node of the record (or, without one, of the Jobs) with its
+ * Job and node facts, the counts, and what a re-run would do.
+ */
+export function buildView(v: ViewInput): StatusView {
+  const life = lifeOf(v.record, v.now);
+  const live = life === "running";
+  const byNode = new Map<string, V1Job>();
+  for (const j of v.jobs) {
+    const name = j.metadata?.annotations?.[v.keys.nodeName] ?? j.metadata?.labels?.[v.keys.node];
+    if (name) byNode.set(name, j);
+  }
+  const seen = new Set<string>();
+  const nodes: StatusNode[] = [];
+  const add = (base: StatusNode) => {
+    seen.add(base.node);
+    const merged = mergeNode(base, byNode.get(base.node), live);
+    nodes.push(nodeFacts(merged, v.nodes.get(base.node), v.keys));
+  };
+  // The Job's own name where it exists: jobName() hashes every long name.
+  for (const r of v.record?.nodes ?? []) {
+    add({ ...r, job: byNode.get(r.node)?.metadata?.name ?? jobName(v.prefix, r.node) });
+  }
+  // Without a record (or a Job the record does not know): the Job alone says.
+  for (const [node, j] of byNode) {
+    if (!seen.has(node)) add({ node, phase: "unknown", job: j.metadata!.name! });
+  }
+  const counts: Partial<Record<StatusPhase, number>> = {};
+  for (const n of nodes) counts[n.phase] = (counts[n.phase] ?? 0) + 1;
+  const { nodes: _, ...record } = v.record ?? { nodes: [] };
+  return {
+    namespace: v.namespace,
+    prefix: v.prefix,
+    owner: v.owner ?? v.record?.owner,
+    life,
+    record: v.record ? record as Omit<RunRecord, "nodes"> : undefined,
+    counts,
+    total: nodes.length,
+    nodes,
+    rerun: live ? undefined : rerunOf(nodes),
+  };
+}
+
+/** What a re-run would do: adopt the running Jobs, count the finished, start the rest. */
+function rerunOf(nodes: readonly StatusNode[]): Rerun | undefined {
+  const r = { adopt: 0, count: 0, start: 0 };
+  for (const n of nodes) {
+    if (n.jobStatus === "Active") r.adopt++;
+    else if (n.jobStatus === "Complete" || n.jobStatus === "Failed") r.count++;
+    else if (n.phase !== "succeeded") r.start++;
+    else r.count++;
+  }
+  return r.adopt + r.start === 0 ? undefined : r;
+}
+
+/**
+ * The exit code status ends with: 0 while nothing failed (and, once the run
+ * ended, every node succeeded), 1 otherwise, as `helm test` asks "did it work?".
+ */
+export function statusExitCode(view: StatusView): number {
+  const failed = (view.counts.failed ?? 0) + (view.counts.stillBlocked ?? 0);
+  if (failed > 0) return 1;
+  if (view.life === "running") return 0;
+  return view.nodes.every((n) => n.phase === "succeeded") ? 0 : 1;
+}
+
+const age = (now: number, at?: number) => (at === undefined ? "-" : duration((now - at) / 1000));
+
+/** Columns padded as kubectl pads them: three spaces between. */
+export function table(rows: string[][]): string[] {
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
+  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i])).join("   ").trimEnd());
+}
+
+function headLines(view: StatusView, now: number): string[] {
+  const r = view.record;
+  const owner = view.owner ? `, owner job ${view.owner.name}` : "";
+  const lines = [`run ${view.prefix} in ${view.namespace}${owner}: ${lifeLine(view, now)}`];
+  if (!r) return lines;
+  if (r.paused) lines.push(`paused by ${r.paused}`);
+  if (r.stoppedBy) lines.push(`stopped: ${r.stoppedBy}`);
+  lines.push(
+    `window: ${
+      r.windowClosesAt === undefined ? "none" : `closes in ${age(r.windowClosesAt, now)}`
+    }` +
+      `; parallelism ${r.parallelism}` +
+      (r.rate ? `; rate ${r.rate.toFixed(r.rate < 10 ? 2 : 0)} nodes/s` : "") +
+      (r.etaSecs !== undefined && view.life === "running" ? `; ETA ${duration(r.etaSecs)}` : ""),
+  );
+  if (r.budget) lines.push(`budget: ${r.budget}`);
+  return lines;
+}
+
+function lifeLine(view: StatusView, now: number): string {
+  const r = view.record;
+  if (!r) {
+    return "no run record (a dispatcher before it, or it may not write ConfigMaps); from the Jobs";
+  }
+  const started = `started ${age(now, r.startedAt)} ago`;
+  if (view.life === "gone") {
+    return `gone: its record was last written ${age(now, r.updatedAt)} ago while it ran ` +
+      `(killed, or its pod evicted); ${started}`;
+  }
+  if (view.life === "running") return `running, ${started}, record ${age(now, r.updatedAt)} old`;
+  return `${view.life} ${age(now, r.updatedAt)} ago, ${started}: ${r.summary}`;
+}
+
+function rerunLine(view: StatusView): string[] {
+  const r = view.rerun;
+  if (!r) return [];
+  return [
+    `a re-run would adopt ${r.adopt} running Jobs, count ${r.count} finished ones ` +
+    `and start ${r.start} nodes`,
+  ];
+}
+
+/** The counts, in the order a rollout moves through them. */
+function countLines(view: StatusView): string[] {
+  const order: StatusPhase[] = [
+    "succeeded",
+    "failed",
+    "running",
+    "finishing",
+    "explaining",
+    "creating",
+    "draining",
+    "waitingStale",
+    "deleting",
+    "blocked",
+    "stillBlocked",
+    "queued",
+    "unknown",
+  ];
+  const parts = order.filter((p) => view.counts[p]).map((p) => `${view.counts[p]} ${p}`);
+  return [`${view.total} nodes: ${parts.join(", ") || "none"}`];
+}
+
+function section(title: string, rows: string[][]): string[] {
+  return rows.length > 1 ? ["", title, ...table(rows)] : [];
+}
+
+/**
+ * The text view: header, counts, then the nodes in flight (age, phase), the
+ * failed ones with their reasons and the blocked ones with their pods;
+ * `wide` adds the Job's start, its conditions, cordons and marks.
+ */
+export function renderText(view: StatusView, now: number, wide = false): string {
+  const extra = (n: StatusNode) =>
+    wide ? [age(now, n.startedAt), n.jobStatus ?? "-", n.cordoned ?? "-", n.mark ?? "-"] : [];
+  const extraHead = wide ? ["STARTED", "JOB STATUS", "CORDONED", "MARK"] : [];
+  const flight = view.nodes.filter((n) => IN_FLIGHT.has(n.phase) || n.phase === "explaining");
+  const failed = view.nodes.filter((n) => n.phase === "failed" || n.phase === "unknown");
+  const blocked = view.nodes.filter((n) => n.phase === "blocked" || n.phase === "stillBlocked");
+  const lines = [
+    ...headLines(view, now),
+    ...countLines(view),
+    ...rerunLine(view),
+    ...section("IN FLIGHT", [
+      ["NODE", "PHASE", "AGE", "JOB", ...extraHead, "NOTE"],
+      ...flight.map((n) => [
+        n.node,
+        n.phase,
+        age(now, n.since),
+        n.job,
+        ...extra(n),
+        n.stalled ? `stalled: ${n.reason}` : "",
+      ]),
+    ]),
+    ...section("FAILED", [
+      ["NODE", "JOB", ...extraHead, "REASON"],
+      ...failed.map((n) => [n.node, n.job, ...extra(n), n.reason ?? "-"]),
+    ]),
+    ...section("BLOCKED", [
+      ["NODE", "PHASE", "AGE", ...extraHead, "PODS"],
+      ...blocked.map((n) => [n.node, n.phase, age(now, n.since), ...extra(n), n.reason ?? "-"]),
+    ]),
+  ];
+  if (wide) {
+    const rest = view.nodes.filter((n) =>
+      !flight.includes(n) && !failed.includes(n) && !blocked.includes(n)
+    );
+    lines.push(...section("OTHERS", [
+      ["NODE", "PHASE", "AGE", "JOB", ...extraHead],
+      ...rest.map((n) => [n.node, n.phase, age(now, n.since), n.job, ...extra(n)]),
+    ]));
+  }
+  return lines.join("\n") + "\n";
+}
+
+/** The JSON view: the run, the counts and every node. */
+export function renderJson(view: StatusView): string {
+  const iso = (ms?: number) => (ms === undefined ? undefined : new Date(ms).toISOString());
+  const r = view.record;
+  return JSON.stringify(
+    {
+      kind: "JobDispatcherStatus",
+      version: 1,
+      namespace: view.namespace,
+      prefix: view.prefix,
+      owner: view.owner ?? null,
+      run: {
+        state: view.life,
+        startedAt: iso(r?.startedAt) ?? null,
+        updatedAt: iso(r?.updatedAt) ?? null,
+        paused: r?.paused ?? null,
+        stoppedBy: r?.stoppedBy ?? null,
+        windowClosesAt: iso(r?.windowClosesAt) ?? null,
+        parallelism: r?.parallelism ?? null,
+        rate: r?.rate ?? null,
+        etaSecs: r?.etaSecs ?? null,
+        summary: r?.summary ?? null,
+      },
+      total: view.total,
+      counts: view.counts,
+      rerun: view.rerun ?? null,
+      nodes: view.nodes.map((n) => ({
+        node: n.node,
+        phase: n.phase,
+        job: n.job,
+        reason: n.reason ?? null,
+        stalled: n.stalled ?? false,
+        since: iso(n.since) ?? null,
+        startedAt: iso(n.startedAt) ?? null,
+        jobStatus: n.jobStatus ?? null,
+        cordoned: n.cordoned ?? null,
+        mark: n.mark ?? null,
+      })),
+    },
+    null,
+    2,
+  ) + "\n";
+}

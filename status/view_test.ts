@@ -1,0 +1,182 @@
+import assert from "node:assert/strict";
+import type { V1Job, V1Node } from "@kubernetes/client-node";
+import { trackingKeys } from "../job.ts";
+import type { RunRecord } from "../report/record.ts";
+import { buildView, lifeOf, renderJson, renderText, statusExitCode } from "./view.ts";
+
+const T0 = Date.UTC(2026, 11, 1, 9, 0, 0);
+const keys = trackingKeys("job-dispatcher");
+
+function record(extra: Partial<RunRecord> = {}): RunRecord {
+  return {
+    version: 1,
+    prefix: "up",
+    namespace: "ops",
+    state: "running",
+    startedAt: T0,
+    updatedAt: T0 + 60_000,
+    heartbeatMs: 20_000,
+    parallelism: 3,
+    paused: "file /tmp/pause",
+    summary: "…",
+    nodes: [
+      { node: "n0", phase: "running", since: T0, startedAt: T0 },
+      { node: "n1", phase: "running", since: T0, startedAt: T0 },
+      {
+        node: "n2",
+        phase: "running",
+        since: T0,
+        startedAt: T0,
+        reason: "Unschedulable: x",
+        stalled: true,
+      },
+      { node: "n3", phase: "queued", since: T0 },
+      { node: "n4", phase: "blocked", since: T0 + 5_000, reason: "pod ops/db-0 (app=db)" },
+      { node: "n5", phase: "queued", since: T0 },
+    ],
+    ...extra,
+  };
+}
+
+function job(node: string, condition?: string, message = ""): V1Job {
+  return {
+    metadata: {
+      name: `up-${node}`,
+      annotations: { [keys.nodeName]: node },
+      creationTimestamp: new Date(T0) as unknown as Date,
+    },
+    status: condition ? { conditions: [{ type: condition, status: "True", message }] } : {},
+  } as V1Job;
+}
+
+const cordoned: V1Node = {
+  metadata: {
+    name: "n1",
+    annotations: { [keys.cordonedBy]: "u" },
+    labels: { [keys.result]: "failed" },
+  },
+  spec: { unschedulable: true },
+};
+
+function view(rec = record(), now = T0 + 70_000) {
+  return buildView({
+    namespace: "ops",
+    prefix: "up",
+    keys,
+    record: rec,
+    jobs: [job("n0", "Complete"), job("n1", "Failed", "BackoffLimitExceeded"), job("n2")],
+    nodes: new Map([["n1", cordoned]]),
+    now,
+  });
+}
+
+Deno.test({
+  name:
+    "status merges the record with the Jobs: Complete is succeeded, Failed failed, no Job as recorded",
+  permissions: "none",
+  fn() {
+    const v = view();
+    assert.equal(v.life, "running");
+    assert.deepEqual(v.counts, { succeeded: 1, failed: 1, running: 1, queued: 2, blocked: 1 });
+    const n = Object.fromEntries(v.nodes.map((x) => [x.node, x]));
+    assert.equal(n.n1.reason, "job up-n1 failed: BackoffLimitExceeded");
+    assert.equal(n.n1.cordoned, "ours");
+    assert.equal(n.n1.mark, "failed");
+    assert.equal(n.n2.stalled, true);
+    assert.equal(n.n3.jobStatus, "None");
+    assert.equal(statusExitCode(v), 1, "a failed node fails status");
+  },
+});
+
+Deno.test({
+  name: "status prints the header, counts and the in-flight, failed and blocked tables",
+  permissions: "none",
+  fn() {
+    const text = renderText(view(), T0 + 70_000);
+    assert.match(text, /^run up in ops: running, started 1m ago, record 10s old$/m);
+    assert.match(text, /^paused by file \/tmp\/pause$/m);
+    assert.match(text, /^6 nodes: 1 succeeded, 1 failed, 1 running, 1 blocked, 2 queued$/m);
+    assert.match(
+      text,
+      /^IN FLIGHT\nNODE +PHASE +AGE +JOB +NOTE\nn2 +running +1m +up-n2 +stalled: Unschedulable: x$/m,
+    );
+    assert.match(
+      text,
+      /^FAILED\nNODE +JOB +REASON\nn1 +up-n1 +job up-n1 failed: BackoffLimitExceeded$/m,
+    );
+    assert.match(
+      text,
+      /^BLOCKED\nNODE +PHASE +AGE +PODS\nn4 +blocked +1m +pod ops\/db-0 \(app=db\)$/m,
+    );
+    const wide = renderText(view(), T0 + 70_000, true);
+    assert.match(wide, /^n1 +up-n1 +1m +Failed +ours +failed +job up-n1 failed/m);
+    assert.match(wide, /^OTHERS\n/m);
+  },
+});
+
+Deno.test({
+  name: "status -o json has nodes [{node, phase, job, reason}] and the counts",
+  permissions: "none",
+  fn() {
+    const j = JSON.parse(renderJson(view()));
+    assert.equal(j.run.state, "running");
+    assert.equal(j.run.paused, "file /tmp/pause");
+    assert.equal(j.total, 6);
+    assert.deepEqual(j.nodes[1].node, "n1");
+    assert.deepEqual(j.nodes[1].phase, "failed");
+    assert.deepEqual(j.nodes[1].job, "up-n1");
+    assert.equal(j.counts.queued, 2);
+  },
+});
+
+Deno.test({
+  name:
+    "a running record unwritten past two heartbeats is a gone run, and status says what a re-run would do",
+  permissions: "none",
+  fn() {
+    assert.equal(lifeOf(record(), T0 + 60_000 + 44_000), "running");
+    assert.equal(lifeOf(record(), T0 + 60_000 + 46_000), "gone");
+    const v = view(record(), T0 + 200_000);
+    assert.equal(v.life, "gone");
+    assert.deepEqual(v.rerun, { adopt: 1, count: 2, start: 3 });
+    const text = renderText(v, T0 + 200_000);
+    assert.match(text, /gone: its record was last written 2m ago while it ran/);
+    assert.match(
+      text,
+      /a re-run would adopt 1 running Jobs, count 2 finished ones and start 3 nodes/,
+    );
+    assert.equal(statusExitCode(v), 1);
+  },
+});
+
+Deno.test({
+  name: "status of a finished clean run exits 0; without a record the Jobs alone say",
+  permissions: "none",
+  fn() {
+    const done = buildView({
+      namespace: "ops",
+      prefix: "up",
+      keys,
+      record: record({
+        state: "finished",
+        paused: undefined,
+        nodes: [{ node: "n0", phase: "succeeded" }, { node: "n1", phase: "succeeded" }],
+      }),
+      jobs: [job("n0", "Complete")],
+      nodes: new Map(),
+      now: T0,
+    });
+    assert.equal(statusExitCode(done), 0);
+    const bare = buildView({
+      namespace: "ops",
+      prefix: "up",
+      keys,
+      jobs: [job("n0", "Complete"), job("n1")],
+      nodes: new Map(),
+      now: T0,
+    });
+    assert.equal(bare.life, "unrecorded");
+    assert.deepEqual(bare.counts, { succeeded: 1, running: 1 });
+    assert.match(renderText(bare, T0), /no run record/);
+  },
+});
