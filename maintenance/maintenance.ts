@@ -185,7 +185,11 @@ export class Maintenance {
       remaining = (await podsOnNode(kube, node)).filter((p) => wanted.has(p.metadata?.uid));
       if (!remaining.length) return undefined;
       if (this.#clock.now() >= deadline) return drainEnd(d, remaining);
-      await this.#clock.sleep(Math.max(this.#o.retryMs ?? 2000, pass.afterMs), signal);
+      // The server's Retry-After paces the drain, but never past its own
+      // deadline: a 429 asking for an hour must not hold a cordoned node
+      // that long when --drain-timeout-secs says otherwise.
+      const pace = Math.max(this.#o.retryMs ?? 2000, pass.afterMs);
+      await this.#clock.sleep(Math.min(pace, Math.max(0, deadline - this.#clock.now())), signal);
     }
     return undefined;
   }

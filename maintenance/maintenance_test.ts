@@ -195,6 +195,21 @@ Deno.test({
         assert.match(lines[1].msg, /throttled by the API server \(429\).*\(retrying, \d+ s left/);
       },
     );
+    await t.step(
+      "a Retry-After longer than --drain-timeout-secs: the drain still ends at its timeout",
+      async () => {
+        const long = () =>
+          status(429, "TooManyRequests", {
+            message: "Too many requests, please try again later.",
+            headers: { "Retry-After": "20" },
+          });
+        const t0 = Date.now();
+        const { error } = await drain([long], 1);
+        const took = Date.now() - t0;
+        assert.ok(isOutage(error), String(error));
+        assert.ok(took < 5000, `drain bounded by its 1 s timeout, took ${took} ms`);
+      },
+    );
     for (const code of [500, 503]) {
       await t.step(`one ${code}, then evicted: drained, no throw`, async () => {
         const { result, error, evictions } = await drain(
