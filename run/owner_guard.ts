@@ -68,11 +68,15 @@ export function isJobActive(job: Pick<V1Job, "status">): boolean {
  * Whether the run of an owner Job is live, i.e. a dispatcher runs or will run
  * in it: the Job is not finished, and, once it is being deleted, it still has
  * a pod (the Job controller creates no new pod for a Job being deleted, so a
- * deleted Job without pods never runs a dispatcher again).
+ * deleted Job without pods never runs a dispatcher again). A terminating pod
+ * counts: `status.active` leaves out pods with a `deletionTimestamp`, and the
+ * collector marks the dispatcher's pod so first, while it still runs its
+ * SIGTERM grace period (`status.terminating`, JobPodReplacementPolicy).
  */
 export function isLiveOwner(owner: Pick<V1Job, "metadata" | "status">): boolean {
   if (!isJobActive(owner)) return false;
-  return owner.metadata?.deletionTimestamp === undefined || (owner.status?.active ?? 0) > 0;
+  const pods = (owner.status?.active ?? 0) + (owner.status?.terminating ?? 0);
+  return owner.metadata?.deletionTimestamp === undefined || pods > 0;
 }
 
 /**

@@ -129,6 +129,13 @@ Deno.test("isLiveOwner() holds while a dispatcher runs or will run in the owner 
       want: true,
     },
     {
+      // The GC marks the dispatcher's pod deleted first: `active` drops to 0
+      // while the pod still runs its SIGTERM grace period and may create Jobs.
+      name: "being deleted, its pod terminating (active excludes it): still live (issue 20 #3)",
+      job: { metadata: deleted, status: { active: 0, terminating: 1 } },
+      want: true,
+    },
+    {
       name: "being deleted without a pod: never runs again",
       job: { metadata: deleted },
       want: false,
