@@ -588,3 +588,42 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "Helm chart: a two-document jobTemplate with CRLF line endings fails helm template (issue 20 #13)",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    // A template saved on Windows: Go's (?m)$ matches before "\n" only, so a
+    // "---\r" separator was no separator, the chart let two documents pass,
+    // and the hook exited 2 after the release existed.
+    const crlf = (s: string) => s.replace(/\r?\n/g, "\r\n");
+    const home = await Deno.makeTempDir({ prefix: "helm-" });
+    try {
+      const template = async (text: string) =>
+        await helmResult(home)([
+          "template",
+          RELEASE,
+          CHART,
+          "--show-only",
+          "templates/configmap.yaml",
+          "--set-file",
+          `jobTemplate=${await tempFile(text)}`,
+        ]);
+      const two = await template(
+        crlf(`${PRIVILEGED}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n`),
+      );
+      assert.notEqual(two.code, 0, two.stdout);
+      assert.match(
+        two.stderr,
+        /jobTemplate holds 2 YAML documents: pass exactly one batch\/v1 Job/,
+      );
+      // A leading ---, comments and a final "..." with CRLF are one document still.
+      const one = await template(crlf(`---\n${PRIVILEGED}---\n# nothing\n...\n`));
+      assert.equal(one.code, 0, one.stderr);
+    } finally {
+      await Deno.remove(home, { recursive: true });
+    }
+  },
+});

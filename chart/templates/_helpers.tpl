@@ -82,10 +82,11 @@ anything exists, not the hook after the release does.
 {{- if kindIs "invalid" $t }}{{ $t = .Values.exampleJobTemplate }}{{ end }}
 {{- $obj := $t }}
 {{- if kindIs "string" $t }}
-{{- /* fromYaml reads only the first document: count them, comments and "..." aside. */}}
+{{- /* fromYaml reads only the first document: count them, comments and "..." aside.
+A line may end in CRLF (a file saved on Windows): Go's (?m)$ matches only before "\n". */}}
 {{- $docs := 0 }}
-{{- range regexSplit `(?m)^---[ \t]*(#.*)?$` $t -1 }}
-{{- if regexReplaceAll `(?m)^([ \t]*(#.*)?|\.\.\.[ \t]*(#.*)?)$` . "" | trim }}{{ $docs = add1 $docs }}{{ end }}
+{{- range regexSplit `(?m)^---[ \t]*(#[^\r\n]*)?\r?$` $t -1 }}
+{{- if regexReplaceAll `(?m)^([ \t]*(#[^\r\n]*)?|\.\.\.[ \t]*(#[^\r\n]*)?)\r?$` . "" | trim }}{{ $docs = add1 $docs }}{{ end }}
 {{- end }}
 {{- if gt $docs 1 }}
 {{- fail (printf "jobTemplate holds %d YAML documents: pass exactly one batch/v1 Job (--set-file jobTemplate=FILE)" $docs) }}
