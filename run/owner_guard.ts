@@ -80,6 +80,21 @@ export function isLiveOwner(owner: Pick<V1Job, "metadata" | "status">): boolean 
 }
 
 /**
+ * Whether a dispatcher has run in an owner Job: a pod of it is or was ready
+ * (running), ended, or is terminating, or a run wrote its progress on it. A
+ * hook Job whose pod never started (a wrong image tag in ImagePullBackOff, a
+ * pod the namespace's Pod Security refuses, a missing ConfigMap) is not
+ * finished and, without `activeDeadlineSeconds`, never will be: waiting for
+ * it would block every later `helm upgrade` until someone deletes it, which
+ * Helm's `before-hook-creation` did by itself when the hook name was fixed.
+ */
+export function ranDispatcher(owner: Pick<V1Job, "metadata" | "status">, progressKey: string) {
+  const s = owner.status ?? {};
+  const pods = (s.ready ?? 0) + (s.terminating ?? 0) + (s.failed ?? 0) + (s.succeeded ?? 0);
+  return pods > 0 || owner.metadata?.annotations?.[progressKey] !== undefined;
+}
+
+/**
  * Whether owner `a` was created before owner `b`: by creationTimestamp, then
  * by UID, a total order, so that two runs never wait for each other.
  */
@@ -113,14 +128,22 @@ export function releaseDecision(
 }
 
 /**
- * Whether the end-of-run sweep deletes an earlier owner: its run is over and
- * none of its per-node Jobs is active, so the garbage collector takes only
- * finished Jobs with it. Never this run's owner, never one being deleted.
+ * Whether the end-of-run sweep deletes an earlier owner: its run is over, or
+ * no dispatcher ever ran in it (its pod, should it start, would find a later
+ * owner and create nothing), and none of its per-node Jobs is active, so the
+ * garbage collector takes only finished Jobs with it. Never this run's
+ * owner, never one being deleted.
  */
-export function sweepable(owner: V1Job, ours: string, active: Map<string, number>): boolean {
+export function sweepable(
+  owner: V1Job,
+  ours: string,
+  active: Map<string, number>,
+  progressKey: string,
+): boolean {
   const uid = owner.metadata?.uid ?? "";
   if (uid === ours || owner.metadata?.deletionTimestamp) return false;
-  return !isLiveOwner(owner) && !(active.get(uid) ?? 0);
+  const over = !isLiveOwner(owner) || !ranDispatcher(owner, progressKey);
+  return over && !(active.get(uid) ?? 0);
 }
 
 /**
@@ -175,11 +198,11 @@ export interface OwnerGuardOptions {
  */
 export async function earlierOwners(
   opts: OwnerGuardOptions,
-): Promise<{ self?: V1Job; earlier: V1Job[] }> {
+): Promise<{ self?: V1Job; earlier: V1Job[]; later: V1Job[] }> {
   const { kube, namespace, owner, keys } = opts;
   const self = await kube.get<V1Job>(paths.job(namespace, owner.name));
   const group = self?.metadata?.labels?.[keys.hook];
-  if (!self || self.metadata?.uid !== owner.uid || !group) return { self, earlier: [] };
+  if (!self || self.metadata?.uid !== owner.uid || !group) return { self, earlier: [], later: [] };
   const { items } = await kube.list<V1Job>(
     paths.jobs(namespace),
     { labelSelector: `${keys.hook}=${group}` },
@@ -194,9 +217,11 @@ export async function earlierOwners(
   ) {
     items.push(legacy);
   }
+  const others = items.filter((j) => j.metadata?.uid !== owner.uid);
   return {
     self,
-    earlier: items.filter((j) => j.metadata?.uid !== owner.uid && isEarlier(j, self)),
+    earlier: others.filter((j) => isEarlier(j, self)),
+    later: others.filter((j) => !isEarlier(j, self)),
   };
 }
 
@@ -204,15 +229,32 @@ export async function earlierOwners(
  * Waits while the run of an earlier owner of the group is live (the
  * rollout of an earlier `helm upgrade`, still going after Helm's `--timeout`
  * gave up on it): two dispatchers at once would race for the same nodes.
+ * An earlier owner in which no dispatcher ever ran is not waited for
+ * ({@linkcode ranDispatcher}); should its pod start after all, it finds this
+ * later owner and creates nothing.
  *
- * @returns false when the signal stopped the wait
+ * @returns false when the signal stopped the wait, or when a later owner
+ * supersedes this run before it did anything (its Job's first pod)
  */
 export async function waitForEarlierRuns(opts: OwnerGuardOptions): Promise<boolean> {
   const { log, signal, pollMs = 5000 } = opts;
   let said = "";
   for (;;) {
     if (signal?.aborted) return false;
-    const live = (await earlierOwners(opts)).earlier.filter(isLiveOwner);
+    const { self, earlier, later } = await earlierOwners(opts);
+    if (later.length && !(self?.status?.failed ?? 0)) {
+      // The first pod of this owner, started (or still waiting) after a later
+      // revision's hook Job was made: that revision's run does the rollout.
+      // A later pod of this owner resumes instead: an earlier one may have
+      // cordoned nodes this run must finish.
+      log.info(
+        `superseded by later hook job ${later.map((j) => j.metadata?.name).join(", ")}: ` +
+          "creating nothing",
+        { event: "superseded" },
+      );
+      return false;
+    }
+    const live = earlier.filter((j) => isLiveOwner(j) && ranDispatcher(j, opts.keys.progress));
     if (!live.length) return true;
     const names = live.map((j) => j.metadata!.name!).join(", ");
     if (names !== said) {
@@ -306,7 +348,7 @@ async function releaseOld(opts: OwnerGuardOptions, active: Map<string, number>):
 async function sweep(opts: OwnerGuardOptions, active: Map<string, number>): Promise<void> {
   const { kube, namespace, log, owner } = opts;
   for (const job of (await earlierOwners(opts)).earlier) {
-    if (!sweepable(job, owner.uid, active)) continue;
+    if (!sweepable(job, owner.uid, active, opts.keys.progress)) continue;
     const name = job.metadata!.name!;
     try {
       // Background, as Helm deletes hooks: the collector then deletes its

@@ -156,7 +156,12 @@ Deno.test("sweepable() never takes this run's owner, a live one, or one with an 
     { name: "finished, no active per-node Job", o: owner("old"), want: true },
     { name: "this run's owner", o: owner("ours"), want: false },
     { name: "finished, but a per-node Job active", o: owner("busy"), want: false },
-    { name: "live", o: owner("old", { status: {} }), want: false },
+    { name: "live", o: owner("old", { status: { active: 1, ready: 1 } }), want: false },
+    {
+      name: "not finished, but no dispatcher ever ran in it (ImagePullBackOff; issue 20 #3)",
+      o: owner("old", { status: { active: 1 } }),
+      want: true,
+    },
     {
       name: "already being deleted",
       o: owner("old", { metadata: { deletionTimestamp: new Date() } }),
@@ -164,7 +169,7 @@ Deno.test("sweepable() never takes this run's owner, a live one, or one with an 
     },
   ];
   for (const c of cases) {
-    await t.step(c.name, () => assert.equal(sweepable(c.o, "ours", active), c.want));
+    await t.step(c.name, () => assert.equal(sweepable(c.o, "ours", active, KEYS.progress), c.want));
   }
 });
 
@@ -293,7 +298,12 @@ function asR2(
 
 Deno.test("waitForEarlierRuns() waits while an earlier revision's run is live, never for a dead one", async (t) => {
   const cases = [
-    { name: "live for two reads, then Complete", liveReads: 2, status: {}, waited: true },
+    {
+      name: "live for two reads, then Complete",
+      liveReads: 2,
+      status: { active: 1, ready: 1 },
+      waited: true,
+    },
     {
       name: "Failed (deadline, backoffLimit): no wait",
       liveReads: 0,
@@ -309,7 +319,12 @@ Deno.test("waitForEarlierRuns() waits while an earlier revision's run is live, n
       const lines: string[] = [];
       const log = { info: (m: string) => lines.push(m), warn: (m: string) => lines.push(m) };
       await withServer(
-        serveJobs(() => [hook("r2", 2, { status: {} }), hook("r3", 3, { status: {} }), earlier()]),
+        // r2 runs its second pod (the first was evicted): it resumes, r3 or not.
+        serveJobs(() => [
+          hook("r2", 2, { status: { active: 1, failed: 1 } }),
+          hook("r3", 3, { status: {} }),
+          earlier(),
+        ]),
         async (kube) => {
           assert.equal(await waitForEarlierRuns(asR2(kube, log, { pollMs: 10 })), true);
           assert.equal(
@@ -324,12 +339,44 @@ Deno.test("waitForEarlierRuns() waits while an earlier revision's run is live, n
   await t.step("a stop (SIGTERM) ends the wait", async () => {
     const log = { info: () => {}, warn: () => {} };
     await withServer(
-      serveJobs(() => [hook("r1", 1, { status: {} }), hook("r2", 2, { status: {} })]),
+      serveJobs(
+        () => [hook("r1", 1, { status: { active: 1, ready: 1 } }), hook("r2", 2, { status: {} })],
+      ),
       async (kube) => {
         const stop = new AbortController();
         setTimeout(() => stop.abort(), 50);
         const opts = asR2(kube, log, { pollMs: 10_000, signal: stop.signal });
         assert.equal(await waitForEarlierRuns(opts), false);
+      },
+    );
+  });
+});
+
+Deno.test("waitForEarlierRuns() is never blocked by an earlier hook Job in which no dispatcher ran (issue 20 #3)", async (t) => {
+  const lines: string[] = [];
+  const log = { info: (m: string) => lines.push(m), warn: (m: string) => lines.push(m) };
+  await t.step("an earlier hook's pod in ImagePullBackOff (not ready): no wait", async () => {
+    await withServer(
+      serveJobs(() => [hook("r1", 1, { status: { active: 1 } }), hook("r2", 2, { status: {} })]),
+      async (kube) => {
+        // Before: waited until the stop, as every later helm upgrade would.
+        const stop = AbortSignal.timeout(1000);
+        const opts = asR2(kube, log, { pollMs: 10, signal: stop });
+        assert.equal(await waitForEarlierRuns(opts), true, lines.join("\n"));
+      },
+    );
+  });
+  await t.step("its pod starting after all, after r2 was made: it creates nothing", async () => {
+    lines.length = 0;
+    await withServer(
+      serveJobs(() => [hook("r1", 1, { status: { active: 1, ready: 1 } }), hook("r2", 2, {})]),
+      async (kube) => {
+        const opts = {
+          ...asR2(kube, log, { pollMs: 10 }),
+          owner: { name: "r1", uid: "uid-r1" },
+        };
+        assert.equal(await waitForEarlierRuns(opts), false);
+        assert.match(lines.join("\n"), /superseded by later hook job r2: creating nothing/);
       },
     );
   });
