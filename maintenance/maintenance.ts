@@ -206,7 +206,14 @@ export class Maintenance {
     let afterMs = 0;
     for (const pod of remaining) {
       const uid = pod.metadata?.uid;
-      if (d.asked.has(uid) || pod.metadata?.deletionTimestamp) continue;
+      if (d.asked.has(uid)) continue;
+      if (pod.metadata?.deletionTimestamp) {
+        // On its way out: an eviction whose answer was lost (500, no answer)
+        // was applied after all, so that answer says nothing of the API any
+        // more; a pod slow to go is a drain timeout, as kubectl's, not an outage.
+        d.last.delete(uid);
+        continue;
+      }
       if (!d.last.has(uid)) this.#evicting(d.node, pod, d.flags.disableEviction);
       const verdict = await evictPod(this.#o.kube, pod, {
         gracePeriodSecs: d.flags.gracePeriodSecs,
