@@ -29,7 +29,7 @@
 
 import type { V1Job } from "@kubernetes/client-node";
 import { interpretStatus, type OwnerRef, type TrackingKeys } from "../job.ts";
-import { ApiError, type Kube, paths } from "../kube/client.ts";
+import { ApiError, isRetryable, type Kube, paths } from "../kube/client.ts";
 
 /** What the guard logs. */
 export interface GuardLog {
@@ -241,7 +241,13 @@ export async function waitForEarlierRuns(opts: OwnerGuardOptions): Promise<boole
   let said = "";
   for (;;) {
     if (signal?.aborted) return false;
-    const { self, earlier, later } = await earlierOwners(opts);
+    const owners = await readOwners(opts, said === "outage");
+    if (!owners) {
+      said = "outage";
+      await sleep(pollMs, signal);
+      continue;
+    }
+    const { self, earlier, later } = owners;
     if (later.length && !(self?.status?.failed ?? 0)) {
       // The first pod of this owner, started (or still waiting) after a later
       // revision's hook Job was made: that revision's run does the rollout.
@@ -266,6 +272,26 @@ export async function waitForEarlierRuns(opts: OwnerGuardOptions): Promise<boole
       said = names;
     }
     await sleep(pollMs, signal);
+  }
+}
+
+/**
+ * {@linkcode earlierOwners}, or undefined while the API server is out (said
+ * once): the wait for an earlier rollout can last hours, and an outage
+ * meanwhile pauses it, as it pauses a rollout, rather than end the hook with
+ * exit 3, which its podFailurePolicy makes final.
+ */
+async function readOwners(opts: OwnerGuardOptions, told: boolean) {
+  try {
+    return await earlierOwners(opts);
+  } catch (e) {
+    if (opts.signal?.aborted || !isRetryable(e)) throw e;
+    if (!told) {
+      opts.log.warn(
+        `API server out while waiting for earlier hook jobs (${(e as Error).message}); retrying`,
+      );
+    }
+    return undefined;
   }
 }
 

@@ -381,3 +381,26 @@ Deno.test("waitForEarlierRuns() is never blocked by an earlier hook Job in which
     );
   });
 });
+
+Deno.test("waitForEarlierRuns() waits out an API outage longer than the retry budget (issue 20 #3)", async () => {
+  // An earlier rollout may take hours: an outage meanwhile must pause the
+  // wait, not end the hook with exit 3 (podFailurePolicy: FailJob), which
+  // would leave this revision's rollout undone until another helm upgrade.
+  const lines: string[] = [];
+  const log = { info: (m: string) => lines.push(m), warn: (m: string) => lines.push(m) };
+  const serve = serveJobs(() => [hook("r1", 1), hook("r2", 2, { status: {} })]);
+  let hits = 0;
+  await withServer(
+    (req) =>
+      ++hits <= 6 ? Response.json({ kind: "Status", code: 503 }, { status: 503 }) : serve(req),
+    async (kube) => {
+      const stop = AbortSignal.timeout(5000);
+      const ok = await waitForEarlierRuns(asR2(kube, log, { pollMs: 10, signal: stop }));
+      assert.equal(ok, true, lines.join("\n"));
+      assert.match(lines.join("\n"), /API server .*retrying/);
+    },
+    undefined,
+    undefined,
+    { retry: { requestTimeoutMs: 1000, budgetMs: 30, baseDelayMs: 5, maxDelayMs: 10 } },
+  );
+});
