@@ -30,6 +30,7 @@
 import type { V1Job } from "@kubernetes/client-node";
 import { interpretStatus, type OwnerRef, type TrackingKeys } from "../job.ts";
 import { ApiError, isRetryable, type Kube, paths } from "../kube/client.ts";
+import { pointer } from "../nodes/lifecycle.ts";
 
 /** What the guard logs. */
 export interface GuardLog {
@@ -248,11 +249,12 @@ export async function waitForEarlierRuns(opts: OwnerGuardOptions): Promise<boole
       continue;
     }
     const { self, earlier, later } = owners;
-    if (later.length && !(self?.status?.failed ?? 0)) {
-      // The first pod of this owner, started (or still waiting) after a later
-      // revision's hook Job was made: that revision's run does the rollout.
-      // A later pod of this owner resumes instead: an earlier one may have
-      // cordoned nodes this run must finish.
+    if (later.length && self?.metadata?.annotations?.[opts.keys.progress] === undefined) {
+      // No pod of this owner began its rollout (markBegun), and a later
+      // revision's hook Job was made meanwhile: that run does the rollout. A
+      // pod of an owner that began resumes instead (an evicted pod's retry:
+      // the podFailurePolicy's Ignore counts no failure): it may have
+      // cordoned nodes it must finish.
       log.info(
         `superseded by later hook job ${later.map((j) => j.metadata?.name).join(", ")}: ` +
           "creating nothing",
@@ -261,7 +263,9 @@ export async function waitForEarlierRuns(opts: OwnerGuardOptions): Promise<boole
       return false;
     }
     const live = earlier.filter((j) => isLiveOwner(j) && ranDispatcher(j, opts.keys.progress));
-    if (!live.length) return true;
+    if (!live.length) {
+      return self?.metadata?.labels?.[opts.keys.hook] ? await markBegun(opts) : true;
+    }
     const names = live.map((j) => j.metadata!.name!).join(", ");
     if (names !== said) {
       log.info(
@@ -272,6 +276,48 @@ export async function waitForEarlierRuns(opts: OwnerGuardOptions): Promise<boole
       said = names;
     }
     await sleep(pollMs, signal);
+  }
+}
+
+/**
+ * Marks this run's owner as begun, before anything is cordoned or created:
+ * its progress annotation, which the run's progress then replaces. A later
+ * revision's run waits for a begun owner, and a retry pod of it resumes
+ * rather than yield. Without the right to patch the owner the run goes on
+ * unmarked (said); an outage is waited out.
+ *
+ * @returns false when the signal stopped it
+ */
+async function markBegun(opts: OwnerGuardOptions): Promise<boolean> {
+  const { kube, namespace, owner, keys, log } = opts;
+  const path = paths.job(namespace, owner.name);
+  const value = `began ${new Date().toISOString()}`;
+  const test = { op: "test", path: "/metadata/uid", value: owner.uid };
+  for (;;) {
+    if (opts.signal?.aborted) return false;
+    try {
+      try {
+        await kube.request("patch", "PATCH", path, [
+          test,
+          { op: "add", path: `/metadata/annotations/${pointer(keys.progress)}`, value },
+        ]);
+      } catch (e) {
+        // No annotations map yet: create it with ours.
+        if (!(e instanceof ApiError && e.status === 422)) throw e;
+        await kube.request("patch", "PATCH", path, [
+          test,
+          { op: "add", path: "/metadata/annotations", value: { [keys.progress]: value } },
+        ]);
+      }
+      return true;
+    } catch (e) {
+      if (opts.signal?.aborted) return false;
+      if (!isRetryable(e)) {
+        log.warn(`Cannot mark owner job ${owner.name} as begun: ${(e as Error).message}`);
+        return true;
+      }
+      await sleep(opts.pollMs ?? 5000, opts.signal);
+    }
   }
 }
 

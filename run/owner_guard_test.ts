@@ -192,6 +192,17 @@ function hook(name: string, s: number, extra: Partial<V1Job> = {}): V1Job {
   };
 }
 
+/** The metadata of hook Job `name` (created at second `s`) once a run began in it. */
+function begun(name: string, s: number): V1Job["metadata"] {
+  return {
+    name,
+    uid: `uid-${name}`,
+    creationTimestamp: at(s),
+    labels: { [KEYS.hook]: GROUP },
+    annotations: { "helm.sh/hook": "post-upgrade", [KEYS.progress]: "began" },
+  };
+}
+
 /** A per-node Job owned by `owner`. */
 function perNode(owner: string, active: boolean): V1Job {
   return {
@@ -319,9 +330,10 @@ Deno.test("waitForEarlierRuns() waits while an earlier revision's run is live, n
       const lines: string[] = [];
       const log = { info: (m: string) => lines.push(m), warn: (m: string) => lines.push(m) };
       await withServer(
-        // r2 runs its second pod (the first was evicted): it resumes, r3 or not.
+        // r2 runs its second pod (the first began, then was evicted): it
+        // resumes, r3 or not.
         serveJobs(() => [
-          hook("r2", 2, { status: { active: 1, failed: 1 } }),
+          hook("r2", 2, { status: { active: 1 }, metadata: begun("r2", 2) }),
           hook("r3", 3, { status: {} }),
           earlier(),
         ]),
@@ -402,5 +414,20 @@ Deno.test("waitForEarlierRuns() waits out an API outage longer than the retry bu
     undefined,
     undefined,
     { retry: { requestTimeoutMs: 1000, budgetMs: 30, baseDelayMs: 5, maxDelayMs: 10 } },
+  );
+});
+
+Deno.test("waitForEarlierRuns() marks its owner begun before the rollout, so a retry pod resumes (issue 20 #3)", async () => {
+  const log = { info: () => {}, warn: () => {} };
+  await withServer(
+    serveJobs(() => [hook("r1", 1), hook("r2", 2, { status: {} })]),
+    async (kube, hits) => {
+      assert.equal(await waitForEarlierRuns(asR2(kube, log, { pollMs: 10 })), true);
+      const patch = hits.find((h) => h.method === "PATCH");
+      assert.ok(patch?.url.endsWith("/jobs/r2"), "the owner is patched");
+      const ops = patch!.body as { op: string; path: string; value: unknown }[];
+      assert.deepEqual(ops[0], { op: "test", path: "/metadata/uid", value: "uid-r2" });
+      assert.equal(ops[1].path, "/metadata/annotations/job-dispatcher~1progress");
+    },
   );
 });
