@@ -61,6 +61,25 @@ export type {
 /** How many nodes' waits the progress line names. */
 const MAX_WAITS = 3;
 
+/** How long a node may finish before the progress line says what it waits for. */
+const SLOW_FINISH_MS = 5_000;
+
+/**
+ * What a node in flight waits for, for the progress line: what it said
+ * (`waitingFor`), or, for a success whose finish takes long, which part:
+ * the client retries a node write for up to its budget before the engine
+ * hears of an outage, and that minute must not read as a hang.
+ */
+function waitOf(s: NodeState, now: number): string | undefined {
+  if (s.waitingFor || s.phase !== "finishing" || now - s.since < SLOW_FINISH_MS) {
+    return s.waitingFor;
+  }
+  const secs = Math.round((now - s.since) / 1000);
+  return s.afterStarted
+    ? `post-success work (node labels, uncordon) under way for ${secs} s`
+    : `its Job succeeded; waiting ${secs} s for its Complete condition (its pods to end)`;
+}
+
 /** The longest the loop sleeps: silence must be noticed within a minute. */
 const MAX_SLEEP_MS = 10_000;
 
@@ -722,8 +741,9 @@ class Fanout {
   /** What the nodes in flight wait for, when they say: the first few. */
   #waits(): string[] | undefined {
     const waits: string[] = [];
+    const now = this.#now();
     for (const name of this.#inFlight) {
-      const why = this.#nodes.get(name)!.waitingFor;
+      const why = waitOf(this.#nodes.get(name)!, now);
       if (why) waits.push(`node ${this.#byName.get(name)?.node.name ?? name}: ${why}`);
     }
     if (waits.length > MAX_WAITS) {

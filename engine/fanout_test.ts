@@ -699,6 +699,22 @@ Deno.test("dispatch() keeps a success through a post-success outage and never ru
   assert.ok(progress.every((p) => p.queued === 0 || p.elapsedMs === 0), "never requeued");
 });
 
+Deno.test("dispatch() says what a slow post-success work holds the slot for (defect 1)", async () => {
+  const h = harness({ runMs: 1000 });
+  const progress: Progress[] = [];
+  await report(h, targets(1), {
+    parallelism: 1,
+    progressIntervalMs: 1000,
+    // A node write the client retries for a while before it answers.
+    afterSuccess: () => h.clock.sleep(8_000).then(() => undefined),
+  }, progress);
+  const waits = progress.flatMap((p) => p.waits ?? []);
+  assert.ok(
+    waits.some((w) => /^node node-000: post-success work \(.*\) under way for [5-8] s$/.test(w)),
+    `${waits}`,
+  );
+});
+
 Deno.test("dispatch() adopts a Job whose create answer was lost and never creates it twice (defect 2)", async () => {
   const h = harness({ runMs: 1000, ttlZero: true });
   h.api.loseCreateAnswers = 3;
