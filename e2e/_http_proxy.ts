@@ -88,7 +88,6 @@ export class HttpFaultProxy {
       headers,
       body,
       client: this.#upstream,
-      signal: req.signal,
       redirect: "manual",
     });
     const name = this.losing && body && jobCreated(req.method, url, body);
@@ -135,13 +134,20 @@ function timedOut(): Response {
   }, { status: 504 });
 }
 
-/** A 201 whose body breaks off before it is whole: the client reads no answer. */
+/**
+ * A 201 whose body breaks off before it is whole (it promises more bytes
+ * than it sends): the client reads no answer, as when a connection is lost.
+ */
 function cutOff(): Response {
+  const part = new TextEncoder().encode('{"kind":"Job","apiVersion":"batch/v1","meta');
   const body = new ReadableStream<Uint8Array>({
-    start(controller) {
-      controller.enqueue(new TextEncoder().encode('{"kind":"Job","apiVersion":"batch/v1","meta'));
-      controller.error(new Error("connection lost"));
+    pull(controller) {
+      controller.enqueue(part);
+      controller.close();
     },
   });
-  return new Response(body, { status: 201, headers: { "content-type": "application/json" } });
+  return new Response(body, {
+    status: 201,
+    headers: { "content-type": "application/json", "content-length": String(part.length * 10) },
+  });
 }

@@ -126,7 +126,9 @@ export async function startNode(host: StartHost, t: Target): Promise<void> {
 
 /**
  * Re-reads a prepared node just before its create; whether it may go on. A
- * reason fails it, which gives it back (uncordons it) as every failure does.
+ * reason fails it, and the node is given back (uncordoned) first, whatever
+ * `--uncordon-on-failure` says: it got no Job, so nothing of a task is left
+ * on it to inspect, and the cordon is only the run's.
  */
 async function recheckBeforeCreate(host: StartHost, t: Target): Promise<boolean> {
   if (!host.recheckBeforeCreate) return true;
@@ -140,8 +142,10 @@ async function recheckBeforeCreate(host: StartHost, t: Target): Promise<boolean>
     else why = `cannot re-read node ${t.node.name} before its Job: ${errorText(e)}`;
     if (!why) return false;
   }
-  if (why) host.apply(t.name, { type: "fail", reason: why });
-  return !why;
+  if (!why) return true;
+  if (host.release) host.track(host.release(t, "abandoned"));
+  host.apply(t.name, { type: "fail", reason: why });
+  return false;
 }
 
 /** Re-reads and claims the node; whether it may go on. */

@@ -292,16 +292,18 @@ Deno.test({
       let creates = 0;
       const { h, steps } = host({
         prepare: () => Promise.resolve(undefined),
+        release: (_, why) => Promise.resolve(void steps.push(["release", why])),
         recheckBeforeCreate: () => Promise.resolve(replaced),
         api: { createJob: () => (creates++, never()), getJob: () => never() },
       });
       await startNode(h, TARGET);
       assert.equal(creates, 0);
-      assert.deepEqual(steps, [["apply", "prepare"], ["apply", "prepared"], [
-        "apply",
-        "fail",
-        replaced,
-      ]]);
+      assert.deepEqual(steps, [
+        ["apply", "prepare"],
+        ["apply", "prepared"],
+        ["release", "abandoned"],
+        ["apply", "fail", replaced],
+      ]);
     });
     await t.step("still the same node: the Job is created", async () => {
       const checked: string[] = [];
