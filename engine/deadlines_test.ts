@@ -154,6 +154,13 @@ Deno.test({
   async fn(t) {
     const running: NodeState = { phase: "running", since: 0, startedAt: 0, uid: "u1" };
     const options = { nodeTimeoutMs: 60_000, deleteTimedOut: true, namespace: "ops" };
+    /** The events of a node timed out whose DELETE does as `deleteJob` says, to its end. */
+    const expired = async (deleteJob: DeadlineHost["api"]["deleteJob"]) => {
+      const made = host(new Map([["j-a", running]]), options, undefined, deleteJob);
+      checkDeadlines(made.h, 61_000);
+      await runOn(made.clock, made.settled());
+      return made.events;
+    };
     await t.step("an outage once: tracked, sent again, said once sent", async () => {
       let calls = 0;
       const deleteJob = () => ++calls === 1 ? Promise.reject(down) : Promise.resolve();
@@ -178,14 +185,7 @@ Deno.test({
         resource: "jobs",
         message: "forbidden",
       });
-      const { h, events, settled, clock } = host(
-        new Map([["j-a", running]]),
-        options,
-        undefined,
-        () => Promise.reject(forbidden),
-      );
-      checkDeadlines(h, 61_000);
-      await runOn(clock, settled());
+      const events = await expired(() => Promise.reject(forbidden));
       assert.equal(events.length, 1);
       assert.equal(events[0].kind, "notice");
       assert.match(
@@ -194,14 +194,7 @@ Deno.test({
       );
     });
     await t.step("an outage past the deadline: the warning too", async () => {
-      const { h, events, settled, clock } = host(
-        new Map([["j-a", running]]),
-        options,
-        undefined,
-        () => Promise.reject(down),
-      );
-      checkDeadlines(h, 61_000);
-      await runOn(clock, settled());
+      const events = await expired(() => Promise.reject(down));
       assert.match((events[0] as { message: string }).message, /kubectl delete job j-a -n ops/);
     });
   },
