@@ -26,6 +26,8 @@ export interface HttpProxyStats {
   forwarded: number;
   /** Job creates forwarded whose answer was then lost, by Job name. */
   lost: string[];
+  /** Job creates forwarded (dry runs aside), by Job name: a create sent again counts twice. */
+  creates: Map<string, number>;
 }
 
 /** Headers that belong to one hop, not to the request: never forwarded. */
@@ -45,7 +47,7 @@ const HOP = new Set(["host", "connection", "keep-alive", "transfer-encoding", "c
  */
 export class HttpFaultProxy {
   /** What the proxy did. */
-  readonly stats: HttpProxyStats = { forwarded: 0, lost: [] };
+  readonly stats: HttpProxyStats = { forwarded: 0, lost: [], creates: new Map() };
   /** Whether to lose answers now; off, every request passes. */
   losing = true;
   #server: Deno.HttpServer<Deno.NetAddr>;
@@ -90,7 +92,9 @@ export class HttpFaultProxy {
       client: this.#upstream,
       redirect: "manual",
     });
-    const name = this.losing && body && jobCreated(req.method, url, body);
+    const created = body && jobCreated(req.method, url, body);
+    if (created) this.stats.creates.set(created, (this.stats.creates.get(created) ?? 0) + 1);
+    const name = this.losing && created;
     if (name && res.ok && !this.#seen.has(name)) {
       this.#seen.add(name);
       // The Job is stored: read the whole answer, then lose it.

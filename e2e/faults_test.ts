@@ -471,6 +471,11 @@ spec:
               log(`${mode}: lost ${proxy.stats.lost.length} answers of ${proxy.stats.forwarded}`);
               assert.ok(!r.timedOut, `hung:\n${r.stderr}`);
               assert.equal(proxy.stats.lost.length, 3, "each node's first create lost its answer");
+              assert.deepEqual(
+                Object.fromEntries(proxy.stats.creates),
+                Object.fromEntries(proxy.stats.lost.map((job) => [job, 1])),
+                "a create whose answer was lost was resolved by reading, never sent again",
+              );
               const perNode = new Map<string, number>();
               for (const n of watcher.seen.values()) perNode.set(n, (perNode.get(n) ?? 0) + 1);
               assert.deepEqual(
