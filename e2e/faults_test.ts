@@ -30,6 +30,7 @@ import {
 } from "./_fixtures.ts";
 import { seededRandom as seeded } from "../engine/safety.ts";
 import { FaultProxy } from "./_proxy.ts";
+import { HttpFaultProxy } from "./_http_proxy.ts";
 
 const LONG = Deno.env.get("FAULTS_PROFILE") === "long";
 const KILL_TRIALS = Number(Deno.env.get("FAULTS_TRIALS") ?? (LONG ? 100 : 10));
@@ -428,6 +429,67 @@ spec:
             "a new connection after the stall",
           );
           await completeJobs(cluster, ns, "net", POOL);
+        },
+      );
+
+      await t.step(
+        "a Job create stored but its answer lost (504, cut off): one Job per node, adopted (defect 2)",
+        async (t) => {
+          for (const mode of ["504", "cut"] as const) {
+            await t.step(`answer ${mode === "504" ? "replaced by a 504" : "cut off"}`, async () => {
+              const ns = await namespace(cluster, `f-lost-${mode}`);
+              const proxy = await HttpFaultProxy.start(cluster, mode);
+              const { kubeconfig } = await serviceAccount(cluster, ns, "dispatcher", {
+                server: proxy.url,
+              });
+              // TTL 0: a Job that ran is gone soon after, so a create sent
+              // again would make a second Job rather than meet a 409.
+              const tpl = await tempFile(
+                jobTemplate("lost", "1s").replace(
+                  "spec:\n",
+                  "spec:\n  ttlSecondsAfterFinished: 0\n",
+                ),
+              );
+              const watcher = await JobWatcher.start(cluster, ns);
+              const nodes = ["pool-000", "pool-001", "pool-002"];
+              let r;
+              try {
+                r = await runDispatcher(cluster, [
+                  "--job-template",
+                  tpl,
+                  "-n",
+                  ns,
+                  "--nodes",
+                  nodes.join(","),
+                  "--parallelism",
+                  "3",
+                ], { kubeconfig, timeoutMs: 150_000 });
+              } finally {
+                await watcher.stop();
+                await proxy.close();
+              }
+              log(`${mode}: lost ${proxy.stats.lost.length} answers of ${proxy.stats.forwarded}`);
+              assert.ok(!r.timedOut, `hung:\n${r.stderr}`);
+              assert.equal(proxy.stats.lost.length, 3, "each node's first create lost its answer");
+              assert.deepEqual(
+                Object.fromEntries(proxy.stats.creates),
+                Object.fromEntries(proxy.stats.lost.map((job) => [job, 1])),
+                "a create whose answer was lost was resolved by reading, never sent again",
+              );
+              const perNode = new Map<string, number>();
+              for (const n of watcher.seen.values()) perNode.set(n, (perNode.get(n) ?? 0) + 1);
+              assert.deepEqual(
+                Object.fromEntries(perNode),
+                Object.fromEntries(nodes.map((n) => [n, 1])),
+                `exactly one Job per node:\n${r.stderr}`,
+              );
+              assert.equal(r.code, 0, r.stderr);
+              for (const job of proxy.stats.lost) {
+                assert.match(r.stderr, new RegExp(`adopted job ${job} for node`), r.stderr);
+              }
+              assert.match(r.stderr, /summary: 3 succeeded, 0 failed of 3 nodes/);
+            });
+          }
         },
       );
 

@@ -31,6 +31,7 @@ import {
   suiteNodes as nodes,
   tempFile,
 } from "./_fixtures.ts";
+import { freePorts } from "./_procs.ts";
 
 /** Where the label keys of this suite live; each step owns `${DOMAIN}/<step>`. */
 const DOMAIN = "lifecycle.e2e.io";
@@ -208,6 +209,34 @@ class NodeWatch {
   }
 }
 
+/**
+ * A ValidatingWebhookConfiguration named `e2e-refuse-nodes` on node updates
+ * of one pool, pointing at a closed port with failurePolicy Fail: every node
+ * write of the pool is answered 500, as a Node admission webhook that is down.
+ */
+function nodeWebhook(webhook: string, pool: string): string {
+  const [port] = freePorts(1);
+  return `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: e2e-refuse-nodes}
+webhooks:
+  - name: ${webhook}
+    clientConfig: {url: "https://127.0.0.1:${port}/refuse"}
+    rules:
+      - {apiGroups: [""], apiVersions: [v1], operations: [UPDATE], resources: [nodes], scope: Cluster}
+    objectSelector: {matchLabels: {${SUITE}: ${pool}}}
+    failurePolicy: Fail
+    sideEffects: None
+    admissionReviewVersions: [v1]
+    timeoutSeconds: 2
+`;
+}
+
+/** Resolves after `ms`. */
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
 /** The `key=value` requests of the audit log made by `user`, as `verb resource`. */
 async function auditedRequests(cluster: Cluster, user: string): Promise<string[]> {
   const text = await Deno.readTextFile(cluster.auditLog!);
@@ -352,6 +381,85 @@ clusterTest("node lifecycle on a real control plane", async (t, cluster) => {
       },
     );
   });
+
+  await t.step(
+    "a Node webhook down after the Jobs succeeded (TTL 0): one Job per node, all labelled once it is back (defect 1)",
+    async () => {
+      const KEY = `${DOMAIN}/hook`;
+      const ns = "lc-hook";
+      const pool = "hook";
+      const kubeconfig = await place(cluster, ns);
+      await cluster.createNodes(nodes(pool, 2));
+      // ttlSecondsAfterFinished 0: each Job goes the moment it finished, so
+      // only the dispatcher's own state remembers that it succeeded.
+      const tpl = await tempFile(
+        jobTemplate(pool, "8s").replace("spec:\n", "spec:\n  ttlSecondsAfterFinished: 0\n"),
+      );
+      const webhook = "refuse-nodes.lifecycle.e2e.io";
+      const config = nodeWebhook(webhook, pool);
+      // A server-side dry run of a node label goes through the webhooks.
+      const refused = async () =>
+        (await cluster.kubectl([
+          "label",
+          "node",
+          `${pool}-000`,
+          `${DOMAIN}/probe=x`,
+          "--dry-run=server",
+        ])).stderr.includes(webhook);
+      const until = async (want: boolean) => {
+        for (let i = 0; i < 100 && (await refused()) !== want; i++) await sleep(200);
+        assert.equal(await refused(), want, `the webhook ${want ? "refuses" : "lets"} node writes`);
+      };
+      const watcher = await JobWatcher.start(cluster, ns);
+      const p = new DispatcherProcess(cluster, [
+        ...labelling(tpl, ns, `${SUITE}=${pool}`, KEY),
+        "--progress-interval-secs",
+        "5",
+      ], { kubeconfig, timeoutMs: 400_000 });
+      let installed = false;
+      try {
+        await jobOf(cluster, ns, `${pool}-000`);
+        await jobOf(cluster, ns, `${pool}-001`);
+        const applied = await cluster.kubectl(["apply", "-f", "-"], config);
+        assert.equal(applied.code, 0, applied.stderr);
+        installed = true;
+        await until(true);
+        // The client retries a node write for its 90 s budget, the progress
+        // line says what the node waits for meanwhile; then the post-success
+        // work fails as a whole, and the success must outlive that.
+        await eventually(
+          () => Promise.resolve(/post-success work .*under way/.test(p.stderr)),
+          60_000,
+          "the progress line to say what the nodes wait for",
+        );
+        await eventually(
+          () => Promise.resolve(/post-success work .*retrying: .*refuse-nodes/.test(p.stderr)),
+          150_000,
+          "the post-success work to meet the outage",
+        );
+        await sleep(15_000);
+      } finally {
+        if (installed) {
+          await cluster.kubectl(["delete", "validatingwebhookconfiguration", "e2e-refuse-nodes"]);
+          await until(false);
+        }
+      }
+      const r = await ended(p);
+      await watcher.stop();
+      const perNode = new Map<string, number>();
+      for (const node of watcher.seen.values()) perNode.set(node, (perNode.get(node) ?? 0) + 1);
+      assert.deepEqual(
+        Object.fromEntries(perNode),
+        { [`${pool}-000`]: 1, [`${pool}-001`]: 1 },
+        `exactly one Job per node over the whole run:\n${r.stderr}`,
+      );
+      assert.equal(r.code, 0, r.stderr);
+      assert.deepEqual(await labelsOf(cluster, pool, [KEY]), {
+        [`${pool}-000`]: { [KEY]: "true" },
+        [`${pool}-001`]: { [KEY]: "true" },
+      });
+    },
+  );
 
   await t.step("taints lifted after the label", async () => {
     const KEY = `${DOMAIN}/taints`;

@@ -964,6 +964,46 @@ clusterTest(
         assert.equal(lifted.code, 0, lifted.stderr);
       },
     );
+
+    // Last: it lets the held pod go.
+    await t.step(
+      "a node tainted while a budget holds its drain: re-checked before its create, no Job, uncordoned (defect 8)",
+      async () => {
+        const taint = "e2e.job-dispatcher.io/broken=yes:NoSchedule";
+        const run = new DispatcherProcess(cluster, [...args, "--drain-timeout-secs", "120"]);
+        let tainted = false;
+        try {
+          assert.ok(await run.waitFor(refusal), run.stderr);
+          // The first re-read is behind it: the node changes during the drain.
+          const t1 = await cluster.kubectl(["taint", "node", node, taint]);
+          assert.equal(t1.code, 0, t1.stderr);
+          tainted = true;
+          const freed = await cluster.kubectl(["delete", "pdb", "held-pdb", "-n", ns]);
+          assert.equal(freed.code, 0, freed.stderr);
+          await run.ended;
+        } finally {
+          if (!tainted) run.kill("SIGINT");
+          await run.ended;
+          if (tainted) await cluster.kubectl(["taint", "node", node, `${taint}-`]);
+        }
+        const r = await run.ended;
+        const after = (await cordons(cluster, "stop"))[node];
+        assert.equal(r.code, 1, r.stderr);
+        assert.match(
+          r.stderr,
+          new RegExp(
+            `node ${node}: failed before its Job was created: the node is now tainted ` +
+              `e2e\\.job-dispatcher\\.io/broken=yes:NoSchedule`,
+          ),
+        );
+        assert.deepEqual(await jobsIn(cluster, ns), [], "no Job for the changed node");
+        // Given back though it failed: it got no Job. The error mark is the run's record.
+        assert.equal(after.unschedulable, false, r.stderr);
+        assert.equal(after.by, undefined, "the run's cordon record is gone");
+        assert.match(after.error ?? "", /the node is now tainted e2e\.job-dispatcher\.io\/broken/);
+        assert.match(r.stderr, new RegExp(`node ${node}: uncordoned`));
+      },
+    );
   },
 );
 

@@ -15,6 +15,8 @@ import type { Clock } from "../base/clock.ts";
 import type { FanoutOptions, JobApi, Reporter } from "./fanout_types.ts";
 import { type PodReader, STALL_AFTER_MS, STALL_REPEAT_MS, stallDue, stalledBy } from "./explain.ts";
 import { checkDeletion, type StaleHost, staleWaitTimeout } from "./stale.ts";
+import { isOutage, PROBE_INTERVAL_MS } from "./outage.ts";
+import { errorText } from "../base/errors.ts";
 
 /** How long a blocked node waits before it is checked again, unless told. */
 const BLOCKED_RETRY_MS = 5_000;
@@ -30,6 +32,7 @@ export interface DeadlineHost {
     | "stallRepeatMs"
     | "blockedRetryMs"
     | "blockedTimeoutMs"
+    | "namespace"
   >;
   /** The Job API, to delete a timed-out Job (`--delete-timed-out`). */
   api: Pick<JobApi, "deleteJob">;
@@ -53,6 +56,8 @@ export interface DeadlineHost {
   put(name: string, s: NodeState): void;
   /** Applies an event to a node's state, with facts for a final result. */
   apply(name: string, e: NodeEvent, facts?: Partial<NodeState>): void;
+  /** Keeps track of work off to the side: the run waits for it before it ends. */
+  track(work: Promise<void>): void;
 }
 
 /**
@@ -91,11 +96,39 @@ function expire(host: DeadlineHost, name: string, s: NodeState, now: number): nu
   const left = s.startedAt! + timeout - now;
   if (left > 0) return left;
   host.apply(name, { type: "fail", reason: `timeout: not finished within ${timeout / 1000} s` });
-  if (host.options.deleteTimedOut) {
-    host.api.deleteJob(name, s.uid!).catch(() => {});
-    host.reporter.event({ kind: "deleting", job: name, why: "it timed out" });
-  }
+  if (host.options.deleteTimedOut) host.track(deleteTimedOut(host, name, s.uid!));
   return Infinity;
+}
+
+/**
+ * Deletes a timed-out Job (`--delete-timed-out`), tracked so that the run
+ * waits for it: retried through an outage until the deletions' deadline,
+ * said "deleting" once the API server took it, and when it cannot be, a
+ * warning names the kubectl command that does it by hand.
+ */
+async function deleteTimedOut(host: DeadlineHost, name: string, uid: string): Promise<void> {
+  const { signal, deadlineMs } = host.stale;
+  const deadline = host.clock.now() + deadlineMs;
+  while (true) {
+    try {
+      await host.api.deleteJob(name, uid);
+      host.reporter.event({ kind: "deleting", job: name, why: "it timed out" });
+      return;
+    } catch (e) {
+      const late = host.clock.now() + PROBE_INTERVAL_MS > deadline;
+      if (isOutage(e) && !late && !signal.aborted) {
+        await host.clock.sleep(PROBE_INTERVAL_MS, signal);
+        continue;
+      }
+      const ns = host.options.namespace ? ` -n ${host.options.namespace}` : "";
+      host.reporter.event({
+        kind: "notice",
+        message: `cannot delete timed-out Job ${name} (${errorText(e)}); it still runs: ` +
+          `kubectl delete job ${name}${ns}`,
+      });
+      return;
+    }
+  }
 }
 
 /**
@@ -111,14 +144,22 @@ function checkStall(host: DeadlineHost, name: string, s: NodeState, now: number)
   const left = stallDue(s, now, stallAfterMs ?? STALL_AFTER_MS, repeat);
   if (left > 0) return left;
   host.put(name, { ...s, stallCheckedAt: now });
-  host.pods.list(name).then((pods) => {
-    const current = host.state(name);
-    if (!pods || current?.phase !== "running" || current.uid !== s.uid) return;
-    const reason = stalledBy(pods);
-    if (reason === undefined) return;
-    const seconds = Math.round((host.clock.now() - s.startedAt!) / 1000);
-    host.reporter.event({ kind: "stalled", node: host.nodeOf(name)!, job: name, reason, seconds });
-  });
+  host.track(
+    host.pods.list(name).then((pods) => {
+      const current = host.state(name);
+      if (!pods || current?.phase !== "running" || current.uid !== s.uid) return;
+      const reason = stalledBy(pods);
+      if (reason === undefined) return;
+      const seconds = Math.round((host.clock.now() - s.startedAt!) / 1000);
+      host.reporter.event({
+        kind: "stalled",
+        node: host.nodeOf(name)!,
+        job: name,
+        reason,
+        seconds,
+      });
+    }),
+  );
   return repeat;
 }
 

@@ -10,7 +10,8 @@ import {
 import type { NodeEvent, NodeState } from "./node_state.ts";
 import type { DispatchEvent } from "./fanout_types.ts";
 import type { StaleHost } from "./stale.ts";
-import { FakeClock } from "../testing/fake_api.ts";
+import { FakeClock, runOn } from "../testing/fake_api.ts";
+import { ApiError } from "../kube/client.ts";
 import { unschedulablePod } from "../testing/pods.ts";
 
 Deno.test({
@@ -35,26 +36,36 @@ Deno.test({
   },
 });
 
-function host(states: Map<string, NodeState>, options: DeadlineHost["options"], pods?: V1Pod[]) {
+function host(
+  states: Map<string, NodeState>,
+  options: DeadlineHost["options"],
+  pods?: V1Pod[],
+  deleteJob?: DeadlineHost["api"]["deleteJob"],
+) {
   const applied: [string, NodeEvent, Partial<NodeState>?][] = [];
   const events: DispatchEvent[] = [];
   const deleted: string[] = [];
+  const tasks: Promise<void>[] = [];
   const clock = new FakeClock();
   const h: DeadlineHost = {
     options,
-    api: { deleteJob: (name) => Promise.resolve(void deleted.push(name)) },
+    api: { deleteJob: deleteJob ?? ((name) => Promise.resolve(void deleted.push(name))) },
     reporter: { event: (e) => void events.push(e), progress: () => {} },
     clock,
     pods: { readable: pods !== undefined, list: () => Promise.resolve(pods) },
-    stale: {} as StaleHost,
+    stale: { signal: new AbortController().signal, deadlineMs: 120_000 } as StaleHost,
     inFlight: () => [...states.keys()].filter((n) => states.get(n)!.phase !== "blocked"),
     blocked: () => [...states.keys()].filter((n) => states.get(n)!.phase === "blocked"),
     nodeOf: (name) => name.startsWith("j-") ? name.slice(2) : undefined,
     state: (name) => states.get(name),
     put: (name, s) => void states.set(name, s),
     apply: (name, e, facts) => void applied.push(facts ? [name, e, facts] : [name, e]),
+    track: (work) => void tasks.push(work),
   };
-  return { h, applied, events, deleted };
+  const settled = async () => {
+    while (tasks.length) await tasks.shift();
+  };
+  return { h, applied, events, deleted, settled, clock };
 }
 
 Deno.test({
@@ -76,12 +87,13 @@ Deno.test({
       }]]);
       assert.deepEqual(deleted, []);
     });
-    await t.step("past the timeout with --delete-timed-out: its Job deleted", () => {
-      const { h, events, deleted } = host(new Map([["j-a", running]]), {
+    await t.step("past the timeout with --delete-timed-out: its Job deleted", async () => {
+      const { h, events, deleted, settled } = host(new Map([["j-a", running]]), {
         nodeTimeoutMs: 60_000,
         deleteTimedOut: true,
       });
       checkDeadlines(h, 61_000);
+      await settled();
       assert.deepEqual(deleted, ["j-a"]);
       assert.deepEqual(events, [{ kind: "deleting", job: "j-a", why: "it timed out" }]);
     });
@@ -124,5 +136,66 @@ Deno.test({
     const { h, applied } = host(states, { blockedRetryMs: 5_000 });
     assert.equal(checkBlocked(h, 5_000), 3_000);
     assert.deepEqual(applied, [["j-a", { type: "unblock" }]]);
+  },
+});
+
+const down = new ApiError({
+  status: 0,
+  reason: "Unreachable",
+  verb: "delete",
+  resource: "jobs",
+  message: "connection refused",
+});
+
+Deno.test({
+  name:
+    "--delete-timed-out tracks its DELETE, retries it through an outage and warns when it cannot (defect 7)",
+  permissions: "none",
+  async fn(t) {
+    const running: NodeState = { phase: "running", since: 0, startedAt: 0, uid: "u1" };
+    const options = { nodeTimeoutMs: 60_000, deleteTimedOut: true, namespace: "ops" };
+    /** The events of a node timed out whose DELETE does as `deleteJob` says, to its end. */
+    const expired = async (deleteJob: DeadlineHost["api"]["deleteJob"]) => {
+      const made = host(new Map([["j-a", running]]), options, undefined, deleteJob);
+      checkDeadlines(made.h, 61_000);
+      await runOn(made.clock, made.settled());
+      return made.events;
+    };
+    await t.step("an outage once: tracked, sent again, said once sent", async () => {
+      let calls = 0;
+      const deleteJob = () => ++calls === 1 ? Promise.reject(down) : Promise.resolve();
+      const { h, events, settled, clock } = host(
+        new Map([["j-a", running]]),
+        options,
+        undefined,
+        deleteJob,
+      );
+      checkDeadlines(h, 61_000);
+      await Promise.resolve();
+      assert.deepEqual(events, [], "not said before it is sent");
+      await runOn(clock, settled());
+      assert.equal(calls, 2);
+      assert.deepEqual(events, [{ kind: "deleting", job: "j-a", why: "it timed out" }]);
+    });
+    await t.step("refused for good: a warning with the kubectl command", async () => {
+      const forbidden = new ApiError({
+        status: 403,
+        reason: "Forbidden",
+        verb: "delete",
+        resource: "jobs",
+        message: "forbidden",
+      });
+      const events = await expired(() => Promise.reject(forbidden));
+      assert.equal(events.length, 1);
+      assert.equal(events[0].kind, "notice");
+      assert.match(
+        (events[0] as { message: string }).message,
+        /cannot delete timed-out Job j-a .*forbidden.*kubectl delete job j-a -n ops/,
+      );
+    });
+    await t.step("an outage past the deadline: the warning too", async () => {
+      const events = await expired(() => Promise.reject(down));
+      assert.match((events[0] as { message: string }).message, /kubectl delete job j-a -n ops/);
+    });
   },
 });

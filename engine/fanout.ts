@@ -23,7 +23,7 @@ import type { V1Job } from "@kubernetes/client-node";
 import { classifyJob, interpretStatus, slimJob, stillRuns } from "../job.ts";
 import { budgetExceeded, canaryVerdict } from "./safety.ts";
 import { admit, slotLimit, takeNext } from "./admission.ts";
-import { type StartHost, startNode } from "./start.ts";
+import { adoptable, type StartHost, startNode } from "./start.ts";
 import { checkBlocked, checkDeadlines, type DeadlineHost } from "./deadlines.ts";
 import { concludeJob, type FinishHost, judgeCollected, runAfterSuccess } from "./finish.ts";
 import { type Clock, SYSTEM_CLOCK } from "../base/clock.ts";
@@ -41,6 +41,7 @@ import type { DispatchReport, FanoutOptions, Progress, Target } from "./fanout_t
 import { nodeResult, progressKey, progressOf } from "./outcome.ts";
 import { PodReader } from "./explain.ts";
 import { errorText } from "../base/errors.ts";
+import { podFailure } from "../nodes/pods.ts";
 import { deleteStale, firstSight, STALE_DELETE_DEADLINE_MS, type StaleHost } from "./stale.ts";
 
 export { type Clock, SYSTEM_CLOCK };
@@ -56,6 +57,28 @@ export type {
   StartBudget,
   Target,
 } from "./fanout_types.ts";
+
+/** How many nodes' waits the progress line names. */
+const MAX_WAITS = 3;
+
+/** How long a node may finish before the progress line says what it waits for. */
+const SLOW_FINISH_MS = 5_000;
+
+/**
+ * What a node in flight waits for, for the progress line: what it said
+ * (`waitingFor`), or, for a success whose finish takes long, which part:
+ * the client retries a node write for up to its budget before the engine
+ * hears of an outage, and that minute must not read as a hang.
+ */
+function waitOf(s: NodeState, now: number): string | undefined {
+  if (s.waitingFor || s.phase !== "finishing" || now - s.since < SLOW_FINISH_MS) {
+    return s.waitingFor;
+  }
+  const secs = Math.round((now - s.since) / 1000);
+  return s.afterStarted
+    ? `post-success work (node labels, uncordon) under way for ${secs} s`
+    : `its Job succeeded; waiting ${secs} s for its Complete condition (its pods to end)`;
+}
 
 /** The longest the loop sleeps: silence must be noticed within a minute. */
 const MAX_SLEEP_MS = 10_000;
@@ -85,6 +108,8 @@ type Optional =
   | "postNodeDelayMs"
   | "retryFailed"
   | "recheck"
+  | "recheckBeforeCreate"
+  | "namespace"
   | "prepare"
   | "release"
   | "afterSuccess"
@@ -212,13 +237,16 @@ class Fanout {
 
   /** The engine as the start of a node (start.ts) sees it. */
   #startHost(): StartHost {
-    const { api, reporter, clock, run, recheck, blockers, prepare, release } = this.#o;
+    const { api, reporter, clock, run, signal, recheck, recheckBeforeCreate } = this.#o;
+    const { blockers, prepare, release } = this.#o;
     return {
       api,
       reporter,
       clock,
       run,
+      signal,
       recheck,
+      recheckBeforeCreate,
       blockers,
       prepare,
       release,
@@ -226,10 +254,13 @@ class Fanout {
       state: (name) => this.#nodes.get(name),
       apply: (name, e) => void this.#apply(name, e),
       outageHit: (name, e, began) => this.#outageHit(name, e, began),
+      outageFailed: (e, began) => this.#outageFailed(e, began),
+      stop: (reason) => this.#stop(reason),
       ok: () => this.#ok(),
       track: (work) => this.#track(work),
       created: (name, job) => this.#createdJob(name, job),
       meet: (name, job) => this.#meet(name, job, false),
+      adopt: (name, job) => this.#adoptRead(name, job),
     };
   }
 
@@ -242,6 +273,36 @@ class Fanout {
     // Else in the cache until a LIST or the watch shows it, so that a Job
     // collected before any of them did is still noticed as gone.
     else if (!seen) this.#jobs.assume(job);
+  }
+
+  /**
+   * Whether `job` is the Job of an unsure node (its create went unanswered)
+   * that this run made: adopted wherever it is seen, never created again.
+   */
+  #lost(name: string, job: V1Job): boolean {
+    const s = this.#nodes.get(name);
+    const t = this.#byName.get(name);
+    if (!s?.unsure || s.uid || !t) return false;
+    if (s.phase !== "queued" && s.phase !== "creating") return false;
+    return adoptable(job, this.#o.run, t.node.uid);
+  }
+
+  /** Adopts an unsure node's Job as this run's: running, reported, never `--retry-failed`. */
+  #adopt(name: string, job: V1Job): void {
+    const uid = job.metadata!.uid!;
+    this.#created.add(uid);
+    this.#apply(name, { type: "adopted", uid });
+    this.#o.reporter.event({ kind: "adopted", node: this.#byName.get(name)!.node.name, job: name });
+  }
+
+  /** Adopts an unsure node's Job found by a read, and concludes it as the cache or the read says. */
+  #adoptRead(name: string, job: V1Job): void {
+    if (!this.#lost(name, job)) return;
+    this.#adopt(name, job);
+    const seen = this.#jobs.cache.get(name);
+    if (seen && seen.metadata?.uid === job.metadata!.uid) return this.#onUpsert(seen);
+    if (!seen) this.#jobs.assume(job);
+    concludeJob(this.#finisher, name, job, false);
   }
 
   /** The engine as the deadline checks (deadlines.ts) see it. */
@@ -259,6 +320,7 @@ class Fanout {
       state: (name) => this.#nodes.get(name),
       put: (name, s) => this.#put(name, s),
       apply: (name, e, facts) => void this.#apply(name, e, facts),
+      track: (work) => this.#track(work),
     };
   }
 
@@ -273,7 +335,7 @@ class Fanout {
       apply: (name, e, facts) => this.#apply(name, e, facts),
       track: (work, name) => this.#track(work, name),
       ok: () => this.#ok(),
-      outageHit: (name, e, began) => this.#outageHit(name, e, began),
+      outageFailed: (e, began) => this.#outageFailed(e, began),
     };
   }
 
@@ -480,10 +542,12 @@ class Fanout {
 
   #onUpsert(job: V1Job): void {
     const name = nameOf(job);
+    if (this.#lost(name, job)) this.#adopt(name, job);
     const s = this.#nodes.get(name);
     if (!s || s.uid !== job.metadata?.uid) return;
     const status = interpretStatus(job);
-    if (s.phase === "running") concludeJob(this.#finisher, name, job, false);
+    if (s.phase === "running" && status.phase === "active") this.#podFailures(name, s, job);
+    else if (s.phase === "running") concludeJob(this.#finisher, name, job, false);
     else if (s.phase === "finishing" && status.phase === "succeeded" && status.final) {
       if (this.#apply(name, { type: "complete" })?.afterStarted) {
         runAfterSuccess(this.#finisher, name, job);
@@ -494,8 +558,30 @@ class Fanout {
     }
   }
 
+  /**
+   * A running Job whose pods fail and are retried (its backoffLimit) shows
+   * only a growing ETA otherwise: its node says how many failed and why.
+   */
+  #podFailures(name: string, s: NodeState, job: V1Job): void {
+    const failed = job.status?.failed ?? 0;
+    if (failed <= (s.podFailures ?? 0)) return;
+    const said = `Job retrying, ${failed} pod failure${failed === 1 ? "" : "s"}`;
+    this.#apply(name, { type: "note", waitingFor: said, podFailures: failed });
+    if (!this.#pods.readable) return;
+    this.#track(
+      this.#pods.list(name).then((pods) => {
+        const now = this.#nodes.get(name);
+        const why = pods && podFailure(pods);
+        if (!why || now?.phase !== "running" || now.uid !== s.uid) return;
+        if (now.podFailures !== failed) return; // a later failure says it
+        this.#apply(name, { type: "note", waitingFor: `${said}: ${why}`, podFailures: failed });
+      }),
+    );
+  }
+
   #onDelete(job: V1Job, how: Departure): void {
     const name = nameOf(job);
+    if (this.#lost(name, job)) this.#adopt(name, job);
     const s = this.#nodes.get(name);
     if (!s || s.uid !== job.metadata?.uid) return;
     if (s.phase === "waitingStale" || s.phase === "deleting") {
@@ -586,6 +672,7 @@ class Fanout {
 
   #begin(name: string): void {
     const job = this.#jobs.cache.get(name);
+    if (job && this.#lost(name, job)) return this.#adoptRead(name, job);
     if (job && classifyJob(job, this.#o.run) !== "notOurs") {
       if (!this.#retry(job)) return this.#meet(name, job, false);
       // Replaced as a stale Job is: deleted (holding the slot), then created.
@@ -639,6 +726,7 @@ class Fanout {
       outage: this.#outage.view(now),
       budget: this.#o.budget?.describe(this.#inWork()),
       paused: this.#pausedBy,
+      waits: this.#waits(),
     });
     // A view, not a copy: the run record reads it at most every 10 s.
     const states = () =>
@@ -648,6 +736,20 @@ class Fanout {
         state: this.#nodes.get(t.name)!,
       }));
     return { ...progress, states };
+  }
+
+  /** What the nodes in flight wait for, when they say: the first few. */
+  #waits(): string[] | undefined {
+    const waits: string[] = [];
+    const now = this.#now();
+    for (const name of this.#inFlight) {
+      const why = waitOf(this.#nodes.get(name)!, now);
+      if (why) waits.push(`node ${this.#byName.get(name)?.node.name ?? name}: ${why}`);
+    }
+    if (waits.length > MAX_WAITS) {
+      waits.splice(MAX_WAITS, Infinity, `${waits.length - MAX_WAITS} more`);
+    }
+    return waits.length ? waits : undefined;
   }
 
   /**

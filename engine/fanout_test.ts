@@ -482,18 +482,46 @@ Deno.test("dispatch() fails a node whose re-read throws, with the reason, and go
       t.node.name === "node-001"
         ? Promise.reject(
           new ApiError({
-            status: 403,
-            reason: "Forbidden",
+            status: 400,
+            reason: "BadRequest",
             verb: "list",
             resource: "nodes",
-            message: "forbidden",
+            message: "bad field selector",
           }),
         )
         : Promise.resolve(undefined),
   });
   assert.equal(results[1].outcome, "failed");
-  assert.match(results[1].reason!, /^cannot re-read node node-001: Cannot list nodes: forbidden$/);
+  assert.match(
+    results[1].reason!,
+    /^cannot re-read node node-001: Cannot list nodes: bad field selector$/,
+  );
   assert.deepEqual(h.api.created, ["up-node-000", "up-node-002"]);
+});
+
+Deno.test("dispatch() stops new starts on a 403 mid-run rather than failing node after node (issue 20, 12)", async () => {
+  const h = harness({ runMs: 100 });
+  const forbidden = new ApiError({
+    status: 403,
+    reason: "Forbidden",
+    verb: "patch",
+    resource: "nodes",
+    message: 'nodes "node-001" is forbidden',
+  });
+  const { results, stoppedBy } = await report(h, targets(4), {
+    parallelism: 1,
+    recheck: (t) =>
+      t.node.name === "node-000" ? Promise.resolve(undefined) : Promise.reject(forbidden),
+  });
+  assert.deepEqual(results.map((r) => r.outcome), [
+    "succeeded",
+    "notStarted",
+    "notStarted",
+    "notStarted",
+  ]);
+  assert.match(stoppedBy ?? "", /refused .*forbidden.*RBAC/);
+  assert.equal(kinds(h, "stopped").length, 1, "said once");
+  assert.deepEqual(h.api.created, ["up-node-000"]);
 });
 
 Deno.test("dispatch() reports a Job whose create was already sent when the run was stopped", async () => {
@@ -634,29 +662,111 @@ Deno.test("dispatch() frees a slot on SuccessCriteriaMet but starts post-success
   assert.equal(afterAt, 4_000);
 });
 
-Deno.test("dispatch() queues a node again when its post-success work meets an outage", async () => {
-  const h = harness({ runMs: 1000 });
-  let calls = 0;
-  const results = await run(h, targets(2), {
+Deno.test("dispatch() keeps a success through a post-success outage and never runs its Job twice (defect 1)", async () => {
+  // ttlSecondsAfterFinished: 0: the Job is gone the moment it finished, so
+  // nothing but the node's own state remembers the success.
+  const h = harness({ runMs: 1000, ttlZero: true });
+  const calls = new Map<string, number>();
+  const progress: Progress[] = [];
+  const ts = targets(2);
+  const started = ts.map((t) => t.name);
+  const { results } = await report(h, ts, {
     parallelism: 2,
-    afterSuccess: () => {
-      calls++;
-      if (calls > 1) return Promise.resolve(undefined);
+    nodeTimeoutMs: 10_000,
+    afterSuccess: (t) => {
+      const n = (calls.get(t.node.name) ?? 0) + 1;
+      calls.set(t.node.name, n);
+      if (n > 3) return Promise.resolve(undefined);
       return Promise.reject(
         new ApiError({
-          status: 503,
-          reason: "ServiceUnavailable",
+          status: 500,
+          reason: "InternalError",
           verb: "patch",
           resource: "nodes",
-          message: "the server is currently unable to handle the request",
+          message: 'failed calling webhook "deny.example": connection refused',
         }),
       );
     },
-  });
+  }, progress);
+  assert.deepEqual(h.api.created, started, "one Job per node, never a second");
   assert.ok(results.every((r) => r.outcome === "succeeded"), JSON.stringify(results));
-  assert.equal(calls, 3, "the work ran again for the node that met the outage");
-  assert.equal(h.api.created.length, 2, "its Job was not run again");
-  assert.deepEqual(kinds(h, "api").map((e) => e.kind === "api" && e.state), ["paused", "resumed"]);
+  assert.deepEqual([...calls.values()], [4, 4], "only the post-success work was retried");
+  const waits = progress.flatMap((p) => p.waits ?? []);
+  assert.ok(
+    waits.some((w) => /^node node-000: post-success work .*retrying: .*webhook/.test(w)),
+    `the progress said what the node waits for: ${waits}`,
+  );
+  assert.ok(progress.every((p) => p.queued === 0 || p.elapsedMs === 0), "never requeued");
+});
+
+Deno.test("dispatch() says what a slow post-success work holds the slot for (defect 1)", async () => {
+  const h = harness({ runMs: 1000 });
+  const progress: Progress[] = [];
+  await report(h, targets(1), {
+    parallelism: 1,
+    progressIntervalMs: 1000,
+    // A node write the client retries for a while before it answers.
+    afterSuccess: () => h.clock.sleep(8_000).then(() => undefined),
+  }, progress);
+  const waits = progress.flatMap((p) => p.waits ?? []);
+  assert.ok(
+    waits.some((w) => /^node node-000: post-success work \(.*\) under way for [5-8] s$/.test(w)),
+    `${waits}`,
+  );
+});
+
+Deno.test("dispatch() adopts a Job whose create answer was lost and never creates it twice (defect 2)", async () => {
+  const h = harness({ runMs: 1000, ttlZero: true });
+  h.api.loseCreateAnswers = 3;
+  const ts = targets(3);
+  const results = await run(h, ts, { parallelism: 3 });
+  assert.deepEqual(h.api.created, ts.map((t) => t.name), "exactly one Job per node");
+  assert.ok(results.every((r) => r.outcome === "succeeded"), JSON.stringify(results));
+  assert.equal(kinds(h, "adopted").length, 3, "each lost create was adopted");
+  assert.equal(h.api.calls.create, 3, "no create was sent again");
+});
+
+Deno.test("dispatch() adopts by identity a lost create's Job the watch shows finished and gone (defect 2)", async () => {
+  // The Job runs 0 ms: by the read it is gone (TTL 0), and only the watch's
+  // events of the unsure node's Job tell its outcome.
+  const h = harness({ runMs: 0, ttlZero: true });
+  h.api.loseCreateAnswers = 1;
+  const ts = targets(1);
+  const results = await run(h, ts, { parallelism: 1 });
+  assert.deepEqual(h.api.created, [ts[0].name]);
+  assert.equal(results[0].outcome, "succeeded", JSON.stringify(results));
+});
+
+Deno.test("dispatch() names the pod failures of a Job its backoffLimit retries (defect 15a)", async () => {
+  const h = harness();
+  const ts = targets(1);
+  const progress: Progress[] = [];
+  h.api.listPods = () =>
+    Promise.resolve([{
+      metadata: { name: "p1" },
+      status: {
+        phase: "Failed",
+        containerStatuses: [{
+          name: "c",
+          image: "busybox",
+          imageID: "",
+          ready: false,
+          restartCount: 0,
+          state: { terminated: { exitCode: 3, reason: "Error", message: "disk full" } },
+        }],
+      },
+    }]);
+  const done = report(h, ts, { parallelism: 1, progressIntervalMs: 1000 }, progress);
+  h.clock.sleep(2_000).then(() => h.api.podFailed(ts[0].name));
+  h.clock.sleep(4_000).then(() => h.api.podFailed(ts[0].name));
+  h.clock.sleep(8_000).then(() => h.api.finish(ts[0].name, "Complete"));
+  await done;
+  const waits = progress.flatMap((p) => p.waits ?? []);
+  assert.ok(waits.some((w) => /^node node-000: Job retrying, 1 pod failure\b/.test(w)), `${waits}`);
+  assert.ok(
+    waits.some((w) => /^node node-000: Job retrying, 2 pod failures: .*disk full/.test(w)),
+    `the progress named the failing pods: ${waits}`,
+  );
 });
 
 Deno.test("dispatch() counts a failure against the budget before its pods have told why", async () => {

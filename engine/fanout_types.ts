@@ -99,6 +99,11 @@ export interface Progress {
    * gets a progress report every second that must not copy 10,000 states.
    */
   states?: () => NodeStateView[];
+  /**
+   * What nodes in flight wait for, when they say (`node n1: Job retrying, 2
+   * pod failures: …`, `node n2: post-success work … retrying: …`): a few.
+   */
+  waits?: string[];
 }
 
 /** One node's state as {@linkcode Progress.states} shows it. */
@@ -188,6 +193,16 @@ export interface FanoutOptions {
    */
   recheck?: (target: Target) => Promise<string | undefined>;
   /**
+   * Checked again just before the Job of a prepared node (`prepare`) is
+   * created, since a drain can take minutes: a string fails the node with
+   * that reason (and `release` gives it back). It judges the node itself
+   * (gone, re-created under its name, newly tainted), not its labels: the
+   * run may change those on purpose.
+   */
+  recheckBeforeCreate?: (target: Target) => Promise<string | undefined>;
+  /** The namespace of the Jobs, for the kubectl commands the engine prints. */
+  namespace?: string;
+  /**
    * Work before a node's Job is created, after `recheck` (cordon, drain),
    * holding the node's slot in phase `draining`; a string fails the node
    * with that reason. An outage error thrown puts the node back in the queue
@@ -203,8 +218,9 @@ export interface FanoutOptions {
   /**
    * Work after a node's Job succeeded (labels, taints), holding the node's
    * slot until it ends; a string fails the node with that reason, an outage
-   * error thrown puts the node back in the queue (its Job is found Complete
-   * and the work done again). It also
+   * error thrown pauses starts and the work is tried again every few
+   * seconds: the success is kept, the node never goes back to the queue
+   * (its Job may be gone by then, by its TTL). It also
    * runs for successes counted from an earlier run, whose work a crash may
    * have cut short. When the run is stopped meanwhile, the node is in flight.
    */

@@ -11,16 +11,13 @@
 import type { V1Job } from "@kubernetes/client-node";
 import { interpretStatus, type JobOutcome } from "../job.ts";
 import type { NodeEvent, NodeState } from "./node_state.ts";
-import { isOutage } from "./outage.ts";
+import { isOutage, PROBE_INTERVAL_MS } from "./outage.ts";
 import { collectedOutcome } from "../nodes/pods.ts";
 import { explainedReason, failureReason, type PodReader } from "./explain.ts";
 import { resultFacts } from "./outcome.ts";
 import type { Clock } from "../base/clock.ts";
 import type { FanoutOptions, Target } from "./fanout_types.ts";
 import { errorText } from "../base/errors.ts";
-
-/** What the post-success work says when it met an outage: the node is queued again. */
-const OUTAGE = "\u0000outage";
 
 /** What the end of a node's Job needs from the engine. */
 export interface FinishHost {
@@ -40,8 +37,8 @@ export interface FinishHost {
   track(work: Promise<void>, name: string): void;
   /** A request succeeded: an outage, if any, is over. */
   ok(): void;
-  /** Work begun at `began` met an outage: the node is queued again, starts pause. */
-  outageHit(name: string, e: unknown, began: number): void;
+  /** Work begun at `began` met an outage: starts pause; the node keeps its state. */
+  outageFailed(e: unknown, began: number): void;
 }
 
 /** What the final result says of a Job (outcome.ts), as of now. */
@@ -72,7 +69,11 @@ export function concludeJob(host: FinishHost, name: string, job: V1Job, counted:
       },
       factsOf(host, { ...s, counted }, job),
     );
-    if (n?.phase === "finishing" && n.afterStarted) runAfterSuccess(host, name, job);
+    // Only on the edge into finishing: a Job seen again (the watch and a read
+    // of the same Job) must not run the post-success work twice.
+    if (n?.phase === "finishing" && n.afterStarted && s.phase !== "finishing") {
+      runAfterSuccess(host, name, job);
+    }
     return;
   }
   const explain = host.pods.readable;
@@ -101,25 +102,42 @@ async function explainFailure(
  * ends, so one slow node holds one slot and never stalls the others.
  */
 export function runAfterSuccess(host: FinishHost, name: string, job: V1Job): void {
-  const began = host.clock.now();
+  host.track(afterSuccessWork(host, name, job), name);
+}
+
+/**
+ * The post-success work, retried through an outage while the node keeps its
+ * success, its slot and its place in the budget: the Job may be gone by
+ * now (`ttlSecondsAfterFinished`, a foreground deletion), so "done" is never
+ * derived from the Job again, and the node never goes back to the queue.
+ */
+async function afterSuccessWork(host: FinishHost, name: string, job: V1Job): Promise<void> {
   const { afterSuccess, signal } = host.options;
-  const work = (afterSuccess ? afterSuccess(host.target(name)) : Promise.resolve(undefined))
-    .catch((e) => {
-      if (!isOutage(e)) return `post-success work failed: ${errorText(e)}`;
-      host.outageHit(name, e, began);
-      return OUTAGE;
-    })
-    .then(async (why) => {
-      if (why === OUTAGE) return;
-      if (!why) host.ok(); // its node writes went through
-      const delay = host.options.postNodeDelayMs;
-      if (!why && delay && !host.state(name)?.counted) await host.clock.sleep(delay, signal);
+  let why: string | undefined;
+  while (afterSuccess) {
+    const began = host.clock.now();
+    try {
+      why = await afterSuccess(host.target(name));
+      break;
+    } catch (e) {
+      if (!isOutage(e)) {
+        why = `post-success work failed: ${errorText(e)}`;
+        break;
+      }
+      host.outageFailed(e, began);
+      const waitingFor = `post-success work (node labels, uncordon) retrying: ${errorText(e)}`;
+      host.apply(name, { type: "note", waitingFor });
+      await host.clock.sleep(PROBE_INTERVAL_MS, signal);
       // Stopped midway: the node is neither done nor failed, still in flight.
-      if (why && signal.aborted) return;
-      const s = host.state(name)!;
-      host.apply(name, { type: "afterDone", reason: why }, factsOf(host, s, job));
-    });
-  host.track(work, name);
+      if (signal.aborted) return;
+    }
+  }
+  if (!why) host.ok(); // its node writes went through
+  const delay = host.options.postNodeDelayMs;
+  if (!why && delay && !host.state(name)?.counted) await host.clock.sleep(delay, signal);
+  if (why && signal.aborted) return;
+  const s = host.state(name)!;
+  host.apply(name, { type: "afterDone", reason: why }, factsOf(host, s, job));
 }
 
 /**

@@ -3,7 +3,7 @@ import type { V1Job, V1Pod } from "@kubernetes/client-node";
 import { ApiError } from "../kube/client.ts";
 import { next, type NodeEvent, type NodeState, type Phase } from "./node_state.ts";
 import type { Target } from "./fanout_types.ts";
-import { FakeClock } from "../testing/fake_api.ts";
+import { FakeClock, runOn } from "../testing/fake_api.ts";
 import { concludeJob, type FinishHost, judgeCollected } from "./finish.ts";
 
 const NAME = "upgrade-node-1";
@@ -39,12 +39,12 @@ function host(options: FinishHost["options"], pods?: V1Pod[], start = RUNNING) {
     },
     track: (work) => void tasks.push(work),
     ok: () => void steps.push("ok"),
-    outageHit: () => void steps.push("outage"),
+    outageFailed: () => void steps.push("outage"),
   };
   const settled = async () => {
     while (tasks.length) await tasks.shift();
   };
-  return { h, steps, settled, phase: (): Phase => states.get(NAME)!.phase };
+  return { h, steps, settled, phase: (): Phase => states.get(NAME)!.phase, states };
 }
 
 const SIGNAL = new AbortController().signal;
@@ -88,13 +88,6 @@ Deno.test({
         options: { afterSuccess: () => Promise.resolve("cannot label node node-1: no") },
         steps: ["succeeded", "afterDone"],
         phase: "failed",
-      },
-      {
-        name: "succeeded, the post-success work meets an outage: no outcome yet",
-        job: job("Complete"),
-        options: { afterSuccess: () => Promise.reject(outage) },
-        steps: ["succeeded", "outage"],
-        phase: "finishing",
       },
       {
         name: "failed, its pods readable: explained",
@@ -141,5 +134,35 @@ Deno.test({
         assert.equal(phase(), wantPhase);
       });
     }
+  },
+});
+
+Deno.test({
+  name:
+    "runAfterSuccess() keeps a success through an outage and retries only the post-success work (defect 1)",
+  permissions: "none",
+  async fn() {
+    let calls = 0;
+    const afterSuccess = () => ++calls <= 3 ? Promise.reject(outage) : Promise.resolve(undefined);
+    const { h, steps, settled, phase, states } = host({ signal: SIGNAL, afterSuccess });
+    const waits: (string | undefined)[] = [];
+    const apply = h.apply;
+    h.apply = (name, e, facts) => {
+      const after = apply(name, e, facts);
+      waits.push(after?.waitingFor);
+      return after;
+    };
+    concludeJob(h, NAME, job("Complete"), false);
+    assert.equal(phase(), "finishing");
+    await runOn(h.clock as FakeClock, settled());
+    assert.equal(calls, 4, "the work was tried again after each outage");
+    assert.equal(steps.filter((s) => s === "outage").length, 3, "each outage paused starts");
+    assert.ok(!steps.includes("requeue"), "the node never went back to the queue");
+    assert.ok(
+      waits.some((w) => /post-success work .*retrying: .*down/.test(w ?? "")),
+      `the node said what it waits for: ${waits}`,
+    );
+    assert.equal(phase(), "succeeded");
+    assert.equal(states.get(NAME)!.waitingFor, undefined);
   },
 });

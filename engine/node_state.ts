@@ -76,6 +76,16 @@ export interface NodeState {
   drainEndedAt?: number;
   /** When its Job succeeded and the post-success work (verification) began (clock ms). */
   jobEndedAt?: number;
+  /**
+   * A create of its Job went unanswered (a timeout, a 504) and may have been
+   * stored: a Job of its name that is ours is adopted wherever it is seen,
+   * finished or being deleted, and never created a second time.
+   */
+  unsure?: boolean;
+  /** What the node waits for while it holds its slot, for the progress line. */
+  waitingFor?: string;
+  /** Pods of its running Job that failed so far (the Job retries them up to its backoffLimit). */
+  podFailures?: number;
 }
 
 /** What happened to a node. */
@@ -98,7 +108,9 @@ export type NodeEvent =
   | { type: "failed"; reason?: string; explain: boolean; counted?: boolean }
   | { type: "explained"; reason: string }
   | { type: "collected"; reason: string }
-  | { type: "fail"; reason: string };
+  | { type: "fail"; reason: string }
+  | { type: "unsure" }
+  | { type: "note"; waitingFor?: string; podFailures?: number };
 
 /** Phases whose node holds a slot of `--parallelism`. */
 export const IN_FLIGHT: ReadonlySet<Phase> = new Set([
@@ -132,6 +144,8 @@ export function next(s: NodeState, e: NodeEvent, at: number): NodeState {
     ...s,
     phase,
     since: at,
+    // What it waited for is over with the phase.
+    waitingFor: undefined,
     ...extra,
   });
   if (FINAL.has(s.phase)) return s;
@@ -139,11 +153,11 @@ export function next(s: NodeState, e: NodeEvent, at: number): NodeState {
     case "start":
       return s.phase === "queued" ? to("creating") : s;
     case "requeue":
-      // From finishing: the post-success work met an outage; the node comes
-      // back, finds its Job Complete, and does the work again.
-      return ["creating", "draining", "finishing"].includes(s.phase)
-        ? to("queued", { afterStarted: undefined })
-        : s;
+      // Never from finishing: a success once seen is kept. The Job may be
+      // gone by the next look (ttlSecondsAfterFinished, a foreground
+      // deletion), and a node that went back to the queue would get a second
+      // Job; only the post-success work is retried, holding the slot.
+      return s.phase === "creating" || s.phase === "draining" ? to("queued") : s;
     case "prepare":
       return s.phase === "creating" ? to("draining", { drainStartedAt: at }) : s;
     case "prepared":
@@ -157,10 +171,19 @@ export function next(s: NodeState, e: NodeEvent, at: number): NodeState {
     case "blockedTimeout":
       return s.phase === "blocked" ? to("stillBlocked", { reason: e.reason }) : s;
     case "created":
-      return s.phase === "creating" ? to("running", { uid: e.uid, startedAt: at }) : s;
+      return s.phase === "creating"
+        ? to("running", { uid: e.uid, startedAt: at, unsure: undefined })
+        : s;
     case "adopted":
+      // A start already seen keeps its time: `--node-timeout-secs` counts
+      // from the first, not from each time the node's Job is found again.
       return s.phase === "queued" || s.phase === "creating"
-        ? to("running", { uid: e.uid, startedAt: at, counted: e.counted })
+        ? to("running", {
+          uid: e.uid,
+          startedAt: s.startedAt ?? at,
+          counted: e.counted,
+          unsure: undefined,
+        })
         : s;
     case "staleFound":
       return s.phase === "queued" || s.phase === "creating"
@@ -194,5 +217,10 @@ export function next(s: NodeState, e: NodeEvent, at: number): NodeState {
         : s;
     case "fail":
       return to("failed", { reason: e.reason });
+    case "unsure":
+      return s.phase === "creating" ? { ...s, unsure: true } : s;
+    case "note":
+      if (!IN_FLIGHT.has(s.phase)) return s;
+      return { ...s, waitingFor: e.waitingFor, podFailures: e.podFailures ?? s.podFailures };
   }
 }

@@ -79,10 +79,46 @@ Deno.test({
         want: { phase: "queued" },
       },
       {
-        name: "finishing requeues (outage in the post-success work): queued",
+        name: "finishing never requeues (defect 1): a success once seen is kept",
         from: at("finishing", { afterStarted: true }),
         event: { type: "requeue" },
-        want: { phase: "queued", afterStarted: undefined },
+        want: { phase: "finishing", afterStarted: true },
+      },
+      {
+        name: "adopted keeps the start already seen (defect 1): the node timeout is not reset",
+        from: at("queued", { startedAt: 2 }),
+        event: { type: "adopted", uid: "u1" },
+        want: { phase: "running", startedAt: 2, uid: "u1" },
+      },
+      {
+        name: "creating unsure (defect 2): marked, still creating",
+        from: at("creating"),
+        event: { type: "unsure" },
+        want: { phase: "creating", unsure: true },
+      },
+      {
+        name: "an unsure node adopted: running, no longer unsure",
+        from: at("queued", { unsure: true }),
+        event: { type: "adopted", uid: "u1" },
+        want: { phase: "running", unsure: undefined, startedAt: 7 },
+      },
+      {
+        name: "finishing noted: says what it waits for, same phase",
+        from: at("finishing", { afterStarted: true }),
+        event: { type: "note", waitingFor: "post-success work retrying" },
+        want: { phase: "finishing", waitingFor: "post-success work retrying" },
+      },
+      {
+        name: "running noted with pod failures (defect 15a): counted",
+        from: at("running"),
+        event: { type: "note", waitingFor: "Job retrying", podFailures: 2 },
+        want: { phase: "running", podFailures: 2 },
+      },
+      {
+        name: "a noted node that moves on forgets what it waited for",
+        from: at("running", { waitingFor: "Job retrying" }),
+        event: { type: "succeeded", afterWork: false, final: true },
+        want: { phase: "succeeded", waitingFor: undefined },
       },
       {
         name: "creating created: running, started now, with the Job's UID",
@@ -243,7 +279,8 @@ Deno.test({
           Object.fromEntries(Object.keys(c.want).map((k) => [k, got[k as keyof NodeState]])),
           c.want,
         );
-        if (c.want.phase === c.from.phase && c.event.type !== "complete") {
+        const marks = ["complete", "note", "unsure"].includes(c.event.type);
+        if (c.want.phase === c.from.phase && !marks) {
           assert.equal(got, c.from, "an event that does not apply changes nothing");
         }
       });

@@ -101,6 +101,8 @@ export interface Tally {
   budget?: string;
   /** Why starts are paused by the user, if they are. */
   paused?: string;
+  /** What nodes in flight wait for, when they say. */
+  waits?: string[];
 }
 
 /** The progress counts; the rare ones (unknown, blocked) only when there are some. */
@@ -118,6 +120,7 @@ export function progressOf(t: Tally): Progress {
     outage: t.outage,
     budget: t.budget,
     paused: t.paused,
+    waits: t.waits,
   };
 }
 
@@ -164,5 +167,5 @@ export class ActiveTime {
  */
 export function progressKey(p: Progress): string {
   return `${p.succeeded}/${p.failed}/${p.inFlight}/${p.draining}/${p.queued}/${p.outage?.paused}/` +
-    `${p.budget}/${p.paused}`;
+    `${p.budget}/${p.paused}/${p.waits?.join(";")}`;
 }

@@ -145,10 +145,12 @@ Deno.test({
       outage: undefined,
       budget: undefined,
       paused: undefined,
+      waits: undefined,
     });
     const later: Progress = { ...p, elapsedMs: 9_000 };
     assert.equal(progressKey(later), progressKey(p));
     assert.notEqual(progressKey({ ...p, paused: "a file" }), progressKey(p));
+    assert.notEqual(progressKey({ ...p, waits: ["node a: Job retrying"] }), progressKey(p));
   },
 });
 

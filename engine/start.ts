@@ -13,7 +13,7 @@ import type { V1Job } from "@kubernetes/client-node";
 import { classifyJob, type RunIdentity } from "../job.ts";
 import { ApiError } from "../kube/client.ts";
 import type { NodeEvent, NodeState } from "./node_state.ts";
-import { isOutage } from "./outage.ts";
+import { isOutage, PROBE_INTERVAL_MS } from "./outage.ts";
 import type { Clock } from "../base/clock.ts";
 import type { FanoutOptions, JobApi, Reporter, Target } from "./fanout_types.ts";
 import { errorText } from "../base/errors.ts";
@@ -28,8 +28,12 @@ export interface StartHost {
   clock: Clock;
   /** The run's identity, to tell its Jobs from others'. */
   run: RunIdentity;
+  /** Aborts on SIGINT/SIGTERM. */
+  signal: AbortSignal;
   /** Re-reads and claims the node: a reason when it may not start. */
   recheck?: FanoutOptions["recheck"];
+  /** Re-reads a prepared node just before its create: a reason when it may not get its Job. */
+  recheckBeforeCreate?: FanoutOptions["recheckBeforeCreate"];
   /** Names a pod that blocks the node (`--blocking-pod-selector`). */
   blockers?: FanoutOptions["blockers"];
   /** Prepares the node (cordon, drain): a reason when it cannot be. */
@@ -44,6 +48,10 @@ export interface StartHost {
   apply(name: string, e: NodeEvent): void;
   /** A start begun at `began` met an outage: the node is queued again, starts pause. */
   outageHit(name: string, e: unknown, began: number): void;
+  /** A request begun at `began` met an outage: starts pause; the node keeps its state. */
+  outageFailed(e: unknown, began: number): void;
+  /** No new node starts from now on, for `reason`; those in flight finish. */
+  stop(reason: string): void;
   /** A request succeeded: an outage, if any, is over. */
   ok(): void;
   /** Keeps track of work off to the side. */
@@ -52,6 +60,46 @@ export interface StartHost {
   created(name: string, job: V1Job): void;
   /** A Job of the node's name exists and is ours or stale: count, adopt or replace it. */
   meet(name: string, job: V1Job): void;
+  /**
+   * Our Job, read after its create went unanswered: adopted as this run's,
+   * finished or being deleted (it ran on the node).
+   */
+  adopt(name: string, job: V1Job): void;
+}
+
+/**
+ * Whether an error is a permission this run lacks: a 403 other than a
+ * namespace being deleted. Waiting does not heal it, and every node would
+ * meet it in turn.
+ */
+function forbidden(e: unknown): e is ApiError {
+  if (!(e instanceof ApiError) || e.status !== 403) return false;
+  return !(e.causes ?? []).some((c) => c.reason === "NamespaceTerminating");
+}
+
+/**
+ * A request the node's start needs was refused (403): no new node starts,
+ * for a refusal would fail node after node; this node is given back (its
+ * cordon undone) and waits in the queue, not failed.
+ */
+function refused(host: StartHost, t: Target, e: ApiError, prepared: boolean): void {
+  host.stop(
+    `the API server refused a request the run needs (${errorText(e)}); ` +
+      "grant it (see the README's RBAC) and run again",
+  );
+  if (prepared && host.release) host.track(host.release(t, "abandoned"));
+  host.apply(t.name, { type: "requeue" });
+}
+
+/**
+ * Whether `job` is ours to adopt for its node, as {@linkcode classifyJob}
+ * says, a deletion under way aside: after a lost create answer the Job may
+ * already be going by its `ttlSecondsAfterFinished`, and it still ran on the
+ * node.
+ */
+export function adoptable(job: V1Job, run: RunIdentity, nodeUid?: string): boolean {
+  const metadata = { ...job.metadata, deletionTimestamp: undefined };
+  return classifyJob({ ...job, metadata }, run, nodeUid) === "current";
 }
 
 /**
@@ -61,14 +109,43 @@ export interface StartHost {
 export async function startNode(host: StartHost, t: Target): Promise<void> {
   if (!await recheckNode(host, t)) return;
   if (host.blockers && !await unblocked(host, t, host.blockers)) return;
-  if (host.prepare && !host.halted() && !await prepareNode(host, t, host.prepare)) return;
+  const prepared = !!host.prepare && !host.halted();
+  if (prepared && !await prepareNode(host, t, host.prepare!)) return;
   if (host.halted()) {
     // Never leave a node worse than found: a node cordoned and drained for
     // a Job that will not come is given back.
     if (host.prepare && host.release) host.track(host.release(t, "abandoned"));
     return host.apply(t.name, { type: "requeue" });
   }
-  await createJob(host, t);
+  // A drain can take --drain-timeout-secs: the node may have been deleted,
+  // re-created under its name or tainted meanwhile, and a Job pinned by
+  // nodeName would go to whatever node has the name now.
+  if (prepared && !await recheckBeforeCreate(host, t)) return;
+  await createJob(host, t, prepared);
+}
+
+/**
+ * Re-reads a prepared node just before its create; whether it may go on. A
+ * reason fails it, and the node is given back (uncordoned) first, whatever
+ * `--uncordon-on-failure` says: it got no Job, so nothing of a task is left
+ * on it to inspect, and the cordon is only the run's.
+ */
+async function recheckBeforeCreate(host: StartHost, t: Target): Promise<boolean> {
+  if (!host.recheckBeforeCreate) return true;
+  const began = host.clock.now();
+  let why: string | undefined;
+  try {
+    why = await host.recheckBeforeCreate(t);
+  } catch (e) {
+    if (forbidden(e)) refused(host, t, e, true);
+    else if (isOutage(e)) host.outageHit(t.name, e, began);
+    else why = `cannot re-read node ${t.node.name} before its Job: ${errorText(e)}`;
+    if (!why) return false;
+  }
+  if (!why) return true;
+  if (host.release) host.track(host.release(t, "abandoned"));
+  host.apply(t.name, { type: "fail", reason: why });
+  return false;
 }
 
 /** Re-reads and claims the node; whether it may go on. */
@@ -78,6 +155,10 @@ async function recheckNode(host: StartHost, t: Target): Promise<boolean> {
   try {
     why = await host.recheck?.(t);
   } catch (e) {
+    if (forbidden(e)) {
+      refused(host, t, e, false);
+      return false;
+    }
     if (isOutage(e)) {
       host.outageHit(t.name, e, began);
       return false;
@@ -100,7 +181,8 @@ async function unblocked(
     if (!blocking) return true;
     host.apply(t.name, { type: "blocked", reason: blocking });
   } catch (e) {
-    if (isOutage(e)) host.outageHit(t.name, e, began);
+    if (forbidden(e)) refused(host, t, e, false);
+    else if (isOutage(e)) host.outageHit(t.name, e, began);
     else {
       host.apply(t.name, {
         type: "fail",
@@ -123,6 +205,11 @@ async function prepareNode(
   try {
     why = await prepare(t);
   } catch (e) {
+    if (forbidden(e)) {
+      // Half prepared (cordoned, maybe partly drained): given back.
+      refused(host, t, e, true);
+      return false;
+    }
     if (isOutage(e)) {
       host.outageHit(t.name, e, began);
       return false;
@@ -138,7 +225,7 @@ async function prepareNode(
 }
 
 /** Creates the node's Job; a Job of its name that exists already is met instead. */
-async function createJob(host: StartHost, t: Target): Promise<void> {
+async function createJob(host: StartHost, t: Target, prepared: boolean): Promise<void> {
   const { name } = t;
   let created: V1Job;
   const began = host.clock.now();
@@ -146,6 +233,8 @@ async function createJob(host: StartHost, t: Target): Promise<void> {
     created = await host.api.createJob(t.job());
   } catch (e) {
     if (e instanceof ApiError && e.status === 409) return await resolveConflict(host, t);
+    if (e instanceof ApiError && e.uncertain) return await resolveLost(host, t, e, began);
+    if (forbidden(e)) return refused(host, t, e, prepared);
     if (isOutage(e)) return host.outageHit(name, e, began);
     return host.apply(name, { type: "fail", reason: `cannot create Job ${name}: ${errorText(e)}` });
   }
@@ -172,12 +261,64 @@ async function resolveConflict(host: StartHost, t: Target): Promise<void> {
   }
   // Deleted between our create and our read: try again in the next slot.
   if (!existing) return host.apply(name, { type: "requeue" });
-  if (classifyJob(existing, host.run, t.node.uid) === "notOurs") {
-    return host.apply(name, {
-      type: "fail",
-      reason: `a Job named ${name} exists without label ${host.run.keys.owner}; ` +
-        "it is not ours and is left alone: delete it or choose another --name-prefix",
-    });
+  // An unsure node's own Job, landed late: adopted, not replaced.
+  if (host.state(name)?.unsure && adoptable(existing, host.run, t.node.uid)) {
+    return host.adopt(name, existing);
   }
-  host.meet(name, existing);
+  if (!notOurs(host, name, existing)) host.meet(name, existing);
+}
+
+/**
+ * A create whose answer was lost (a timeout, a 504) may have made the Job:
+ * it is resolved by reading, never by sending it again blind. The node keeps
+ * its slot and reads the Job by name until the API answers: ours is adopted
+ * (finished or being deleted, it ran on the node); none means the create
+ * was not stored, and the node is created again in its next slot. Until
+ * then the node is `unsure`: the watch adopts a Job of ours it shows.
+ */
+async function resolveLost(
+  host: StartHost,
+  t: Target,
+  lost: ApiError,
+  began: number,
+): Promise<void> {
+  const { name } = t;
+  host.apply(name, { type: "unsure" });
+  host.outageFailed(lost, began);
+  while (true) {
+    const readAt = host.clock.now();
+    let job: V1Job | undefined;
+    try {
+      job = await host.api.getJob(name);
+    } catch (e) {
+      if (!isOutage(e)) {
+        const reason = `cannot read Job ${name} after its create went unanswered ` +
+          `(${errorText(lost)}): ${errorText(e)}`;
+        return host.apply(name, { type: "fail", reason });
+      }
+      host.outageFailed(e, readAt);
+      await host.clock.sleep(PROBE_INTERVAL_MS, host.signal);
+      if (host.signal.aborted) return;
+      continue;
+    }
+    host.ok();
+    // The watch may have shown the Job and adopted it meanwhile.
+    const s = host.state(name);
+    if (s?.phase !== "creating" || s.uid) return;
+    if (!job) return host.apply(name, { type: "requeue" });
+    if (adoptable(job, host.run, t.node.uid)) return host.adopt(name, job);
+    if (!notOurs(host, name, job)) host.meet(name, job);
+    return;
+  }
+}
+
+/** Fails the node when `job` is not ours; whether it did. */
+function notOurs(host: StartHost, name: string, job: V1Job): boolean {
+  if (classifyJob(job, host.run) !== "notOurs") return false;
+  host.apply(name, {
+    type: "fail",
+    reason: `a Job named ${name} exists without label ${host.run.keys.owner}; ` +
+      "it is not ours and is left alone: delete it or choose another --name-prefix",
+  });
+  return true;
 }

@@ -4,7 +4,7 @@ import { ApiError } from "../kube/client.ts";
 import { labelValue, type RunIdentity, trackingKeys } from "../job.ts";
 import type { NodeEvent } from "./node_state.ts";
 import type { DispatchEvent, Target } from "./fanout_types.ts";
-import { FakeClock } from "../testing/fake_api.ts";
+import { FakeClock, runOn } from "../testing/fake_api.ts";
 import { type StartHost, startNode } from "./start.ts";
 
 const RUN: RunIdentity = { keys: trackingKeys("job-dispatcher"), prefix: "upgrade" };
@@ -31,6 +31,9 @@ const OURS: V1Job = {
 type Step =
   | ["apply", NodeEvent["type"], string?]
   | ["outage"]
+  | ["paused"]
+  | ["stop"]
+  | ["adopt", string]
   | ["ok"]
   | ["event", DispatchEvent["kind"]]
   | ["release", string]
@@ -47,11 +50,15 @@ function host(over: Partial<StartHost>, halted = false) {
     reporter: { event: (e) => void steps.push(["event", e.kind]), progress: () => {} },
     clock: new FakeClock(),
     run: RUN,
+    signal: new AbortController().signal,
     halted: () => halted,
     state: () => ({ phase: "creating", since: 0 }),
     apply: (_, e) =>
       void steps.push("reason" in e ? ["apply", e.type, e.reason] : ["apply", e.type]),
     outageHit: () => void steps.push(["outage"]),
+    outageFailed: () => void steps.push(["paused"]),
+    stop: () => void steps.push(["stop"]),
+    adopt: (_, job) => void steps.push(["adopt", job.metadata!.uid!]),
     ok: () => void steps.push(["ok"]),
     track: (work) => void work.then(() => {}),
     created: (_, job) => void steps.push(["created", job.metadata!.uid!]),
@@ -78,8 +85,8 @@ Deno.test({
       },
       {
         name: "the re-read throws: it fails naming the node",
-        over: { recheck: () => Promise.reject(apiError(403, "get")) },
-        want: [["apply", "fail", `cannot re-read node node-1: ${said(403, "get")}`]],
+        over: { recheck: () => Promise.reject(apiError(400, "get")) },
+        want: [["apply", "fail", `cannot re-read node node-1: ${said(400, "get")}`]],
       },
       {
         name: "the re-read meets an outage: requeued, never failed",
@@ -93,8 +100,8 @@ Deno.test({
       },
       {
         name: "the blocking pods cannot be listed: it fails",
-        over: { blockers: () => Promise.reject(apiError(403, "list")) },
-        want: [["apply", "fail", `cannot list the pods of node node-1: ${said(403, "list")}`]],
+        over: { blockers: () => Promise.reject(apiError(400, "list")) },
+        want: [["apply", "fail", `cannot list the pods of node node-1: ${said(400, "list")}`]],
       },
       {
         name: "listing the blocking pods meets an outage",
@@ -207,3 +214,172 @@ function never(): Promise<never> {
 function conflict(getJob: StartHost["api"]["getJob"]): StartHost["api"] {
   return { createJob: () => Promise.reject(apiError(409)), getJob };
 }
+
+/** An error of a create whose answer was lost, as kube/client.ts marks it. */
+function lostAnswer(status = 504): ApiError {
+  const e = apiError(status);
+  e.uncertain = true;
+  return e;
+}
+
+const FINISHED_GOING: V1Job = {
+  metadata: { ...OURS.metadata, deletionTimestamp: new Date(0) },
+  status: { conditions: [{ type: "Complete", status: "True" }] },
+};
+
+Deno.test({
+  name:
+    "startNode() resolves a create whose answer was lost by reading, never by sending it again (defect 2)",
+  permissions: "none",
+  async fn(t) {
+    const cases: { name: string; reads: (V1Job | undefined | ApiError)[]; want: Step[] }[] = [
+      {
+        name: "our Job is there: adopted",
+        reads: [OURS],
+        want: [["apply", "unsure"], ["paused"], ["ok"], ["adopt", "old"]],
+      },
+      {
+        name: "our Job, finished and being deleted by its TTL: adopted all the same",
+        reads: [FINISHED_GOING],
+        want: [["apply", "unsure"], ["paused"], ["ok"], ["adopt", "old"]],
+      },
+      {
+        name: "no Job: the create was not stored; requeued, still unsure",
+        reads: [undefined],
+        want: [["apply", "unsure"], ["paused"], ["ok"], ["apply", "requeue"]],
+      },
+      {
+        name: "the read meets an outage: read again, the node keeps its slot",
+        reads: [apiError(503, "get"), apiError(0, "get"), OURS],
+        want: [["apply", "unsure"], ["paused"], ["paused"], ["paused"], ["ok"], ["adopt", "old"]],
+      },
+    ];
+    for (const c of cases) {
+      await t.step(c.name, async () => {
+        let creates = 0;
+        const reads = [...c.reads];
+        const { h, steps } = host({
+          api: {
+            createJob: () => (creates++, Promise.reject(lostAnswer())),
+            getJob: () => {
+              const r = reads.shift();
+              return r instanceof ApiError ? Promise.reject(r) : Promise.resolve(r);
+            },
+          },
+        });
+        await runOn(h.clock as FakeClock, startNode(h, TARGET));
+        assert.equal(creates, 1, "the create was sent once");
+        assert.deepEqual(steps, c.want);
+      });
+    }
+    await t.step("a requeued unsure node whose create lands late: its 409 adopts it", async () => {
+      const { h, steps } = host({
+        api: conflict(() => Promise.resolve(OURS)),
+        state: () => ({ phase: "creating", since: 0, unsure: true }),
+      });
+      await startNode(h, TARGET);
+      assert.deepEqual(steps, [["adopt", "old"]]);
+    });
+  },
+});
+
+Deno.test({
+  name: "startNode() re-checks a prepared node just before its create (defect 8)",
+  permissions: "none",
+  async fn(t) {
+    const replaced = "the node was replaced under the same name (UID n-uid is now n2)";
+    await t.step("replaced during the drain: failed with the reason, no Job", async () => {
+      let creates = 0;
+      const { h, steps } = host({
+        prepare: () => Promise.resolve(undefined),
+        release: (_, why) => Promise.resolve(void steps.push(["release", why])),
+        recheckBeforeCreate: () => Promise.resolve(replaced),
+        api: { createJob: () => (creates++, never()), getJob: () => never() },
+      });
+      await startNode(h, TARGET);
+      assert.equal(creates, 0);
+      assert.deepEqual(steps, [
+        ["apply", "prepare"],
+        ["apply", "prepared"],
+        ["release", "abandoned"],
+        ["apply", "fail", replaced],
+      ]);
+    });
+    await t.step("still the same node: the Job is created", async () => {
+      const checked: string[] = [];
+      const { h, steps } = host({
+        prepare: () => Promise.resolve(undefined),
+        recheckBeforeCreate: (t) => Promise.resolve(void checked.push(t.node.name)),
+      });
+      await startNode(h, TARGET);
+      assert.deepEqual(checked, ["node-1"]);
+      assert.deepEqual(steps.at(-1), ["created", "new"]);
+    });
+    await t.step("the re-read meets an outage: requeued, never failed", async () => {
+      const { h, steps } = host({
+        prepare: () => Promise.resolve(undefined),
+        recheckBeforeCreate: () => Promise.reject(apiError(503, "get")),
+      });
+      await startNode(h, TARGET);
+      assert.deepEqual(steps, [["apply", "prepare"], ["apply", "prepared"], ["outage"]]);
+    });
+  },
+});
+
+Deno.test({
+  name:
+    "startNode() stops new starts on a 403 mid-run; the node is given back and requeued, not failed (issue 20, 12)",
+  permissions: "none",
+  async fn(t) {
+    const released: string[] = [];
+    const release = (_: Target, why: string) => Promise.resolve(void released.push(why));
+    const cases: { name: string; over: Partial<StartHost>; want: Step[]; released: string[] }[] = [
+      {
+        name: "the re-read and claim refused",
+        over: { recheck: () => Promise.reject(apiError(403, "patch")) },
+        want: [["stop"], ["apply", "requeue"]],
+        released: [],
+      },
+      {
+        name: "the blocking pods may not be listed",
+        over: { blockers: () => Promise.reject(apiError(403, "list")) },
+        want: [["stop"], ["apply", "requeue"]],
+        released: [],
+      },
+      {
+        name: "the drain refused: the node given back",
+        over: { prepare: () => Promise.reject(apiError(403, "list")), release },
+        want: [["apply", "prepare"], ["stop"], ["apply", "requeue"]],
+        released: ["abandoned"],
+      },
+      {
+        name: "the create refused after the drain: the node given back",
+        over: {
+          prepare: () => Promise.resolve(undefined),
+          release,
+          api: { createJob: () => Promise.reject(apiError(403)), getJob: () => never() },
+        },
+        want: [["apply", "prepare"], ["apply", "prepared"], ["stop"], ["apply", "requeue"]],
+        released: ["abandoned"],
+      },
+    ];
+    for (const c of cases) {
+      await t.step(c.name, async () => {
+        released.length = 0;
+        const { h, steps } = host(c.over);
+        await startNode(h, TARGET);
+        assert.deepEqual(steps, c.want);
+        assert.deepEqual(released, c.released);
+      });
+    }
+    await t.step("a namespace being deleted still fails the node", async () => {
+      const terminating = apiError(403);
+      terminating.causes = [{ reason: "NamespaceTerminating" }];
+      const { h, steps } = host({
+        api: { createJob: () => Promise.reject(terminating), getJob: () => never() },
+      });
+      await startNode(h, TARGET);
+      assert.equal(steps[0][1], "fail");
+    });
+  },
+});

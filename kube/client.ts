@@ -43,6 +43,15 @@ export class ApiError extends Error {
    * (cause `DisruptionBudget`, naming the budget) from throttling.
    */
   causes?: StatusCause[];
+  /**
+   * A write that may have been applied though its answer was lost (a
+   * timeout, a connection cut after the request went out, a 5xx such as 504
+   * "may still be processing"): it was not sent again, and only a read can
+   * tell whether it took effect.
+   */
+  uncertain?: boolean;
+  /** The connection failed to open: nothing of the request was sent. */
+  unsent?: boolean;
 
   /** Builds an error; `message` is the server's Status message or the network error. */
   constructor(
@@ -122,6 +131,40 @@ export function isBudgetRefusal(err: ApiError): boolean {
 export function isRetryable(err: unknown): boolean {
   if (!(err instanceof ApiError)) return false;
   return err.status === 0 || err.status === 429 || err.status >= 500;
+}
+
+/**
+ * Whether a request makes a new object each time it is applied: a POST,
+ * except a review (`SelfSubjectReview`, access reviews) and a dry run, which
+ * store nothing. A PATCH or a DELETE as this tool sends them cannot double
+ * anything: a DELETE carries a UID precondition and takes a 404 as done,
+ * and each PATCH sets values or tests them first (a re-sent one gives the
+ * same object or a failed test).
+ */
+function makesObject(method: string, path: string): boolean {
+  if (method !== "POST" || /[?&]dryRun=All/.test(path)) return false;
+  return !/\/(selfsubject\w*reviews|subjectaccessreviews|tokenreviews)(\?|$)/.test(path);
+}
+
+/**
+ * Whether a failed request may be sent again. A create may be re-sent only
+ * when it cannot have been applied: the server asked to wait (`Retry-After`
+ * on a 429 or a 5xx) or the connection never opened. client-go
+ * (`rest/with_retry.go` `IsNextRetry`) re-sends no write on an error and a
+ * response only with `Retry-After`: a Job create re-sent after a timeout or
+ * a 504 makes a second Job once its TTL removed the first.
+ *
+ * @example
+ * ```ts
+ * const err = new ApiError({ status: 504, reason: "Timeout", verb: "create", resource: "jobs", message: "" });
+ * mayResend("POST", "/apis/batch/v1/namespaces/a/jobs", err); // false
+ * mayResend("GET", "/apis/batch/v1/namespaces/a/jobs/j", err); // true
+ * ```
+ */
+export function mayResend(method: string, path: string, err: ApiError): boolean {
+  if (!isRetryable(err)) return false;
+  if (!makesObject(method, path) || err.unsent) return true;
+  return err.retryAfterMs !== undefined && err.status !== 0;
 }
 
 /**
@@ -603,7 +646,7 @@ export class Kube {
       const aborted = abortedBy(signal);
       if (aborted) throw this.#abortError(aborted, verb, path);
       const refusedCert = untrusted(e);
-      throw new ApiError({
+      const err = new ApiError({
         status: 0,
         reason: refusedCert ? "Untrusted" : "Unreachable",
         verb,
@@ -612,6 +655,10 @@ export class Kube {
           fetchFailure(e)
         }`,
       });
+      // hyper's "client error (Connect)": the connection (TCP, TLS) never
+      // opened, so no byte of the request went out.
+      err.unsent = /client error \(Connect\)/.test(fetchFailure(e));
+      throw err;
     }
   }
 
@@ -725,9 +772,11 @@ export class Kube {
       // request here. Mid-run it still pauses starts like any outage (status 0).
       const untrustedNow = err.reason === "Untrusted";
       if (
-        once || stopping || untrustedNow || !isRetryable(err) ||
+        once || stopping || untrustedNow || !mayResend(method, path, err) ||
         Date.now() + delay > this.#contact.deadline(started, this.#retry.budgetMs)
       ) {
+        err.uncertain = makesObject(method, path) && !err.unsent &&
+          (err.status === 0 || err.status >= 500 && err.retryAfterMs === undefined);
         throw err;
       }
       this.#contact.failed(err, this.#contact.deadline(started, this.#retry.budgetMs));

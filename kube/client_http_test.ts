@@ -480,3 +480,103 @@ Deno.test("Kube with a wait of 0 still retries an outage once the API server has
     { apiWaitMs: 0 },
   );
 });
+
+const JOBS = "/apis/batch/v1/namespaces/x/jobs";
+
+Deno.test("Kube.request() sends a create answered 504 or 5xx once and marks it uncertain (defect 2)", async (t) => {
+  for (const code of [504, 500, 503]) {
+    await t.step(`a POST answered ${code}: one hit, uncertain`, async () => {
+      await withServer(() => status(code, "Timeout"), async (kube, hits) => {
+        await assert.rejects(
+          kube.request("create", "POST", JOBS, {}),
+          (e: ApiError) => e.status === code && e.uncertain === true,
+        );
+        assert.equal(hits.length, 1, "the create was not re-sent blind");
+      });
+    });
+  }
+  await t.step("a GET answered 504 is still retried", async () => {
+    await withServer(
+      (_req, n) => n === 1 ? status(504, "Timeout") : Response.json({ ok: true }),
+      async (kube, hits) => {
+        assert.deepEqual(await kube.request("get", "GET", `${JOBS}/j`), { ok: true });
+        assert.equal(hits.length, 2);
+      },
+    );
+  });
+  await t.step(
+    "a POST answered 429 or 503 with Retry-After is sent again (not applied)",
+    async () => {
+      await withServer(
+        (_req, n) =>
+          n === 1
+            ? status(429, "TooManyRequests", { headers: { "Retry-After": "0" } })
+            : n === 2
+            ? status(503, "ServiceUnavailable", { headers: { "Retry-After": "0" } })
+            : Response.json({ ok: true }),
+        async (kube, hits) => {
+          assert.deepEqual(await kube.request("create", "POST", JOBS, {}), { ok: true });
+          assert.equal(hits.length, 3);
+        },
+      );
+    },
+  );
+  await t.step("a DELETE, a PATCH and a dry-run create are still retried on 5xx", async () => {
+    await withServer(
+      (_req, n) => n % 2 === 1 ? status(500, "InternalError") : Response.json({ ok: true }),
+      async (kube, hits) => {
+        await kube.request("delete", "DELETE", `${JOBS}/j`, {});
+        await kube.request("patch", "PATCH", "/api/v1/nodes/a", []);
+        await kube.request("create", "POST", `${JOBS}?dryRun=All`, {});
+        assert.equal(hits.length, 6);
+      },
+    );
+  });
+});
+
+Deno.test("Kube.request() sends a create cut off after it went out once, uncertain; a refused one again (defect 2)", async () => {
+  // A raw server that reads the request and closes without an answer.
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  let requests = 0;
+  const serving = (async () => {
+    for await (const conn of l) {
+      await conn.read(new Uint8Array(65536)).catch(() => null);
+      requests++;
+      conn.close();
+    }
+  })();
+  const dir = await Deno.makeTempDir();
+  const config = (p: number) =>
+    `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://127.0.0.1:${p}"}}]
+users: [{name: u, user: {}}]
+contexts: [{name: ctx, context: {cluster: c, user: u}}]
+current-context: ctx
+`;
+  await Deno.writeTextFile(`${dir}/config`, config(port));
+  const retry = { requestTimeoutMs: 1000, budgetMs: 600, baseDelayMs: 10, maxDelayMs: 20 };
+  const kube = await Kube.connect({ kubeconfig: `${dir}/config`, retry });
+  const closedDir = await unreachableKubeconfig();
+  const refused = await Kube.connect({ kubeconfig: `${closedDir}/config`, retry });
+  try {
+    await assert.rejects(
+      kube.request("create", "POST", JOBS, {}),
+      (e: ApiError) => e.status === 0 && e.uncertain === true && !e.unsent,
+    );
+    assert.equal(requests, 1, "the create was sent once");
+    await assert.rejects(
+      refused.request("create", "POST", JOBS, {}),
+      (e: ApiError) => e.status === 0 && e.unsent === true && !e.uncertain,
+    );
+    assert.ok(refused.stats.retries > 0, "a connection refused sent nothing: tried again");
+  } finally {
+    kube.close();
+    refused.close();
+    l.close();
+    await serving.catch(() => {});
+    await Deno.remove(dir, { recursive: true });
+    await Deno.remove(closedDir, { recursive: true });
+  }
+});

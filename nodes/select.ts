@@ -318,6 +318,23 @@ export class NodeWatch {
   }
 
   /**
+   * Why a prepared node may no longer get its Job, judged again just before
+   * its create (see {@linkcode nodeVerdict}): deleted, re-created under its
+   * name, or newly tainted. The run's own cordon taint
+   * (`node.kubernetes.io/unschedulable`) is tolerated as DaemonSets do, and
+   * the labels are not judged: the run may change them on purpose. A node
+   * the cache no longer holds (it left the watched selection) is read.
+   */
+  async recheckBeforeCreate(name: string, uid: string): Promise<string | undefined> {
+    const watched = !this.#s.nodes && this.#informers.every((i) => i.healthy && !i.polling);
+    const cached = watched
+      ? this.#informers.map((i) => i.cache.get(name)).find((n) => n !== undefined)
+      : undefined;
+    const node = cached ?? await this.#kube.get<V1Node>(paths.node(name));
+    return nodeVerdict(node, uid, this.#s, this.#podSpec);
+  }
+
+  /**
    * The selected nodes as last seen (each once), for the availability
    * budget; empty with explicit `--nodes`, which are not watched.
    */

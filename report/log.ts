@@ -92,8 +92,11 @@ export function describeProgress(p: Progress): string {
   const flight = draining
     ? `${p.inFlight - draining} in flight, ${draining} draining`
     : `${p.inFlight} in flight`;
+  // A node that holds its slot and waits (post-success work retrying, pods
+  // failing under backoffLimit) says for what, else it reads as a hang.
+  const waits = p.waits?.length ? ` (${p.waits.join("; ")})` : "";
   const counts = `${p.succeeded}/${p.total} succeeded, ${p.failed} failed${unknown}, ` +
-    `${flight}, ${p.queued} queued`;
+    `${flight}${waits}, ${p.queued} queued`;
   // During an outage a rate and an ETA would be fiction: say what is going on.
   if (p.outage) {
     return `API ${p.outage.word} for ${clock(p.outage.forMs / 1000)}: ` +

@@ -279,6 +279,7 @@ async function dispatchPhase(
     parallelism: opts.parallelism,
     run: phase.run,
     api: jobApiFor(kube, plan.namespace, `${plan.keys.owner}=${labelValue(phase.run.prefix)}`),
+    namespace: plan.namespace,
     reporter: {
       event: (e) => {
         log.event(e);
@@ -399,6 +400,7 @@ async function runMain(x: Execution, closes: number, cleanup: NodeResult[]): Pro
       maintenance: maintenanceFor(x),
     }, {
       ...rolloutSafety(x, nodeWatch, (wake) => (nodesChanged = wake)),
+      recheckBeforeCreate: (t) => nodeWatch.recheckBeforeCreate(t.node.name, t.node.uid),
       closesAt: closes === Infinity ? undefined : closes,
       pause: anyPaused(gates),
     });

@@ -134,6 +134,11 @@ export class FakeJobApi implements JobApi {
   down = false;
   /** Creates are refused with this 5xx message (a failing admission webhook); reads work. */
   refuseCreates?: string;
+  /**
+   * This many of the next creates are stored, and then their answer is lost
+   * (a 504, marked uncertain, as kube/client.ts throws it).
+   */
+  loseCreateAnswers = 0;
   #rv = 1;
   /** Every event sent, for watches from an older resourceVersion, as the server keeps them. */
   #history: { rv: number; ev: WatchEvent<V1Job> }[] = [];
@@ -203,6 +208,14 @@ export class FakeJobApi implements JobApi {
     };
     this.#emit("MODIFIED", job, silent);
     if (this.#o.ttlZero) this.remove(name);
+  }
+
+  /** Counts one more failed pod of a running Job, as the Job controller does before a retry. */
+  podFailed(name: string): void {
+    const job = this.jobs.get(name);
+    if (!job) return;
+    job.status = { ...job.status, failed: (job.status?.failed ?? 0) + 1 };
+    this.#emit("MODIFIED", job);
   }
 
   /** Sets `SuccessCriteriaMet`, as the Job controller does before `Complete`. */
@@ -380,6 +393,18 @@ export class FakeJobApi implements JobApi {
         if (this.jobs.get(name)?.metadata?.uid !== uid) return;
         this.finish(name, this.#o.failing?.has(node) ? "Failed" : "Complete");
       });
+    }
+    if (this.loseCreateAnswers > 0) {
+      this.loseCreateAnswers--;
+      const lost = new ApiError({
+        status: 504,
+        reason: "Timeout",
+        verb: "create",
+        resource: "jobs",
+        message: "the server was unable to return a response in the time allotted",
+      });
+      lost.uncertain = true;
+      return Promise.reject(lost);
     }
     return Promise.resolve(structuredClone(copy));
   }
