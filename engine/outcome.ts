@@ -9,7 +9,7 @@
 import type { V1Job } from "@kubernetes/client-node";
 import { FINAL, type NodeState, type Phase } from "./node_state.ts";
 import type { OutageView } from "./outage.ts";
-import type { NodeResult, Progress, Target } from "./fanout_types.ts";
+import type { NodeResult, Progress, Target, WaveView } from "./fanout_types.ts";
 
 function timestamp(t: Date | string | undefined): number | undefined {
   return t === undefined ? undefined : new Date(t).getTime();
@@ -64,7 +64,7 @@ export function resultFacts(s: NodeState, seen: Seen): Partial<NodeState> {
  * `inFlight`; any other is `notStarted`.
  */
 export function nodeResult(t: Target, s: NodeState): NodeResult {
-  const base = { node: t.node.name, job: t.name };
+  const base = { node: t.node.name, job: t.name, wave: t.wave };
   if (FINAL.has(s.phase)) {
     return {
       ...base,
@@ -97,6 +97,8 @@ export interface Tally {
   budget?: string;
   /** Why starts are paused by the user, if they are. */
   paused?: string;
+  /** The open wave, with waves. */
+  wave?: WaveView;
 }
 
 /** The progress counts; the rare ones (unknown, blocked) only when there are some. */
@@ -114,6 +116,7 @@ export function progressOf(t: Tally): Progress {
     outage: t.outage,
     budget: t.budget,
     paused: t.paused,
+    wave: t.wave,
   };
 }
 
@@ -160,5 +163,5 @@ export class ActiveTime {
  */
 export function progressKey(p: Progress): string {
   return `${p.succeeded}/${p.failed}/${p.inFlight}/${p.draining}/${p.queued}/${p.outage?.paused}/` +
-    `${p.budget}/${p.paused}`;
+    `${p.budget}/${p.paused}/${p.wave?.wave}/${p.wave?.stage}`;
 }
