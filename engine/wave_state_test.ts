@@ -61,12 +61,32 @@ Deno.test("dispatch() with waves 1,25%,100% starts no Job of a wave before the o
   assert.ok(report.results.every((r) => r.outcome === "succeeded"));
   // Wave 1 (1 node) at 0, done at 100, soaked until 1100; wave 2 (2 nodes)
   // at 1100, done at 1200, soaked until 2200; wave 3 (9) at parallelism 5.
-  assert.deepEqual(api.createdAt, [0, 1100, 1100, 2200, 2200, 2200, 2200, 2200, 2300, 2300, 2300, 2300]);
+  assert.deepEqual(api.createdAt, [
+    0,
+    1100,
+    1100,
+    2200,
+    2200,
+    2200,
+    2200,
+    2200,
+    2300,
+    2300,
+    2300,
+    2300,
+  ]);
   assert.deepEqual(report.results.map((r) => r.wave), [1, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3]);
   assert.deepEqual(report.waves, [
     { wave: 1, size: 1, openedAt: 0, endedAt: 100, soakEndsAt: 1100, soakEndedAt: 1100 },
     { wave: 2, size: 2, openedAt: 1100, endedAt: 1200, soakEndsAt: 2200, soakEndedAt: 2200 },
-    { wave: 3, size: 9, openedAt: 2200, endedAt: 2400, soakEndsAt: undefined, soakEndedAt: undefined },
+    {
+      wave: 3,
+      size: 9,
+      openedAt: 2200,
+      endedAt: 2400,
+      soakEndsAt: undefined,
+      soakEndedAt: undefined,
+    },
   ]);
   const soaking = progress.find((p) => p.wave?.stage === "soaking");
   assert.equal(soaking?.wave?.wave, 1, "the progress says the wave soaks");

@@ -97,33 +97,44 @@ Deno.test({
   permissions: "none",
   async fn(t) {
     const canary = waveLabel(1, 2, true);
-    const cases: [string, string, Parameters<typeof waveVerdict>[1], boolean, string | undefined][] =
+    const cases: [
+      string,
+      string,
+      Parameters<typeof waveVerdict>[1],
+      boolean,
+      string | undefined,
+    ][] = [
+      ["a success", canary, { node: "c1", outcome: "succeeded" }, false, undefined],
       [
-        ["a success", canary, { node: "c1", outcome: "succeeded" }, false, undefined],
-        [
-          "the canary failed, no budget",
-          canary,
-          { node: "c1", outcome: "failed" },
-          false,
-          "the canary failed on c1",
-        ],
-        ["a failure within a budget", canary, { node: "c1", outcome: "failed" }, true, undefined],
-        [
-          "an unknown outcome, even with a budget",
-          waveLabel(2, 4, false),
-          { node: "n2", outcome: "unknown", reason: "collected" },
-          true,
-          "wave 2 of 4's outcome on n2 is unknown: collected",
-        ],
-        [
-          "a wave of --waves failed",
-          waveLabel(1, 3, false),
-          { node: "n1", outcome: "failed" },
-          false,
-          "wave 1 of 3 failed on n1",
-        ],
-        ["a blocked node proves nothing", canary, { node: "c1", outcome: "blocked" }, false, undefined],
-      ];
+        "the canary failed, no budget",
+        canary,
+        { node: "c1", outcome: "failed" },
+        false,
+        "the canary failed on c1",
+      ],
+      ["a failure within a budget", canary, { node: "c1", outcome: "failed" }, true, undefined],
+      [
+        "an unknown outcome, even with a budget",
+        waveLabel(2, 4, false),
+        { node: "n2", outcome: "unknown", reason: "collected" },
+        true,
+        "wave 2 of 4's outcome on n2 is unknown: collected",
+      ],
+      [
+        "a wave of --waves failed",
+        waveLabel(1, 3, false),
+        { node: "n1", outcome: "failed" },
+        false,
+        "wave 1 of 3 failed on n1",
+      ],
+      [
+        "a blocked node proves nothing",
+        canary,
+        { node: "c1", outcome: "blocked" },
+        false,
+        undefined,
+      ],
+    ];
     for (const [name, label, outcome, budget, want] of cases) {
       await t.step(name, () => assert.equal(waveVerdict(label, outcome, budget), want));
     }

@@ -92,7 +92,8 @@ export function describeProgress(p: Progress): string {
   const flight = draining
     ? `${p.inFlight - draining} in flight, ${draining} draining`
     : `${p.inFlight} in flight`;
-  const counts = `${p.succeeded}/${p.total} succeeded, ${p.failed} failed${unknown}, ` +
+  const counts = waveWords(p) +
+    `${p.succeeded}/${p.total} succeeded, ${p.failed} failed${unknown}, ` +
     `${flight}, ${p.queued} queued`;
   // During an outage a rate and an ETA would be fiction: say what is going on.
   if (p.outage) {
@@ -109,6 +110,20 @@ export function describeProgress(p: Progress): string {
   const rate = done / (p.elapsedMs / 1000);
   const left = (p.total - done) / rate;
   return `${line}, ${rate.toFixed(rate < 10 ? 2 : 0)} nodes/s, ETA ${duration(left)}`;
+}
+
+/**
+ * The open wave, as the progress line begins: `wave 2/4: `, `wave 1/4 soaking
+ * (40s left): `, `wave 1/4 soaked, held: ` while the hold after it (the
+ * health gates) keeps the next one shut; empty without waves.
+ */
+function waveWords(p: Progress): string {
+  const w = p.wave;
+  if (!w) return "";
+  const at = `wave ${w.wave}/${w.waves}`;
+  if (w.stage === "soaking") return `${at} soaking (${clock((w.soakLeftMs ?? 0) / 1000)} left): `;
+  if (w.stage === "holding") return `${at} soaked, held before the next wave: `;
+  return `${at}: `;
 }
 
 /**

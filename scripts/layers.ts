@@ -33,6 +33,7 @@ export const LAYERS: readonly string[] = [
   "engine",
   "gates",
   "maintenance",
+  "verify",
   "nodes",
   "kube",
   "base",
