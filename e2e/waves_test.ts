@@ -100,7 +100,8 @@ clusterTest("progressive delivery on a real control plane", async (t, cluster) =
           `wave ${k + 1} began ${firstNext - lastDone} ms after wave ${k} completed`,
         );
       }
-      assert.match(r.stderr, /wave 1\/3 soaking/);
+      assert.match(r.stderr, /wave 1 of 3 ended \(1 nodes\); soaking 3 s before wave 2/);
+      assert.match(r.stderr, /wave 3 of 3 opens: 9 nodes/);
     },
   );
 

@@ -182,6 +182,7 @@ class Fanout {
       budget: this.#o.maxFailures !== undefined,
       hold: w.holdAfterWave,
       stop: (reason) => this.#stop(reason),
+      notice: (wave, message) => this.#o.reporter.event({ kind: "wave", wave, message }),
       wake: () => this.#notify(),
     });
   }

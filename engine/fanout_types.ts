@@ -129,7 +129,8 @@ export type DispatchEvent =
   | { kind: "api"; state: "paused" | "resumed"; detail: string }
   | { kind: "stopped"; reason: string }
   | { kind: "stalled"; node: string; job: string; reason: string; seconds: number }
-  | { kind: "notice"; message: string };
+  | { kind: "notice"; message: string }
+  | { kind: "wave"; wave: number; message: string };
 
 /** Counts at one moment of the rollout. */
 export interface Progress {

@@ -32,6 +32,8 @@ export interface WaveHost {
   hold?: HoldAfterWave;
   /** Stops the rollout with a reason. */
   stop(reason: string): void;
+  /** Says a wave boundary: a wave ended, its soak began, the next opened. */
+  notice(wave: number, message: string): void;
   /** Wakes the engine's loop. */
   wake(): void;
 }
@@ -138,7 +140,12 @@ export class WaveState {
       }
       this.#open++;
       this.#stage = "running";
-      this.#waves[this.#open - 1].openedAt = now;
+      const opened = this.#waves[this.#open - 1];
+      opened.openedAt = now;
+      this.#h.notice(
+        this.#open,
+        `wave ${this.#open} of ${this.#waves.length} opens: ${opened.size} nodes`,
+      );
       // The loop fills slots before it checks the timers: wake it to fill the new wave.
       this.#h.wake();
     }
@@ -152,6 +159,12 @@ export class WaveState {
     // nothing in this one: there is nothing to soak.
     w.soakEndsAt = now + (w.worked ? this.#h.soakMs : 0);
     this.#stage = "soaking";
+    const soak = w.soakEndsAt > now ? `; soaking ${(w.soakEndsAt - now) / 1000} s` : "";
+    this.#h.notice(
+      this.#open,
+      `wave ${this.#open} of ${this.#waves.length} ended (${w.size} nodes)${soak} ` +
+        `before wave ${this.#open + 1}`,
+    );
     const hold = this.#h.hold;
     if (!hold) {
       w.held = true;

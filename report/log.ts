@@ -68,6 +68,7 @@ export function describeEvent(e: DispatchEvent): string {
     case "stalled":
       return `node ${e.node}: job ${e.job} pending for ${e.seconds} s: ${e.reason}`;
     case "notice":
+    case "wave":
       return e.message;
     case "stopped":
       return `stopping the rollout: ${e.reason}; Jobs in flight finish, no new Job starts`;
