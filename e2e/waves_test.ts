@@ -9,25 +9,12 @@ import { OUTCOME_LABEL } from "./cluster.ts";
 import { dispatcher, jobsIn, jobTemplate, JobWatcher } from "./_dispatcher.ts";
 import {
   clusterTest,
+  cordonedNodes,
   namespace,
   SUITE,
   suiteNodes as nodes,
   tempFile as file,
 } from "./_fixtures.ts";
-import type { Cluster } from "./cluster.ts";
-
-/** The nodes of `suite` that are cordoned. */
-async function cordoned(cluster: Cluster, suite: string): Promise<string[]> {
-  const r = await cluster.kubectl([
-    "get",
-    "nodes",
-    "-l",
-    `${SUITE}=${suite}`,
-    "-o",
-    "jsonpath={range .items[?(@.spec.unschedulable)]}{.metadata.name}{'\\n'}{end}",
-  ]);
-  return r.stdout.split("\n").filter(Boolean).sort();
-}
 
 /** A validator pod on `node`, as a DaemonSet would restart it after the upgrade. */
 function validatorPod(ns: string, node: string, outcome: "serve" | "stall"): string {
@@ -184,7 +171,7 @@ clusterTest("progressive delivery on a real control plane", async (t, cluster) =
           ["verify-003", "succeeded"],
         ],
       );
-      assert.deepEqual(await cordoned(cluster, "verify"), ["verify-000", "verify-001"]);
+      assert.deepEqual(await cordonedNodes(cluster, "verify"), ["verify-000", "verify-001"]);
       const smokes = (await jobsIn(cluster, ns)).filter((j) =>
         j.name.startsWith("up-verify-verify-")
       );
@@ -226,7 +213,7 @@ clusterTest("progressive delivery on a real control plane", async (t, cluster) =
         assert.match(lines[0], want);
       }
       assert.deepEqual(await jobsIn(cluster, ns), []);
-      assert.deepEqual(await cordoned(cluster, "wavesbad"), []);
+      assert.deepEqual(await cordonedNodes(cluster, "wavesbad"), []);
     },
   );
 });

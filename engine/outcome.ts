@@ -64,7 +64,8 @@ export function resultFacts(s: NodeState, seen: Seen): Partial<NodeState> {
  * `inFlight`; any other is `notStarted`.
  */
 export function nodeResult(t: Target, s: NodeState): NodeResult {
-  const base = { node: t.node.name, job: t.name, wave: t.wave };
+  // Only with waves: a run without them reports as before.
+  const base = { node: t.node.name, job: t.name, ...(t.wave !== undefined && { wave: t.wave }) };
   if (FINAL.has(s.phase)) {
     return {
       ...base,
@@ -116,7 +117,7 @@ export function progressOf(t: Tally): Progress {
     outage: t.outage,
     budget: t.budget,
     paused: t.paused,
-    wave: t.wave,
+    ...(t.wave && { wave: t.wave }),
   };
 }
 
