@@ -16,6 +16,8 @@ import { describeFlagError, type FlagSpec, switchValues } from "./flag_errors.ts
 import { type LabelConfig, parseExtraLabels, parseTaintSelectors } from "../nodes/lifecycle.ts";
 import type { LogFormat } from "../report/log.ts";
 import { failureBudget, parseTopologyLimit } from "../engine/safety.ts";
+import { canaryWaves, parseWaves, type WaveSpec } from "../engine/waves.ts";
+import type { VerifyConfig } from "../verify/verify.ts";
 import { parseMaxUnavailable } from "../maintenance/budget.ts";
 import { parseLabelSelector } from "../nodes/label_selector.ts";
 import { parseWindow } from "../maintenance/window.ts";
@@ -135,8 +137,22 @@ ROLLOUT SAFETY
                             run's nodes) failed, create no new Job, let the ones in
                             flight finish, exit 1 naming the nodes never started.
                             0 stops at the first failure. Default: no budget.
-  --canary N                Run the first N nodes first (at most min(N,
-                            --parallelism) at once); go on only if all succeed.
+  --waves SIZES             Progressive delivery: cumulative wave sizes of the
+                            selection, each a count or a percentage (rounded
+                            down, at least 1), strictly growing; 100% is added
+                            when missing, e.g. 1,5%,25%,100%. A wave starts only
+                            when every node of the one before has ended and its
+                            soak has passed; each wave at most --parallelism and
+                            --max-unavailable at once. A failed node counts
+                            against --max-failures; without a budget the first
+                            failure stops the next wave. The report names each
+                            node's wave.
+  --wave-soak-secs S        After each wave (not the last), hold S seconds before
+                            the next one starts (default 0). A wave whose nodes
+                            were all done by an earlier run is not soaked.
+  --canary N                --waves N,100%: run the first N nodes first (at most
+                            min(N, --parallelism) at once); go on only if all
+                            succeed (or, with --max-failures, within the budget).
   --max-per-topology KEY=M  At most M Jobs in flight per value of node label KEY
                             (e.g. topology.kubernetes.io/zone=1), on top of
                             --parallelism. Nodes without the label form one
@@ -156,6 +172,20 @@ ROLLOUT SAFETY
                             Dispatch order (default name). zone-interleaved takes
                             turns over topology.kubernetes.io/zone values.
   --seed N                  Seed of --order random (default 0): same seed, same order.
+
+NODE VERIFICATION (after a node's Job succeeded and, where asked, it is Ready again;
+before it is labelled, uncordoned and counted)
+  --verify-pod-selector SEL The pods on the node this label selector matches (in any
+                            namespace, e.g. a validator DaemonSet's) must be Ready,
+                            with a Ready transition after the Job finished: a pod
+                            Ready since before proves nothing. RBAC: list pods.
+  --verify-job-template PATH  One more node-pinned Job (a smoke test, named
+                            <prefix>-verify-<node>) must succeed.
+  --verify-timeout-secs S   How long the verification may take (default 600). Else
+                            the node fails with "verification: pod NS/NAME not Ready
+                            after S s" (or naming the Job), stays cordoned as failed
+                            nodes do, and counts against --max-failures. An API
+                            outage meanwhile pauses; it fails no node.
 
 NODE LIFECYCLE (the dispatcher writes the nodes, so the per-node Jobs need no token)
   --node-label-key KEY      The node label this run owns. Needed by the flags below
@@ -408,6 +438,11 @@ const FLAGS = {
   "node-records": { type: "string" },
   "max-failures": { type: "string" },
   canary: { type: "string" },
+  waves: { type: "string" },
+  "wave-soak-secs": { type: "string" },
+  "verify-pod-selector": { type: "string" },
+  "verify-job-template": { type: "string" },
+  "verify-timeout-secs": { type: "string" },
   "max-per-topology": { type: "string" },
   "node-timeout-secs": { type: "string" },
   "delete-timed-out": { type: "boolean" },
@@ -589,7 +624,9 @@ function readOptions(v: Values): Options {
     metricsAddr: v["metrics-addr"] === undefined ? undefined : metricsAddr(v["metrics-addr"]),
     nodeRecords: oneOf("node-records", v["node-records"], ["all", "failures", "none"]) ?? "all",
     maxFailures: v["max-failures"],
-    canary: v.canary === undefined ? undefined : number("canary", v.canary, 1, 1),
+    waves: waveSpec(v),
+    waveSoakSecs: number("wave-soak-secs", v["wave-soak-secs"], 0, 0, false),
+    verify: verifyConfig(v),
     maxPerTopology: v["max-per-topology"] === undefined
       ? undefined
       : parseTopologyLimit(v["max-per-topology"]),
@@ -660,6 +697,26 @@ const REFUSED: { when: (o: Options, v: Values) => boolean; why: (o: Options) => 
     why: () =>
       "Invalid --max-unavailable with --nodes: the budget watches a selection; " +
       "select with --node-selector or --node-field-selector instead",
+  },
+  {
+    when: (_, v) => v.canary !== undefined && v.waves !== undefined,
+    why: () => "Invalid --canary with --waves: --canary N is --waves N,100%; give one of them",
+  },
+  {
+    when: (o, v) => v["wave-soak-secs"] !== undefined && !o.waves,
+    why: () => "Invalid --wave-soak-secs: it needs --waves (or --canary), the waves to soak after",
+  },
+  {
+    when: (_, v) =>
+      v["verify-timeout-secs"] !== undefined && v["verify-pod-selector"] === undefined &&
+      v["verify-job-template"] === undefined,
+    why: () =>
+      "Invalid --verify-timeout-secs: it needs --verify-pod-selector or --verify-job-template, " +
+      "the verification it bounds",
+  },
+  {
+    when: (o) => o.jobTemplate === "-" && o.verify?.jobTemplate === "-",
+    why: () => "Invalid --verify-job-template -: stdin is already the --job-template; name a file",
   },
   {
     when: (o) => o.deleteTimedOut && o.nodeTimeoutSecs === undefined,
@@ -786,6 +843,28 @@ function gateAlerts(re: string): void {
 function nonEmpty(flag: string, path: string | undefined): string | undefined {
   if (path !== undefined && !path.trim()) throw new UsageError(`Invalid --${flag} "": name a file`);
   return path;
+}
+
+/** `--waves`, or `--canary N` as `--waves N,100%`; undefined without either. */
+function waveSpec(v: Values): WaveSpec | undefined {
+  if (v.waves !== undefined) return { sizes: parseWaves(v.waves) };
+  return v.canary === undefined ? undefined : canaryWaves(number("canary", v.canary, 1, 1));
+}
+
+/** The node verification flags; undefined without `--verify-pod-selector`/`--verify-job-template`. */
+function verifyConfig(v: Values): VerifyConfig | undefined {
+  const pods = v["verify-pod-selector"];
+  const jobTemplate = v["verify-job-template"];
+  if (pods === undefined && jobTemplate === undefined) return undefined;
+  if (pods !== undefined) podSelector("verify-pod-selector", pods);
+  if (jobTemplate === "") {
+    throw new UsageError("Invalid --verify-job-template: name a file (a batch/v1 Job)");
+  }
+  return {
+    podSelector: pods,
+    jobTemplate,
+    timeoutSecs: number("verify-timeout-secs", v["verify-timeout-secs"], 600, 1, false),
+  };
 }
 
 /** The node label flags, checked together; undefined without `--node-label-key`. */

@@ -57,7 +57,9 @@ const DEFAULTS: Options = {
   metricsAddr: undefined,
   nodeRecords: "all",
   maxFailures: undefined,
-  canary: undefined,
+  waves: undefined,
+  waveSoakSecs: 0,
+  verify: undefined,
   maxPerTopology: undefined,
   nodeTimeoutSecs: undefined,
   deleteTimedOut: false,
@@ -190,7 +192,7 @@ Deno.test({
         reportFormat: "junit",
         metricsAddr: undefined,
         maxFailures: "10%",
-        canary: 3,
+        waves: { sizes: [{ count: 3 }, { percent: 100 }], canary: true },
         maxPerTopology: { key: "topology.kubernetes.io/zone", max: 2 },
         nodeTimeoutSecs: 600,
         deleteTimedOut: true,
@@ -508,6 +510,11 @@ const FLAGS: Record<string, string[]> = {
   "--node-records": ["failures"],
   "--max-failures": ["2"],
   "--canary": ["1"],
+  "--waves": ["1,25%"],
+  "--wave-soak-secs": ["60", "--waves", "1,25%"],
+  "--verify-pod-selector": ["app=validator"],
+  "--verify-job-template": ["smoke.yaml"],
+  "--verify-timeout-secs": ["60", "--verify-pod-selector", "app=validator"],
   "--max-per-topology": ["topology.kubernetes.io/zone=1"],
   "--node-timeout-secs": ["60"],
   "--delete-timed-out": [],
@@ -1053,6 +1060,35 @@ Deno.test({
 });
 
 Deno.test({
+  name: "parseOptions() reads --waves, --wave-soak-secs and the verify flags",
+  permissions: "none",
+  fn() {
+    const opts = parseOptions([
+      "--job-template=j.yaml",
+      "--waves=1,5%,25%",
+      "--wave-soak-secs=300",
+      "--verify-pod-selector=app=validator",
+      "--verify-job-template=smoke.yaml",
+      "--verify-timeout-secs=120",
+    ]);
+    assert.deepEqual(opts.waves, {
+      sizes: [{ count: 1 }, { percent: 5 }, { percent: 25 }, { percent: 100 }],
+    });
+    assert.equal(opts.waveSoakSecs, 300);
+    assert.deepEqual(opts.verify, {
+      podSelector: "app=validator",
+      jobTemplate: "smoke.yaml",
+      timeoutSecs: 120,
+    });
+    assert.equal(
+      parseOptions(["--job-template=j.yaml", "--verify-pod-selector=a=b"]).verify
+        ?.timeoutSecs,
+      600,
+    );
+  },
+});
+
+Deno.test({
   name: "parseOptions() refuses bad gate flags in one line, before anything is created",
   permissions: "none",
   async fn(t) {
@@ -1120,5 +1156,53 @@ Deno.test({
       ]);
       assert.equal(o.gate?.onBreach, "exit");
     });
+  },
+});
+
+Deno.test({
+  name: "parseOptions() refuses bad waves and verify flags in one line naming the flag",
+  permissions: "none",
+  async fn(t) {
+    const cases: [string, string[], RegExp][] = [
+      ["waves not growing", ["--waves", "5,3"], /^Invalid --waves "5,3": 3 does not grow after 5/],
+      ["a wave of 0", ["--waves", "0"], /^Invalid --waves "0": a wave of 0 holds no node/],
+      ["over 100%", ["--waves", "1,150%"], /^Invalid --waves "1,150%": 150% is over 100%/],
+      ["a non-number", ["--waves", "one"], /^Invalid --waves "one": "one" is neither/],
+      [
+        "--canary with --waves",
+        ["--canary", "1", "--waves", "1"],
+        /^Invalid --canary with --waves/,
+      ],
+      [
+        "a soak without waves",
+        ["--wave-soak-secs", "5"],
+        /^Invalid --wave-soak-secs: it needs --waves/,
+      ],
+      [
+        "--verify-timeout-secs without a verify flag",
+        ["--verify-timeout-secs", "5"],
+        /^Invalid --verify-timeout-secs: it needs --verify-pod-selector or --verify-job-template/,
+      ],
+      [
+        "a bad --verify-pod-selector",
+        ["--verify-pod-selector", "a in (b"],
+        /^Invalid --verify-pod-selector "a in \(b"/,
+      ],
+      [
+        "a bad --verify-timeout-secs",
+        ["--verify-timeout-secs", "x", "--verify-pod-selector", "a"],
+        /^Invalid --verify-timeout-secs "x"/,
+      ],
+    ];
+    for (const [name, args, want] of cases) {
+      await t.step(name, () => {
+        assert.throws(() => parseOptions(["--job-template=j.yaml", ...args]), (e: Error) => {
+          assert.ok(e instanceof UsageError, String(e));
+          assert.match(e.message, want);
+          assert.doesNotMatch(e.message, /\n/);
+          return true;
+        });
+      });
+    }
   },
 });

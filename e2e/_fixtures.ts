@@ -61,6 +61,20 @@ export function suiteNodes(
   }));
 }
 
+/** The nodes of `suite` that are cordoned (`spec.unschedulable`), sorted. */
+export async function cordonedNodes(cluster: Cluster, suite: string): Promise<string[]> {
+  const r = await cluster.kubectl([
+    "get",
+    "nodes",
+    "-l",
+    `${SUITE}=${suite}`,
+    "-o",
+    "jsonpath={range .items[?(@.spec.unschedulable)]}{.metadata.name}{'\\n'}{end}",
+  ]);
+  assert.equal(r.code, 0, r.stderr);
+  return r.stdout.split("\n").filter(Boolean).sort();
+}
+
 /** Creates a namespace and waits for its default ServiceAccount, which pods need. */
 export async function namespace(cluster: Cluster, name: string): Promise<string> {
   const r = await cluster.kubectl(["create", "namespace", name]);

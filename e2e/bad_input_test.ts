@@ -11,6 +11,7 @@ import { jobTemplate } from "./_dispatcher.ts";
 import { CHART, helmResult } from "./_helm.ts";
 import { DispatcherProcess, type Ended, errorLines, runDispatcher } from "./_faults.ts";
 import {
+  cordonedNodes,
   kubeconfigFor,
   namespace,
   ownerJob,
@@ -69,17 +70,8 @@ async function dispatchedJobs(cluster: Cluster): Promise<string[]> {
 }
 
 /** The suite's nodes that are cordoned. */
-async function cordoned(cluster: Cluster): Promise<string[]> {
-  const r = await cluster.kubectl([
-    "get",
-    "nodes",
-    "-l",
-    `${SUITE}=bad`,
-    "-o",
-    "jsonpath={range .items[?(@.spec.unschedulable)]}{.metadata.name}{'\\n'}{end}",
-  ]);
-  assert.equal(r.code, 0, r.stderr);
-  return r.stdout.split("\n").filter(Boolean);
+function cordoned(cluster: Cluster): Promise<string[]> {
+  return cordonedNodes(cluster, "bad");
 }
 
 /** Malformed values of the maintenance flags: refused before anything is cordoned. */

@@ -2,7 +2,7 @@
  * The engine's admission decision, apart from its I/O: whether one more node
  * may start now, and which queued node it is. The engine reads the facts from
  * its one `Map<job name, NodeState>` and acts on the answer; every rule
- * (parallelism, canary, availability budget, outage probe, failure domains)
+ * (parallelism, waves, availability budget, outage probe, failure domains)
  * is a plain value here with its own table test.
  *
  * @module
@@ -14,7 +14,7 @@ import { nextStartable } from "./safety.ts";
 export interface SlotFacts {
   /** Nodes holding a slot; a leftover whose finished Job is being deleted holds none. */
   held: number;
-  /** How many may hold a slot at once: see {@linkcode slotLimit}. */
+  /** How many may hold a slot at once: `--parallelism`, or less while a wave is gated. */
   limit: number;
   /** Starts the availability budget still allows (`Infinity` without one). */
   room: number;
@@ -53,26 +53,12 @@ export function admit(f: SlotFacts): Admission {
   return "probe";
 }
 
-/**
- * How many nodes may hold a slot at once: `--parallelism`, and no more than
- * the canary's own nodes while its verdict is open.
- *
- * @param canary The canary's size while its verdict is open, else 0
- * @example
- * ```ts
- * slotLimit(10, 2); // 2
- * ```
- */
-export function slotLimit(parallelism: number, canary: number): number {
-  return canary > 0 ? Math.min(canary, parallelism) : parallelism;
-}
-
 /** What decides which queued node starts next. */
 export interface PickRules {
   /** Whether a name is still queued: names that left the queue another way are skipped. */
   queued: (name: string) => boolean;
-  /** While the canary's verdict is open: its Job names, the only ones to start. */
-  canary?: ReadonlySet<string>;
+  /** While a wave is gated (`--waves`, `--canary`): whether a name may start now. */
+  allowed?: (name: string) => boolean;
   /**
    * The failure domain of a name with `--max-per-topology`; undefined for a
    * leftover of an earlier owner, which belongs to none.
@@ -87,9 +73,11 @@ export interface PickRules {
 /**
  * Takes the next node to start out of the dispatch queue.
  *
- * Without a canary or domains this is the queue's head, taken in place (the
- * common case stays O(1) per start at N=10,000); otherwise the queue is first
- * rid of names no longer queued and the first startable one is cut out.
+ * Without domains this is the first queued (and, while a wave is gated,
+ * allowed) name from the queue's head, taken in place: the queue is in
+ * dispatch order, so the open wave's names are at its head and the common
+ * case stays O(1) per start at N=10,000. With domains the queue is first rid
+ * of names no longer queued and the first startable one is cut out.
  *
  * @param queue The dispatch order; consumed: use the returned `queue` after
  * @returns the name to start (undefined when none may), and what is left of the queue
@@ -102,18 +90,10 @@ export function takeNext(
   queue: string[],
   rules: PickRules,
 ): { name: string | undefined; queue: string[] } {
-  const { queued, canary, domainOf } = rules;
-  if (!canary && !domainOf) {
-    // A name enters the queue only on becoming queued, so it is there once;
-    // names that left by another way (failed, adopted) are skipped here.
-    while (queue.length) {
-      const name = queue.shift()!;
-      if (queued(name)) return { name, queue };
-    }
-    return { name: undefined, queue };
-  }
+  const { queued, allowed, domainOf } = rules;
+  if (!domainOf) return takeFirst(queue, queued, allowed);
   const rest = queue.filter(queued);
-  const candidates = rest.filter((n) => !canary || canary.has(n));
+  const candidates = allowed ? rest.filter(allowed) : rest;
   const byDomain = (n: string) => domainOf?.(n) ?? "";
   const j = nextStartable(
     candidates,
@@ -122,8 +102,33 @@ export function takeNext(
     rules.maxPerDomain,
   );
   if (j < 0) return { name: undefined, queue: rest };
-  rest.splice(rest.indexOf(candidates[j]), 1);
-  return { name: candidates[j], queue: rest };
+  const name = candidates[j];
+  rest.splice(rest.indexOf(name), 1);
+  return { name, queue: rest };
+}
+
+/**
+ * The first queued, allowed name of the queue, cut out; names no longer
+ * queued that come before it are dropped on the way.
+ */
+function takeFirst(
+  queue: string[],
+  queued: (name: string) => boolean,
+  allowed: ((name: string) => boolean) | undefined,
+): { name: string | undefined; queue: string[] } {
+  // A name enters the queue only on becoming queued, so it is there once;
+  // names that left by another way (failed, adopted) are skipped here.
+  while (queue.length && !queued(queue[0])) queue.shift();
+  if (!allowed) return { name: queue.shift(), queue };
+  for (let i = 0; i < queue.length; i++) {
+    const name = queue[i];
+    // A name of a later wave (or a leftover) stays where it is; the open
+    // wave's names are near the head, since the queue is in dispatch order.
+    if (!queued(name) || !allowed(name)) continue;
+    queue.splice(i, 1);
+    return { name, queue };
+  }
+  return { name: undefined, queue };
 }
 
 /**

@@ -1,12 +1,5 @@
 import assert from "node:assert/strict";
-import {
-  type Admission,
-  admit,
-  countByDomain,
-  type PickRules,
-  slotLimit,
-  takeNext,
-} from "./admission.ts";
+import { type Admission, admit, countByDomain, type PickRules, takeNext } from "./admission.ts";
 import type { SlotFacts } from "./admission.ts";
 
 const FREE: SlotFacts = {
@@ -46,21 +39,6 @@ Deno.test({
 });
 
 Deno.test({
-  name: "slotLimit() is the parallelism, capped by the canary while its verdict is open",
-  permissions: "none",
-  async fn(t) {
-    const cases: [string, number, number, number][] = [
-      ["no canary", 10, 0, 10],
-      ["a canary smaller than the parallelism", 10, 2, 2],
-      ["a canary larger than the parallelism", 3, 5, 3],
-    ];
-    for (const [name, parallelism, canary, want] of cases) {
-      await t.step(name, () => assert.equal(slotLimit(parallelism, canary), want));
-    }
-  },
-});
-
-Deno.test({
   name: "takeNext() takes the first startable queued name and keeps the order of the rest",
   permissions: "none",
   async fn(t) {
@@ -84,18 +62,26 @@ Deno.test({
         rest: [],
       },
       {
-        name: "only the canary while its verdict is open",
+        name: "only the open wave's names while a wave is gated",
         queue: ["a1", "a2", "b1"],
-        rules: { canary: new Set(["b1"]) },
+        rules: { allowed: (n) => n === "b1" },
         want: "b1",
         rest: ["a1", "a2"],
       },
       {
-        name: "nothing when the canary's nodes have all started",
+        name: "nothing when the open wave's nodes have all started",
         queue: ["a1", "a2"],
-        rules: { canary: new Set(["b1"]) },
+        rules: { allowed: (n) => n === "b1" },
         want: undefined,
         rest: ["a1", "a2"],
+      },
+      {
+        name: "a gated wave: names no longer queued before the first allowed one are dropped",
+        queue: ["a1", "x1", "b1", "b2"],
+        rules: { allowed: (n) => n.startsWith("b") },
+        gone: ["a1"],
+        want: "b1",
+        rest: ["x1", "b2"],
       },
       {
         name: "a full domain is passed over, not dropped",
@@ -120,9 +106,14 @@ Deno.test({
         rest: [],
       },
       {
-        name: "domains and the canary together",
+        name: "domains and a gated wave together",
         queue: ["a2", "b2", "b3"],
-        rules: { canary: new Set(["a2", "b3"]), domainOf: zone, inFlight: ["a1"], maxPerDomain: 1 },
+        rules: {
+          allowed: (n) => n === "a2" || n === "b3",
+          domainOf: zone,
+          inFlight: ["a1"],
+          maxPerDomain: 1,
+        },
         want: "b3",
         rest: ["a2", "b2"],
       },

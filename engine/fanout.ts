@@ -21,8 +21,9 @@
 
 import type { V1Job } from "@kubernetes/client-node";
 import { classifyJob, interpretStatus, slimJob, stillRuns } from "../job.ts";
-import { budgetExceeded, canaryVerdict } from "./safety.ts";
-import { admit, slotLimit, takeNext } from "./admission.ts";
+import { budgetExceeded } from "./safety.ts";
+import { WaveState } from "./wave_state.ts";
+import { admit, takeNext } from "./admission.ts";
 import { adoptable, type StartHost, startNode } from "./start.ts";
 import { checkBlocked, checkDeadlines, type DeadlineHost } from "./deadlines.ts";
 import { concludeJob, type FinishHost, judgeCollected, runAfterSuccess } from "./finish.ts";
@@ -114,7 +115,7 @@ type Optional =
   | "release"
   | "afterSuccess"
   | "maxFailures"
-  | "canary"
+  | "waves"
   | "domain"
   | "maxPerDomain"
   | "nodeTimeoutMs"
@@ -130,9 +131,8 @@ class Fanout {
   #nodes = new Map<string, NodeState>();
   /** The targets by Job name (fixed for the run). */
   #byName = new Map<string, Target>();
-  /** The canary's Job names (fixed for the run). */
-  #canary: Set<string>;
-  #canaryPassed = false;
+  /** The waves (`--waves`, `--canary`): the open one, its soak and hold. */
+  #waves?: WaveState;
   /** The order queued nodes start in; a requeued node goes first. Holds no state. */
   #queue: string[] = [];
   /** Names whose phase holds a slot: an index of #nodes, kept by #apply. */
@@ -183,7 +183,7 @@ class Fanout {
       ...opts,
     };
     for (const t of opts.targets) this.#byName.set(t.name, t);
-    this.#canary = new Set(opts.targets.slice(0, opts.canary ?? 0).map((t) => t.name));
+    this.#waves = this.#waveState();
     this.#outage = new Outage(this.#o.clock.now());
     this.#pods = new PodReader(
       opts.api,
@@ -194,6 +194,23 @@ class Fanout {
     this.#starter = this.#startHost();
     this.#deadlines = this.#deadlineHost();
     this.#finisher = this.#finishHost();
+  }
+
+  /** The waves of the run, with `waves`; they are told of each final node in #settled. */
+  #waveState(): WaveState | undefined {
+    const w = this.#o.waves;
+    if (!w) return undefined;
+    return new WaveState(this.#o.targets, {
+      clock: this.#o.clock,
+      signal: this.#o.signal,
+      soakMs: w.soakMs ?? 0,
+      canary: w.canary,
+      budget: this.#o.maxFailures !== undefined,
+      hold: w.holdAfterWave,
+      stop: (reason) => this.#stop(reason),
+      notice: (wave, message) => this.#o.reporter.event({ kind: "wave", wave, message }),
+      wake: () => this.#notify(),
+    });
   }
 
   /** The one informer of the run's Jobs; its events drive the node states. */
@@ -425,10 +442,10 @@ class Fanout {
     this.#o.reporter.event({ kind: "stopped", reason });
   }
 
-  /** A node reached its final state: the canary, the budget, the report. */
+  /** A node reached its final state: its wave, the budget, the report. */
   #settled(t: Target, s: NodeState): void {
     const node = t.node.name;
-    if (this.#canary.has(t.name) && !this.#canaryPassed) this.#judgeCanary();
+    this.#waves?.settled(t, s);
     const counted = s.counted ?? false;
     if (s.phase === "succeeded") {
       this.#o.reporter.event({ kind: "succeeded", node, job: t.name, counted });
@@ -452,21 +469,6 @@ class Fanout {
         message: `node ${node}: job ${t.name}: ${s.reason}`,
       });
     }
-  }
-
-  #judgeCanary(): void {
-    const outcomes = new Map<string, "succeeded" | "failed">();
-    for (const name of this.#canary) {
-      const s = this.#nodes.get(name)!;
-      const node = this.#byName.get(name)!.node.name;
-      if (s.phase === "unknown") {
-        return this.#stop(`the canary's outcome on ${node} is unknown: ${s.reason}`);
-      }
-      if (s.phase === "succeeded" || s.phase === "failed") outcomes.set(node, s.phase);
-    }
-    const verdict = canaryVerdict(outcomes);
-    if (verdict) this.#stop(verdict);
-    else if (outcomes.size === this.#canary.size) this.#canaryPassed = true;
   }
 
   /** A request succeeded: an outage, if any, is over. */
@@ -601,17 +603,14 @@ class Fanout {
     }
   }
 
-  /** Whether the canary's verdict is still open: only its nodes start. */
-  #canaryOpen(): boolean {
-    return !this.#canaryPassed && this.#canary.size > 0;
-  }
-
   /** Takes the next queued node (or leftover) for which a slot may open; undefined when none. */
   #pick(): string | undefined {
     const domain = this.#o.domain;
     const { name, queue } = takeNext(this.#queue, {
       queued: (n) => this.#nodes.get(n)?.phase === "queued",
-      canary: this.#canaryOpen() ? this.#canary : undefined,
+      allowed: this.#waves && !this.#waves.last
+        ? (n) => this.#waves!.allows(this.#byName.get(n))
+        : undefined,
       domainOf: domain && ((n) => {
         const t = this.#byName.get(n);
         return t && domain(t);
@@ -637,7 +636,7 @@ class Fanout {
   #fill(): void {
     if (this.#halted()) return;
     if (this.#pausedBy) return;
-    const limit = slotLimit(this.#o.parallelism, this.#canaryOpen() ? this.#canary.size : 0);
+    const limit = this.#waves?.limit(this.#o.parallelism) ?? this.#o.parallelism;
     // The budget counts the nodes in work: each start below takes one of its slots.
     let room = this.#o.budget?.slots(this.#inWork()) ?? Infinity;
     while (true) {
@@ -727,6 +726,7 @@ class Fanout {
       budget: this.#o.budget?.describe(this.#inWork()),
       paused: this.#pausedBy,
       waits: this.#waits(),
+      wave: this.#waves?.view(now),
     });
     // A view, not a copy: the run record reads it at most every 10 s.
     const states = () =>
@@ -818,6 +818,7 @@ class Fanout {
     // Wake when the window closes, once: after, nothing is waited for.
     const closesIn = (this.#o.closesAt ?? -Infinity) > now ? this.#o.closesAt! - now : Infinity;
     return Math.min(
+      this.#waves?.tick(now, this.#halted()) ?? Infinity,
       checkDeadlines(this.#deadlines, now),
       checkBlocked(this.#deadlines, now),
       closesIn,
@@ -847,6 +848,7 @@ class Fanout {
       stoppedBy: this.#stoppedBy,
       windowClosed: this.#closed() && this.#count("queued") + this.#count("blocked") > 0 ||
         undefined,
+      waves: this.#waves?.records(),
     };
   }
 }

@@ -44,6 +44,71 @@ export interface Target {
    * for the whole run.
    */
   job(): V1Job;
+  /** Its wave (1-based) with `--waves`/`--canary`; without, the run is one wave. */
+  wave?: number;
+}
+
+/** Where the open wave stands, for the progress line and the owner Job. */
+export interface WaveView {
+  /** The open wave, 1-based. */
+  wave: number;
+  /** How many waves the run has. */
+  waves: number;
+  /**
+   * `running`: its nodes start and run; `soaking`: they all ended and the
+   * soak (`--wave-soak-secs`) runs; `holding`: the soak is over and the hold
+   * after the wave (the health gates) has not yet let the next one open.
+   */
+  stage: "running" | "soaking" | "holding";
+  /** While soaking: how long the soak still runs, in ms. */
+  soakLeftMs?: number;
+}
+
+/** One wave as the report shows it (clock ms). */
+export interface WaveRecord {
+  /** The wave, 1-based. */
+  wave: number;
+  /** Its nodes. */
+  size: number;
+  /** When its nodes could first start. */
+  openedAt?: number;
+  /** When its last node ended. */
+  endedAt?: number;
+  /** When its soak was to end (no soak after the last wave). */
+  soakEndsAt?: number;
+  /** When its soak ended. */
+  soakEndedAt?: number;
+}
+
+/** What {@linkcode HoldAfterWave} is told when a wave ended and its soak began. */
+export interface WaveEnd {
+  /** The wave that ended, 1-based. */
+  wave: number;
+  /** How many waves the run has. */
+  waves: number;
+  /** When its soak ends (clock ms); the next wave opens no earlier. */
+  soakEndsAt: number;
+  /** Aborts when the run is stopped. */
+  signal: AbortSignal;
+}
+
+/**
+ * The hold after a wave: called once its nodes all ended and passed, as its
+ * soak begins; the next wave opens once the soak elapsed and this resolved.
+ * A string stops the rollout with that reason (the in-flight Jobs are none
+ * by then). The health gates check here, throughout the soak and once more
+ * at its end; without gates the engine opens the next wave when the soak ends.
+ */
+export type HoldAfterWave = (end: WaveEnd) => Promise<string | undefined>;
+
+/** The waves of a dispatch (`--waves`, `--canary`); each target's wave is its `wave`. */
+export interface WaveOptions {
+  /** How long to hold after each wave before the next opens, in ms. @default 0 */
+  soakMs?: number;
+  /** The first wave came from `--canary N`: it is called the canary. */
+  canary?: boolean;
+  /** The hold after each wave (health gates). Default: none, the soak alone. */
+  holdAfterWave?: HoldAfterWave;
 }
 
 /** What the engine did, one line each. */
@@ -65,7 +130,8 @@ export type DispatchEvent =
   | { kind: "api"; state: "paused" | "resumed"; detail: string }
   | { kind: "stopped"; reason: string }
   | { kind: "stalled"; node: string; job: string; reason: string; seconds: number }
-  | { kind: "notice"; message: string };
+  | { kind: "notice"; message: string }
+  | { kind: "wave"; wave: number; message: string };
 
 /** Counts at one moment of the rollout. */
 export interface Progress {
@@ -104,6 +170,8 @@ export interface Progress {
    * pod failures: …`, `node n2: post-success work … retrying: …`): a few.
    */
   waits?: string[];
+  /** The open wave, with `--waves`/`--canary`. */
+  wave?: WaveView;
 }
 
 /** One node's state as {@linkcode Progress.states} shows it. */
@@ -160,6 +228,8 @@ export interface NodeResult {
   drainEndedAt?: number;
   /** When its Job succeeded and its post-success work began, if it had any. */
   jobEndedAt?: number;
+  /** Its wave (1-based), with `--waves`/`--canary`. */
+  wave?: number;
 }
 
 /** Options of {@linkcode dispatch}. */
@@ -258,8 +328,14 @@ export interface FanoutOptions {
   budget?: StartBudget;
   /** Failed nodes tolerated; one more stops the rollout. Default: no budget. */
   maxFailures?: number;
-  /** Run the first `canary` targets first (at most that many at once); go on only if all succeed. */
-  canary?: number;
+  /**
+   * Waves (`--waves`, `--canary`): the nodes of wave k+1 start only once every
+   * node of wave k ended, none failed without a failure budget (a failure
+   * counts against `maxFailures` with one), its soak elapsed and the hold
+   * after it resolved. Each wave at most its size, `parallelism` and the
+   * budget at once.
+   */
+  waves?: WaveOptions;
   /** The failure domain of a target, for `maxPerDomain`. */
   domain?: (target: Target) => string;
   /** Most Jobs in flight per domain, in addition to `parallelism`. */
@@ -286,4 +362,6 @@ export interface DispatchReport {
   stoppedBy?: string;
   /** The maintenance window closed with nodes not started. */
   windowClosed?: boolean;
+  /** Each wave's size and times, with waves. */
+  waves?: WaveRecord[];
 }

@@ -9,7 +9,7 @@
 import type { V1Job } from "@kubernetes/client-node";
 import { FINAL, type NodeState, type Phase } from "./node_state.ts";
 import type { OutageView } from "./outage.ts";
-import type { NodeResult, Progress, Target } from "./fanout_types.ts";
+import type { NodeResult, Progress, Target, WaveView } from "./fanout_types.ts";
 
 function timestamp(t: Date | string | undefined): number | undefined {
   return t === undefined ? undefined : new Date(t).getTime();
@@ -64,7 +64,8 @@ export function resultFacts(s: NodeState, seen: Seen): Partial<NodeState> {
  * `inFlight`; any other is `notStarted`.
  */
 export function nodeResult(t: Target, s: NodeState): NodeResult {
-  const base = { node: t.node.name, job: t.name };
+  // Only with waves: a run without them reports as before.
+  const base = { node: t.node.name, job: t.name, ...(t.wave !== undefined && { wave: t.wave }) };
   if (FINAL.has(s.phase)) {
     return {
       ...base,
@@ -103,6 +104,8 @@ export interface Tally {
   paused?: string;
   /** What nodes in flight wait for, when they say. */
   waits?: string[];
+  /** The open wave, with waves. */
+  wave?: WaveView;
 }
 
 /** The progress counts; the rare ones (unknown, blocked) only when there are some. */
@@ -121,6 +124,7 @@ export function progressOf(t: Tally): Progress {
     budget: t.budget,
     paused: t.paused,
     waits: t.waits,
+    ...(t.wave && { wave: t.wave }),
   };
 }
 
@@ -167,5 +171,5 @@ export class ActiveTime {
  */
 export function progressKey(p: Progress): string {
   return `${p.succeeded}/${p.failed}/${p.inFlight}/${p.draining}/${p.queued}/${p.outage?.paused}/` +
-    `${p.budget}/${p.paused}/${p.waits?.join(";")}`;
+    `${p.budget}/${p.paused}/${p.waits?.join(";")}/${p.wave?.wave}/${p.wave?.stage}`;
 }

@@ -1,6 +1,6 @@
 /**
- * Pure rollout-safety decisions: the failure budget, the canary gate, slots per
- * failure domain and the dispatch order. The fan-out engine asks these; none
+ * Pure rollout-safety decisions: the failure budget, slots per failure domain
+ * and the dispatch order (the waves and their verdict are `waves.ts`). The fan-out engine asks these; none
  * of them does I/O, so each rule is tested on plain values.
  *
  * @module
@@ -164,17 +164,4 @@ export function orderItems<T>(
     out = interleave(out, opts.zone);
   }
   return opts.limitDomain ? interleave(out, opts.limitDomain) : out;
-}
-
-/**
- * The canary gate: undefined while canary nodes are still running or all of
- * them succeeded, else why the rollout must stop.
- *
- * @param outcomes the outcome of each canary node so far
- */
-export function canaryVerdict(
-  outcomes: ReadonlyMap<string, "succeeded" | "failed">,
-): string | undefined {
-  const failed = [...outcomes].filter(([, o]) => o === "failed").map(([n]) => n);
-  return failed.length ? `the canary failed on ${failed.join(", ")}` : undefined;
 }

@@ -2,7 +2,6 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import {
   budgetExceeded,
-  canaryVerdict,
   domainOf,
   failureBudget,
   interleave,
@@ -14,6 +13,7 @@ import {
 } from "./safety.ts";
 import { dispatch, type Target } from "./fanout.ts";
 import { instantiateJob, labelValue, parseJobTemplate, trackingKeys } from "../job.ts";
+import { canaryWaves, resolveWaves, type WaveSpec, withWaves } from "./waves.ts";
 import { FakeClock, FakeJobApi, runOn } from "../testing/fake_api.ts";
 
 Deno.test({
@@ -132,19 +132,6 @@ Deno.test({
   },
 });
 
-Deno.test({
-  name: "canaryVerdict() stops on any failed canary node and names it",
-  permissions: "none",
-  fn() {
-    assert.equal(canaryVerdict(new Map()), undefined);
-    assert.equal(canaryVerdict(new Map([["n1", "succeeded"]])), undefined);
-    assert.equal(
-      canaryVerdict(new Map([["n1", "succeeded"], ["n2", "failed"]])),
-      "the canary failed on n2",
-    );
-  },
-});
-
 // --- the engine under the safety options, on the in-memory fake ---
 
 const KEYS = trackingKeys("job-dispatcher");
@@ -161,6 +148,11 @@ function targets(names: string[]): Target[] {
       instantiateJob({ template: TEMPLATE, node, prefix: "up", namespace: "ns", keys: KEYS });
     return { node, name: job().metadata!.name!, job };
   });
+}
+
+/** The targets with their waves, as run/plan.ts gives them. */
+function waved(ts: Target[], spec: WaveSpec): Target[] {
+  return withWaves(ts, resolveWaves(spec.sizes, ts.length), (t, wave) => ({ ...t, wave }));
 }
 
 function fake(clock: FakeClock, opts: Partial<ConstructorParameters<typeof FakeJobApi>[0]> = {}) {
@@ -202,9 +194,9 @@ Deno.test("dispatch() runs the canary first and starts nothing else when it fail
   const clock = new FakeClock();
   const names = ["c0", "c1", "c2", "n3", "n4", "n5"];
   const api = fake(clock, { runMs: 100, failing: new Set(["c1"]) });
-  const { results, stoppedBy } = await engine(api, clock, targets(names), {
+  const { results, stoppedBy } = await engine(api, clock, waved(targets(names), canaryWaves(3)), {
     parallelism: 5,
-    canary: 3,
+    waves: { canary: true },
   });
   assert.equal(stoppedBy, "the canary failed on c1");
   assert.deepEqual(api.created, ["up-c0", "up-c1", "up-c2"]);
@@ -219,10 +211,8 @@ Deno.test("dispatch() runs the canary first and starts nothing else when it fail
 Deno.test("dispatch() goes on at full parallelism once every canary node succeeded", async () => {
   const clock = new FakeClock();
   const api = fake(clock, { runMs: 100 });
-  const { results } = await engine(api, clock, targets(["c0", "n1", "n2", "n3", "n4"]), {
-    parallelism: 4,
-    canary: 1,
-  });
+  const ts = waved(targets(["c0", "n1", "n2", "n3", "n4"]), canaryWaves(1));
+  const { results } = await engine(api, clock, ts, { parallelism: 4, waves: { canary: true } });
   assert.ok(results.every((r) => r.outcome === "succeeded"));
   assert.deepEqual(api.createdAt, [0, 100, 100, 100, 100]);
 });

@@ -130,10 +130,16 @@ export class NodeWriter {
 
   /**
    * The post-success work: waits until the node is Ready and serves a
-   * required handler, writes the labels until they stick, then lifts the
-   * taints; never lifts a taint before the label is on the node.
+   * required handler, runs `verify` (node verification), writes the labels
+   * until they stick, then lifts the taints; never lifts a taint before the
+   * label is on the node, nor labels a node that failed its verification.
+   *
+   * @param verify checks the node once Ready; a string fails it, unlabelled
    */
-  async after(node: SelectedNode): Promise<string | undefined> {
+  async after(
+    node: SelectedNode,
+    verify?: () => Promise<string | undefined>,
+  ): Promise<string | undefined> {
     const cfg = this.#o.labels!;
     const name = node.metadata!.name!;
     const uid = node.metadata!.uid!;
@@ -148,6 +154,8 @@ export class NodeWriter {
         if (typeof ready === "string") return ready;
         current = ready;
       }
+      const failed = await verify?.();
+      if (failed) return failed;
       const plan = planAfterSuccess(cfg, current.metadata?.labels ?? {});
       const clearsMarks = cfg.remove && plan.get(cfg.key) === null;
       let latest: SelectedNode = current;

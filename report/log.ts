@@ -68,6 +68,7 @@ export function describeEvent(e: DispatchEvent): string {
     case "stalled":
       return `node ${e.node}: job ${e.job} pending for ${e.seconds} s: ${e.reason}`;
     case "notice":
+    case "wave":
       return e.message;
     case "stopped":
       return `stopping the rollout: ${e.reason}; Jobs in flight finish, no new Job starts`;
@@ -95,7 +96,8 @@ export function describeProgress(p: Progress): string {
   // A node that holds its slot and waits (post-success work retrying, pods
   // failing under backoffLimit) says for what, else it reads as a hang.
   const waits = p.waits?.length ? ` (${p.waits.join("; ")})` : "";
-  const counts = `${p.succeeded}/${p.total} succeeded, ${p.failed} failed${unknown}, ` +
+  const counts = waveWords(p) +
+    `${p.succeeded}/${p.total} succeeded, ${p.failed} failed${unknown}, ` +
     `${flight}${waits}, ${p.queued} queued`;
   // During an outage a rate and an ETA would be fiction: say what is going on.
   if (p.outage) {
@@ -112,6 +114,20 @@ export function describeProgress(p: Progress): string {
   const rate = done / (p.elapsedMs / 1000);
   const left = (p.total - done) / rate;
   return `${line}, ${rate.toFixed(rate < 10 ? 2 : 0)} nodes/s, ETA ${duration(left)}`;
+}
+
+/**
+ * The open wave, as the progress line begins: `wave 2/4: `, `wave 1/4 soaking
+ * (40s left): `, `wave 1/4 soaked, held: ` while the hold after it (the
+ * health gates) keeps the next one shut; empty without waves.
+ */
+function waveWords(p: Progress): string {
+  const w = p.wave;
+  if (!w) return "";
+  const at = `wave ${w.wave}/${w.waves}`;
+  if (w.stage === "soaking") return `${at} soaking (${clock((w.soakLeftMs ?? 0) / 1000)} left): `;
+  if (w.stage === "holding") return `${at} soaked, held before the next wave: `;
+  return `${at}: `;
 }
 
 /**

@@ -348,3 +348,28 @@ Deno.test({
     assert.equal(last, "20/100 succeeded, 0 failed, 0 in flight, 80 queued, 1.00 nodes/s, ETA 1m");
   },
 });
+
+Deno.test({
+  name: "describeProgress() begins with the open wave, its soak and the hold after it",
+  permissions: "none",
+  async fn(t) {
+    const p = { succeeded: 1, failed: 0, inFlight: 0, queued: 11, total: 12, elapsedMs: 0 };
+    const counts = "1/12 succeeded, 0 failed, 0 in flight, 11 queued";
+    const cases: [string, Parameters<typeof describeProgress>[0]["wave"], string][] = [
+      ["running", { wave: 2, waves: 3, stage: "running" }, `wave 2/3: ${counts}`],
+      [
+        "soaking",
+        { wave: 1, waves: 3, stage: "soaking", soakLeftMs: 40_000 },
+        `wave 1/3 soaking (40s left): ${counts}`,
+      ],
+      [
+        "held by the hold after the wave",
+        { wave: 1, waves: 3, stage: "holding" },
+        `wave 1/3 soaked, held before the next wave: ${counts}`,
+      ],
+    ];
+    for (const [name, wave, want] of cases) {
+      await t.step(name, () => assert.equal(describeProgress({ ...p, wave }), want));
+    }
+  },
+});

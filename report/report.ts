@@ -10,6 +10,7 @@
  */
 
 import type { DispatchEvent, NodeResult, Progress, Reporter } from "../engine/fanout.ts";
+import type { WaveRecord } from "../engine/fanout_types.ts";
 import type { OwnerRef, TrackingKeys } from "../job.ts";
 import { ApiError, isRetryable, type Kube, paths } from "../kube/client.ts";
 import { describeProgress, type Logger } from "./log.ts";
@@ -75,6 +76,8 @@ export interface ReportInput {
   skipped: SkippedEntry[];
   /** When starts were paused (ms since the epoch), for the HTML timeline. */
   pauses?: readonly { from: number; to?: number; why: string }[];
+  /** Each wave's size, its end and its soak, with `--waves`/`--canary`. */
+  waves?: WaveRecord[];
 }
 
 /**
@@ -105,6 +108,7 @@ export function jsonReport(r: ReportInput): string {
         ...outcomeCounts(r.results),
         skipped: r.skipped.length,
       },
+      ...(r.waves && { waves: r.waves.map(waveEntry) }),
       nodes: [
         ...r.results.map((x) => ({
           name: x.node,
@@ -115,6 +119,7 @@ export function jsonReport(r: ReportInput): string {
           outcome: x.outcome,
           reason: x.reason ?? null,
           attempts: x.attempts ?? null,
+          ...(x.wave !== undefined && { wave: x.wave }),
         })),
         ...r.skipped.map((s) => ({
           name: s.node,
@@ -131,6 +136,19 @@ export function jsonReport(r: ReportInput): string {
     null,
     2,
   ) + "\n";
+}
+
+/** One wave in the JSON report: its size, when it opened and ended, its soak. */
+function waveEntry(w: WaveRecord) {
+  return {
+    wave: w.wave,
+    size: w.size,
+    opened: iso(w.openedAt) ?? null,
+    ended: iso(w.endedAt) ?? null,
+    soak: w.soakEndsAt === undefined || w.endedAt === undefined
+      ? null
+      : { start: iso(w.endedAt), end: iso(w.soakEndedAt) ?? null },
+  };
 }
 
 function xml(text: string): string {

@@ -218,3 +218,36 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "jsonReport() names each node's wave and each wave's end and soak",
+  permissions: "none",
+  fn() {
+    const r = JSON.parse(jsonReport({
+      ...INPUT,
+      results: [{ node: "n1", job: "up-n1", outcome: "succeeded", wave: 1 }],
+      waves: [
+        { wave: 1, size: 1, openedAt: 0, endedAt: 1000, soakEndsAt: 61_000, soakEndedAt: 61_000 },
+        { wave: 2, size: 3, openedAt: 61_000, endedAt: 62_000 },
+      ],
+    }));
+    assert.equal(r.nodes[0].wave, 1);
+    assert.deepEqual(r.waves, [
+      {
+        wave: 1,
+        size: 1,
+        opened: "1970-01-01T00:00:00.000Z",
+        ended: "1970-01-01T00:00:01.000Z",
+        soak: { start: "1970-01-01T00:00:01.000Z", end: "1970-01-01T00:01:01.000Z" },
+      },
+      {
+        wave: 2,
+        size: 3,
+        opened: "1970-01-01T00:01:01.000Z",
+        ended: "1970-01-01T00:01:02.000Z",
+        soak: null,
+      },
+    ]);
+    assert.equal(JSON.parse(jsonReport(INPUT)).waves, undefined, "no waves, no key");
+  },
+});

@@ -11,6 +11,8 @@ import type { Kube } from "../kube/client.ts";
 import type { Logger } from "../report/log.ts";
 import type { LabelConfig, TaintSelector } from "../nodes/lifecycle.ts";
 import type { Order, TopologyLimit } from "../engine/safety.ts";
+import type { WaveSpec } from "../engine/waves.ts";
+import type { VerifyConfig } from "../verify/verify.ts";
 import type { MaintenanceConfig } from "../maintenance/config.ts";
 import type { GateConfig } from "../gates/config.ts";
 
@@ -68,8 +70,12 @@ export interface RunConfig {
   dryRun?: "client" | "server";
   /** Failure budget, `N` or `P%`; exceeding it stops the rollout. */
   maxFailures?: string;
-  /** Nodes to run first; the rest only if all of them succeed. */
-  canary?: number;
+  /** Waves (`--waves`, or `--canary N` as `--waves N,100%`). */
+  waves?: WaveSpec;
+  /** Seconds to hold after each wave before the next starts. @default 0 */
+  waveSoakSecs: number;
+  /** Node verification after each Job succeeded (`--verify-*`). */
+  verify?: VerifyConfig;
   /** At most M Jobs in flight per value of a node label. */
   maxPerTopology?: TopologyLimit;
   /** Seconds after which an unfinished node fails with reason timeout. */

@@ -6,14 +6,16 @@
  * @module
  */
 
-import type { V1Node, V1PodSpec } from "@kubernetes/client-node";
+import type { V1Job, V1Node, V1PodSpec } from "@kubernetes/client-node";
 import {
   checkTemplateNamespace,
   instantiateJob,
   type InstantiateOptions,
   jobName,
   type JobTemplate,
+  type NodeFacts,
   type OwnerRef,
+  parseJobTemplate,
   type RunIdentity,
   sanitize,
   templateHash,
@@ -40,6 +42,7 @@ import { isSatisfied, ownedButUnselected } from "../nodes/lifecycle.ts";
 import type { MaintenanceConfig } from "../maintenance/config.ts";
 import type { RunConfig, RunContext } from "./config.ts";
 import { domainOf, orderItems } from "../engine/safety.ts";
+import { resolveWaves, withWaves } from "../engine/waves.ts";
 import { checkTtl, resolveNamespace, resolveOwner } from "./preflight.ts";
 import { counted, EXIT, writeReport } from "../report/summary.ts";
 
@@ -124,6 +127,8 @@ export interface Plan {
   owner?: OwnerRef;
   /** The main run's identity, to tell its Jobs from others'. */
   run: RunIdentity;
+  /** The smoke-test Job of a node (`--verify-job-template`), named `<prefix>-verify-<node>`. */
+  verifyJob?: (node: NodeFacts) => V1Job;
   /** The main template's pod spec, for the node watch's admission. */
   podSpec: V1PodSpec;
   /** How nodes are selected. */
@@ -188,6 +193,7 @@ export async function planRun(
     ? planCleanupTargets(opts, cleanup, { ...jobs, template: cleanupTemplate })
     : { cleanupTargets: [] };
   logSelected(opts, ctx, { ...main, selection, resolved, eligible, namespace, owner });
+  const verifyJob = verifyJobOf(opts, ctx, { ...jobs, prefix: `${prefix}-verify` });
 
   return {
     namespace,
@@ -202,6 +208,7 @@ export async function planRun(
     ...main,
     cleanup,
     ...cleanupPart,
+    verifyJob,
   };
 }
 
@@ -283,6 +290,31 @@ function kubectlGetNodes(s: Selection): string {
   const field = s.fieldSelector ? ` --field-selector ${quote(s.fieldSelector)}` : "";
   const labels = s.labelSelectors.length ? s.labelSelectors : [""];
   return labels.map((l) => `kubectl get nodes${l ? ` -l ${quote(l)}` : ""}${field}`).join("; ");
+}
+
+/**
+ * The smoke-test Job of `--verify-job-template` for a node: the main Jobs'
+ * conventions (pinned, tracking labels, owner) under the prefix
+ * `<prefix>-verify`, so that the main run's Job watch, which selects its
+ * owner label, never takes it for a leftover of its own.
+ *
+ * @throws {UsageError} when the template cannot be read or is not one batch/v1 Job
+ */
+function verifyJobOf(
+  opts: RunConfig,
+  ctx: RunContext,
+  job: Omit<InstantiateOptions, "node" | "template">,
+): ((node: NodeFacts) => V1Job) | undefined {
+  const path = opts.verify?.jobTemplate;
+  if (path === undefined) return undefined;
+  const text = ctx.readFile(path);
+  if (text === undefined) {
+    throw new UsageError(`Cannot read --verify-job-template ${path}: no such file or not readable`);
+  }
+  const template = parseJobTemplate(text, path);
+  checkTemplateNamespace(template, job.namespace, path);
+  const hash = templateHash(template, opts.pin);
+  return (node) => instantiateJob({ ...job, template, node, templateHash: hash });
 }
 
 /** The cleanup run's identity and its Jobs, one per node it owes. */
@@ -495,12 +527,19 @@ function planTargets(
   const limit = opts.maxPerTopology;
   const labelsOf = (t: Target) => selected.get(t.node.name)?.metadata?.labels;
   const domain = limit ? (t: Target) => domainOf(labelsOf(t), limit.key) : undefined;
-  const targets: Target[] = orderItems(eligible.map((n) => targetOf(n, job)), {
+  const ordered: Target[] = orderItems(eligible.map((n) => targetOf(n, job)), {
     order: opts.order,
     seed: opts.seed,
     zone: (t) => domainOf(labelsOf(t), "topology.kubernetes.io/zone"),
     limitDomain: domain,
   });
+  // Waves are cut from the dispatch order: wave 1 is its head.
+  const targets = opts.waves
+    ? withWaves(ordered, resolveWaves(opts.waves.sizes, ordered.length), (t, wave) => ({
+      ...t,
+      wave,
+    }))
+    : ordered;
   return { selected, targets, domain };
 }
 

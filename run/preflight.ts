@@ -181,6 +181,8 @@ export function permissionNeeds(opts: RunConfig): PermissionNeed[] {
     else need({ verb: "create", ...pods, subresource: "eviction" }, "--drain");
   }
   if (m.blockingPodSelectors.length) need({ verb: "list", ...pods }, "--blocking-pod-selector");
+  // Found out before the first Job, not as every node failing its verification.
+  if (opts.verify?.podSelector) need({ verb: "list", ...pods }, "--verify-pod-selector");
   const nodes = { verb: "patch", group: "", resource: "nodes", grant: NODES_ROLE };
   if (m.cordon) need(nodes, m.drain ? "--drain" : "--cordon");
   const labels = opts.nodeLabels;

@@ -43,6 +43,8 @@ import {
 } from "./preflight.ts";
 import { EXIT, exitCode, summarise, writeReport } from "../report/summary.ts";
 import { afterSuccess, anyPaused, availabilityBudget } from "./run_hooks.ts";
+import { NodeVerifier } from "../verify/verify.ts";
+import type { HoldAfterWave, WaveRecord } from "../engine/fanout_types.ts";
 import { type Plan, planRun } from "./plan.ts";
 import { bindGate, type GateRun, latchExit, openGate } from "./run_gate.ts";
 import type { HealthGate } from "../gates/gate.ts";
@@ -62,6 +64,8 @@ interface Phase {
   recheck?: (t: Target) => Promise<string | undefined>;
   /** Cordon and drain around each Job (`--cordon`, `--drain`); the main phase only. */
   maintenance?: Maintenance;
+  /** Node verification after each Job (`--verify-*`); the main phase only. */
+  verifier?: NodeVerifier;
 }
 
 /**
@@ -99,6 +103,9 @@ export async function runDispatcher(
   // while nothing has been created yet, so bad input costs nothing.
   if (cleanupTargets.length) await validateOnServer(kube, namespace, cleanupTargets[0].job());
   if (targets.length) await validateOnServer(kube, namespace, targets[0].job());
+  if (targets.length && plan.verifyJob) {
+    await validateOnServer(kube, namespace, plan.verifyJob(targets[0].node));
+  }
   // Before the first cordon: --drain without `list pods` would cordon every node, then fail each.
   if (all.length) await checkPermissions(kube, permissionNeeds(opts));
   // Every gate query once, before the first Job: bad PromQL or a Prometheus
@@ -140,6 +147,8 @@ interface MainOutcome {
   stoppedBy?: string;
   /** The window closed with nodes left: the report's `stoppedBy`, too. */
   windowClosed?: boolean;
+  /** Each wave's size and times, with waves. */
+  waves?: WaveRecord[];
   code: number;
 }
 
@@ -305,7 +314,7 @@ async function dispatchPhase(
     // fails its own entry and is left untouched.
     recheck: async (t) =>
       (await phase.recheck?.(t)) ?? (writer.hasBefore ? await writer.before(node(t)) : undefined),
-    afterSuccess: afterSuccess(writer, phase.maintenance, node),
+    afterSuccess: afterSuccess(writer, phase.maintenance, node, phase.verifier),
     prepare: phase.maintenance ? (t) => phase.maintenance!.prepare(t.node) : undefined,
     release: phase.maintenance ? (t, why) => phase.maintenance!.release(t.node, why) : undefined,
     nodeTimeoutMs: opts.nodeTimeoutSecs === undefined ? undefined : opts.nodeTimeoutSecs * 1000,
@@ -398,8 +407,13 @@ async function runMain(x: Execution, closes: number, cleanup: NodeResult[]): Pro
       selected: plan.selected,
       recheck: (t) => nodeWatch.recheck(t.node.name, t.node.uid),
       maintenance: maintenanceFor(x),
+      verifier: verifierFor(x),
     }, {
-      ...rolloutSafety(x, nodeWatch, (wake) => (nodesChanged = wake)),
+      ...rolloutSafety(x, nodeWatch, (wake) => (nodesChanged = wake), {
+        // The gate measures through the soak and once more at its end (gates/gate.ts).
+        holdAfterWave: x.gate &&
+          ((end) => x.gate!.afterWave(Math.max(0, end.soakEndsAt - Date.now()), end.signal)),
+      }),
       recheckBeforeCreate: (t) => nodeWatch.recheckBeforeCreate(t.node.name, t.node.uid),
       closesAt: closes === Infinity ? undefined : closes,
       pause: anyPaused(gates),
@@ -420,6 +434,19 @@ function gateRun({ opts, plan, ctx }: Execution): GateRun {
   return { config: opts.gate!, plan, kube: ctx.kube, log: ctx.log };
 }
 
+/** Node verification after each Job (`--verify-pod-selector`, `--verify-job-template`), if asked. */
+function verifierFor({ opts, plan, ctx }: Execution): NodeVerifier | undefined {
+  if (!opts.verify) return undefined;
+  return new NodeVerifier({
+    kube: ctx.kube,
+    namespace: plan.namespace,
+    keys: plan.keys,
+    config: opts.verify,
+    smokeJob: plan.verifyJob,
+    signal: ctx.signal,
+  });
+}
+
 /** Cordon and drain around each Job (`--cordon`, `--drain`), if asked. */
 function maintenanceFor({ opts, plan, ctx }: Execution): Maintenance | undefined {
   if (!opts.maintenance.cordon) return undefined;
@@ -438,7 +465,8 @@ function maintenanceFor({ opts, plan, ctx }: Execution): Maintenance | undefined
 }
 
 /**
- * The main phase's rollout safety: the failure budget, the canary,
+ * The main phase's rollout safety: the failure budget, the waves (and the
+ * hold after each, where the health gates plug in: `hooks.holdAfterWave`),
  * `--retry-failed`, `--max-unavailable` over the node watch, the pause after
  * each node, blocking pods, failure domains.
  */
@@ -446,6 +474,7 @@ function rolloutSafety(
   { opts, plan, ctx }: Execution,
   nodeWatch: NodeWatch,
   onNodesChange: (wake: () => void) => void,
+  hooks: { holdAfterWave?: HoldAfterWave } = {},
 ): Partial<FanoutOptions> {
   const { maintenance } = opts;
   const maxUnavailable = maintenance.maxUnavailable;
@@ -453,7 +482,11 @@ function rolloutSafety(
     maxFailures: opts.maxFailures === undefined
       ? undefined
       : failureBudget(opts.maxFailures, plan.targets.length),
-    canary: opts.canary,
+    waves: opts.waves && {
+      soakMs: opts.waveSoakSecs * 1000,
+      canary: opts.waves.canary,
+      holdAfterWave: hooks.holdAfterWave,
+    },
     retryFailed: maintenance.retryFailed,
     budget: maxUnavailable && availabilityBudget(
       resolveMaxUnavailable(maxUnavailable, plan.resolved.matched.length),
@@ -503,7 +536,7 @@ async function concludeMain(
     stoppedBy ? `stopped: ${stoppedBy}; ${summary}` : summary,
     code !== EXIT.ok,
   );
-  return { results, stoppedBy, windowClosed, code };
+  return { results, stoppedBy, windowClosed, code, waves: report.waves };
 }
 
 /** Writes `--report`; whether it was written. */
@@ -524,6 +557,7 @@ function writeRunReport(
     windowClosed: main.windowClosed,
     pauses: pauses.spans,
     results: [...cleanup, ...main.results],
+    waves: main.waves,
     uids: new Map(
       [...resolved.matched, ...plan.cleanup?.nodes ?? []].map((n) => [
         n.metadata!.name!,

@@ -13,6 +13,7 @@ import type { Maintenance } from "../maintenance/maintenance.ts";
 import type { NodeWriter } from "../nodes/node_writer.ts";
 import type { PauseGate } from "../engine/pause.ts";
 import type { NodeWatch } from "../nodes/select.ts";
+import type { NodeVerifier } from "../verify/verify.ts";
 
 /**
  * `--max-unavailable` over the watched selection: NotReady nodes, nodes
@@ -39,18 +40,23 @@ export function availabilityBudget(
 }
 
 /**
- * The post-success work: the node writer's (labels, Ready, taints), then the
- * uncordon, so that a node is schedulable again only once it is ready for it.
+ * The post-success work: the node writer's (Ready, the verification, labels,
+ * taints), then the uncordon, so that a node is schedulable again only once
+ * it is ready for it and verified. A node that fails its verification stays
+ * cordoned, as failed nodes do, and is not labelled.
  */
 export function afterSuccess(
   writer: NodeWriter,
   maintenance: Maintenance | undefined,
   node: (t: Target) => V1Node,
+  verifier?: NodeVerifier,
 ): ((t: Target) => Promise<string | undefined>) | undefined {
-  if (!writer.hasAfter && !maintenance) return undefined;
-  return async (t) =>
-    (writer.hasAfter ? await writer.after(node(t)) : undefined) ??
-      await maintenance?.afterSuccess(t.node);
+  if (!writer.hasAfter && !maintenance && !verifier) return undefined;
+  return async (t) => {
+    const verify = verifier && (() => verifier.verify(t.node, t.name));
+    const why = writer.hasAfter ? await writer.after(node(t), verify) : await verify?.();
+    return why ?? await maintenance?.afterSuccess(t.node);
+  };
 }
 
 /**

@@ -1,6 +1,10 @@
 import assert from "node:assert/strict";
-import { anyPaused } from "./run_hooks.ts";
+import type { V1Node } from "@kubernetes/client-node";
+import { afterSuccess, anyPaused } from "./run_hooks.ts";
 import type { PauseGate } from "../engine/pause.ts";
+import type { NodeWriter } from "../nodes/node_writer.ts";
+import type { Maintenance } from "../maintenance/maintenance.ts";
+import type { NodeVerifier } from "../verify/verify.ts";
 
 /** A pause gate that says what it is told, and counts who listens. */
 function gate(by: string | undefined) {
@@ -30,5 +34,40 @@ Deno.test({
         assert.deepEqual(gates.map((x) => x.wakes), gates.map(() => [wake]));
       });
     }
+  },
+});
+
+Deno.test({
+  name:
+    "afterSuccess() verifies the node before the uncordon; a failed verification leaves it cordoned",
+  permissions: "none",
+  async fn() {
+    const calls: string[] = [];
+    const writer = { hasAfter: false } as unknown as NodeWriter;
+    const maintenance = {
+      afterSuccess: () => {
+        calls.push("uncordon");
+        return Promise.resolve(undefined);
+      },
+    } as unknown as Maintenance;
+    const verdicts = new Map([["n1", undefined], [
+      "n2",
+      "verification: pod gpu/v not Ready after 5 s",
+    ]]);
+    const verifier = {
+      verify: (node: { name: string }, job: string) => {
+        calls.push(`verify ${node.name} ${job}`);
+        return Promise.resolve(verdicts.get(node.name));
+      },
+    } as unknown as NodeVerifier;
+    const work = afterSuccess(writer, maintenance, () => ({}) as V1Node, verifier)!;
+    const target = (name: string) => ({
+      node: { name, uid: name },
+      name: `up-${name}`,
+      job: () => ({}),
+    });
+    assert.equal(await work(target("n1")), undefined);
+    assert.equal(await work(target("n2")), "verification: pod gpu/v not Ready after 5 s");
+    assert.deepEqual(calls, ["verify n1 up-n1", "uncordon", "verify n2 up-n2"]);
   },
 });

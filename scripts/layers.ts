@@ -34,6 +34,7 @@ export const LAYERS: readonly string[] = [
   "engine",
   "gates",
   "maintenance",
+  "verify",
   "nodes",
   "kube",
   "base",

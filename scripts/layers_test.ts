@@ -132,8 +132,8 @@ Deno.test({
     const [v] = checkLayers(graph({ "engine/fanout.ts": ["report/log.ts"] }));
     assert.equal(
       v.message,
-      "engine/fanout.ts imports report/log.ts: engine may import only gates, maintenance, nodes, kube, " +
-        "base, job.ts (imports point inward: move what both need below report)",
+      "engine/fanout.ts imports report/log.ts: engine may import only gates, maintenance, verify, " +
+        "nodes, kube, base, job.ts (imports point inward: move what both need below report)",
     );
   },
 });

@@ -1,0 +1,140 @@
+import assert from "node:assert/strict";
+import type { V1Job, V1Pod } from "@kubernetes/client-node";
+import { existingSmoke, jobFinishedAt, podsVerdict, smokeState } from "./rules.ts";
+
+const FINISHED = Date.parse("2026-12-01T10:00:05.700Z");
+
+function pod(name: string, ready?: { status: string; at: string }, deleting = false): V1Pod {
+  return {
+    metadata: {
+      name,
+      namespace: "gpu",
+      ...(deleting && { deletionTimestamp: new Date() }),
+    },
+    status: ready
+      ? {
+        conditions: [{
+          type: "Ready",
+          status: ready.status,
+          lastTransitionTime: ready.at as unknown as Date,
+        }],
+      }
+      : {},
+  };
+}
+
+Deno.test({
+  name: "podsVerdict() passes only pods Ready with a Ready transition after the Job finished",
+  permissions: "none",
+  async fn(t) {
+    const after = { status: "True", at: "2026-12-01T10:00:09Z" };
+    const cases: [string, V1Pod[], ReturnType<typeof podsVerdict>][] = [
+      ["every pod Ready after the Job", [pod("v1", after), pod("v2", after)], { ok: true }],
+      [
+        "the same second counts as after (both in whole seconds)",
+        [pod("v1", { status: "True", at: "2026-12-01T10:00:05Z" })],
+        { ok: true },
+      ],
+      ["no pod yet", [], { ok: false, why: "no pod matches app=v" }],
+      ["a pod being deleted is passed over", [pod("old", after, true)], {
+        ok: false,
+        why: "no pod matches app=v",
+      }],
+      ["a pod not Ready", [pod("v1", after), pod("v2", { status: "False", at: after.at })], {
+        ok: false,
+        pod: "gpu/v2",
+        why: "not Ready",
+      }],
+      ["a pod without conditions", [pod("v1")], { ok: false, pod: "gpu/v1", why: "not Ready" }],
+      [
+        "a pod Ready since before the Job finished proves nothing",
+        [pod("v1", { status: "True", at: "2026-12-01T09:59:00Z" })],
+        {
+          ok: false,
+          pod: "gpu/v1",
+          why: "Ready only since 2026-12-01T09:59:00.000Z, before its node's Job finished",
+        },
+      ],
+    ];
+    for (const [name, pods, want] of cases) {
+      await t.step(name, () => assert.deepEqual(podsVerdict(pods, FINISHED, "app=v"), want));
+    }
+  },
+});
+
+Deno.test({
+  name: "jobFinishedAt() reads completionTime, else the success condition's time",
+  permissions: "none",
+  fn() {
+    const at = "2026-12-01T10:00:05Z";
+    assert.equal(
+      jobFinishedAt({ status: { completionTime: at as unknown as Date } }),
+      Date.parse(at),
+    );
+    const cond = {
+      type: "SuccessCriteriaMet",
+      status: "True",
+      lastTransitionTime: at as unknown as Date,
+    };
+    assert.equal(jobFinishedAt({ status: { conditions: [cond] } }), Date.parse(at));
+    assert.equal(jobFinishedAt(undefined), undefined);
+    assert.equal(jobFinishedAt({ status: {} }), undefined);
+  },
+});
+
+function job(
+  conditions: { type: string; status: string; reason?: string; message?: string }[],
+  created: string,
+  uid = "node-uid",
+): V1Job {
+  return {
+    metadata: {
+      name: "up-verify-n1",
+      creationTimestamp: created as unknown as Date,
+      annotations: { "job-dispatcher/node-uid": uid },
+    },
+    status: { conditions },
+  } as V1Job;
+}
+
+Deno.test({
+  name:
+    "smokeState() and existingSmoke() tell a smoke-test Job's state and what to do with one found",
+  permissions: "none",
+  async fn(t) {
+    const late = "2026-12-01T10:00:06Z";
+    const early = "2026-12-01T09:00:00Z";
+    await t.step("running, succeeded, failed with its reason", () => {
+      assert.deepEqual(smokeState(job([], late)), { state: "running" });
+      assert.deepEqual(smokeState(job([{ type: "Complete", status: "True" }], late)), {
+        state: "succeeded",
+      });
+      assert.deepEqual(
+        smokeState(
+          job([{
+            type: "Failed",
+            status: "True",
+            reason: "BackoffLimitExceeded",
+            message: "Job has reached the specified backoff limit",
+          }], late),
+        ),
+        {
+          state: "failed",
+          reason: "Job has reached the specified backoff limit [BackoffLimitExceeded]",
+        },
+      );
+    });
+    const key = "job-dispatcher/node-uid";
+    await t.step("one made for this node after its Job finished is adopted", () => {
+      assert.equal(existingSmoke(job([], late), "node-uid", key, FINISHED), "adopt");
+    });
+    await t.step("an older one still running is waited for", () => {
+      assert.equal(existingSmoke(job([], early), "node-uid", key, FINISHED), "wait");
+    });
+    await t.step("an older finished one, or one of another node, is replaced", () => {
+      const done = [{ type: "Complete", status: "True" }];
+      assert.equal(existingSmoke(job(done, early), "node-uid", key, FINISHED), "replace");
+      assert.equal(existingSmoke(job(done, late, "other"), "node-uid", key, FINISHED), "replace");
+    });
+  },
+});

@@ -1,0 +1,187 @@
+/**
+ * **verify/** owns node verification: after a node's Job succeeded (and,
+ * where asked, the node is Ready), before it is labelled, uncordoned and
+ * counted, the pods of `--verify-pod-selector` on it must be Ready with a
+ * Ready transition after the Job finished, and the smoke-test Job of
+ * `--verify-job-template` must succeed, all within `--verify-timeout-secs`.
+ * It imports `kube/`, `base/` and `job.ts`; `run/` wires it into the
+ * post-success work.
+ *
+ * @module
+ */
+
+import type { V1Job, V1Pod } from "@kubernetes/client-node";
+import type { NodeFacts, TrackingKeys } from "../job.ts";
+import { isRetryable, type Kube, paths } from "../kube/client.ts";
+import { errorText } from "../base/errors.ts";
+import { existingSmoke, jobFinishedAt, podsVerdict, smokeState } from "./rules.ts";
+
+/** What `--verify-pod-selector`, `--verify-job-template` and `--verify-timeout-secs` ask. */
+export interface VerifyConfig {
+  /** Pods on the node this label selector matches must be Ready after its Job. */
+  podSelector?: string;
+  /** Path of the smoke-test Job's template. */
+  jobTemplate?: string;
+  /** How long the verification may take before the node fails. @default 600 */
+  timeoutSecs: number;
+}
+
+/** What a {@linkcode NodeVerifier} needs. */
+export interface VerifierOptions {
+  /** The API client. */
+  kube: Pick<Kube, "get" | "list" | "request">;
+  /** The namespace of the Jobs. */
+  namespace: string;
+  /** The tracking keys (the node UID annotation of a smoke-test Job). */
+  keys: Pick<TrackingKeys, "nodeUid">;
+  /** What to verify. */
+  config: VerifyConfig;
+  /** The smoke-test Job for a node, with `--verify-job-template`. */
+  smokeJob?: (node: NodeFacts) => V1Job;
+  /** Aborts when the run is stopped. */
+  signal: AbortSignal;
+  /** How often the pods and the smoke-test Job are read. @default 2000 */
+  pollMs?: number;
+}
+
+/** What the verifier says when the run was stopped midway: not the node's fault. */
+export const STOPPED = "the run was stopped during verification";
+
+/**
+ * Verifies nodes after their Job succeeded. Each check returns why the node
+ * fails (`verification: …`), or undefined; an outage (the API unreachable,
+ * 5xx, 429) is thrown, so that the engine pauses and does the post-success
+ * work again instead of failing the node.
+ */
+export class NodeVerifier {
+  #o: VerifierOptions;
+
+  /** A verifier with its options. */
+  constructor(opts: VerifierOptions) {
+    this.#o = opts;
+  }
+
+  /**
+   * Verifies one node whose Job `jobName` succeeded: the pods, then the
+   * smoke-test Job, within one deadline.
+   *
+   * @throws an outage error (see `isRetryable`): the caller pauses and retries
+   */
+  async verify(node: NodeFacts, jobName: string): Promise<string | undefined> {
+    const began = Date.now();
+    const { config } = this.#o;
+    const deadline = began + config.timeoutSecs * 1000;
+    try {
+      const job = await this.#o.kube.get<V1Job>(paths.job(this.#o.namespace, jobName));
+      // A Job already collected by its TTL: it finished before this began.
+      const finishedAt = jobFinishedAt(job) ?? began;
+      if (config.podSelector) {
+        const why = await this.#pods(node.name, config.podSelector, finishedAt, deadline);
+        if (why) return why;
+      }
+      if (this.#o.smokeJob) return await this.#smoke(node, finishedAt, deadline);
+      return undefined;
+    } catch (e) {
+      if (this.#o.signal.aborted) return STOPPED;
+      if (isRetryable(e)) throw e;
+      return `verification: cannot verify node ${node.name}: ${errorText(e)}`;
+    }
+  }
+
+  /** Waits until the node's pods of the selector are proven Ready, or the deadline. */
+  async #pods(
+    node: string,
+    selector: string,
+    finishedAt: number,
+    deadline: number,
+  ): Promise<string | undefined> {
+    const query = { fieldSelector: `spec.nodeName=${node}`, labelSelector: selector };
+    while (true) {
+      const pods = (await this.#o.kube.list<V1Pod>(paths.allPods(), query, 100)).items;
+      const verdict = podsVerdict(pods, finishedAt, selector);
+      if (verdict.ok) return undefined;
+      if (Date.now() >= deadline) {
+        const secs = this.#o.config.timeoutSecs;
+        return verdict.pod
+          ? `verification: pod ${verdict.pod} not Ready after ${secs} s` +
+            (verdict.why === "not Ready" ? "" : ` (${verdict.why})`)
+          : `verification: ${verdict.why} on node ${node} after ${secs} s`;
+      }
+      if (!(await this.#sleep(deadline))) throw new Error(STOPPED);
+    }
+  }
+
+  /** Creates (or adopts) the node's smoke-test Job and waits for its outcome. */
+  async #smoke(node: NodeFacts, finishedAt: number, deadline: number): Promise<string | undefined> {
+    const job = this.#o.smokeJob!(node);
+    const name = job.metadata!.name!;
+    const ns = this.#o.namespace;
+    const secs = this.#o.config.timeoutSecs;
+    let created = false;
+    while (true) {
+      const seen = await this.#o.kube.get<V1Job>(paths.job(ns, name));
+      if (
+        seen &&
+        (created || existingSmoke(seen, node.uid, this.#o.keys.nodeUid, finishedAt) === "adopt")
+      ) {
+        created = true;
+        const s = smokeState(seen);
+        if (s.state === "succeeded") return undefined;
+        if (s.state === "failed") return `verification: job ${ns}/${name} failed: ${s.reason}`;
+      } else if (
+        seen && existingSmoke(seen, node.uid, this.#o.keys.nodeUid, finishedAt) === "replace"
+      ) {
+        await this.#delete(name, seen.metadata!.uid!);
+      } else if (!seen) {
+        created = await this.#create(job);
+      }
+      if (Date.now() >= deadline) {
+        return `verification: job ${ns}/${name} not succeeded after ${secs} s`;
+      }
+      if (!(await this.#sleep(deadline))) throw new Error(STOPPED);
+    }
+  }
+
+  /** Creates the smoke-test Job; false when its name is taken (it is read again). */
+  async #create(job: V1Job): Promise<boolean> {
+    try {
+      await this.#o.kube.request("create", "POST", paths.jobs(this.#o.namespace), job);
+      return true;
+    } catch (e) {
+      if ((e as { status?: number }).status === 409) return false;
+      throw e;
+    }
+  }
+
+  /** Deletes an earlier smoke-test Job (foreground, only that UID); gone or replaced is fine. */
+  async #delete(name: string, uid: string): Promise<void> {
+    try {
+      await this.#o.kube.request("delete", "DELETE", paths.job(this.#o.namespace, name), {
+        apiVersion: "v1",
+        kind: "DeleteOptions",
+        propagationPolicy: "Foreground",
+        preconditions: { uid },
+      });
+    } catch (e) {
+      const status = (e as { status?: number }).status;
+      if (status !== 404 && status !== 409) throw e;
+    }
+  }
+
+  /** Sleeps one poll interval, or until the deadline; false when the run was stopped. */
+  async #sleep(deadline: number): Promise<boolean> {
+    const ms = Math.max(1, Math.min(this.#o.pollMs ?? 2000, deadline - Date.now()));
+    const signal = this.#o.signal;
+    if (signal.aborted) return false;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        signal.removeEventListener("abort", done);
+        resolve();
+      }
+      signal.addEventListener("abort", done);
+    });
+    return !signal.aborted;
+  }
+}

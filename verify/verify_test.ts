@@ -1,0 +1,171 @@
+import assert from "node:assert/strict";
+import type { V1Job } from "@kubernetes/client-node";
+import { status, withServer } from "../testing/loopback.ts";
+import { isRetryable } from "../kube/client.ts";
+import { NodeVerifier, type VerifyConfig } from "./verify.ts";
+
+const NODE = { name: "n1", uid: "node-uid" };
+const DONE = "2026-12-01T10:00:05Z";
+const MAIN: V1Job = {
+  metadata: { name: "up-n1" },
+  status: { completionTime: DONE as unknown as Date },
+};
+
+function verifier(
+  kube: ConstructorParameters<typeof NodeVerifier>[0]["kube"],
+  config: VerifyConfig,
+  smoke = false,
+) {
+  return new NodeVerifier({
+    kube,
+    namespace: "ops",
+    keys: { nodeUid: "job-dispatcher/node-uid" },
+    config,
+    smokeJob: smoke
+      ? (node) => ({
+        apiVersion: "batch/v1",
+        kind: "Job",
+        metadata: {
+          name: `up-verify-${node.name}`,
+          annotations: { "job-dispatcher/node-uid": node.uid },
+        },
+        spec: { template: { spec: { containers: [] } } },
+      })
+      : undefined,
+    signal: new AbortController().signal,
+    pollMs: 20,
+  });
+}
+
+function podList(ready: string, at: string) {
+  return Response.json({
+    kind: "PodList",
+    metadata: {},
+    items: [{
+      metadata: { name: "validator-x", namespace: "gpu" },
+      status: { conditions: [{ type: "Ready", status: ready, lastTransitionTime: at }] },
+    }],
+  });
+}
+
+Deno.test("NodeVerifier fails a node whose validator pod never becomes Ready, naming the pod and the timeout", async () => {
+  await withServer((req) => {
+    const url = new URL(req.url);
+    if (url.pathname === "/apis/batch/v1/namespaces/ops/jobs/up-n1") return Response.json(MAIN);
+    assert.equal(url.pathname, "/api/v1/pods");
+    assert.equal(url.searchParams.get("fieldSelector"), "spec.nodeName=n1");
+    assert.equal(url.searchParams.get("labelSelector"), "app=validator");
+    return podList("False", DONE);
+  }, async (kube) => {
+    const why = await verifier(kube, { podSelector: "app=validator", timeoutSecs: 0.3 })
+      .verify(NODE, "up-n1");
+    assert.equal(why, "verification: pod gpu/validator-x not Ready after 0.3 s");
+  });
+});
+
+Deno.test("NodeVerifier passes once the pod's Ready transition comes after the Job finished", async () => {
+  let reads = 0;
+  await withServer((req) => {
+    if (new URL(req.url).pathname.endsWith("/jobs/up-n1")) return Response.json(MAIN);
+    // Ready since before the Job at first (it proves nothing), then restarted and Ready.
+    return ++reads < 3
+      ? podList("True", "2026-12-01T09:00:00Z")
+      : podList("True", "2026-12-01T10:00:09Z");
+  }, async (kube) => {
+    const why = await verifier(kube, { podSelector: "app=validator", timeoutSecs: 5 }).verify(
+      NODE,
+      "up-n1",
+    );
+    assert.equal(why, undefined);
+    assert.equal(reads, 3);
+  });
+});
+
+Deno.test("NodeVerifier says a pod Ready only since before the Job, at the timeout", async () => {
+  await withServer((req) => {
+    if (new URL(req.url).pathname.endsWith("/jobs/up-n1")) return Response.json(MAIN);
+    return podList("True", "2026-12-01T09:00:00Z");
+  }, async (kube) => {
+    const why = await verifier(kube, { podSelector: "app=validator", timeoutSecs: 0.2 }).verify(
+      NODE,
+      "up-n1",
+    );
+    assert.match(
+      why!,
+      /^verification: pod gpu\/validator-x not Ready after 0.2 s \(Ready only since 2026-12-01T09:00:00.000Z, before its node's Job finished\)$/,
+    );
+  });
+});
+
+Deno.test("NodeVerifier creates the smoke-test Job and fails the node when it fails", async () => {
+  let smoke: V1Job | undefined;
+  let gets = 0;
+  await withServer((req, _n, body) => {
+    const path = new URL(req.url).pathname;
+    if (path.endsWith("/jobs/up-n1")) return Response.json(MAIN);
+    if (req.method === "POST" && path === "/apis/batch/v1/namespaces/ops/jobs") {
+      smoke = {
+        ...(body as V1Job),
+        metadata: {
+          ...(body as V1Job).metadata,
+          creationTimestamp: "2026-12-01T10:00:07Z" as unknown as Date,
+        },
+      };
+      return Response.json(smoke, { status: 201 });
+    }
+    if (path.endsWith("/jobs/up-verify-n1")) {
+      if (!smoke) return status(404, "NotFound");
+      gets++;
+      const failed = {
+        type: "Failed",
+        status: "True",
+        reason: "BackoffLimitExceeded",
+        message: "Job has reached the specified backoff limit",
+      };
+      return Response.json(gets > 1 ? { ...smoke, status: { conditions: [failed] } } : smoke);
+    }
+    return status(404, "NotFound");
+  }, async (kube, hits) => {
+    const why = await verifier(kube, { jobTemplate: "smoke.yaml", timeoutSecs: 5 }, true).verify(
+      NODE,
+      "up-n1",
+    );
+    assert.equal(
+      why,
+      "verification: job ops/up-verify-n1 failed: Job has reached the specified backoff limit [BackoffLimitExceeded]",
+    );
+    assert.equal(hits.filter((h) => h.method === "POST").length, 1, "one smoke-test Job");
+  });
+});
+
+Deno.test("NodeVerifier fails a node whose smoke-test Job has not succeeded at the timeout, naming the Job", async () => {
+  let smoke: V1Job | undefined;
+  await withServer((req, _n, body) => {
+    const path = new URL(req.url).pathname;
+    if (path.endsWith("/jobs/up-n1")) return Response.json(MAIN);
+    if (req.method === "POST") {
+      smoke = body as V1Job;
+      return Response.json(smoke, { status: 201 });
+    }
+    if (!smoke) return status(404, "NotFound");
+    return Response.json(smoke);
+  }, async (kube) => {
+    const why = await verifier(kube, { jobTemplate: "smoke.yaml", timeoutSecs: 0.2 }, true).verify(
+      NODE,
+      "up-n1",
+    );
+    assert.equal(why, "verification: job ops/up-verify-n1 not succeeded after 0.2 s");
+  });
+});
+
+Deno.test("NodeVerifier throws an outage instead of failing the node: the engine pauses and retries", async () => {
+  await withServer((req) => {
+    if (new URL(req.url).pathname.endsWith("/jobs/up-n1")) return Response.json(MAIN);
+    return status(503, "ServiceUnavailable");
+  }, async (kube) => {
+    await assert.rejects(
+      verifier(kube, { podSelector: "app=validator", timeoutSecs: 0.2 }).verify(NODE, "up-n1"),
+      (e) => isRetryable(e),
+    );
+  });
+});
