@@ -1,5 +1,5 @@
 /**
- * 15e: a suite cleans up what it makes. A child test process writes files
+ * A suite cleans up what it makes. A child test process writes files
  * with the fixtures, as every suite does, and exits; its temp directory
  * (TMPDIR, its own, so that other suites running meanwhile do not count)
  * must then be empty. No control plane needed.
@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 
 const FIXTURES = new URL("./_fixtures.ts", import.meta.url).href;
 
-Deno.test("15e: a suite leaves no e2e-* file in the temp directory", async () => {
+Deno.test("a suite leaves no e2e-* file in the temp directory", async () => {
   const tmp = await Deno.makeTempDir({ prefix: "fixtures-tmp-" });
   const suite = await Deno.makeTempFile({ prefix: "fixtures-suite-", suffix: "_test.ts" });
   try {

@@ -663,7 +663,7 @@ function assertRefused(r: Ended, code: number, message: RegExp): void {
 
 Deno.test({
   name:
-    "bad input: an API server that does not answer is named at once with the retry deadline; --api-wait-secs 0 exits 3 at once (issue 20, defect 14)",
+    "bad input: an API server that does not answer is named at once with the retry deadline; --api-wait-secs 0 exits 3 at once",
   sanitizeOps: false,
   sanitizeResources: false,
   async fn(t) {

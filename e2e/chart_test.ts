@@ -216,7 +216,7 @@ Deno.test({
     });
 
     await t.step(
-      "3. the hook Job is named per revision (at most 63 characters), labelled, no finalizer; hook-failed refused",
+      "the hook Job is named per revision (at most 63 characters), labelled, no finalizer; hook-failed refused",
       async () => {
         // Release names reach 53 characters; the suffix is kept, the name cut.
         for (const release of [RELEASE, "r".repeat(53)]) {
@@ -269,7 +269,7 @@ Deno.test({
         "ConfigMap",
       ).data["job.yaml"];
 
-    await t.step("11. the chart renders a user's jobTemplate byte for byte", async (t) => {
+    await t.step("the chart renders a user's jobTemplate byte for byte", async (t) => {
       await t.step("a privileged hostPID template, --set-file", async () => {
         const file = await tempFile(PRIVILEGED);
         assert.equal(await renderedTemplate("--set-file", `jobTemplate=${file}`), PRIVILEGED);
@@ -287,7 +287,7 @@ Deno.test({
       });
     });
 
-    await t.step("13. a two-document jobTemplate fails helm template, naming it", async () => {
+    await t.step("a two-document jobTemplate fails helm template, naming it", async () => {
       const two = await tempFile(
         `${PRIVILEGED}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n`,
       );
@@ -393,7 +393,7 @@ Deno.test({
       );
 
       await t.step(
-        "13. helm install refuses a two-document jobTemplate (and hook-failed): nothing of the release left",
+        "helm install refuses a two-document jobTemplate (and hook-failed): nothing of the release left",
         async () => {
           const two = await tempFile(
             `${PRIVILEGED}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n`,
@@ -590,8 +590,7 @@ Deno.test({
 });
 
 Deno.test({
-  name:
-    "Helm chart: a two-document jobTemplate with CRLF line endings fails helm template (issue 20 #13)",
+  name: "Helm chart: a two-document jobTemplate with CRLF line endings fails helm template",
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {

@@ -293,7 +293,7 @@ clusterTest("end-to-end on a real control plane", async (t, cluster) => {
       const named = [...r.stderr.matchAll(/failed node (\S+):/g)].map((m) => m[1]).sort();
       assert.deepEqual(named, ["fail-004", "fail-005"]);
       assert.match(r.stderr, /summary: 4 succeeded, 2 failed of 6 nodes/);
-      // One logs command per failed node (issue 20 #15d), not one for every pod of the run.
+      // One logs command per failed node, not one for every pod of the run.
       for (const node of ["fail-004", "fail-005"]) {
         assert.match(
           r.stderr,

@@ -671,7 +671,7 @@ async function rejectedBy(cluster: Cluster, level: string): Promise<number> {
   return [...(await cluster.metrics()).matchAll(line)].reduce((n, m) => n + Number(m[1]), 0);
 }
 
-clusterTest("issue 20: a throttled eviction is retried within the drain", async (t, cluster) => {
+clusterTest("a throttled eviction is retried within the drain", async (t, cluster) => {
   await t.step(
     "API Priority and Fairness rejects the dispatcher's evictions (429) for a while: the drains complete, no node requeued, no pause",
     async () => {

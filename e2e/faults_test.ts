@@ -433,7 +433,7 @@ spec:
       );
 
       await t.step(
-        "a Job create stored but its answer lost (504, cut off): one Job per node, adopted (defect 2)",
+        "a Job create stored but its answer lost (504, cut off): one Job per node, adopted",
         async (t) => {
           for (const mode of ["504", "cut"] as const) {
             await t.step(`answer ${mode === "504" ? "replaced by a 504" : "cut off"}`, async () => {

@@ -383,7 +383,7 @@ clusterTest("node lifecycle on a real control plane", async (t, cluster) => {
   });
 
   await t.step(
-    "a Node webhook down after the Jobs succeeded (TTL 0): one Job per node, all labelled once it is back (defect 1)",
+    "a Node webhook down after the Jobs succeeded (TTL 0): one Job per node, all labelled once it is back",
     async () => {
       const KEY = `${DOMAIN}/hook`;
       const ns = "lc-hook";

@@ -967,7 +967,7 @@ clusterTest(
 
     // Last: it lets the held pod go.
     await t.step(
-      "a node tainted while a budget holds its drain: re-checked before its create, no Job, uncordoned (defect 8)",
+      "a node tainted while a budget holds its drain: re-checked before its create, no Job, uncordoned",
       async () => {
         const taint = "e2e.job-dispatcher.io/broken=yes:NoSchedule";
         const run = new DispatcherProcess(cluster, [...args, "--drain-timeout-secs", "120"]);
@@ -1099,7 +1099,7 @@ class WorkWatcher {
 }
 
 clusterTest(
-  "issue 20: --max-unavailable counts a node that leaves the selection",
+  "--max-unavailable counts a node that leaves the selection",
   async (t, cluster) => {
     await t.step(
       "a cleanup run with --max-unavailable 1 --parallelism 3: never more than one node cordoned, draining or in work at once",

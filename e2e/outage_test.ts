@@ -517,7 +517,7 @@ webhooks:
 }, { audit: { userGroups: [`system:serviceaccounts:${AUDITED_NS}`] } });
 
 clusterTest(
-  "outage: SIGTERM during a 120 s API freeze with polling informers: exit 143 and the summary within 5 s (issue 20, defect 6)",
+  "outage: SIGTERM during a 120 s API freeze with polling informers: exit 143 and the summary within 5 s",
   async (t, cluster) => {
     await cluster.createNodes(suiteNodes("out", 4));
     await t.step("the Job, pause and node informers all stop at once", async () => {

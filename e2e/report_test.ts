@@ -217,7 +217,7 @@ clusterTest("what happened to every node, on a real control plane", async (t, cl
   );
 });
 
-clusterTest("issue 20: the report of a run a window stopped", async (t, cluster) => {
+clusterTest("the report of a run a window stopped", async (t, cluster) => {
   await t.step(
     "--window closing mid-run: the JSON report says stoppedBy window closed, and each succeeded node its attempts",
     async () => {

@@ -198,7 +198,7 @@ clusterTest("rollout safety on a real control plane", async (t, cluster) => {
   );
 });
 
-clusterTest("issue 20: permissions are checked before anything is touched", async (t, cluster) => {
+clusterTest("permissions are checked before anything is touched", async (t, cluster) => {
   await t.step(
     "--drain by a ServiceAccount without list pods (cluster-wide): exit 3, one line naming it and the README's rule, no node cordoned, no Job",
     async () => {

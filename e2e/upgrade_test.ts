@@ -106,7 +106,7 @@ clusterTest(
     await cluster.createNodes([...suiteNodes("upgrade", 4), ...suiteNodes("storm", 4)]);
 
     await t.step(
-      "3. after runs stopped by SIGTERM and by SIGKILL with Jobs in flight, and no dispatcher, helm upgrade succeeds; no per-node Job deleted while it ran",
+      "after runs stopped by SIGTERM and by SIGKILL with Jobs in flight, and no dispatcher, helm upgrade succeeds; no per-node Job deleted while it ran",
       async () => {
         const home = await tempDir("helm-");
         const helm = helmRunner(home, cluster.kubeconfig);
@@ -283,7 +283,7 @@ clusterTest(
     );
 
     await t.step(
-      "3. migration: an owner left with the finalizer of an earlier version is released once its Jobs finished",
+      "migration: an owner left with the finalizer of an earlier version is released once its Jobs finished",
       async () => {
         const ns = await namespace(cluster, "e2e-sigterm");
         await ownerJob(cluster, ns, "hook-a");

@@ -149,7 +149,7 @@ const down = new ApiError({
 
 Deno.test({
   name:
-    "--delete-timed-out tracks its DELETE, retries it through an outage and warns when it cannot (defect 7)",
+    "--delete-timed-out tracks its DELETE, retries it through an outage and warns when it cannot",
   permissions: "none",
   async fn(t) {
     const running: NodeState = { phase: "running", since: 0, startedAt: 0, uid: "u1" };

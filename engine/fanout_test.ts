@@ -253,7 +253,7 @@ Deno.test("dispatch() reads the outcome of a Job collected unseen from its pods"
   assert.equal(results[0].outcome, "succeeded");
 });
 
-Deno.test("dispatch() ends when a running Job is deleted and re-created under its name during a watch gap (issue 20, defect 9)", async () => {
+Deno.test("dispatch() ends when a running Job is deleted and re-created under its name during a watch gap", async () => {
   // No runMs: the Jobs never finish by themselves. The relist after the gap
   // shows the name with a new UID; before the fix the engine dropped it for
   // the UID and, with no delete of the old Job, the node stayed running.
@@ -499,7 +499,7 @@ Deno.test("dispatch() fails a node whose re-read throws, with the reason, and go
   assert.deepEqual(h.api.created, ["up-node-000", "up-node-002"]);
 });
 
-Deno.test("dispatch() stops new starts on a 403 mid-run rather than failing node after node (issue 20, 12)", async () => {
+Deno.test("dispatch() stops new starts on a 403 mid-run rather than failing node after node", async () => {
   const h = harness({ runMs: 100 });
   const forbidden = new ApiError({
     status: 403,
@@ -662,7 +662,7 @@ Deno.test("dispatch() frees a slot on SuccessCriteriaMet but starts post-success
   assert.equal(afterAt, 4_000);
 });
 
-Deno.test("dispatch() keeps a success through a post-success outage and never runs its Job twice (defect 1)", async () => {
+Deno.test("dispatch() keeps a success through a post-success outage and never runs its Job twice", async () => {
   // ttlSecondsAfterFinished: 0: the Job is gone the moment it finished, so
   // nothing but the node's own state remembers the success.
   const h = harness({ runMs: 1000, ttlZero: true });
@@ -699,7 +699,7 @@ Deno.test("dispatch() keeps a success through a post-success outage and never ru
   assert.ok(progress.every((p) => p.queued === 0 || p.elapsedMs === 0), "never requeued");
 });
 
-Deno.test("dispatch() says what a slow post-success work holds the slot for (defect 1)", async () => {
+Deno.test("dispatch() says what a slow post-success work holds the slot for", async () => {
   const h = harness({ runMs: 1000 });
   const progress: Progress[] = [];
   await report(h, targets(1), {
@@ -715,7 +715,7 @@ Deno.test("dispatch() says what a slow post-success work holds the slot for (def
   );
 });
 
-Deno.test("dispatch() adopts a Job whose create answer was lost and never creates it twice (defect 2)", async () => {
+Deno.test("dispatch() adopts a Job whose create answer was lost and never creates it twice", async () => {
   const h = harness({ runMs: 1000, ttlZero: true });
   h.api.loseCreateAnswers = 3;
   const ts = targets(3);
@@ -726,7 +726,7 @@ Deno.test("dispatch() adopts a Job whose create answer was lost and never create
   assert.equal(h.api.calls.create, 3, "no create was sent again");
 });
 
-Deno.test("dispatch() adopts by identity a lost create's Job the watch shows finished and gone (defect 2)", async () => {
+Deno.test("dispatch() adopts by identity a lost create's Job the watch shows finished and gone", async () => {
   // The Job runs 0 ms: by the read it is gone (TTL 0), and only the watch's
   // events of the unsure node's Job tell its outcome.
   const h = harness({ runMs: 0, ttlZero: true });
@@ -737,7 +737,7 @@ Deno.test("dispatch() adopts by identity a lost create's Job the watch shows fin
   assert.equal(results[0].outcome, "succeeded", JSON.stringify(results));
 });
 
-Deno.test("dispatch() names the pod failures of a Job its backoffLimit retries (defect 15a)", async () => {
+Deno.test("dispatch() names the pod failures of a Job its backoffLimit retries", async () => {
   const h = harness();
   const ts = targets(1);
   const progress: Progress[] = [];

@@ -139,7 +139,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "runAfterSuccess() keeps a success through an outage and retries only the post-success work (defect 1)",
+    "runAfterSuccess() keeps a success through an outage and retries only the post-success work",
   permissions: "none",
   async fn() {
     let calls = 0;

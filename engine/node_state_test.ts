@@ -79,19 +79,19 @@ Deno.test({
         want: { phase: "queued" },
       },
       {
-        name: "finishing never requeues (defect 1): a success once seen is kept",
+        name: "finishing never requeues: a success once seen is kept",
         from: at("finishing", { afterStarted: true }),
         event: { type: "requeue" },
         want: { phase: "finishing", afterStarted: true },
       },
       {
-        name: "adopted keeps the start already seen (defect 1): the node timeout is not reset",
+        name: "adopted keeps the start already seen: the node timeout is not reset",
         from: at("queued", { startedAt: 2 }),
         event: { type: "adopted", uid: "u1" },
         want: { phase: "running", startedAt: 2, uid: "u1" },
       },
       {
-        name: "creating unsure (defect 2): marked, still creating",
+        name: "creating unsure: marked, still creating",
         from: at("creating"),
         event: { type: "unsure" },
         want: { phase: "creating", unsure: true },
@@ -109,7 +109,7 @@ Deno.test({
         want: { phase: "finishing", waitingFor: "post-success work retrying" },
       },
       {
-        name: "running noted with pod failures (defect 15a): counted",
+        name: "running noted with pod failures: counted",
         from: at("running"),
         event: { type: "note", waitingFor: "Job retrying", podFailures: 2 },
         want: { phase: "running", podFailures: 2 },

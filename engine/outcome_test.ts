@@ -27,7 +27,7 @@ Deno.test({
         { startedAt: 50, finishedAt: 90, attempts: 3 },
       ],
       [
-        // Issue 20 #15b: "attempts": null for succeeded nodes in the report.
+        // "attempts": null for succeeded nodes in the report.
         "SuccessCriteriaMet before the counters: the uncounted pods count",
         { phase: "running", since: 50, startedAt: 50 },
         {

@@ -228,8 +228,7 @@ const FINISHED_GOING: V1Job = {
 };
 
 Deno.test({
-  name:
-    "startNode() resolves a create whose answer was lost by reading, never by sending it again (defect 2)",
+  name: "startNode() resolves a create whose answer was lost by reading, never by sending it again",
   permissions: "none",
   async fn(t) {
     const cases: { name: string; reads: (V1Job | undefined | ApiError)[]; want: Step[] }[] = [
@@ -284,7 +283,7 @@ Deno.test({
 });
 
 Deno.test({
-  name: "startNode() re-checks a prepared node just before its create (defect 8)",
+  name: "startNode() re-checks a prepared node just before its create",
   permissions: "none",
   async fn(t) {
     const replaced = "the node was replaced under the same name (UID n-uid is now n2)";
@@ -328,7 +327,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "startNode() stops new starts on a 403 mid-run; the node is given back and requeued, not failed (issue 20, 12)",
+    "startNode() stops new starts on a 403 mid-run; the node is given back and requeued, not failed",
   permissions: "none",
   async fn(t) {
     const released: string[] = [];

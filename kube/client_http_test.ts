@@ -331,7 +331,7 @@ async function settleMs(p: Promise<unknown>): Promise<{ ms: number; error?: ApiE
   }
 }
 
-Deno.test("Kube.list() rejects at once when its signal aborts while the API server is silent (issue 20, defect 6)", async () => {
+Deno.test("Kube.list() rejects at once when its signal aborts while the API server is silent", async () => {
   const hold = Promise.withResolvers<void>();
   let sent = 0;
   await withServer(async () => {
@@ -355,7 +355,7 @@ Deno.test("Kube.list() rejects at once when its signal aborts while the API serv
   });
 });
 
-Deno.test("Kube on a stop: a read in flight ends at once, a write in flight once the server stayed silent 3 s (issue 20, defect 6)", async () => {
+Deno.test("Kube on a stop: a read in flight ends at once, a write in flight once the server stayed silent 3 s", async () => {
   const hold = Promise.withResolvers<void>();
   let sent = 0;
   const stop = new AbortController();
@@ -416,7 +416,7 @@ Deno.test("Kube on a stop: the shutdown's requests go on while the API server an
   );
 });
 
-Deno.test("Kube says at once which API server does not answer and until when it retries (issue 20, defect 14)", async () => {
+Deno.test("Kube says at once which API server does not answer and until when it retries", async () => {
   const dir = await unreachableKubeconfig();
   const notes: { note: UnreachableNote; at: number }[] = [];
   const kube = await Kube.connect({
@@ -446,7 +446,7 @@ Deno.test("Kube says at once which API server does not answer and until when it 
   }
 });
 
-Deno.test("Kube with a wait of 0 fails the first contact at once, as kubectl does (issue 20, defect 14)", async () => {
+Deno.test("Kube with a wait of 0 fails the first contact at once, as kubectl does", async () => {
   const dir = await unreachableKubeconfig();
   let said = 0;
   const kube = await Kube.connect({
@@ -483,7 +483,7 @@ Deno.test("Kube with a wait of 0 still retries an outage once the API server has
 
 const JOBS = "/apis/batch/v1/namespaces/x/jobs";
 
-Deno.test("Kube.request() sends a create answered 504 or 5xx once and marks it uncertain (defect 2)", async (t) => {
+Deno.test("Kube.request() sends a create answered 504 or 5xx once and marks it uncertain", async (t) => {
   for (const code of [504, 500, 503]) {
     await t.step(`a POST answered ${code}: one hit, uncertain`, async () => {
       await withServer(() => status(code, "Timeout"), async (kube, hits) => {
@@ -534,7 +534,7 @@ Deno.test("Kube.request() sends a create answered 504 or 5xx once and marks it u
   });
 });
 
-Deno.test("Kube.request() sends a create cut off after it went out once, uncertain; a refused one again (defect 2)", async () => {
+Deno.test("Kube.request() sends a create cut off after it went out once, uncertain; a refused one again", async () => {
   // A raw server that reads the request and closes without an answer.
   const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (l.addr as Deno.NetAddr).port;

@@ -211,7 +211,7 @@ Deno.test("Informer takes a 403 after watches worked for a restarting server, no
   });
 });
 
-Deno.test("Informer.stop() resolves at once while its LIST hangs on a silent API server (issue 20, defect 6)", async () => {
+Deno.test("Informer.stop() resolves at once while its LIST hangs on a silent API server", async () => {
   // Polling through an outage: the LIST is sent and the server never answers.
   // Before the fix stop() waited for it (30 s request timeout, then retries).
   const hold = Promise.withResolvers<void>();
@@ -285,7 +285,7 @@ function jobOf(name: string, uid: string, rv: number): V1Job {
   return { metadata: { name, uid, resourceVersion: String(rv) } };
 }
 
-Deno.test("Informer reports a Job re-created under its name during a watch gap as a delete and an add (issue 20, defect 9)", async (t) => {
+Deno.test("Informer reports a Job re-created under its name during a watch gap as a delete and an add", async (t) => {
   await t.step("relist: a new UID is the old Job vanished, then a new one", async () => {
     const seen = { upserts: [], deletes: [], notes: [], olds: [], gone: [] };
     const inf = scripted(seen, [[jobOf("a", "uid-1", 5)], [jobOf("a", "uid-2", 9)]]);

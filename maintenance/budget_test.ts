@@ -117,7 +117,7 @@ Deno.test({
         want: { count: 1, notReady: ["a"], cordoned: [], inWork: [] },
       },
       {
-        // Issue 20 #4: the informers drop a node that stops matching the selection.
+        // the informers drop a node that stops matching the selection.
         name: "in-work names outside the selection count (a node that left the selection)",
         nodes: [node("a", {})],
         inWork: ["gone"],

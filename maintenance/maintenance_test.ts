@@ -175,7 +175,7 @@ Deno.test({
 });
 
 Deno.test({
-  name: "a throttled or failed eviction is retried within the drain, never an outage (issue 20 #5)",
+  name: "a throttled or failed eviction is retried within the drain, never an outage",
   async fn(t) {
     const created = () => Response.json({ kind: "Status", status: "Success" }, { status: 201 });
     const throttled = () =>

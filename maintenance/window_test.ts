@@ -102,8 +102,7 @@ Deno.test({
 });
 
 Deno.test({
-  name:
-    "a window whose start falls in the spring-forward gap opens at the transition (issue 20 #10)",
+  name: "a window whose start falls in the spring-forward gap opens at the transition",
   permissions: "none",
   async fn(t) {
     // [name, window, now, next opening, closes at (from the opening)]

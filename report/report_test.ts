@@ -75,7 +75,7 @@ Deno.test({
 });
 
 Deno.test({
-  name: "jsonReport() of a run a window stopped says stoppedBy window closed (issue 20 #15b)",
+  name: "jsonReport() of a run a window stopped says stoppedBy window closed",
   permissions: "none",
   fn() {
     assert.equal(

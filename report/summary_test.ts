@@ -237,8 +237,7 @@ Deno.test({
 });
 
 Deno.test({
-  name:
-    "the logs: hint points at each failed node's pods, bounded for many failures (issue 20 #15d)",
+  name: "the logs: hint points at each failed node's pods, bounded for many failures",
   permissions: "none",
   async fn(t) {
     const run = { keys: trackingKeys("job-dispatcher"), prefix: "up" };

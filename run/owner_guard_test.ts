@@ -131,7 +131,7 @@ Deno.test("isLiveOwner() holds while a dispatcher runs or will run in the owner 
     {
       // The GC marks the dispatcher's pod deleted first: `active` drops to 0
       // while the pod still runs its SIGTERM grace period and may create Jobs.
-      name: "being deleted, its pod terminating (active excludes it): still live (issue 20 #3)",
+      name: "being deleted, its pod terminating (active excludes it): still live",
       job: { metadata: deleted, status: { active: 0, terminating: 1 } },
       want: true,
     },
@@ -158,7 +158,7 @@ Deno.test("sweepable() never takes this run's owner, a live one, or one with an 
     { name: "finished, but a per-node Job active", o: owner("busy"), want: false },
     { name: "live", o: owner("old", { status: { active: 1, ready: 1 } }), want: false },
     {
-      name: "not finished, but no dispatcher ever ran in it (ImagePullBackOff; issue 20 #3)",
+      name: "not finished, but no dispatcher ever ran in it (ImagePullBackOff)",
       o: owner("old", { status: { active: 1 } }),
       want: true,
     },
@@ -364,7 +364,7 @@ Deno.test("waitForEarlierRuns() waits while an earlier revision's run is live, n
   });
 });
 
-Deno.test("waitForEarlierRuns() is never blocked by an earlier hook Job in which no dispatcher ran (issue 20 #3)", async (t) => {
+Deno.test("waitForEarlierRuns() is never blocked by an earlier hook Job in which no dispatcher ran", async (t) => {
   const lines: string[] = [];
   const log = { info: (m: string) => lines.push(m), warn: (m: string) => lines.push(m) };
   await t.step("an earlier hook's pod in ImagePullBackOff (not ready): no wait", async () => {
@@ -394,7 +394,7 @@ Deno.test("waitForEarlierRuns() is never blocked by an earlier hook Job in which
   });
 });
 
-Deno.test("waitForEarlierRuns() waits out an API outage longer than the retry budget (issue 20 #3)", async () => {
+Deno.test("waitForEarlierRuns() waits out an API outage longer than the retry budget", async () => {
   // An earlier rollout may take hours: an outage meanwhile must pause the
   // wait, not end the hook with exit 3 (podFailurePolicy: FailJob), which
   // would leave this revision's rollout undone until another helm upgrade.
@@ -417,7 +417,7 @@ Deno.test("waitForEarlierRuns() waits out an API outage longer than the retry bu
   );
 });
 
-Deno.test("waitForEarlierRuns() marks its owner begun before the rollout, so a retry pod resumes (issue 20 #3)", async () => {
+Deno.test("waitForEarlierRuns() marks its owner begun before the rollout, so a retry pod resumes", async () => {
   const log = { info: () => {}, warn: () => {} };
   await withServer(
     serveJobs(() => [hook("r1", 1), hook("r2", 2, { status: {} })]),

@@ -166,7 +166,7 @@ function warnings(): { ctx: RunContext; lines: string[] } {
 }
 
 Deno.test({
-  name: "15c: checkedTemplate() strips this tool's own keys before hashing, naming what it dropped",
+  name: "checkedTemplate() strips this tool's own keys before hashing, naming what it dropped",
   // The yaml package reads LOG_TOKENS and LOG_STREAM.
   permissions: { env: ["LOG_TOKENS", "LOG_STREAM"] },
   fn() {
@@ -224,7 +224,7 @@ spec:
 });
 
 Deno.test({
-  name: "15a: checkedTemplate() warns at plan time when the template has no spec.backoffLimit",
+  name: "checkedTemplate() warns at plan time when the template has no spec.backoffLimit",
   permissions: { env: ["LOG_TOKENS", "LOG_STREAM"] },
   fn() {
     const opts = { trackingLabelPrefix: "job-dispatcher" } as RunConfig;

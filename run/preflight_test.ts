@@ -117,7 +117,7 @@ Deno.test({
   },
 });
 
-Deno.test("--drain without list pods is refused before anything is touched, naming the verb and the README's rule (issue 20 #12)", async () => {
+Deno.test("--drain without list pods is refused before anything is touched, naming the verb and the README's rule", async () => {
   await withServer(
     (_req, _n, body) => {
       const attrs = (body as { spec: { resourceAttributes: Record<string, string> } }).spec
