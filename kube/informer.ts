@@ -86,6 +86,21 @@ function replaced(old: KubeObject, obj: KubeObject): boolean {
 const FAILURES_BEFORE_POLLING = 3;
 
 /**
+ * Whether a failed watch says the API server itself is restarting: its port
+ * refuses connections, or it denies what it allowed a moment ago because its
+ * RBAC caches have not synced yet (`clusterrole … not found`, seen for tens of
+ * seconds after a restart on a loaded machine). A LIST fails the same way, so
+ * polling gains nothing there and costs a LIST per interval: such failures
+ * back off and reconnect, and do not count towards the fallback to polling,
+ * which is for a path that breaks watches while LISTs work (a proxy).
+ */
+function restarting(e: unknown, watched: boolean): boolean {
+  if (!(e instanceof ApiError)) return false;
+  if (e.status === 0) return e.unsent === true || /Connection refused/i.test(e.message);
+  return watched && e.status === 403;
+}
+
+/**
  * Lists and watches one collection and keeps it in a cache keyed by name.
  *
  * @example
@@ -279,7 +294,9 @@ export class Informer<T extends KubeObject> {
 
   async #run(signal: AbortSignal): Promise<void> {
     const clock = this.#o.clock;
+    // Failures in a row, for the backoff; those that count towards polling.
     let failures = 0;
+    let towardPolling = 0;
     while (!signal.aborted) {
       const now = clock.now();
       const pollForGood = this.#o.pollOnly || this.#forbidden;
@@ -296,7 +313,7 @@ export class Informer<T extends KubeObject> {
         let expired = false;
         for await (const ev of this.#o.source.watch(this.#rv, signal)) {
           this.#heard();
-          failures = 0;
+          failures = towardPolling = 0;
           this.#watching();
           if (ev.type === "ERROR") {
             // 410 Gone: the history we watched from was compacted. Only a
@@ -317,12 +334,13 @@ export class Informer<T extends KubeObject> {
         }
         // The server ended the watch (timeoutSeconds): it answered.
         this.#heard();
-        failures = 0;
+        failures = towardPolling = 0;
         this.#watching();
       } catch (e) {
         if (signal.aborted) return;
         this.#failed(e);
         failures++;
+        if (!restarting(e, this.#watched)) towardPolling++;
         // A kube-apiserver that has just restarted denies requests until its
         // RBAC caches have synced: a 403 after watches worked passes, as
         // any other failure does.
@@ -342,7 +360,7 @@ export class Informer<T extends KubeObject> {
           this.#nextWatchTry = clock.now() + this.#o.watchRetryMs;
           continue;
         }
-        if (failures >= FAILURES_BEFORE_POLLING) {
+        if (towardPolling >= FAILURES_BEFORE_POLLING) {
           this.#polling = true;
           this.#nextWatchTry = clock.now() + this.#o.watchRetryMs;
           this.#o.onNote?.({

@@ -211,6 +211,31 @@ Deno.test("Informer takes a 403 after watches worked for a restarting server, no
   });
 });
 
+Deno.test("Informer reconnects through a restart's refusals and 403s without polling: a LIST would fail as well", async () => {
+  // Seen on a loaded machine: after a restart kube-apiserver refused, then
+  // denied watches for seconds ("clusterrole … not found") before its RBAC
+  // caches synced; counting those towards polling cost a LIST every interval.
+  let lists = 0, watches = 0;
+  await withServer((req) => {
+    if (!isWatch(req)) {
+      lists++;
+      return list([job("a", 5)], 10);
+    }
+    watches++;
+    if (watches === 1) return events([], 20);
+    if (watches <= 5) return status(403, "Forbidden");
+    return events(watches === 6 ? [{ type: "ADDED", object: job("c", 11) }] : [], 200);
+  }, async (kube) => {
+    const seen: Seen = { upserts: [], deletes: [], notes: [] };
+    const inf = informer(kube, seen);
+    await inf.start();
+    await until("the event of the watch after the 403s", () => inf.cache.has("c"), 10_000);
+    await inf.stop();
+    assert.ok(!seen.notes.includes("polling"), `notes ${seen.notes}`);
+    assert.equal(lists, 1, "only the first LIST");
+  });
+});
+
 Deno.test("Informer.stop() resolves at once while its LIST hangs on a silent API server", async () => {
   // Polling through an outage: the LIST is sent and the server never answers.
   // Before the fix stop() waited for it (30 s request timeout, then retries).
