@@ -301,11 +301,14 @@ async function resolveLost(
       if (host.signal.aborted) return;
       continue;
     }
-    host.ok();
     // The watch may have shown the Job and adopted it meanwhile.
     const s = host.state(name);
     if (s?.phase !== "creating" || s.uid) return;
+    // A read that answers proves reads work, not creates: with no Job stored
+    // the outage goes on, and its probe sends the next create. Resuming here
+    // asked a webhook that answers 500 to every create again at once, in a loop.
     if (!job) return host.apply(name, { type: "requeue" });
+    host.ok();
     if (adoptable(job, host.run, t.node.uid)) return host.adopt(name, job);
     if (!notOurs(host, name, job)) host.meet(name, job);
     return;

@@ -86,18 +86,16 @@ function replaced(old: KubeObject, obj: KubeObject): boolean {
 const FAILURES_BEFORE_POLLING = 3;
 
 /**
- * Whether a failed watch says the API server itself is restarting: its port
- * refuses connections, or it denies what it allowed a moment ago because its
- * RBAC caches have not synced yet (`clusterrole … not found`, seen for tens of
- * seconds after a restart on a loaded machine). A LIST fails the same way, so
- * polling gains nothing there and costs a LIST per interval: such failures
- * back off and reconnect, and do not count towards the fallback to polling,
- * which is for a path that breaks watches while LISTs work (a proxy).
+ * Whether a failed watch says the API server itself is restarting: it denies
+ * what it allowed a moment ago because its RBAC caches have not synced yet
+ * (`clusterrole … not found`, seen for tens of seconds after a restart on a
+ * loaded machine). A LIST is denied the same way, so polling gains nothing
+ * there and costs a LIST per interval: such a 403 backs off and reconnects,
+ * and does not count towards the fallback to polling, which is for a path
+ * that breaks watches while LISTs work.
  */
 function restarting(e: unknown, watched: boolean): boolean {
-  if (!(e instanceof ApiError)) return false;
-  if (e.status === 0) return e.unsent === true || /Connection refused/i.test(e.message);
-  return watched && e.status === 403;
+  return watched && e instanceof ApiError && e.status === 403;
 }
 
 /**

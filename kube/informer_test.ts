@@ -211,10 +211,10 @@ Deno.test("Informer takes a 403 after watches worked for a restarting server, no
   });
 });
 
-Deno.test("Informer reconnects through a restart's refusals and 403s without polling: a LIST would fail as well", async () => {
-  // Seen on a loaded machine: after a restart kube-apiserver refused, then
-  // denied watches for seconds ("clusterrole … not found") before its RBAC
-  // caches synced; counting those towards polling cost a LIST every interval.
+Deno.test("Informer reconnects through a restart's 403s without polling: a LIST would be denied as well", async () => {
+  // Seen on a loaded machine: after a restart kube-apiserver denied watches
+  // for seconds ("clusterrole … not found") before its RBAC caches synced;
+  // counting those towards polling cost a LIST every interval.
   let lists = 0, watches = 0;
   await withServer((req) => {
     if (!isWatch(req)) {

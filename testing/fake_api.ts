@@ -347,15 +347,17 @@ export class FakeJobApi implements JobApi {
     this.#count("create");
     if (this.down) return Promise.reject(this.#unreachable("create"));
     if (this.refuseCreates) {
-      return Promise.reject(
-        new ApiError({
-          status: 500,
-          reason: "InternalError",
-          verb: "create",
-          resource: "jobs",
-          message: this.refuseCreates,
-        }),
-      );
+      const refused = new ApiError({
+        status: 500,
+        reason: "InternalError",
+        verb: "create",
+        resource: "jobs",
+        message: this.refuseCreates,
+      });
+      // As kube/client.ts throws it: a 500 on a create, without Retry-After,
+      // may have been stored, so it is not sent again and is marked so.
+      refused.uncertain = true;
+      return Promise.reject(refused);
     }
     const name = job.metadata!.name!;
     if (this.jobs.has(name)) {
