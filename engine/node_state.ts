@@ -212,7 +212,9 @@ export function next(s: NodeState, e: NodeEvent, at: number): NodeState {
     case "explained":
       return s.phase === "explaining" ? to("failed", { reason: e.reason }) : s;
     case "collected":
-      return s.phase === "running" || s.phase === "explaining"
+      // Also an unsure create's: its Job may have run and been collected unseen.
+      return s.phase === "running" || s.phase === "explaining" ||
+          (s.phase === "creating" && s.unsure)
         ? to("unknown", { reason: e.reason })
         : s;
     case "fail":

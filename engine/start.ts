@@ -229,11 +229,15 @@ async function createJob(host: StartHost, t: Target, prepared: boolean): Promise
   const { name } = t;
   let created: V1Job;
   const began = host.clock.now();
+  const job = t.job();
   try {
-    created = await host.api.createJob(t.job());
+    created = await host.api.createJob(job);
   } catch (e) {
     if (e instanceof ApiError && e.status === 409) return await resolveConflict(host, t);
-    if (e instanceof ApiError && e.uncertain) return await resolveLost(host, t, e, began);
+    if (e instanceof ApiError && e.uncertain) {
+      const ttl = job.spec?.ttlSecondsAfterFinished;
+      return await resolveLost(host, t, e, { began, ttlMs: ttl === undefined ? ttl : ttl * 1000 });
+    }
     if (forbidden(e)) return refused(host, t, e, prepared);
     if (isOutage(e)) return host.outageHit(name, e, began);
     return host.apply(name, { type: "fail", reason: `cannot create Job ${name}: ${errorText(e)}` });
@@ -275,13 +279,20 @@ async function resolveConflict(host: StartHost, t: Target): Promise<void> {
  * (finished or being deleted, it ran on the node); none means the create
  * was not stored, and the node is created again in its next slot. Until
  * then the node is `unsure`: the watch adopts a Job of ours it shows.
+ *
+ * None proves nothing once `ttlSecondsAfterFinished` has passed since the
+ * create was sent: the Job may have been stored, run and collected by the
+ * TTL controller while the answer and the reads were lost (and the watch,
+ * broken meanwhile, relisted without it). Its outcome is then unknown, and
+ * it is never created a second time.
  */
 async function resolveLost(
   host: StartHost,
   t: Target,
   lost: ApiError,
-  began: number,
+  sent: { began: number; ttlMs?: number },
 ): Promise<void> {
+  const { began, ttlMs } = sent;
   const { name } = t;
   host.apply(name, { type: "unsure" });
   host.outageFailed(lost, began);
@@ -305,6 +316,13 @@ async function resolveLost(
     // The watch may have shown the Job and adopted it meanwhile.
     const s = host.state(name);
     if (s?.phase !== "creating" || s.uid) return;
+    if (!job && ttlMs !== undefined && host.clock.now() - began >= ttlMs) {
+      const reason = `its create went unanswered (${errorText(lost)}) and no Job ${name} ` +
+        `exists ${Math.round((host.clock.now() - began) / 1000)} s later, past its ` +
+        "ttlSecondsAfterFinished: it may have run and been collected, so it is not created " +
+        "again; see the node, then run again";
+      return host.apply(name, { type: "collected", reason });
+    }
     if (!job) return host.apply(name, { type: "requeue" });
     if (adoptable(job, host.run, t.node.uid)) return host.adopt(name, job);
     if (!notOurs(host, name, job)) host.meet(name, job);
