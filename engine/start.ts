@@ -69,11 +69,16 @@ export interface StartHost {
 
 /**
  * Whether an error is a permission this run lacks: a 403 other than a
- * namespace being deleted. Waiting does not heal it, and every node would
- * meet it in turn.
+ * namespace being deleted or an admission webhook's denial. Waiting does not
+ * heal it, and every node would meet it in turn. A webhook denies with the
+ * code its policy chooses (Gatekeeper's is 403, the API server's
+ * `admission webhook "…" denied the request` message says whose), and a
+ * policy may be about this node alone: it is the node's own Job or node
+ * write refused, which fails that node, not the run.
  */
 function forbidden(e: unknown): e is ApiError {
   if (!(e instanceof ApiError) || e.status !== 403) return false;
+  if (/\badmission webhook "[^"]*" denied the request/.test(e.message)) return false;
   return !(e.causes ?? []).some((c) => c.reason === "NamespaceTerminating");
 }
 

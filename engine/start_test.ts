@@ -422,5 +422,22 @@ Deno.test({
       await startNode(h, TARGET);
       assert.equal(steps[0][1], "fail");
     });
+    await t.step("an admission webhook's 403 fails only its node: the run goes on", async () => {
+      // Gatekeeper and others deny with code 403; the policy may be about
+      // this node alone (its name, its labels), not a permission the run lacks.
+      const denied = new ApiError({
+        status: 403,
+        reason: "Forbidden",
+        verb: "create",
+        resource: "jobs",
+        message: 'admission webhook "validation.gatekeeper.sh" denied the request: ' +
+          "[protected-node] node-1 takes no maintenance Jobs",
+      });
+      const { h, steps } = host({
+        api: { createJob: () => Promise.reject(denied), getJob: () => never() },
+      });
+      await startNode(h, TARGET);
+      assert.deepEqual(steps.map((s) => s[0] + " " + (s[1] ?? "")), ["apply fail"]);
+    });
   },
 });
