@@ -862,6 +862,25 @@ Deno.test("dispatch() prepares a node (cordon, drain) before its Job, holding it
     assert.deepEqual(results.map((r) => r.outcome), ["notStarted", "notStarted"]);
   });
   await t.step(
+    "a stop while a drained node waits out an outage on its create gives it back",
+    async () => {
+      // The create meets an outage: the node goes back to the queue cordoned
+      // and drained, to be tried again; the run stopped before, it must not
+      // stay cordoned with no Job.
+      const h = harness({ runMs: 100 });
+      h.api.refuseCreates = 'Internal error occurred: failed calling webhook "x": refused';
+      h.clock.sleep(20_000).then(() => h.stop.abort());
+      const released: string[] = [];
+      const results = await run(h, targets(1), {
+        prepare: () => Promise.resolve(undefined),
+        release: (tg, why) => Promise.resolve(void released.push(`${tg.node.name}:${why}`)),
+      });
+      assert.deepEqual(h.api.created, []);
+      assert.deepEqual(results.map((r) => r.outcome), ["notStarted"]);
+      assert.deepEqual(released, ["node-000:abandoned"]);
+    },
+  );
+  await t.step(
     "a stop during a drain: the run ends only once the node's uncordon is done",
     async () => {
       // The release is tracked as the stopped drain ends, after the run began

@@ -46,8 +46,12 @@ export interface StartHost {
   state(name: string): NodeState | undefined;
   /** Applies an event to a node's state. */
   apply(name: string, e: NodeEvent): void;
-  /** A start begun at `began` met an outage: the node is queued again, starts pause. */
-  outageHit(name: string, e: unknown, began: number): void;
+  /**
+   * A start begun at `began` met an outage: the node is queued again, starts
+   * pause; `prepared`: it goes back cordoned (and drained), to be given back
+   * if the run ends before it starts again.
+   */
+  outageHit(name: string, e: unknown, began: number, prepared?: boolean): void;
   /** A request begun at `began` met an outage: starts pause; the node keeps its state. */
   outageFailed(e: unknown, began: number): void;
   /** No new node starts from now on, for `reason`; those in flight finish. */
@@ -143,7 +147,7 @@ async function recheckBeforeCreate(host: StartHost, t: Target): Promise<boolean>
     why = await host.recheckBeforeCreate(t);
   } catch (e) {
     if (forbidden(e)) refused(host, t, e, true);
-    else if (isOutage(e)) host.outageHit(t.name, e, began);
+    else if (isOutage(e)) host.outageHit(t.name, e, began, true);
     else why = `cannot re-read node ${t.node.name} before its Job: ${errorText(e)}`;
     if (!why) return false;
   }
@@ -216,7 +220,7 @@ async function prepareNode(
       return false;
     }
     if (isOutage(e)) {
-      host.outageHit(t.name, e, began);
+      host.outageHit(t.name, e, began, true);
       return false;
     }
     why = `cannot prepare node ${t.node.name}: ${errorText(e)}`;
@@ -244,7 +248,7 @@ async function createJob(host: StartHost, t: Target, prepared: boolean): Promise
       return await resolveLost(host, t, e, { began, ttlMs: ttl === undefined ? ttl : ttl * 1000 });
     }
     if (forbidden(e)) return refused(host, t, e, prepared);
-    if (isOutage(e)) return host.outageHit(name, e, began);
+    if (isOutage(e)) return host.outageHit(name, e, began, prepared);
     return host.apply(name, { type: "fail", reason: `cannot create Job ${name}: ${errorText(e)}` });
   }
   host.ok();
