@@ -1070,3 +1070,47 @@ Deno.test("dispatch() with blockers: a blocked node waits without a slot, then r
     assert.deepEqual(h.api.created, ["up-node-000"]);
   });
 });
+
+Deno.test("dispatch() never gives a second Job to a node whose lost create's Job its TTL collected unseen", async () => {
+  // The create is stored and its answer lost; the Job runs, its TTL (0)
+  // deletes it, and the watch shows none of it (a gap the relist cannot
+  // fill), while the first read is lost too: the next read finds no Job,
+  // which proves nothing past the TTL.
+  class Gap extends FakeJobApi {
+    readsLost = 1;
+    override getJob(name: string) {
+      if (this.readsLost-- <= 0) return super.getJob(name);
+      const cut = new ApiError({
+        status: 0,
+        reason: "Timeout",
+        verb: "get",
+        resource: "jobs",
+        message: "cut",
+      });
+      return Promise.reject(cut);
+    }
+    override async *watchJobs(rv: string, signal: AbortSignal) {
+      for await (const e of super.watchJobs(rv, signal)) {
+        if (e.type === "ERROR" || !e.object.metadata?.name?.endsWith("node-000")) yield e;
+      }
+    }
+  }
+  const clock = new FakeClock();
+  const api = new Gap({
+    ownerLabel: [KEYS.owner, labelValue(PREFIX)],
+    clock,
+    runMs: 0,
+    ttlZero: true,
+  });
+  api.loseCreateAnswers = 1;
+  const h: Harness = { clock, api, events: [], stop: new AbortController() };
+  const ts = targets(1).map((t) => {
+    const job = t.job();
+    job.spec!.ttlSecondsAfterFinished = 0;
+    return { ...t, job: () => structuredClone(job) };
+  });
+  // The bound makes a second Job (unseen too) end the run, as a failure.
+  const results = await run(h, ts, { parallelism: 1, nodeTimeoutMs: 60_000 });
+  assert.deepEqual(h.api.created, [ts[0].name], "one Job for the node, never a second");
+  assert.equal(results[0].outcome, "unknown", JSON.stringify(results));
+});
