@@ -270,7 +270,7 @@ class Fanout {
       halted: () => this.#halted(),
       state: (name) => this.#nodes.get(name),
       apply: (name, e) => void this.#apply(name, e),
-      outageHit: (name, e, began) => this.#outageHit(name, e, began),
+      outageHit: (name, e, began, prepared) => this.#outageHit(name, e, began, prepared),
       outageFailed: (e, began) => this.#outageFailed(e, began),
       stop: (reason) => this.#stop(reason),
       ok: () => this.#ok(),
@@ -478,8 +478,8 @@ class Fanout {
   }
 
   /** A start met an outage: the node goes back to the front of the queue, starts pause. */
-  #outageHit(name: string, e: unknown, began: number): void {
-    this.#apply(name, { type: "requeue" });
+  #outageHit(name: string, e: unknown, began: number, prepared?: boolean): void {
+    this.#apply(name, { type: "requeue", prepared });
     this.#outageFailed(e, began);
   }
 
@@ -764,6 +764,7 @@ class Fanout {
       await this.#loop();
     } finally {
       this.#o.signal.removeEventListener("abort", onAbort);
+      this.#giveBack();
       // A create already sent when the run was stopped may still make its
       // Job; wait for the answer so that the Job is reported, not lost. Until
       // none is left: a stopped drain tracks the uncordon of its node as it
@@ -773,6 +774,22 @@ class Fanout {
     }
     this.#o.reporter.progress(this.#progress());
     return this.#report();
+  }
+
+  /**
+   * Gives back each node an outage sent back to the queue cordoned (and
+   * drained) that the run ends without starting again: never leave a node
+   * worse than found. An unsure one is kept: its Job may run on it.
+   */
+  #giveBack(): void {
+    const release = this.#o.release;
+    if (!release) return;
+    for (const t of this.#o.targets) {
+      const s = this.#nodes.get(t.name);
+      if (s?.phase === "queued" && s.leftPrepared && !s.unsure) {
+        this.#track(release(t, "abandoned"));
+      }
+    }
   }
 
   /** Queues every target, takes the first view of the Jobs, and listens to the gates. */

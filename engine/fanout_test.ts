@@ -862,6 +862,25 @@ Deno.test("dispatch() prepares a node (cordon, drain) before its Job, holding it
     assert.deepEqual(results.map((r) => r.outcome), ["notStarted", "notStarted"]);
   });
   await t.step(
+    "a stop while a drained node waits out an outage on its create gives it back",
+    async () => {
+      // The create meets an outage: the node goes back to the queue cordoned
+      // and drained, to be tried again; the run stopped before, it must not
+      // stay cordoned with no Job.
+      const h = harness({ runMs: 100 });
+      h.api.refuseCreates = 'Internal error occurred: failed calling webhook "x": refused';
+      h.clock.sleep(20_000).then(() => h.stop.abort());
+      const released: string[] = [];
+      const results = await run(h, targets(1), {
+        prepare: () => Promise.resolve(undefined),
+        release: (tg, why) => Promise.resolve(void released.push(`${tg.node.name}:${why}`)),
+      });
+      assert.deepEqual(h.api.created, []);
+      assert.deepEqual(results.map((r) => r.outcome), ["notStarted"]);
+      assert.deepEqual(released, ["node-000:abandoned"]);
+    },
+  );
+  await t.step(
     "a stop during a drain: the run ends only once the node's uncordon is done",
     async () => {
       // The release is tracked as the stopped drain ends, after the run began
@@ -1050,4 +1069,48 @@ Deno.test("dispatch() with blockers: a blocked node waits without a slot, then r
     assert.equal(results[1].reason, "still blocked after 5 s: pod a/db-0");
     assert.deepEqual(h.api.created, ["up-node-000"]);
   });
+});
+
+Deno.test("dispatch() never gives a second Job to a node whose lost create's Job its TTL collected unseen", async () => {
+  // The create is stored and its answer lost; the Job runs, its TTL (0)
+  // deletes it, and the watch shows none of it (a gap the relist cannot
+  // fill), while the first read is lost too: the next read finds no Job,
+  // which proves nothing past the TTL.
+  class Gap extends FakeJobApi {
+    readsLost = 1;
+    override getJob(name: string) {
+      if (this.readsLost-- <= 0) return super.getJob(name);
+      const cut = new ApiError({
+        status: 0,
+        reason: "Timeout",
+        verb: "get",
+        resource: "jobs",
+        message: "cut",
+      });
+      return Promise.reject(cut);
+    }
+    override async *watchJobs(rv: string, signal: AbortSignal) {
+      for await (const e of super.watchJobs(rv, signal)) {
+        if (e.type === "ERROR" || !e.object.metadata?.name?.endsWith("node-000")) yield e;
+      }
+    }
+  }
+  const clock = new FakeClock();
+  const api = new Gap({
+    ownerLabel: [KEYS.owner, labelValue(PREFIX)],
+    clock,
+    runMs: 0,
+    ttlZero: true,
+  });
+  api.loseCreateAnswers = 1;
+  const h: Harness = { clock, api, events: [], stop: new AbortController() };
+  const ts = targets(1).map((t) => {
+    const job = t.job();
+    job.spec!.ttlSecondsAfterFinished = 0;
+    return { ...t, job: () => structuredClone(job) };
+  });
+  // The bound makes a second Job (unseen too) end the run, as a failure.
+  const results = await run(h, ts, { parallelism: 1, nodeTimeoutMs: 60_000 });
+  assert.deepEqual(h.api.created, [ts[0].name], "one Job for the node, never a second");
+  assert.equal(results[0].outcome, "unknown", JSON.stringify(results));
 });

@@ -82,6 +82,11 @@ export interface NodeState {
    * finished or being deleted, and never created a second time.
    */
   unsure?: boolean;
+  /**
+   * Queued again by an outage after this run cordoned (and drained) it: it
+   * is given back if the run ends before it starts again.
+   */
+  leftPrepared?: boolean;
   /** What the node waits for while it holds its slot, for the progress line. */
   waitingFor?: string;
   /** Pods of its running Job that failed so far (the Job retries them up to its backoffLimit). */
@@ -91,7 +96,7 @@ export interface NodeState {
 /** What happened to a node. */
 export type NodeEvent =
   | { type: "start" }
-  | { type: "requeue" }
+  | { type: "requeue"; prepared?: boolean }
   | { type: "prepare" }
   | { type: "prepared" }
   | { type: "blocked"; reason: string }
@@ -151,13 +156,15 @@ export function next(s: NodeState, e: NodeEvent, at: number): NodeState {
   if (FINAL.has(s.phase)) return s;
   switch (e.type) {
     case "start":
-      return s.phase === "queued" ? to("creating") : s;
+      return s.phase === "queued" ? to("creating", { leftPrepared: undefined }) : s;
     case "requeue":
       // Never from finishing: a success once seen is kept. The Job may be
       // gone by the next look (ttlSecondsAfterFinished, a foreground
       // deletion), and a node that went back to the queue would get a second
       // Job; only the post-success work is retried, holding the slot.
-      return s.phase === "creating" || s.phase === "draining" ? to("queued") : s;
+      return s.phase === "creating" || s.phase === "draining"
+        ? to("queued", { leftPrepared: e.prepared || undefined })
+        : s;
     case "prepare":
       return s.phase === "creating" ? to("draining", { drainStartedAt: at }) : s;
     case "prepared":
@@ -212,7 +219,9 @@ export function next(s: NodeState, e: NodeEvent, at: number): NodeState {
     case "explained":
       return s.phase === "explaining" ? to("failed", { reason: e.reason }) : s;
     case "collected":
-      return s.phase === "running" || s.phase === "explaining"
+      // Also an unsure create's: its Job may have run and been collected unseen.
+      return s.phase === "running" || s.phase === "explaining" ||
+          (s.phase === "creating" && s.unsure)
         ? to("unknown", { reason: e.reason })
         : s;
     case "fail":

@@ -82,7 +82,10 @@ export function nodeResult(t: Target, s: NodeState): NodeResult {
       ...s.jobEndedAt !== undefined && { jobEndedAt: s.jobEndedAt },
     };
   }
-  const inFlight = s.phase === "running" || s.phase === "finishing" || s.phase === "explaining";
+  // An unsure node (its create went unanswered) may have a Job running on
+  // it: a stop then says so, and a re-run adopts it by name.
+  const inFlight = s.phase === "running" || s.phase === "finishing" ||
+    s.phase === "explaining" || !!s.unsure;
   return { ...base, outcome: inFlight ? "inFlight" : "notStarted" };
 }
 

@@ -116,6 +116,13 @@ Deno.test({
         assert.deepEqual(nodeResult(target, s), want);
       });
     }
+    await t.step("a stop while a create's answer is lost: inFlight, its Job may run", () => {
+      // A re-run adopts it by name; "not started" would hide a Job on the node.
+      for (const phase of ["creating", "queued"] as const) {
+        const s: NodeState = { phase, since: 0, unsure: true };
+        assert.equal(nodeResult(target, s).outcome, "inFlight", phase);
+      }
+    });
   },
 });
 

@@ -46,8 +46,12 @@ export interface StartHost {
   state(name: string): NodeState | undefined;
   /** Applies an event to a node's state. */
   apply(name: string, e: NodeEvent): void;
-  /** A start begun at `began` met an outage: the node is queued again, starts pause. */
-  outageHit(name: string, e: unknown, began: number): void;
+  /**
+   * A start begun at `began` met an outage: the node is queued again, starts
+   * pause; `prepared`: it goes back cordoned (and drained), to be given back
+   * if the run ends before it starts again.
+   */
+  outageHit(name: string, e: unknown, began: number, prepared?: boolean): void;
   /** A request begun at `began` met an outage: starts pause; the node keeps its state. */
   outageFailed(e: unknown, began: number): void;
   /** No new node starts from now on, for `reason`; those in flight finish. */
@@ -69,11 +73,16 @@ export interface StartHost {
 
 /**
  * Whether an error is a permission this run lacks: a 403 other than a
- * namespace being deleted. Waiting does not heal it, and every node would
- * meet it in turn.
+ * namespace being deleted or an admission webhook's denial. Waiting does not
+ * heal it, and every node would meet it in turn. A webhook denies with the
+ * code its policy chooses (Gatekeeper's is 403, the API server's
+ * `admission webhook "…" denied the request` message says whose), and a
+ * policy may be about this node alone: it is the node's own Job or node
+ * write refused, which fails that node, not the run.
  */
 function forbidden(e: unknown): e is ApiError {
   if (!(e instanceof ApiError) || e.status !== 403) return false;
+  if (/\badmission webhook "[^"]*" denied the request/.test(e.message)) return false;
   return !(e.causes ?? []).some((c) => c.reason === "NamespaceTerminating");
 }
 
@@ -138,7 +147,7 @@ async function recheckBeforeCreate(host: StartHost, t: Target): Promise<boolean>
     why = await host.recheckBeforeCreate(t);
   } catch (e) {
     if (forbidden(e)) refused(host, t, e, true);
-    else if (isOutage(e)) host.outageHit(t.name, e, began);
+    else if (isOutage(e)) host.outageHit(t.name, e, began, true);
     else why = `cannot re-read node ${t.node.name} before its Job: ${errorText(e)}`;
     if (!why) return false;
   }
@@ -211,7 +220,7 @@ async function prepareNode(
       return false;
     }
     if (isOutage(e)) {
-      host.outageHit(t.name, e, began);
+      host.outageHit(t.name, e, began, true);
       return false;
     }
     why = `cannot prepare node ${t.node.name}: ${errorText(e)}`;
@@ -229,13 +238,17 @@ async function createJob(host: StartHost, t: Target, prepared: boolean): Promise
   const { name } = t;
   let created: V1Job;
   const began = host.clock.now();
+  const job = t.job();
   try {
-    created = await host.api.createJob(t.job());
+    created = await host.api.createJob(job);
   } catch (e) {
     if (e instanceof ApiError && e.status === 409) return await resolveConflict(host, t);
-    if (e instanceof ApiError && e.uncertain) return await resolveLost(host, t, e, began);
+    if (e instanceof ApiError && e.uncertain) {
+      const ttl = job.spec?.ttlSecondsAfterFinished;
+      return await resolveLost(host, t, e, { began, ttlMs: ttl === undefined ? ttl : ttl * 1000 });
+    }
     if (forbidden(e)) return refused(host, t, e, prepared);
-    if (isOutage(e)) return host.outageHit(name, e, began);
+    if (isOutage(e)) return host.outageHit(name, e, began, prepared);
     return host.apply(name, { type: "fail", reason: `cannot create Job ${name}: ${errorText(e)}` });
   }
   host.ok();
@@ -275,13 +288,20 @@ async function resolveConflict(host: StartHost, t: Target): Promise<void> {
  * (finished or being deleted, it ran on the node); none means the create
  * was not stored, and the node is created again in its next slot. Until
  * then the node is `unsure`: the watch adopts a Job of ours it shows.
+ *
+ * None proves nothing once `ttlSecondsAfterFinished` has passed since the
+ * create was sent: the Job may have been stored, run and collected by the
+ * TTL controller while the answer and the reads were lost (and the watch,
+ * broken meanwhile, relisted without it). Its outcome is then unknown, and
+ * it is never created a second time.
  */
 async function resolveLost(
   host: StartHost,
   t: Target,
   lost: ApiError,
-  began: number,
+  sent: { began: number; ttlMs?: number },
 ): Promise<void> {
+  const { began, ttlMs } = sent;
   const { name } = t;
   host.apply(name, { type: "unsure" });
   host.outageFailed(lost, began);
@@ -304,6 +324,18 @@ async function resolveLost(
     // The watch may have shown the Job and adopted it meanwhile.
     const s = host.state(name);
     if (s?.phase !== "creating" || s.uid) return;
+    // Only an answer that never came (a cut connection, a 504 "may still be
+    // processing") can hide a Job that ran and was collected; a 500 or 503 the
+    // API server answered (a failing admission webhook) stored nothing, and
+    // counting it as collected would end every node of an outage unknown.
+    const unanswered = lost.status === 0 || lost.status === 504;
+    if (!job && unanswered && ttlMs !== undefined && host.clock.now() - began >= ttlMs) {
+      const reason = `its create went unanswered (${errorText(lost)}) and no Job ${name} ` +
+        `exists ${Math.round((host.clock.now() - began) / 1000)} s later, past its ` +
+        "ttlSecondsAfterFinished: it may have run and been collected, so it is not created " +
+        "again; see the node, then run again";
+      return host.apply(name, { type: "collected", reason });
+    }
     // A read that answers proves reads work, not creates: with no Job stored
     // the outage goes on, and its probe sends the next create. Resuming here
     // asked a webhook that answers 500 to every create again at once, in a loop.

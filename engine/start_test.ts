@@ -285,6 +285,48 @@ Deno.test({
 });
 
 Deno.test({
+  name: "startNode() never creates again a lost create's Job that its TTL may have collected",
+  permissions: "none",
+  async fn(t) {
+    const withTtl = (secs: number): Target => ({
+      ...TARGET,
+      job: () => ({
+        metadata: { name: TARGET.name },
+        spec: { ttlSecondsAfterFinished: secs } as never,
+      }),
+    });
+    const cases = [
+      { name: "TTL 0: no Job proves nothing", target: withTtl(0), outages: 0, want: "collected" },
+      {
+        name: "TTL 30 s, read at once: not stored",
+        target: withTtl(30),
+        outages: 0,
+        want: "requeue",
+      },
+      { name: "TTL 30 s, reads lost for 35 s", target: withTtl(30), outages: 7, want: "collected" },
+    ];
+    for (const c of cases) {
+      await t.step(c.name, async () => {
+        let creates = 0;
+        let outages = c.outages;
+        const { h, steps } = host({
+          api: {
+            createJob: () => (creates++, Promise.reject(lostAnswer())),
+            getJob: () =>
+              outages-- > 0 ? Promise.reject(apiError(0, "get")) : Promise.resolve(undefined),
+          },
+          state: () => ({ phase: "creating", since: 0, unsure: true }),
+        });
+        await runOn(h.clock as FakeClock, startNode(h, c.target));
+        assert.equal(creates, 1, "the create was sent once");
+        const last = steps.at(-1)!;
+        assert.deepEqual(last.slice(0, 2), ["apply", c.want], JSON.stringify(steps));
+      });
+    }
+  },
+});
+
+Deno.test({
   name: "startNode() re-checks a prepared node just before its create",
   permissions: "none",
   async fn(t) {
@@ -381,6 +423,23 @@ Deno.test({
       });
       await startNode(h, TARGET);
       assert.equal(steps[0][1], "fail");
+    });
+    await t.step("an admission webhook's 403 fails only its node: the run goes on", async () => {
+      // Gatekeeper and others deny with code 403; the policy may be about
+      // this node alone (its name, its labels), not a permission the run lacks.
+      const denied = new ApiError({
+        status: 403,
+        reason: "Forbidden",
+        verb: "create",
+        resource: "jobs",
+        message: 'admission webhook "validation.gatekeeper.sh" denied the request: ' +
+          "[protected-node] node-1 takes no maintenance Jobs",
+      });
+      const { h, steps } = host({
+        api: { createJob: () => Promise.reject(denied), getJob: () => never() },
+      });
+      await startNode(h, TARGET);
+      assert.deepEqual(steps.map((s) => s[0] + " " + (s[1] ?? "")), ["apply fail"]);
     });
   },
 });

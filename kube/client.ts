@@ -134,16 +134,21 @@ export function isRetryable(err: unknown): boolean {
 }
 
 /**
- * Whether a request makes a new object each time it is applied: a POST,
- * except a review (`SelfSubjectReview`, access reviews) and a dry run, which
- * store nothing. A PATCH or a DELETE as this tool sends them cannot double
- * anything: a DELETE carries a UID precondition and takes a 404 as done,
- * and each PATCH sets values or tests them first (a re-sent one gives the
- * same object or a failed test).
+ * Whether a request may make a second Job when sent again: a create of a
+ * Job (the run's own or a smoke test), not a dry run. A Job has a fixed
+ * name, but its `ttlSecondsAfterFinished` may remove the first before the
+ * resend, which then runs the task on its node once more. Every other
+ * request this tool sends doubles nothing: a review and a dry run store
+ * nothing; a ConfigMap (the run record, the exit latch) has a fixed name
+ * nothing collects, so a resend meets 409, which its caller takes as done;
+ * an Event sent twice is shown twice (client-go's recorder re-sends one up
+ * to 12 times); an eviction carries the pod's UID; a DELETE carries a UID
+ * precondition and takes a 404 as done; each PATCH sets values or tests
+ * them first.
  */
 function makesObject(method: string, path: string): boolean {
   if (method !== "POST" || /[?&]dryRun=All/.test(path)) return false;
-  return !/\/(selfsubject\w*reviews|subjectaccessreviews|tokenreviews)(\?|$)/.test(path);
+  return /^\/apis\/batch\/v1\/namespaces\/[^/]+\/jobs(\?|$)/.test(path);
 }
 
 /**

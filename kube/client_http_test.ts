@@ -521,6 +521,22 @@ Deno.test("Kube.request() sends a create answered 504 or 5xx once and marks it u
       );
     },
   );
+  await t.step(
+    "an Event and a ConfigMap create are still retried on 5xx: a resend doubles no Job",
+    async () => {
+      // The exit latch and the run record are ConfigMaps by a fixed name (a
+      // resend meets 409, taken as done); an Event twice is shown twice, and
+      // client-go's recorder re-sends one up to 12 times.
+      await withServer(
+        (_req, n) => n % 2 === 1 ? status(503, "ServiceUnavailable") : Response.json({ ok: true }),
+        async (kube, hits) => {
+          await kube.request("create", "POST", "/api/v1/namespaces/default/events", {});
+          await kube.request("create", "POST", "/api/v1/namespaces/x/configmaps", {});
+          assert.equal(hits.length, 4);
+        },
+      );
+    },
+  );
   await t.step("a DELETE, a PATCH and a dry-run create are still retried on 5xx", async () => {
     await withServer(
       (_req, n) => n % 2 === 1 ? status(500, "InternalError") : Response.json({ ok: true }),

@@ -354,9 +354,6 @@ export class FakeJobApi implements JobApi {
         resource: "jobs",
         message: this.refuseCreates,
       });
-      // As kube/client.ts throws it: a 500 on a create, without Retry-After,
-      // may have been stored, so it is not sent again and is marked so.
-      refused.uncertain = true;
       return Promise.reject(refused);
     }
     const name = job.metadata!.name!;
