@@ -33,7 +33,10 @@ stamp() { # FIND_ARGS... (selecting the binary's own .go files)
     cd "$src"
     {
       echo "$go_version"
-      sha256sum go.mod go.sum "$here/build.sh"
+      sha256sum go.mod go.sum
+      # The script's content, not its path: worktrees sharing one .bin
+      # would otherwise rebuild each other's binaries.
+      sha256sum <"$here/build.sh"
       find "$@" -name '*.go' -print | LC_ALL=C sort | xargs sha256sum
     } | sha256sum | cut -d' ' -f1
   )
