@@ -110,11 +110,15 @@ export function playTestPod(cluster: Cluster, ns: string, name: string): PlayedP
   );
   const done = (async () => {
     let pod: Obj | undefined;
-    await eventually(async () => {
-      const r = await cluster.kubectl(["get", "pod", name, "-n", ns, "-o", "json"]);
-      pod = r.code === 0 ? JSON.parse(r.stdout) : undefined;
-      return Boolean(pod?.spec?.nodeName);
-    }, 120_000, `test pod ${ns}/${name} to be bound`);
+    await eventually(
+      async () => {
+        const r = await cluster.kubectl(["get", "pod", name, "-n", ns, "-o", "json"]);
+        pod = r.code === 0 ? JSON.parse(r.stdout) : undefined;
+        return Boolean(pod?.spec?.nodeName);
+      },
+      120_000,
+      `test pod ${ns}/${name} to be bound`,
+    );
     const kubeconfig = await serviceAccountKubeconfig(cluster, ns, pod!.spec.serviceAccountName);
     const r = await dispatcher(cluster, pod!.spec.containers[0].args, {
       env: { KUBECONFIG: kubeconfig },

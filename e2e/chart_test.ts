@@ -534,6 +534,7 @@ Deno.test({
             new RegExp(`get jobs -n ${NS} -l job-dispatcher/hook=${FULLNAME}`),
           );
           assert.match(installed, /If Helm says the hook Job failed, .*exit code says why/);
+          assert.match(installed, new RegExp(`helm test ${RELEASE} -n ${NS} --logs`));
           assert.match(
             installed,
             new RegExp(
@@ -706,6 +707,7 @@ Deno.test({
             assert.match(rollout.stderr, /summary: 2 succeeded, 1 failed of 3/);
 
             const r = await helmTest(release, ns);
+            console.log(`helm test ${release}:\n${r.stdout}${r.stderr}`);
             assert.equal(r.pod.code, 1, r.pod.log);
             assert.notEqual(r.code, 0, `helm test passed: ${r.stdout}`);
             assert.match(r.stdout + r.stderr, /Phase:\s+Failed/);
