@@ -114,7 +114,8 @@ export function playTestPod(cluster: Cluster, ns: string, name: string): PlayedP
       async () => {
         const r = await cluster.kubectl(["get", "pod", name, "-n", ns, "-o", "json"]);
         pod = r.code === 0 ? JSON.parse(r.stdout) : undefined;
-        return Boolean(pod?.spec?.nodeName);
+        // Pending: not the last test's Pod, ended, that Helm is about to replace.
+        return Boolean(pod?.spec?.nodeName) && pod?.status?.phase === "Pending";
       },
       120_000,
       `test pod ${ns}/${name} to be bound`,
