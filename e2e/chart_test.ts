@@ -28,6 +28,8 @@ import {
   serviceAccountKubeconfig as saKubeconfig,
 } from "./_helm.ts";
 import { tempFile } from "./_fixtures.ts";
+import { OUTCOME_LABEL } from "./_nodes.ts";
+import { playTestPod, RUN_HERE } from "./_test_pod.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const SUITE = "e2e.job-dispatcher.io/suite";
@@ -141,6 +143,8 @@ Deno.test({
       parallelism: 2,
       logFormat: "text",
       progressIntervalSecs: 1,
+      // helm test's Pod runs its command here, not faked by kwok (e2e/_test_pod.ts).
+      test: { podAnnotations: RUN_HERE },
     });
 
     await t.step("helm show readme is the chart's manual", async () => {
@@ -287,6 +291,161 @@ Deno.test({
       });
     });
 
+    await t.step(
+      "waves, gates, verification and metrics values render their flags, mounts and RBAC",
+      async () => {
+        const verify = `# a smoke test, kept as written\napiVersion: batch/v1\nkind: Job\n` +
+          `metadata: {name: smoke}\nspec: {template: {spec: {restartPolicy: Never, ` +
+          `containers: [{name: s, image: registry.example/smoke:1}]}}}\n`;
+        const full = await writeValues({
+          jobTemplate: restrictedJobTemplate(),
+          waves: { sizes: [1, "5%", "25%"], soakSecs: 60 },
+          gates: {
+            prometheusUrl: "https://prometheus.monitoring:9090",
+            queries: ["sum(kube_deployment_status_replicas_unavailable) > 0"],
+            alerts: "KubeNode.*",
+            intervalSecs: 15,
+            onBreach: "exit",
+            bearerTokenSecret: { name: "prom-token", key: "bearer" },
+            ca: { configMapName: "prom-ca" },
+          },
+          verification: { podSelector: "app=validator", jobTemplate: verify, timeoutSecs: 300 },
+          metrics: { enabled: true, port: 9464 },
+        });
+        const objs = objects(await offline(["template", RELEASE, CHART, "-n", NS, "-f", full]));
+        const hook = find(objs, "Job");
+        const pod = hook.spec.template;
+        const c = pod.spec.containers[0];
+        const token = "/var/run/secrets/job-dispatcher/gate-token";
+        assert.deepEqual(c.args.slice(c.args.indexOf("--log-format=json") + 1), [
+          "--waves=1,5%,25%",
+          "--wave-soak-secs=60",
+          "--gate-prometheus-url=https://prometheus.monitoring:9090",
+          "--gate-query=sum(kube_deployment_status_replicas_unavailable) > 0",
+          "--gate-alerts=KubeNode.*",
+          "--gate-interval-secs=15",
+          "--on-gate-breach=exit",
+          `--gate-bearer-token-file=${token}/token`,
+          "--gate-ca-file=/etc/job-dispatcher-gate-ca/ca.crt",
+          "--verify-pod-selector=app=validator",
+          "--verify-job-template=/etc/job-dispatcher/verify-job.yaml",
+          "--verify-timeout-secs=300",
+          "--metrics-addr=:9464",
+        ]);
+        // Exit 5 (stopped by a gate) fails the hook at once, as 1, 2 and 3 do.
+        assert.deepEqual(hook.spec.podFailurePolicy.rules[1].onExitCodes.values, [1, 2, 3, 5]);
+        assert.equal(pod.metadata.annotations["prometheus.io/scrape"], "true");
+        assert.equal(pod.metadata.annotations["prometheus.io/port"], "9464");
+        assert.equal(pod.metadata.annotations["prometheus.io/path"], "/metrics");
+        assert.deepEqual(c.ports, [{ name: "metrics", containerPort: 9464, protocol: "TCP" }]);
+        assert.deepEqual(
+          c.volumeMounts.map((m: Obj) => [m.name, m.mountPath, m.readOnly]),
+          [
+            ["job-template", "/etc/job-dispatcher", true],
+            ["gate-token", token, true],
+            ["gate-ca", "/etc/job-dispatcher-gate-ca", true],
+          ],
+        );
+        // The token as a Secret volume (never subPath): a rotated Secret reaches the file.
+        const volumes = Object.fromEntries(pod.spec.volumes.map((v: Obj) => [v.name, v]));
+        assert.deepEqual(volumes["gate-token"].secret, {
+          secretName: "prom-token",
+          items: [{ key: "bearer", path: "token" }],
+        });
+        assert.deepEqual(volumes["gate-ca"].configMap, {
+          name: "prom-ca",
+          items: [{ key: "ca.crt", path: "ca.crt" }],
+        });
+        const cm = find(objs, "ConfigMap");
+        assert.equal(cm.data["verify-job.yaml"], verify, "the verify template, byte for byte");
+        // RBAC: the exit latch by name, pods in every namespace for the verify selector.
+        const role = objs.find((o) => o.kind === "Role" && o.metadata.name === FULLNAME)!;
+        assert.deepEqual(role.rules.at(-1), {
+          apiGroups: [""],
+          resources: ["configmaps"],
+          resourceNames: ["node-task-gate-breach"],
+          verbs: ["get"],
+        });
+        assert.deepEqual(find(objs, "ClusterRole").rules[1], {
+          apiGroups: [""],
+          resources: ["pods"],
+          verbs: ["list"],
+        });
+        // A secret CA, the other way.
+        const secretCa = find(
+          objects(
+            await offline([
+              ...["template", RELEASE, CHART, "-f", full],
+              ...["--set", "gates.ca.configMapName=,gates.ca.secretName=prom-ca-secret"],
+            ]),
+          ),
+          "Job",
+        );
+        assert.deepEqual(
+          secretCa.spec.template.spec.volumes.find((v: Obj) => v.name === "gate-ca").secret,
+          { secretName: "prom-ca-secret", items: [{ key: "ca.crt", path: "ca.crt" }] },
+        );
+      },
+    );
+
+    await t.step(
+      "bad waves, gates, verification and metrics values fail helm template, naming them",
+      async () => {
+        const gate = "gates.prometheusUrl=http://prometheus:9090,gates.queries={up}";
+        const cases: [string[], RegExp][] = [
+          [
+            ["--set", "gates.onBreach=stop"],
+            /\/gates\/onBreach'?: value must be one of 'pause', 'exit'/,
+          ],
+          [["--set", "gates.prometheusUrl=prometheus:9090"], /\/gates\/prometheusUrl/],
+          [
+            ["--set", "gates.queries={up}"],
+            /gates\.queries, alerts, bearerTokenSecret and ca need gates\.prometheusUrl/,
+          ],
+          [
+            ["--set", "gates.prometheusUrl=http://p:9090"],
+            /gates\.prometheusUrl needs gates\.queries or gates\.alerts/,
+          ],
+          [
+            ["--set", `${gate},owner.mode=none`],
+            /gates\.onBreach=pause sets the pause on the hook Job, which owner\.mode=none/,
+          ],
+          [
+            ["--set", `${gate},gates.ca.secretName=a,gates.ca.configMapName=b`],
+            /gates\.ca: give secretName or configMapName, not both/,
+          ],
+          [["--set", "waves.sizes={5,3}"], /waves\.sizes 3: the wave sizes must grow strictly/],
+          [["--set", "waves.sizes={10%,5%}"], /waves\.sizes 5%: the wave sizes must grow strictly/],
+          [["--set", "waves.sizes={150%}"], /\/waves\/sizes\/0/],
+          [["--set", "waves.soakSecs=30"], /waves\.soakSecs needs waves\.sizes/],
+          [["--set", "metrics.port=0"], /\/metrics\/port/],
+          [
+            ["--set", "verification.jobTemplate=not a job"],
+            /verification\.jobTemplate is not valid YAML|verification\.jobTemplate must be one batch\/v1 Job/,
+          ],
+          [
+            ["--set", "metrics.enabled=true,extraArgs={--metrics-addr=:1}"],
+            /extraArgs --metrics-addr=:1 repeats a flag the chart sets from metrics\.enabled/,
+          ],
+        ];
+        for (const [set, says] of cases) {
+          const r = await helmResult(home)(["template", RELEASE, CHART, "-f", values, ...set]);
+          assert.notEqual(r.code, 0, `${set.join(" ")}: ${r.stdout.slice(0, 200)}`);
+          assert.match(r.stderr, says, set.join(" "));
+        }
+        // An existing release passing these flags in extraArgs keeps working.
+        const old = await offline([
+          ...["template", RELEASE, CHART, "-f", values],
+          ...["--set", "extraArgs={--waves=1\\,100%,--metrics-addr=:9090}"],
+        ]);
+        assert.ok(
+          find(objects(old), "Job").spec.template.spec.containers[0].args.includes(
+            "--metrics-addr=:9090",
+          ),
+        );
+      },
+    );
+
     await t.step("a two-document jobTemplate fails helm template, naming it", async () => {
       const two = await tempFile(
         `${PRIVILEGED}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n`,
@@ -375,6 +534,7 @@ Deno.test({
             new RegExp(`get jobs -n ${NS} -l job-dispatcher/hook=${FULLNAME}`),
           );
           assert.match(installed, /If Helm says the hook Job failed, .*exit code says why/);
+          assert.match(installed, new RegExp(`helm test ${RELEASE} -n ${NS} --logs`));
           assert.match(
             installed,
             new RegExp(
@@ -458,6 +618,124 @@ Deno.test({
           const jobs = (await jobsIn(cluster, NS)).filter((j) => j.name !== HOOK_JOB);
           assert.equal(jobs.length, FLEET);
           assert.ok(jobs.every((j) => j.owners.length === 1 && j.owners[0] === hookUid));
+        },
+      );
+
+      /** `helm test` of `release`, with its Pod's command run as its kubelet would (e2e/_test_pod.ts). */
+      const helmTest = async (release: string, ns: string) => {
+        const played = playTestPod(cluster, ns, `${release}-job-dispatcher-test`);
+        try {
+          const [helmSays, pod] = await Promise.all([
+            helmResult(home, cluster.kubeconfig)([
+              ...["test", release, "-n", ns, "--logs", "--timeout", "3m"],
+            ]),
+            played.done,
+          ]);
+          return { ...helmSays, pod };
+        } finally {
+          await played.close();
+        }
+      };
+
+      await t.step(
+        "helm test after a clean rollout passes: status as the read-only test ServiceAccount",
+        async () => {
+          const test = find(objects(await helm(["get", "hooks", RELEASE, "-n", NS])), "Pod");
+          assert.equal(test.metadata.annotations["helm.sh/hook"], "test");
+          assert.equal(test.spec.serviceAccountName, `${FULLNAME}-test`);
+          assert.deepEqual(test.spec.containers[0].args, [
+            "status",
+            `--namespace=${NS}`,
+            `--owner-job-name=${HOOK_JOB}`,
+            "--tracking-label-prefix=job-dispatcher",
+          ]);
+          // Read-only: the viewer's rights, nothing the dispatcher's Role adds.
+          const as = `--as=system:serviceaccount:${NS}:${FULLNAME}-test`;
+          for (
+            const [verb, what, allowed] of [
+              ["list", "jobs", "yes"],
+              ["get", "configmaps", "yes"],
+              ["list", "nodes", "yes"],
+              ["create", "jobs", "no"],
+              ["patch", "nodes", "no"],
+              ["update", "configmaps", "no"],
+            ]
+          ) {
+            const r = await cluster.kubectl(["auth", "can-i", verb, what, "-n", NS, as]);
+            assert.equal(r.stdout.trim(), allowed, `${verb} ${what}: ${r.stderr}`);
+          }
+          const r = await helmTest(RELEASE, NS);
+          assert.equal(r.pod.code, 0, r.pod.log);
+          assert.equal(r.code, 0, `helm test: ${r.stdout}${r.stderr}`);
+          assert.match(r.stdout, /Phase:\s+Succeeded/);
+          // --logs: the status view, fetched through the API server from the kubelet.
+          assert.match(r.stdout, new RegExp(`${FLEET} nodes: ${FLEET} succeeded`));
+        },
+      );
+
+      await t.step(
+        "helm test after a rollout with one failed node fails, naming that node and why",
+        async () => {
+          const ns = `${NS}-failed`;
+          await kubectl(["create", "namespace", ns]);
+          // A taint keeps the scheduler's hook and test pods off the failing
+          // node; --nodes (selection.nodes) checks no taint.
+          const failing = [
+            { name: "chart-failed-0" },
+            {
+              name: "chart-failed-1",
+              labels: { [OUTCOME_LABEL]: "fail" },
+              taints: [{ key: "e2e.job-dispatcher.io/fails", effect: "NoSchedule" as const }],
+            },
+            { name: "chart-failed-2" },
+          ];
+          await cluster.createNodes(failing);
+          try {
+            const release = "failed";
+            const v = await writeValues({
+              ...parse(await Deno.readTextFile(values)),
+              selection: { nodes: failing.map((n) => n.name) },
+            });
+            await helm(["install", release, CHART, "-n", ns, "-f", v, "--timeout", "2m"]);
+            const hook = find(objects(await helm(["get", "hooks", release, "-n", ns])), "Job");
+            const args = hook.spec.template.spec.containers[0].args.map((a: string) =>
+              a.startsWith("--job-template=") ? `--job-template=${template}` : a
+            );
+            const sa = await saKubeconfig(cluster, ns, `${release}-job-dispatcher`);
+            const rollout = await dispatcher(cluster, args, { env: { KUBECONFIG: sa } });
+            assert.equal(rollout.code, 1, rollout.stderr);
+            assert.match(rollout.stderr, /summary: 2 succeeded, 1 failed of 3/);
+
+            const r = await helmTest(release, ns);
+            console.log(`helm test ${release}:\n${r.stdout}${r.stderr}`);
+            assert.equal(r.pod.code, 1, r.pod.log);
+            assert.notEqual(r.code, 0, `helm test passed: ${r.stdout}`);
+            assert.match(r.stdout + r.stderr, /Phase:\s+Failed/);
+            // The reason reaches helm test --logs: the node, and what its Job said.
+            assert.match(
+              r.stdout,
+              /FAILED\n.*\nchart-failed-1 .*simulated failure on chart-failed-1/,
+            );
+            const pod = JSON.parse(
+              await kubectl([
+                "get",
+                "pod",
+                `${release}-job-dispatcher-test`,
+                "-n",
+                ns,
+                "-o",
+                "json",
+              ]),
+            );
+            assert.match(
+              pod.status.containerStatuses[0].state.terminated.message,
+              /chart-failed-1/,
+              "kubectl describe pod names the node too (FallbackToLogsOnError)",
+            );
+          } finally {
+            // The release-size step counts the nodes: these go again.
+            for (const n of failing) await cluster.deleteNode(n.name);
+          }
         },
       );
 

@@ -80,6 +80,19 @@ anything exists, not the hook after the release does.
 {{- define "job-dispatcher.jobTemplate" -}}
 {{- $t := .Values.jobTemplate }}
 {{- if kindIs "invalid" $t }}{{ $t = .Values.exampleJobTemplate }}{{ end }}
+{{- include "job-dispatcher.checkedJob" (dict "t" $t "what" "jobTemplate") }}
+{{- end }}
+
+{{/* The verify Job's template text, checked and kept as jobTemplate is; empty without one. */}}
+{{- define "job-dispatcher.verifyJobTemplate" -}}
+{{- with (.Values.verification | default dict).jobTemplate }}
+{{- include "job-dispatcher.checkedJob" (dict "t" . "what" "verification.jobTemplate") }}
+{{- end }}
+{{- end }}
+
+{{/* One batch/v1 Job given as a string or an object ("t"), checked, as text; "what" names the value. */}}
+{{- define "job-dispatcher.checkedJob" -}}
+{{- $t := .t }}
 {{- $obj := $t }}
 {{- if kindIs "string" $t }}
 {{- /* fromYaml reads only the first document: count them, comments and "..." aside.
@@ -89,17 +102,29 @@ A line may end in CRLF (a file saved on Windows): Go's (?m)$ matches only before
 {{- if regexReplaceAll `(?m)^([ \t]*(#[^\r\n]*)?|\.\.\.[ \t]*(#[^\r\n]*)?)\r?$` . "" | trim }}{{ $docs = add1 $docs }}{{ end }}
 {{- end }}
 {{- if gt $docs 1 }}
-{{- fail (printf "jobTemplate holds %d YAML documents: pass exactly one batch/v1 Job (--set-file jobTemplate=FILE)" $docs) }}
+{{- fail (printf "%s holds %d YAML documents: pass exactly one batch/v1 Job (--set-file %s=FILE)" .what $docs .what) }}
 {{- end }}
 {{- $obj = fromYaml $t }}
 {{- end }}
 {{- if and (kindIs "map" $obj) (hasKey $obj "Error") }}
-{{- fail (printf "jobTemplate is not valid YAML (%s): pass one batch/v1 Job" (get $obj "Error")) }}
+{{- fail (printf "%s is not valid YAML (%s): pass one batch/v1 Job" .what (get $obj "Error")) }}
 {{- end }}
 {{- if not (and (kindIs "map" $obj) (eq (get $obj "kind" | toString) "Job") (eq (get $obj "apiVersion" | toString) "batch/v1")) }}
-{{- fail "jobTemplate must be one batch/v1 Job (apiVersion: batch/v1, kind: Job)" }}
+{{- fail (printf "%s must be one batch/v1 Job (apiVersion: batch/v1, kind: Job)" .what) }}
 {{- end }}
 {{- if kindIs "string" $t }}{{ $t }}{{ else }}{{ toYaml $t }}{{ end }}
+{{- end }}
+
+{{/*
+The per-node Jobs' name prefix, as the dispatcher takes it (run/plan.ts):
+namePrefix, else the template's metadata.name. It names the gate's exit latch
+ConfigMap and, without an owner, the run status reads.
+*/}}
+{{- define "job-dispatcher.prefix" -}}
+{{- if .Values.namePrefix }}{{ .Values.namePrefix }}{{ else }}
+{{- $meta := (include "job-dispatcher.jobTemplate" . | fromYaml).metadata | default dict }}
+{{- required "jobTemplate needs a metadata.name (or set namePrefix)" $meta.name }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -138,6 +163,8 @@ selectors such as "tier in (a,b)"). Nodes are never listed unless given.
 {{- if $v.owner.yieldToLiveRun }}{{ $a = append $a "--yield-to-live-run" }}{{ end }}
 {{- with $v.dryRun }}{{ $a = append $a (printf "--dry-run=%s" .) }}{{ end }}
 {{- $a = append $a (printf "--log-format=%s" $v.logFormat) }}
+{{- $a = concat $a (include "job-dispatcher.progressiveArgs" . | fromYamlArray) }}
+{{- $setFlags := include "job-dispatcher.valueFlags" . | fromYaml }}
 {{- range $v.extraArgs }}
 {{- $arg := toString . }}
 {{- /* Refused at install time: in the hook it would fail every node on a 403 after the release exists. */}}
@@ -148,6 +175,9 @@ selectors such as "tier in (a,b)"). Nodes are never listed unless given.
 {{- $flag := regexReplaceAll "[= ].*$" $arg "" }}
 {{- with get (include "job-dispatcher.chartFlags" . | fromYaml) $flag }}
 {{- fail (printf "extraArgs %s repeats a flag the chart sets: use %s instead" $arg .) }}
+{{- end }}
+{{- with get $setFlags $flag }}
+{{- fail (printf "extraArgs %s repeats a flag the chart sets from %s: set one of them" $arg .) }}
 {{- end }}
 {{- $a = append $a $arg }}
 {{- end }}
@@ -183,4 +213,154 @@ it: an extraArgs entry repeating one is refused at install time.
 --yield-to-live-run: --set owner.yieldToLiveRun=true
 --dry-run: --set dryRun=client
 --log-format: --set logFormat=text
+{{- end }}
+
+{{/*
+The flags of waves, gates, verification and metrics, as a YAML list: each only
+when its value is set, so that a release without them renders as before, and
+each refused at install time where the dispatcher would refuse it in the hook
+(exit 2 after the release exists).
+*/}}
+{{- define "job-dispatcher.progressiveArgs" -}}
+{{- $v := .Values }}
+{{- $a := list }}
+{{- $w := $v.waves | default dict }}
+{{- $canary := false }}
+{{- range $v.extraArgs }}{{ if regexMatch "^--canary(=|$)" (toString .) }}{{ $canary = true }}{{ end }}{{ end }}
+{{- with $w.sizes }}
+{{- include "job-dispatcher.checkWaves" . }}
+{{- $a = append $a (printf "--waves=%s" (join "," .)) }}
+{{- end }}
+{{- if $w.soakSecs }}
+{{- if not (or $w.sizes $canary) }}
+{{- fail "waves.soakSecs needs waves.sizes (or --canary in extraArgs): the waves to soak after" }}
+{{- end }}
+{{- $a = append $a (printf "--wave-soak-secs=%v" $w.soakSecs) }}
+{{- end }}
+{{- $a = concat $a (include "job-dispatcher.gateArgs" . | fromYamlArray) }}
+{{- $ver := $v.verification | default dict }}
+{{- with $ver.podSelector }}{{ $a = append $a (printf "--verify-pod-selector=%s" .) }}{{ end }}
+{{- if not (kindIs "invalid" $ver.jobTemplate) }}
+{{- $a = append $a "--verify-job-template=/etc/job-dispatcher/verify-job.yaml" }}
+{{- end }}
+{{- if or $ver.podSelector (not (kindIs "invalid" $ver.jobTemplate)) }}
+{{- $a = append $a (printf "--verify-timeout-secs=%v" (default 600 $ver.timeoutSecs)) }}
+{{- end }}
+{{- if ($v.metrics | default dict).enabled }}
+{{- $a = append $a (printf "--metrics-addr=:%d" (int $v.metrics.port)) }}
+{{- end }}
+{{- toYaml $a }}
+{{- end }}
+
+{{/* The gate flags, as a YAML list; none while gates.prometheusUrl is empty. */}}
+{{- define "job-dispatcher.gateArgs" -}}
+{{- $g := .Values.gates | default dict }}
+{{- $tok := $g.bearerTokenSecret | default dict }}
+{{- $ca := $g.ca | default dict }}
+{{- $a := list }}
+{{- if $g.prometheusUrl }}
+{{- if not (or $g.queries $g.alerts) }}
+{{- fail "gates.prometheusUrl needs gates.queries or gates.alerts: what to watch" }}
+{{- end }}
+{{- if and (eq $g.onBreach "pause") (eq (include "job-dispatcher.ownerMode" .) "none") }}
+{{- fail "gates.onBreach=pause sets the pause on the hook Job, which owner.mode=none does not pass: set owner.mode=jobName or gates.onBreach=exit" }}
+{{- end }}
+{{- if and $ca.secretName $ca.configMapName }}
+{{- fail "gates.ca: give secretName or configMapName, not both" }}
+{{- end }}
+{{- $a = append $a (printf "--gate-prometheus-url=%s" $g.prometheusUrl) }}
+{{- range $g.queries }}{{ $a = append $a (printf "--gate-query=%s" .) }}{{ end }}
+{{- with $g.alerts }}{{ $a = append $a (printf "--gate-alerts=%s" .) }}{{ end }}
+{{- $a = append $a (printf "--gate-interval-secs=%v" (default 30 $g.intervalSecs)) }}
+{{- $a = append $a (printf "--on-gate-breach=%s" (default "pause" $g.onBreach)) }}
+{{- if $tok.name }}{{ $a = append $a "--gate-bearer-token-file=/var/run/secrets/job-dispatcher/gate-token/token" }}{{ end }}
+{{- if or $ca.secretName $ca.configMapName }}{{ $a = append $a "--gate-ca-file=/etc/job-dispatcher-gate-ca/ca.crt" }}{{ end }}
+{{- else if or $g.queries $g.alerts $tok.name $ca.secretName $ca.configMapName }}
+{{- fail "gates.queries, alerts, bearerTokenSecret and ca need gates.prometheusUrl: the Prometheus to ask" }}
+{{- end }}
+{{- toYaml $a }}
+{{- end }}
+
+{{/*
+waves.sizes as the dispatcher reads them (run/waves.ts), where the chart can
+tell without the selection: counts strictly growing, percentages strictly
+growing and at most 100.
+*/}}
+{{- define "job-dispatcher.checkWaves" -}}
+{{- $count := 0 }}
+{{- $pct := 0 }}
+{{- range . }}
+{{- $s := toString . }}
+{{- if regexMatch "^[1-9][0-9]*$" $s }}
+{{- if le (int $s) $count }}{{ fail (printf "waves.sizes %s: the wave sizes must grow strictly (a count after %d)" $s $count) }}{{ end }}
+{{- $count = int $s }}
+{{- else if regexMatch "^[1-9][0-9]*%$" $s }}
+{{- $p := int (trimSuffix "%" $s) }}
+{{- if gt $p 100 }}{{ fail (printf "waves.sizes %s: a percentage is at most 100%%" $s) }}{{ end }}
+{{- if le $p $pct }}{{ fail (printf "waves.sizes %s: the wave sizes must grow strictly (a percentage after %d%%)" $s $pct) }}{{ end }}
+{{- $pct = $p }}
+{{- else }}
+{{- fail (printf "waves.sizes %s: each size is a count (5) or a percentage (25%%)" $s) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The flags the chart sets from an optional value, only while that value is
+set, each with the value: an extraArgs entry repeating one is refused. (An
+older release may pass these flags in extraArgs; it keeps working until it
+sets the value.)
+*/}}
+{{- define "job-dispatcher.valueFlags" -}}
+{{- range (include "job-dispatcher.progressiveArgs" . | fromYamlArray) }}
+{{- $flag := regexReplaceAll "=.*$" . "" }}
+{{ $flag }}: {{ get (include "job-dispatcher.flagValues" "" | fromYaml) $flag | quote }}
+{{- end }}
+{{- end }}
+
+{{- define "job-dispatcher.flagValues" -}}
+--waves: waves.sizes
+--wave-soak-secs: waves.soakSecs
+--gate-prometheus-url: gates.prometheusUrl
+--gate-query: gates.queries
+--gate-alerts: gates.alerts
+--gate-interval-secs: gates.intervalSecs
+--on-gate-breach: gates.onBreach
+--gate-bearer-token-file: gates.bearerTokenSecret
+--gate-ca-file: gates.ca
+--verify-pod-selector: verification.podSelector
+--verify-job-template: verification.jobTemplate
+--verify-timeout-secs: verification.timeoutSecs
+--metrics-addr: metrics.enabled
+{{- end }}
+
+{{/*
+Whether `helm test` has a test: test.enabled, and the hook Job kept after it
+succeeded (with hook-succeeded, Helm deleted it, and the garbage collector its
+per-node Jobs and run record: nothing would be left to read).
+*/}}
+{{- define "job-dispatcher.testEnabled" -}}
+{{- $t := .Values.test | default (dict "enabled" true) }}
+{{- if and $t.enabled (not (contains "hook-succeeded" .Values.hook.deletePolicy)) }}true{{ end }}
+{{- end }}
+
+{{/* The test Pod's ServiceAccount: the viewer's rights and nothing more. */}}
+{{- define "job-dispatcher.testServiceAccountName" -}}
+{{- printf "%s-test" (include "job-dispatcher.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+`job-dispatcher status` for this release's last rollout, as a YAML list:
+with an owner, the hook Job of this revision (the record and Jobs it owns);
+without one, the prefix (its record belongs to the prefix).
+*/}}
+{{- define "job-dispatcher.testArgs" -}}
+{{- $a := list "status" (printf "--namespace=%s" .Release.Namespace) }}
+{{- if eq (include "job-dispatcher.ownerMode" .) "none" }}
+{{- $a = append $a (printf "--name-prefix=%s" (include "job-dispatcher.prefix" .)) }}
+{{- else }}
+{{- $a = append $a (printf "--owner-job-name=%s" (include "job-dispatcher.hookName" .)) }}
+{{- end }}
+{{- $a = append $a (printf "--tracking-label-prefix=%s" .Values.trackingLabelPrefix) }}
+{{- toYaml $a }}
 {{- end }}
