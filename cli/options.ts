@@ -344,6 +344,10 @@ OUTPUT
                             _jobs_created_total, _node_duration_seconds, _paused,
                             _gate_breaches_total, _api_requests_total{code}) and
                             /healthz. ":9090" listens on every address.
+  --metrics-linger-secs S   After the run, keep /metrics up until one scrape read
+                            the final state, at most S s (default 0: close at
+                            once; the last scrape may then precede the end). Set
+                            it above the scrape interval.
 
   Besides the log and the report, the run is recorded in the cluster, best
   effort (a refused write is said once): Events on each Node (in "default":
@@ -435,6 +439,7 @@ const FLAGS = {
   report: { type: "string" },
   "report-format": { type: "string" },
   "metrics-addr": { type: "string" },
+  "metrics-linger-secs": { type: "string" },
   "node-records": { type: "string" },
   "max-failures": { type: "string" },
   canary: { type: "string" },
@@ -622,6 +627,7 @@ function readOptions(v: Values): Options {
     report: v.report,
     reportFormat: oneOf("report-format", v["report-format"], ["json", "junit", "html"]) ?? "json",
     metricsAddr: v["metrics-addr"] === undefined ? undefined : metricsAddr(v["metrics-addr"]),
+    metricsLingerSecs: number("metrics-linger-secs", v["metrics-linger-secs"], 0, 0, false),
     nodeRecords: oneOf("node-records", v["node-records"], ["all", "failures", "none"]) ?? "all",
     maxFailures: v["max-failures"],
     waves: waveSpec(v),
@@ -697,6 +703,10 @@ const REFUSED: { when: (o: Options, v: Values) => boolean; why: (o: Options) => 
     why: () =>
       "Invalid --max-unavailable with --nodes: the budget watches a selection; " +
       "select with --node-selector or --node-field-selector instead",
+  },
+  {
+    when: (o, v) => v["metrics-linger-secs"] !== undefined && !o.metricsAddr,
+    why: () => "Invalid --metrics-linger-secs: it needs --metrics-addr, the listener to keep up",
   },
   {
     when: (_, v) => v.canary !== undefined && v.waves !== undefined,
