@@ -334,11 +334,15 @@ OUTPUT
   --log-format text|json    Lines on stderr as text (default) or JSON.
   --report PATH             Write what happened to every node to PATH when the run
                             ends: name, UID, Job, start, end, outcome, reason,
-                            attempts.
+                            attempts, wave; each wave and its soak; each gate
+                            breach (time, query, value, its latch set and lifted);
+                            the pauses.
   --report-format json|junit|html  json (default), JUnit XML with one test case
-                            per node for CI systems, or html: one self-contained
+                            per node for CI systems (a testsuite per wave, the
+                            wave in the classname), or html: one self-contained
                             page, a row per node with its drain, Job and
-                            verification as bars, pauses shaded, reasons on hover.
+                            verification as bars, pauses, soaks and breaches
+                            shaded, reasons on hover.
   --metrics-addr HOST:PORT  Serve Prometheus metrics on http://HOST:PORT/metrics while
                             the run lives (job_dispatcher_nodes{phase},
                             _jobs_created_total, _node_duration_seconds, _paused,
