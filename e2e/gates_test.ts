@@ -74,6 +74,29 @@ async function annotations(cluster: Cluster, ns: string): Promise<Record<string,
   return JSON.parse(r.stdout).metadata.annotations ?? {};
 }
 
+/** Waits for the pause the dispatcher sets on its owner Job "hook" for a breach. */
+async function untilPaused(cluster: Cluster, ns: string): Promise<void> {
+  await eventually(
+    async () => (await annotations(cluster, ns))["job-dispatcher/paused"] === "true",
+    BOUND_MS + 10_000,
+    "the dispatcher's own pause on the owner",
+  );
+}
+
+/** Lifts that pause as a person would, with the command the dispatcher names. */
+async function liftPause(cluster: Cluster, ns: string): Promise<void> {
+  const lift = await cluster.kubectl([
+    "annotate",
+    "job",
+    "hook",
+    "-n",
+    ns,
+    "job-dispatcher/paused-",
+    "job-dispatcher/paused-reason-",
+  ]);
+  assert.equal(lift.code, 0, lift.stderr);
+}
+
 clusterTest("health gates with a real Prometheus", async (t, cluster) => {
   const exporter = startExporter();
   // Prometheus takes its targets at start: the port a run's --metrics-addr
@@ -146,11 +169,7 @@ async function breachLatches(cluster: Cluster, prom: RunningPrometheus, exporter
   const { ns, watcher, run } = await ownedRun(cluster, "glatch", prom);
   try {
     const flipped = await flip(prom, exporter, 1);
-    await eventually(
-      async () => (await annotations(cluster, ns))["job-dispatcher/paused"] === "true",
-      BOUND_MS + 10_000,
-      "the dispatcher's own pause on the owner",
-    );
+    await untilPaused(cluster, ns);
     const pausedAt = Date.now();
     await delay(BOUND_MS);
     const atLatch = watcher.seen.size;
@@ -172,16 +191,7 @@ async function breachLatches(cluster: Cluster, prom: RunningPrometheus, exporter
     await delay(30_000);
     assert.equal(watcher.seen.size, atLatch, "still no new Job 30 s after the metric recovered");
 
-    const lift = await cluster.kubectl([
-      "annotate",
-      "job",
-      "hook",
-      "-n",
-      ns,
-      "job-dispatcher/paused-",
-      "job-dispatcher/paused-reason-",
-    ]);
-    assert.equal(lift.code, 0, lift.stderr);
+    await liftPause(cluster, ns);
     const r = await run;
     assert.equal(r.code, 0, r.stderr);
     assert.match(
@@ -233,26 +243,13 @@ async function breachInSoak(cluster: Cluster, prom: RunningPrometheus, exporter:
     const soakEnds = wave1()!.finished! + SOAK_SECS * 1000;
     await flip(prom, exporter, 1);
     assert.ok(Date.now() < soakEnds - BOUND_MS, "the gauge flipped early in the soak");
-    await eventually(
-      async () => (await annotations(cluster, ns))["job-dispatcher/paused"] === "true",
-      BOUND_MS + 10_000,
-      "the dispatcher's own pause on the owner",
-    );
+    await untilPaused(cluster, ns);
     await flip(prom, exporter, 0);
     // Past the soak's end, with the metric healthy again: the latch holds.
     await delay(Math.max(0, soakEnds - Date.now()) + 15_000);
     assert.equal(watcher.seen.size, 1, "no Job of wave 2 while latched, the gauge recovered");
     const lifting = Date.now();
-    const lift = await cluster.kubectl([
-      "annotate",
-      "job",
-      "hook",
-      "-n",
-      ns,
-      "job-dispatcher/paused-",
-      "job-dispatcher/paused-reason-",
-    ]);
-    assert.equal(lift.code, 0, lift.stderr);
+    await liftPause(cluster, ns);
     const r = await run;
     const ended = Date.now();
     assert.equal(r.code, 0, r.stderr);
