@@ -334,16 +334,24 @@ OUTPUT
   --log-format text|json    Lines on stderr as text (default) or JSON.
   --report PATH             Write what happened to every node to PATH when the run
                             ends: name, UID, Job, start, end, outcome, reason,
-                            attempts.
+                            attempts, wave; each wave and its soak; each gate
+                            breach (time, query, value, its latch set and lifted);
+                            the pauses.
   --report-format json|junit|html  json (default), JUnit XML with one test case
-                            per node for CI systems, or html: one self-contained
+                            per node for CI systems (a testsuite per wave, the
+                            wave in the classname), or html: one self-contained
                             page, a row per node with its drain, Job and
-                            verification as bars, pauses shaded, reasons on hover.
+                            verification as bars, pauses, soaks and breaches
+                            shaded, reasons on hover.
   --metrics-addr HOST:PORT  Serve Prometheus metrics on http://HOST:PORT/metrics while
                             the run lives (job_dispatcher_nodes{phase},
                             _jobs_created_total, _node_duration_seconds, _paused,
                             _gate_breaches_total, _api_requests_total{code}) and
                             /healthz. ":9090" listens on every address.
+  --metrics-linger-secs S   After the run, keep /metrics up until one scrape read
+                            the final state, at most S s (default 0: close at
+                            once; the last scrape may then precede the end). Set
+                            it above the scrape interval.
 
   Besides the log and the report, the run is recorded in the cluster, best
   effort (a refused write is said once): Events on each Node (in "default":
@@ -435,6 +443,7 @@ const FLAGS = {
   report: { type: "string" },
   "report-format": { type: "string" },
   "metrics-addr": { type: "string" },
+  "metrics-linger-secs": { type: "string" },
   "node-records": { type: "string" },
   "max-failures": { type: "string" },
   canary: { type: "string" },
@@ -622,6 +631,7 @@ function readOptions(v: Values): Options {
     report: v.report,
     reportFormat: oneOf("report-format", v["report-format"], ["json", "junit", "html"]) ?? "json",
     metricsAddr: v["metrics-addr"] === undefined ? undefined : metricsAddr(v["metrics-addr"]),
+    metricsLingerSecs: number("metrics-linger-secs", v["metrics-linger-secs"], 0, 0, false),
     nodeRecords: oneOf("node-records", v["node-records"], ["all", "failures", "none"]) ?? "all",
     maxFailures: v["max-failures"],
     waves: waveSpec(v),
@@ -697,6 +707,10 @@ const REFUSED: { when: (o: Options, v: Values) => boolean; why: (o: Options) => 
     why: () =>
       "Invalid --max-unavailable with --nodes: the budget watches a selection; " +
       "select with --node-selector or --node-field-selector instead",
+  },
+  {
+    when: (o, v) => v["metrics-linger-secs"] !== undefined && !o.metricsAddr,
+    why: () => "Invalid --metrics-linger-secs: it needs --metrics-addr, the listener to keep up",
   },
   {
     when: (_, v) => v.canary !== undefined && v.waves !== undefined,

@@ -55,6 +55,7 @@ const DEFAULTS: Options = {
   report: undefined,
   reportFormat: "json",
   metricsAddr: undefined,
+  metricsLingerSecs: 0,
   nodeRecords: "all",
   maxFailures: undefined,
   waves: undefined,
@@ -191,6 +192,7 @@ Deno.test({
         report: "/tmp/report.xml",
         reportFormat: "junit",
         metricsAddr: undefined,
+        metricsLingerSecs: 0,
         maxFailures: "10%",
         waves: { sizes: [{ count: 3 }, { percent: 100 }], canary: true },
         maxPerTopology: { key: "topology.kubernetes.io/zone", max: 2 },
@@ -507,6 +509,7 @@ const FLAGS: Record<string, string[]> = {
   "--report": ["/tmp/r.json"],
   "--report-format": ["junit", "--report", "/tmp/r.xml"],
   "--metrics-addr": ["127.0.0.1:9090"],
+  "--metrics-linger-secs": ["30", "--metrics-addr", ":9090"],
   "--node-records": ["failures"],
   "--max-failures": ["2"],
   "--canary": ["1"],
@@ -603,6 +606,23 @@ Deno.test({
         /^UsageError: Invalid --metrics-addr .*: write HOST:PORT/,
       );
     }
+  },
+});
+
+Deno.test({
+  name: "--metrics-linger-secs takes seconds and needs --metrics-addr",
+  permissions: "none",
+  fn() {
+    const o = parseOptions([...T, "--metrics-addr", ":9090", "--metrics-linger-secs", "45"]);
+    assert.equal(o.metricsLingerSecs, 45);
+    assert.throws(
+      () => parseOptions([...T, "--metrics-linger-secs", "45"]),
+      /^UsageError: Invalid --metrics-linger-secs: it needs --metrics-addr/,
+    );
+    assert.throws(
+      () => parseOptions([...T, "--metrics-addr", ":9090", "--metrics-linger-secs", "-1"]),
+      /^UsageError: Invalid --metrics-linger-secs/,
+    );
   },
 });
 

@@ -1,10 +1,11 @@
 /**
  * The health gates on the real control plane with a real Prometheus (built
  * from its Go module) scraping an exporter of the test's own, whose gauge
- * the test flips: a breach latches, an unreachable Prometheus pauses and
- * resumes by itself, `--on-gate-breach exit` ends with 5 and the next run
- * refuses, a real alerting rule gates, bad input is refused with nothing
- * created.
+ * the test flips: a breach latches, also during a wave's soak, an
+ * unreachable Prometheus pauses and resumes by itself, `--on-gate-breach
+ * exit` ends with 5 and the next run refuses, a real alerting rule gates, bad
+ * input is refused with nothing created; and the same Prometheus scrapes a
+ * run's `--metrics-addr` to its final state.
  *
  * @module
  */
@@ -20,7 +21,7 @@ import {
   startPrometheus,
   untilSamples,
 } from "./_prometheus.ts";
-import { delay } from "./_procs.ts";
+import { delay, freePorts } from "./_procs.ts";
 
 /** The gate's interval in these runs, and Prometheus's scrape interval. */
 const INTERVAL_SECS = 2;
@@ -73,10 +74,36 @@ async function annotations(cluster: Cluster, ns: string): Promise<Record<string,
   return JSON.parse(r.stdout).metadata.annotations ?? {};
 }
 
+/** Waits for the pause the dispatcher sets on its owner Job "hook" for a breach. */
+async function untilPaused(cluster: Cluster, ns: string): Promise<void> {
+  await eventually(
+    async () => (await annotations(cluster, ns))["job-dispatcher/paused"] === "true",
+    BOUND_MS + 10_000,
+    "the dispatcher's own pause on the owner",
+  );
+}
+
+/** Lifts that pause as a person would, with the command the dispatcher names. */
+async function liftPause(cluster: Cluster, ns: string): Promise<void> {
+  const lift = await cluster.kubectl([
+    "annotate",
+    "job",
+    "hook",
+    "-n",
+    ns,
+    "job-dispatcher/paused-",
+    "job-dispatcher/paused-reason-",
+  ]);
+  assert.equal(lift.code, 0, lift.stderr);
+}
+
 clusterTest("health gates with a real Prometheus", async (t, cluster) => {
   const exporter = startExporter();
+  // Prometheus takes its targets at start: the port a run's --metrics-addr
+  // will listen on is chosen first (down until that run, as a batch job's is).
+  const [metricsPort] = freePorts(1);
   const prom = await startPrometheus({
-    targets: [exporter.target],
+    targets: [exporter.target, `127.0.0.1:${metricsPort}`],
     rules: RULES,
     scrapeIntervalSecs: SCRAPE_SECS,
   });
@@ -85,6 +112,14 @@ clusterTest("health gates with a real Prometheus", async (t, cluster) => {
     await t.step(
       "a breach mid-run latches: no Job after 2 × (interval + scrape), none 30 s after recovery; the pause lifted, exit 0",
       () => breachLatches(cluster, prom, exporter),
+    );
+    await t.step(
+      "a breach during a soak holds the next wave: no Job of it while latched, nor after the gauge recovers, until the pause is lifted; the report shows the breach and the soak",
+      () => breachInSoak(cluster, prom, exporter),
+    );
+    await t.step(
+      'the real Prometheus scrapes --metrics-addr during a run; with --metrics-linger-secs it scrapes the final state: job_dispatcher_nodes{phase="succeeded"} equals the report\'s count',
+      () => metricsScraped(cluster, prom, metricsPort),
     );
     await t.step(
       "--on-gate-breach exit: exit 5 once the Jobs in flight finished; the re-run refuses until cleared",
@@ -134,11 +169,7 @@ async function breachLatches(cluster: Cluster, prom: RunningPrometheus, exporter
   const { ns, watcher, run } = await ownedRun(cluster, "glatch", prom);
   try {
     const flipped = await flip(prom, exporter, 1);
-    await eventually(
-      async () => (await annotations(cluster, ns))["job-dispatcher/paused"] === "true",
-      BOUND_MS + 10_000,
-      "the dispatcher's own pause on the owner",
-    );
+    await untilPaused(cluster, ns);
     const pausedAt = Date.now();
     await delay(BOUND_MS);
     const atLatch = watcher.seen.size;
@@ -160,16 +191,7 @@ async function breachLatches(cluster: Cluster, prom: RunningPrometheus, exporter
     await delay(30_000);
     assert.equal(watcher.seen.size, atLatch, "still no new Job 30 s after the metric recovered");
 
-    const lift = await cluster.kubectl([
-      "annotate",
-      "job",
-      "hook",
-      "-n",
-      ns,
-      "job-dispatcher/paused-",
-      "job-dispatcher/paused-reason-",
-    ]);
-    assert.equal(lift.code, 0, lift.stderr);
+    await liftPause(cluster, ns);
     const r = await run;
     assert.equal(r.code, 0, r.stderr);
     assert.match(
@@ -199,6 +221,139 @@ async function breachLatches(cluster: Cluster, prom: RunningPrometheus, exporter
     await watcher.stop();
     exporter.set(0);
   }
+}
+
+/** The soak after wave 1 in the soak step: long enough to flip the gauge inside it. */
+const SOAK_SECS = 15;
+
+async function breachInSoak(cluster: Cluster, prom: RunningPrometheus, exporter: Exporter) {
+  const { ns, args } = await suiteStep(cluster, "gsoak", { nodes: 4, duration: "1s" });
+  await ownerJob(cluster, ns, "hook");
+  const report = await Deno.makeTempFile({ suffix: ".json" });
+  const watcher = await JobWatcher.start(cluster, ns);
+  try {
+    const run = dispatcher(cluster, [
+      ...args,
+      ...gateArgs(prom),
+      ...["--owner-job-name", "hook", "--parallelism", "2", "--progress-interval-secs", "1"],
+      ...["--waves", "1,100%", "--wave-soak-secs", String(SOAK_SECS), "--report", report],
+    ]);
+    const wave1 = () => [...watcher.times.values()].find((x) => x.finished !== undefined);
+    await eventually(() => Promise.resolve(wave1() !== undefined), 60_000, "wave 1's Job done");
+    const soakEnds = wave1()!.finished! + SOAK_SECS * 1000;
+    await flip(prom, exporter, 1);
+    assert.ok(Date.now() < soakEnds - BOUND_MS, "the gauge flipped early in the soak");
+    await untilPaused(cluster, ns);
+    await flip(prom, exporter, 0);
+    // Past the soak's end, with the metric healthy again: the latch holds.
+    await delay(Math.max(0, soakEnds - Date.now()) + 15_000);
+    assert.equal(watcher.seen.size, 1, "no Job of wave 2 while latched, the gauge recovered");
+    const lifting = Date.now();
+    await liftPause(cluster, ns);
+    const r = await run;
+    const ended = Date.now();
+    assert.equal(r.code, 0, r.stderr);
+    const times = [...watcher.times.values()];
+    assert.equal(times.length, 4, "every node got its Job");
+    const wave2 = times.filter((x) => x !== wave1());
+    assert.ok(
+      wave2.every((x) => x.added >= lifting),
+      "wave 2 began only once the pause was lifted",
+    );
+    assert.match(r.stderr, new RegExp(`wave 1 of 2 ended \\(1 nodes\\); soaking ${SOAK_SECS} s`));
+    assertReportsSoakBreach(JSON.parse(await Deno.readTextFile(report)), ns, lifting, ended);
+  } finally {
+    await watcher.stop();
+    exporter.set(0);
+  }
+}
+
+/** The soak step's report: wave 1 soaked, one breach inside that soak, latched and lifted. */
+// deno-lint-ignore no-explicit-any
+function assertReportsSoakBreach(json: any, ns: string, lifting: number, ended: number) {
+  assert.equal(json.summary.succeeded, 4);
+  const soak = json.waves[0].soak;
+  assert.ok(soak?.start && soak.end, `wave 1 has its soak: ${JSON.stringify(json.waves)}`);
+  assert.equal(json.breaches.length, 1, JSON.stringify(json.breaches));
+  const [b] = json.breaches;
+  assert.equal(b.query, QUERY);
+  assert.match(b.value, /^e2e_broken\{.*job="e2e".*\} 1$/);
+  const at = Date.parse(b.at);
+  assert.ok(
+    at >= Date.parse(soak.start) && at <= Date.parse(soak.start) + SOAK_SECS * 1000,
+    `the breach at ${b.at} fell in the soak ${soak.start} + ${SOAK_SECS} s`,
+  );
+  assert.equal(b.latch.where, `owner Job ${ns}/hook annotation job-dispatcher/paused`);
+  assert.ok(Date.parse(b.latch.set) >= at, "latched after it breached");
+  const lifted = Date.parse(b.latch.lifted);
+  assert.ok(lifted >= lifting && lifted <= ended, `lifted at ${b.latch.lifted}`);
+  assert.ok(
+    json.nodes.filter((n: { wave: number }) => n.wave === 2).every(
+      (n: { start: string }) => Date.parse(n.start) >= lifted,
+    ),
+    "wave 2's nodes started after the lift",
+  );
+}
+
+/** Prometheus's instant query `expr`: each sample's value, by its labels. */
+async function promQuery(prom: RunningPrometheus, expr: string): Promise<number[]> {
+  const res = await fetch(`${prom.url}/api/v1/query?query=${encodeURIComponent(expr)}`);
+  const body = await res.json();
+  assert.equal(body.status, "success", JSON.stringify(body));
+  return body.data.result.map((s: { value: [number, string] }) => Number(s.value[1]));
+}
+
+async function metricsScraped(cluster: Cluster, prom: RunningPrometheus, port: number) {
+  const { args } = await suiteStep(cluster, "gprom", { nodes: 4, duration: "2s" });
+  const report = await Deno.makeTempFile({ suffix: ".json" });
+  const target = `instance="127.0.0.1:${port}"`;
+  let ended = false;
+  const run = dispatcher(cluster, [
+    ...args,
+    ...["--parallelism", "1", "--report", report],
+    ...["--metrics-addr", `127.0.0.1:${port}`, "--metrics-linger-secs", "30"],
+  ]).finally(() => (ended = true));
+  // During the run: Prometheus has the target up and a Job counted.
+  await eventually(
+    async () =>
+      (await promQuery(prom, `job_dispatcher_jobs_created_total{${target}} > 0`)).length > 0,
+    60_000,
+    "a scrape of the run in Prometheus",
+  );
+  assert.equal(ended, false, "scraped while the run lived");
+  const health = await fetch(`http://127.0.0.1:${port}/healthz`);
+  assert.equal(await health.text(), "ok\n");
+  const r = await run;
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stderr, /metrics: serving the final state until it is scraped \(at most 30 s\)/);
+  assert.match(r.stderr, /metrics: the final state was scraped/);
+  const summary = JSON.parse(await Deno.readTextFile(report)).summary;
+  // The run is gone: Prometheus's next scrape of it fails (up 0) and marks
+  // its series stale, so an instant query now finds nothing; the last value
+  // before that is how the run ended. One target's scrapes are appended in
+  // order, so once up is 0 the run's last scrape is in the TSDB.
+  await eventually(
+    async () => (await promQuery(prom, `up{${target}} == 0`)).length > 0,
+    30_000,
+    "Prometheus to see the run's listener gone",
+  );
+  const succeeded = `job_dispatcher_nodes{phase="succeeded",${target}}`;
+  assert.deepEqual(await promQuery(prom, succeeded), [], "stale once the run is gone");
+  const last = (m: string) => promQuery(prom, `last_over_time(${m}[10m])`);
+  assert.deepEqual(await last(succeeded), [summary.succeeded]);
+  assert.deepEqual(await last(`job_dispatcher_jobs_created_total{${target}}`), [summary.total]);
+  assert.deepEqual(await last(`job_dispatcher_nodes{phase="queued",${target}}`), [0]);
+  assert.equal(summary.succeeded, 4);
+  const over = (expr: string) => promQuery(prom, expr.replaceAll("SEL", `{${target}}[10m]`));
+  assert.deepEqual(await over("resets(job_dispatcher_jobs_created_total SEL)"), [0], "a counter");
+  assert.deepEqual(
+    await over("last_over_time(job_dispatcher_node_duration_seconds_count SEL)"),
+    [summary.succeeded],
+    "each success observed once",
+  );
+  assert.ok((await last(`job_dispatcher_api_requests_total{code="201",${target}}`))[0] >= 4);
+  assert.deepEqual(await over("max_over_time(job_dispatcher_paused SEL)"), [0]);
+  assert.deepEqual(await over("last_over_time(job_dispatcher_gate_breaches_total SEL)"), [0]);
 }
 
 async function breachExits(cluster: Cluster, prom: RunningPrometheus, exporter: Exporter) {

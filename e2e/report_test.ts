@@ -124,6 +124,35 @@ clusterTest("what happened to every node, on a real control plane", async (t, cl
   });
 
   await t.step(
+    "the JUnit report of a run in waves: a testsuite per wave, the wave in each classname, one test case per node",
+    async () => {
+      await cluster.createNodes(nodes("jw", 3));
+      const xmlPath = `${await Deno.makeTempDir()}/waves.xml`;
+      const r = await dispatcher(cluster, [
+        ...["--job-template", await file(jobTemplate("jw", "300ms")), "-n", ns],
+        ...["--node-selector", `${SUITE}=jw`, "--waves", "1,100%", "--wave-soak-secs", "1"],
+        ...["--report", xmlPath, "--report-format", "junit"],
+      ]);
+      assert.equal(r.code, 0, r.stderr);
+      const text = await Deno.readTextFile(xmlPath);
+      assert.equal(XMLValidator.validate(text), true);
+      const doc = new XMLParser({ ignoreAttributes: false, attributeNamePrefix: "" }).parse(text);
+      const suites = doc.testsuites.testsuite as {
+        name: string;
+        testcase: { name: string; classname: string } | { name: string; classname: string }[];
+      }[];
+      assert.deepEqual(suites.map((s) => s.name), [`${ns}/jw wave 1 of 2`, `${ns}/jw wave 2 of 2`]);
+      const cases = suites.flatMap((s) => [s.testcase].flat());
+      assert.deepEqual(cases.map((c) => [c.name, c.classname]), [
+        ["jw-000", "job-dispatcher.jw.wave-1"],
+        ["jw-001", "job-dispatcher.jw.wave-2"],
+        ["jw-002", "job-dispatcher.jw.wave-2"],
+      ]);
+      assert.equal(doc.testsuites.tests, "3");
+    },
+  );
+
+  await t.step(
     "a stalled node (unschedulable pod) is reported as pending with the scheduler's reason",
     async () => {
       await cluster.createNodes(nodes("stall", 1));

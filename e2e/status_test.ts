@@ -12,7 +12,6 @@ import assert from "node:assert/strict";
 import type { Cluster } from "./cluster.ts";
 import { OUTCOME_LABEL } from "./cluster.ts";
 import { dispatcherCommand, eventually } from "./_dispatcher.ts";
-import { freePorts } from "./_procs.ts";
 import { chromiumPath, openPage } from "./_chromium.ts";
 import { atLeast, DispatcherProcess, runDispatcher } from "./_faults.ts";
 import {
@@ -69,17 +68,6 @@ async function viewer(cluster: Cluster, ns: string, name: string, jobs = true): 
     `viewer RBAC for ${user}`,
   );
   return kubeconfig;
-}
-
-/** The samples of a scrape, by name and labels. */
-function samples(text: string): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const line of text.split("\n")) {
-    if (!line || line.startsWith("#")) continue;
-    const at = line.lastIndexOf(" ");
-    out.set(line.slice(0, at), Number(line.slice(at + 1)));
-  }
-  return out;
 }
 
 /** `job-dispatcher status …` with `kubeconfig`. */
@@ -267,62 +255,10 @@ clusterTest("job-dispatcher status reads a rollout from the cluster alone", asyn
   });
 });
 
-clusterTest("--metrics-addr and --report-format html on a run", async (t, cluster) => {
+// --metrics-addr is scraped by the real Prometheus in e2e/gates_test.ts, beside its cluster's.
+clusterTest("--report-format html and the kubectl plugin on a run", async (t, cluster) => {
   await t.step(
-    "--metrics-addr: scraped during a run (fetch; the real Prometheus of e2e/_prometheus.ts is not there yet)",
-    async () => {
-      const ns = await namespace(cluster, "stm");
-      await cluster.createNodes(suiteNodes("stm", 4));
-      const [port] = freePorts(1);
-      const dir = await Deno.makeTempDir();
-      const p = new DispatcherProcess(cluster, [
-        ...await suiteArgs("stm", ns, "3s"),
-        ...[
-          "--parallelism",
-          "1",
-          "--metrics-addr",
-          `127.0.0.1:${port}`,
-          "--report",
-          `${dir}/r.json`,
-        ],
-      ], { timeoutMs: 120_000 });
-      assert.ok(await p.waitFor(/metrics on http:\/\/127\.0\.0\.1:\d+\/metrics/), p.stderr);
-      const health = await fetch(`http://127.0.0.1:${port}/healthz`);
-      assert.equal(await health.text(), "ok\n");
-      const scrapes: Map<string, number>[] = [];
-      let done = false;
-      p.ended.then(() => (done = true));
-      while (!done) {
-        try {
-          const res = await fetch(`http://127.0.0.1:${port}/metrics`);
-          scrapes.push(samples(await res.text()));
-        } catch { /* the run ended between two scrapes */ }
-        await new Promise((r) => setTimeout(r, 300));
-      }
-      const end = await p.ended;
-      assert.equal(end.code, 0, end.stderr);
-      const report = JSON.parse(await Deno.readTextFile(`${dir}/r.json`)).summary;
-      const succeeded = scrapes.map((s) => s.get('job_dispatcher_nodes{phase="succeeded"}') ?? 0);
-      const created = scrapes.map((s) => s.get("job_dispatcher_jobs_created_total") ?? 0);
-      assert.ok(scrapes.length >= 5, `${scrapes.length} scrapes`);
-      for (let i = 1; i < created.length; i++) assert.ok(created[i] >= created[i - 1], "a counter");
-      assert.equal(Math.max(...created), report.total, "every Job's create was counted");
-      // The last node runs 3 s alone: the scrapes see the three before it.
-      assert.ok(succeeded.includes(report.succeeded - 1), succeeded.join(","));
-      assert.ok(Math.max(...succeeded) <= report.succeeded);
-      const last = scrapes.at(-1)!;
-      assert.equal(
-        last.get("job_dispatcher_node_duration_seconds_count"),
-        last.get('job_dispatcher_nodes{phase="succeeded"}'),
-        "each success observed once",
-      );
-      assert.ok((last.get('job_dispatcher_api_requests_total{code="201"}') ?? 0) >= 3);
-      assert.equal(last.get("job_dispatcher_paused"), 0);
-    },
-  );
-
-  await t.step(
-    "--report-format html: headless Chromium renders one row per node, no console error, no request",
+    "--report-format html of a run in waves with a soak and a pause: headless Chromium renders one row per node, no console error, no request",
     async () => {
       const bin = chromiumPath();
       assert.ok(bin, "Debian's chromium: apt-get update && apt-get install -y chromium");
@@ -333,24 +269,26 @@ clusterTest("--metrics-addr and --report-format html on a run", async (t, cluste
         ...suiteNodes("sth", 3, {}, 3),
       ]);
       const dir = await Deno.makeTempDir();
-      const r = await runDispatcher(cluster, [
+      const pause = `${dir}/pause`;
+      const p = new DispatcherProcess(cluster, [
         ...await suiteArgs("sth", ns, "2s"),
-        ...[
-          "--parallelism",
-          "2",
-          "--cordon",
-          "--report",
-          `${dir}/t.html`,
-          "--report-format",
-          "html",
-        ],
+        ...["--parallelism", "2", "--cordon", "--waves", "2,100%", "--wave-soak-secs", "3"],
+        ...["--pause-file", pause, "--report", `${dir}/t.html`, "--report-format", "html"],
       ], { timeoutMs: 120_000 });
+      // Wave 2 opens with two Jobs; a pause of 3 s holds the other two.
+      assert.ok(await p.waitFor(/wave 2 of 2 opens/), p.stderr);
+      await Deno.writeTextFile(pause, "");
+      await new Promise((r) => setTimeout(r, 3000));
+      await Deno.remove(pause);
+      const r = await p.ended;
       assert.equal(r.code, 1, r.stderr);
       const page = await openPage(
         bin,
         `${dir}/t.html`,
-        "({ rows: document.body.dataset.rows, drawn: document.body.dataset.drawn, " +
-          "title: document.querySelector('h1').textContent })",
+        "(() => { const d = JSON.parse(document.getElementById('data').textContent); " +
+          "return { rows: document.body.dataset.rows, drawn: document.body.dataset.drawn, " +
+          "title: document.querySelector('h1').textContent, waves: d.waves.length, " +
+          "soaks: d.soaks.length, pauses: d.pauses.length }; })()",
       );
       assert.deepEqual(page.errors, [], "no console error");
       assert.deepEqual(page.requests, [], "no network request");
@@ -358,6 +296,9 @@ clusterTest("--metrics-addr and --report-format html on a run", async (t, cluste
         rows: "6",
         drawn: "6",
         title: (page.value as Json).title,
+        waves: 2,
+        soaks: 1,
+        pauses: 1,
       });
       assert.match((page.value as Json).title, /^sth\/sth: 6 nodes in \d+s/);
       await Deno.writeFile(new URL("./testdata/timeline.png", import.meta.url), page.png);
@@ -392,8 +333,9 @@ clusterTest("--metrics-addr and --report-format html on a run", async (t, cluste
         const text = new TextDecoder();
         assert.equal(plugin.code, direct.code, text.decode(plugin.stderr));
         assert.equal(direct.code, 1, "a node failed in that run");
-        // Ages are rounded to the second, and the two ran a moment apart.
-        const same = (x: string) => x.replace(/\b\d+(h\d+m|m|s)\b/g, "AGE");
+        // Ages are rounded to the second, and the two ran a moment apart: an
+        // age that went from 9s to 10s between them also widens its column.
+        const same = (x: string) => x.replace(/\b\d+(h\d+m|m|s)\b/g, "AGE").replace(/ {2,}/g, "  ");
         assert.equal(same(text.decode(plugin.stdout)), same(direct.stdout));
         assert.match(direct.stdout, /sth-002/);
       }

@@ -49,6 +49,17 @@ export interface GateHooks {
   onOutage?: (state: "paused" | "resumed", detail: string) => void;
 }
 
+/**
+ * One breach as the report tells it: what breached and when, and when the
+ * run's pause for it was set and lifted (a person's "go on").
+ */
+export interface BreachRecord extends Breach {
+  /** When the run's pause (the latch) was set; undefined while not (or with `exit`). */
+  latchedAt?: number;
+  /** When that pause was seen lifted and the gate let go; undefined while it holds. */
+  liftedAt?: number;
+}
+
 /** The gate a run checks before every start, through a soak and when a wave ends. */
 export class HealthGate {
   #o: HealthGateOptions & Partial<GateHooks>;
@@ -59,6 +70,7 @@ export class HealthGate {
   #running?: Promise<void>;
   #stopped = false;
   #latching = false;
+  #history: BreachRecord[] = [];
 
   /** @param o what the gate is built from */
   constructor(o: HealthGateOptions) {
@@ -75,6 +87,24 @@ export class HealthGate {
     const s = this.#state;
     if (s.kind === "breached") hooks.onBreach(s.breach);
     await this.#latch();
+  }
+
+  /**
+   * Every breach of the run so far, in order, with when its latch was set
+   * and lifted: for the report, which outlives the Events and the log.
+   */
+  get breaches(): readonly BreachRecord[] {
+    void this.state; // a lift seen only now is recorded with its time
+    return this.#history;
+  }
+
+  /**
+   * The latch was set outside the gate (`--on-gate-breach exit`'s ConfigMap,
+   * after the rollout stopped): the last breach's `latchedAt` is now.
+   */
+  latchedOutside(): void {
+    const last = this.#history.at(-1);
+    if (last && last.latchedAt === undefined) last.latchedAt = this.#clock.now();
   }
 
   /** The interval, in ms: a start needs a result at most this old. */
@@ -169,8 +199,22 @@ export class HealthGate {
   #apply(e: Parameters<typeof next>[1]): void {
     const before = this.#state;
     this.#state = next(before, e);
+    this.#remember(before, this.#state);
     if (before.kind === "outage" && this.#state.kind !== "outage") {
       this.#o.onOutage?.("resumed", `Prometheus ${this.#o.config.url} answers again`);
+    }
+  }
+
+  /** Keeps the history of breaches: a new breach, its latch set, its latch lifted. */
+  #remember(before: GateState, after: GateState): void {
+    const last = this.#history.at(-1);
+    const at = this.#clock.now();
+    if (after.kind === "breached" && before.kind !== "breached") {
+      this.#history.push({ ...after.breach });
+    } else if (after.kind === "latched" && before.kind === "breached" && last) {
+      last.latchedAt = at;
+    } else if (before.kind === "latched" && after.kind !== "latched" && last) {
+      last.liftedAt = at;
     }
   }
 

@@ -173,3 +173,40 @@ Deno.test("HealthGate.afterWave() measures once more when the soak ends and says
     }
   });
 });
+
+Deno.test("HealthGate.breaches records each breach with its query, value and when its latch was set and lifted", async () => {
+  await withPrometheus(async (url, set) => {
+    const c = config(url);
+    const gate = new HealthGate({
+      config: c,
+      measure: measure(directGet({ url, timeoutMs: 1000 }).get, c),
+    });
+    let paused = false;
+    await gate.start();
+    await gate.bind({
+      onBreach: () => {},
+      latch: () => Promise.resolve(void (paused = true)),
+      pauseSeen: () => paused,
+    });
+    try {
+      assert.equal(gate.breaches.length, 0, "no breach yet");
+      const before = Date.now();
+      set({ value: 2 });
+      await until("the latch", () => gate.state.kind === "latched");
+      const [held] = gate.breaches;
+      assert.equal(held.query, "broken > 0");
+      assert.equal(held.value, "broken 2");
+      assert.ok(held.at >= before && held.latchedAt! >= held.at, "breached, then latched");
+      assert.equal(held.liftedAt, undefined, "still held");
+      set({});
+      paused = false;
+      await until("the release", () => gate.pausedBy() === undefined);
+      assert.ok(gate.breaches[0].liftedAt! >= held.latchedAt!, "lifted after it was latched");
+      set({ value: 5 });
+      await until("a second breach", () => gate.breaches.length === 2);
+      assert.equal(gate.breaches[1].value, "broken 5");
+    } finally {
+      await gate.stop();
+    }
+  });
+});

@@ -3,6 +3,12 @@
  * `/healthz`, served while the run lives. Plain `Deno.serve`: a scrape is
  * one GET, and the exposition is built at that moment.
  *
+ * A run is a batch job that ends: Prometheus pulls every scrape interval,
+ * so the last scrape before the listener closes may precede the run's final
+ * state. {@linkcode MetricsServer.linger} keeps `/metrics` up after the end
+ * until one scrape has read the final state (`--metrics-linger-secs`, at
+ * most), so the pull model needs no Pushgateway for the end of a run.
+ *
  * @module
  */
 
@@ -13,7 +19,13 @@ import type { RunMetrics } from "./metrics.ts";
 export interface MetricsServer {
   /** The address it listens on, as `host:port`. */
   addr: string;
-  /** Stops listening. */
+  /**
+   * The run's state is final: keeps serving until `/metrics` was scraped
+   * once from now on (its exposition is the final state), at most `ms` or
+   * until `signal` aborts. Resolves with whether that scrape came.
+   */
+  linger(ms: number, signal?: AbortSignal): Promise<boolean>;
+  /** Stops listening; a scrape being answered is answered first. */
   close(): Promise<void>;
 }
 
@@ -29,12 +41,16 @@ export function serveMetrics(addr: string, metrics: RunMetrics): MetricsServer {
   const colon = addr.lastIndexOf(":");
   const host = addr.slice(0, colon).replace(/^\[(.*)\]$/, "$1") || "0.0.0.0";
   const port = Number(addr.slice(colon + 1));
+  /** Told when a scrape read the final state, once `linger` began. */
+  let scrapedFinal: (() => void) | undefined;
   let server: Deno.HttpServer;
   try {
     server = Deno.serve({ hostname: host, port, onListen: () => {} }, (req) => {
       const path = new URL(req.url).pathname;
       if (path === "/metrics") {
-        return new Response(metrics.exposition(), { headers: { "content-type": EXPOSITION_TYPE } });
+        const body = metrics.exposition();
+        scrapedFinal?.();
+        return new Response(body, { headers: { "content-type": EXPOSITION_TYPE } });
       }
       if (path === "/healthz") return new Response("ok\n");
       return new Response("not found: /metrics or /healthz\n", { status: 404 });
@@ -43,5 +59,23 @@ export function serveMetrics(addr: string, metrics: RunMetrics): MetricsServer {
     throw new UsageError(`Invalid --metrics-addr ${addr}: cannot listen (${(e as Error).message})`);
   }
   const a = server.addr as Deno.NetAddr;
-  return { addr: `${a.hostname}:${a.port}`, close: () => server.shutdown() };
+  return {
+    addr: `${a.hostname}:${a.port}`,
+    linger: (ms, signal) => {
+      if (ms <= 0 || signal?.aborted) return Promise.resolve(false);
+      return new Promise((resolve) => {
+        const done = (scraped: boolean) => {
+          clearTimeout(timer);
+          signal?.removeEventListener("abort", stop);
+          scrapedFinal = undefined;
+          resolve(scraped);
+        };
+        const stop = () => done(false);
+        const timer = setTimeout(stop, ms);
+        signal?.addEventListener("abort", stop);
+        scrapedFinal = () => done(true);
+      });
+    },
+    close: () => server.shutdown(),
+  };
 }

@@ -170,3 +170,40 @@ Deno.test({
     assert.equal(s.get('job_dispatcher_nodes{phase="failed"}'), 0);
   },
 });
+
+Deno.test({
+  name:
+    "MetricsServer.linger() keeps /metrics up after the run until one scrape read the final state, at most its time",
+  async fn() {
+    const m = new RunMetrics();
+    m.progress({ succeeded: 2, failed: 0, inFlight: 1, queued: 0, total: 3, elapsedMs: 0 });
+    const server = serveMetrics("127.0.0.1:0", m);
+    try {
+      const early = await fetch(`http://${server.addr}/metrics`);
+      await early.body?.cancel(); // before the end: does not count
+      m.progress({ succeeded: 3, failed: 0, inFlight: 0, queued: 0, total: 3, elapsedMs: 1 });
+      let settled: boolean | undefined;
+      const lingering = server.linger(10_000).then((s) => (settled = s));
+      await new Promise((r) => setTimeout(r, 50));
+      assert.equal(settled, undefined, "no scrape since the end: still serving");
+      const health = await fetch(`http://${server.addr}/healthz`);
+      await health.body?.cancel();
+      await new Promise((r) => setTimeout(r, 50));
+      assert.equal(settled, undefined, "/healthz is no scrape");
+      const last = await fetch(`http://${server.addr}/metrics`);
+      assert.match(await last.text(), /^job_dispatcher_nodes\{phase="succeeded"\} 3$/m);
+      assert.equal(await lingering, true, "the final state was scraped");
+
+      const started = Date.now();
+      assert.equal(await server.linger(200), false, "nobody scraped: it gives up after its time");
+      assert.ok(Date.now() - started >= 190);
+      const abort = new AbortController();
+      const cut = server.linger(10_000, abort.signal);
+      abort.abort();
+      assert.equal(await cut, false, "a signal ends it at once");
+      assert.equal(await server.linger(0), false, "0: no linger");
+    } finally {
+      await server.close();
+    }
+  },
+});

@@ -11,6 +11,7 @@
 
 import type { DispatchEvent, NodeResult, Progress, Reporter } from "../engine/fanout.ts";
 import type { WaveRecord } from "../engine/fanout_types.ts";
+import type { BreachRecord } from "../gates/gate.ts";
 import type { OwnerRef, TrackingKeys } from "../job.ts";
 import { ApiError, isRetryable, type Kube, paths } from "../kube/client.ts";
 import { describeProgress, type Logger } from "./log.ts";
@@ -78,6 +79,10 @@ export interface ReportInput {
   pauses?: readonly { from: number; to?: number; why: string }[];
   /** Each wave's size, its end and its soak, with `--waves`/`--canary`. */
   waves?: WaveRecord[];
+  /** Each health gate breach (`--gate-*`): when, the query and value, its latch set and lifted. */
+  breaches?: readonly BreachRecord[];
+  /** Where a breach's latch lives, in words (`owner Job ops/hook <P>/paused`, the pause file). */
+  latch?: string;
 }
 
 /**
@@ -109,6 +114,21 @@ export function jsonReport(r: ReportInput): string {
         skipped: r.skipped.length,
       },
       ...(r.waves && { waves: r.waves.map(waveEntry) }),
+      ...(r.breaches && {
+        breaches: r.breaches.map((b) => ({
+          at: iso(b.at),
+          query: b.query,
+          value: b.value,
+          latch: b.latchedAt === undefined ? null : {
+            where: r.latch ?? null,
+            set: iso(b.latchedAt),
+            lifted: iso(b.liftedAt) ?? null,
+          },
+        })),
+      }),
+      ...(r.pauses && {
+        pauses: r.pauses.map((p) => ({ from: iso(p.from), to: iso(p.to) ?? null, why: p.why })),
+      }),
       nodes: [
         ...r.results.map((x) => ({
           name: x.node,
@@ -165,59 +185,132 @@ function xml(text: string): string {
     .replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f]/g, "");
 }
 
+/** One node's test case, and whether it counts as a failure or a skip. */
+function testCase(x: NodeResult, classname: string): { text: string; as?: "failure" | "skipped" } {
+  const secs = x.startedAt !== undefined && x.finishedAt !== undefined
+    ? ((x.finishedAt - x.startedAt) / 1000).toFixed(3)
+    : "0";
+  const head = `    <testcase classname="${xml(classname)}" name="${xml(x.node)}" time="${secs}"`;
+  if (x.outcome === "succeeded") return { text: `${head}/>` };
+  if (x.outcome === "failed" || x.outcome === "blocked") {
+    const reason = x.reason ?? x.outcome;
+    const type = x.outcome === "blocked" ? "NodeBlocked" : "JobFailed";
+    return {
+      as: "failure",
+      text: `${head}>\n      <failure message="${xml(reason)}" type="${type}">` +
+        `job ${xml(x.job)}: ${xml(reason)}</failure>\n    </testcase>`,
+    };
+  }
+  const why = x.outcome === "inFlight"
+    ? "still running when the run stopped"
+    : x.outcome === "unknown"
+    ? `outcome unknown: ${x.reason ?? "its Job was collected before it was seen"}`
+    : "not started";
+  return {
+    as: "skipped",
+    text: `${head}>\n      <skipped message="${xml(why)}"/>\n    </testcase>`,
+  };
+}
+
+/** One `<testsuite>`: its test cases, counts, time and properties. */
+interface Suite {
+  name: string;
+  cases: { text: string; as?: "failure" | "skipped" }[];
+  secs: string;
+  timestamp: string;
+  properties?: [string, string][];
+}
+
+function suiteXml(s: Suite): string {
+  const count = (as: string) => s.cases.filter((c) => c.as === as).length;
+  const props = s.properties?.length
+    ? `    <properties>\n${
+      s.properties.map(([k, v]) => `      <property name="${xml(k)}" value="${xml(v)}"/>`).join(
+        "\n",
+      )
+    }\n    </properties>\n`
+    : "";
+  return `  <testsuite name="${xml(s.name)}" tests="${s.cases.length}" failures="${
+    count("failure")
+  }" errors="0" skipped="${count("skipped")}" time="${s.secs}" timestamp="${s.timestamp}">
+${props}${s.cases.map((c) => c.text).join("\n")}
+  </testsuite>`;
+}
+
+/** A wave's suite properties: its number, size, when it opened and ended, its soak. */
+function waveProperties(w: WaveRecord | undefined, wave: number): [string, string][] {
+  const props: [string, string][] = [["wave", String(wave)]];
+  if (!w) return props;
+  props.push(["size", String(w.size)]);
+  const at = (k: string, ms?: number) => ms !== undefined && props.push([k, iso(ms)!]);
+  at("opened", w.openedAt);
+  at("ended", w.endedAt);
+  if (w.soakEndsAt !== undefined) at("soakEnded", w.soakEndedAt);
+  return props;
+}
+
 /**
  * The JUnit XML report: one test case per node, so that CI systems show the
  * rollout as a test run. A failed node is a failure, a node not started or
  * left out by a taint is skipped.
+ *
+ * With waves, each wave is a `<testsuite>` of its own (its size, opening,
+ * end and soak as properties), and the wave is in each test case's
+ * `classname` too (`job-dispatcher.<prefix>.wave-2`): GitLab shows the
+ * `classname` as a test's suite and ignores `<testsuite>` names and
+ * properties, Jenkins groups by `classname` as package and class; so the
+ * wave shows in both. Nodes outside the waves (cleanup, left out by a
+ * taint) are in the run's suite.
  */
 export function junitReport(r: ReportInput): string {
-  const cases: string[] = [];
-  let failures = 0, skipped = 0;
+  const base = `job-dispatcher.${r.prefix}`;
+  const t0 = r.startedAt.getTime();
+  const secs = ((r.finishedAt.getTime() - t0) / 1000).toFixed(3);
+  const run: Suite = {
+    name: `${r.namespace}/${r.prefix}`,
+    cases: [],
+    secs,
+    timestamp: r.startedAt.toISOString(),
+  };
+  const waves = new Map<number, Suite>();
   for (const x of r.results) {
-    const secs = x.startedAt !== undefined && x.finishedAt !== undefined
-      ? ((x.finishedAt - x.startedAt) / 1000).toFixed(3)
-      : "0";
-    const head =
-      `    <testcase classname="job-dispatcher.${xml(r.prefix)}" name="${xml(x.node)}" ` +
-      `time="${secs}"`;
-    if (x.outcome === "succeeded") {
-      cases.push(`${head}/>`);
-    } else if (x.outcome === "failed" || x.outcome === "blocked") {
-      failures++;
-      const reason = x.reason ?? x.outcome;
-      const type = x.outcome === "blocked" ? "NodeBlocked" : "JobFailed";
-      cases.push(
-        `${head}>\n      <failure message="${xml(reason)}" type="${type}">` +
-          `job ${xml(x.job)}: ${xml(reason)}</failure>\n    </testcase>`,
-      );
-    } else {
-      skipped++;
-      const why = x.outcome === "inFlight"
-        ? "still running when the run stopped"
-        : x.outcome === "unknown"
-        ? `outcome unknown: ${x.reason ?? "its Job was collected before it was seen"}`
-        : "not started";
-      cases.push(`${head}>\n      <skipped message="${xml(why)}"/>\n    </testcase>`);
+    if (x.wave === undefined) {
+      run.cases.push(testCase(x, base));
+      continue;
     }
+    let suite = waves.get(x.wave);
+    if (!suite) {
+      const w = r.waves?.find((w) => w.wave === x.wave);
+      const from = w?.openedAt ?? t0, to = w?.soakEndedAt ?? w?.endedAt ?? r.finishedAt.getTime();
+      suite = {
+        name: `${r.namespace}/${r.prefix} wave ${x.wave}${r.waves ? ` of ${r.waves.length}` : ""}`,
+        cases: [],
+        secs: (Math.max(0, to - from) / 1000).toFixed(3),
+        timestamp: new Date(from).toISOString(),
+        properties: waveProperties(w, x.wave),
+      };
+      waves.set(x.wave, suite);
+    }
+    suite.cases.push(testCase(x, `${base}.wave-${x.wave}`));
   }
   for (const s of r.skipped) {
-    skipped++;
-    cases.push(
-      `    <testcase classname="job-dispatcher.${xml(r.prefix)}" name="${
-        xml(s.node)
-      }" time="0">\n` +
+    run.cases.push({
+      as: "skipped",
+      text: `    <testcase classname="${xml(base)}" name="${xml(s.node)}" time="0">\n` +
         `      <skipped message="${xml(s.reason)}"/>\n    </testcase>`,
-    );
+    });
   }
-  const total = r.results.length + r.skipped.length;
-  const secs = ((r.finishedAt.getTime() - r.startedAt.getTime()) / 1000).toFixed(3);
+  const suites = [
+    ...[...waves].sort(([a], [b]) => a - b).map(([, s]) => s),
+    ...(run.cases.length || !waves.size ? [run] : []),
+  ];
+  const all = suites.flatMap((s) => s.cases);
+  const count = (as: string) => all.filter((c) => c.as === as).length;
   return `<?xml version="1.0" encoding="UTF-8"?>
-<testsuites name="job-dispatcher" tests="${total}" failures="${failures}" skipped="${skipped}" time="${secs}">
-  <testsuite name="${
-    xml(`${r.namespace}/${r.prefix}`)
-  }" tests="${total}" failures="${failures}" errors="0" skipped="${skipped}" time="${secs}" timestamp="${r.startedAt.toISOString()}">
-${cases.join("\n")}
-  </testsuite>
+<testsuites name="job-dispatcher" tests="${all.length}" failures="${count("failure")}" skipped="${
+    count("skipped")
+  }" time="${secs}">
+${suites.map(suiteXml).join("\n")}
 </testsuites>
 `;
 }

@@ -251,3 +251,106 @@ Deno.test({
     assert.equal(JSON.parse(jsonReport(INPUT)).waves, undefined, "no waves, no key");
   },
 });
+
+/** A run of two waves with a soak, a breach latched and lifted during the soak. */
+const WAVED: ReportInput = {
+  ...INPUT,
+  results: [
+    { ...INPUT.results[0], wave: 1 },
+    { ...INPUT.results[1], wave: 2 },
+    { ...INPUT.results[2], wave: 2 },
+  ],
+  waves: [
+    {
+      wave: 1,
+      size: 1,
+      openedAt: Date.parse("2026-11-30T10:00:00Z"),
+      endedAt: Date.parse("2026-11-30T10:00:12Z"),
+      soakEndsAt: Date.parse("2026-11-30T10:00:22Z"),
+      soakEndedAt: Date.parse("2026-11-30T10:00:40Z"),
+    },
+    { wave: 2, size: 2, openedAt: Date.parse("2026-11-30T10:00:40Z") },
+  ],
+  breaches: [{
+    query: "e2e_broken > 0",
+    value: 'e2e_broken{job="e2e"} 1',
+    at: Date.parse("2026-11-30T10:00:15Z"),
+    latchedAt: Date.parse("2026-11-30T10:00:16Z"),
+    liftedAt: Date.parse("2026-11-30T10:00:38Z"),
+  }],
+  latch: "owner Job ops/hook annotation job-dispatcher/paused",
+  pauses: [{
+    from: Date.parse("2026-11-30T10:00:15Z"),
+    to: Date.parse("2026-11-30T10:00:38Z"),
+    why: "paused by health gate breached",
+  }],
+};
+
+Deno.test({
+  name:
+    "jsonReport() lists each gate breach with its time, query and value, and when its latch was set and lifted",
+  permissions: "none",
+  fn() {
+    const r = JSON.parse(jsonReport(WAVED));
+    assert.deepEqual(r.breaches, [{
+      at: "2026-11-30T10:00:15.000Z",
+      query: "e2e_broken > 0",
+      value: 'e2e_broken{job="e2e"} 1',
+      latch: {
+        where: "owner Job ops/hook annotation job-dispatcher/paused",
+        set: "2026-11-30T10:00:16.000Z",
+        lifted: "2026-11-30T10:00:38.000Z",
+      },
+    }]);
+    assert.deepEqual(r.pauses, [{
+      from: "2026-11-30T10:00:15.000Z",
+      to: "2026-11-30T10:00:38.000Z",
+      why: "paused by health gate breached",
+    }]);
+    assert.deepEqual(r.waves[0].soak, {
+      start: "2026-11-30T10:00:12.000Z",
+      end: "2026-11-30T10:00:40.000Z",
+    });
+    const held = { ...WAVED, breaches: [{ ...WAVED.breaches![0], liftedAt: undefined }] };
+    assert.equal(JSON.parse(jsonReport(held)).breaches[0].latch.lifted, null, "still latched");
+    const unlatched = { ...WAVED, breaches: [{ ...WAVED.breaches![0], latchedAt: undefined }] };
+    assert.equal(JSON.parse(jsonReport(unlatched)).breaches[0].latch, null, "never latched");
+    assert.equal(JSON.parse(jsonReport(INPUT)).breaches, undefined, "no gate, no breaches");
+  },
+});
+
+Deno.test({
+  name:
+    "junitReport() with waves: a testsuite per wave with its soak, the wave in each test case's classname",
+  permissions: { env: ["LOG_TOKENS", "LOG_STREAM"] },
+  fn() {
+    const text = junitReport(WAVED);
+    assert.equal(XMLValidator.validate(text), true);
+    const doc = new XMLParser({ ignoreAttributes: false, attributeNamePrefix: "" }).parse(text);
+    assert.equal(doc.testsuites.tests, "4", "still one test case per node");
+    const [one, two, rest] = doc.testsuites.testsuite;
+    assert.equal(one.name, "ops/up wave 1 of 2");
+    assert.equal(one.timestamp, "2026-11-30T10:00:00.000Z");
+    assert.equal(one.time, "40.000", "the wave with its soak");
+    const props = (s: { properties: { property: { name: string; value: string }[] } }) =>
+      Object.fromEntries([s.properties.property].flat().map((p) => [p.name, p.value]));
+    assert.deepEqual(props(one), {
+      wave: "1",
+      size: "1",
+      opened: "2026-11-30T10:00:00.000Z",
+      ended: "2026-11-30T10:00:12.000Z",
+      soakEnded: "2026-11-30T10:00:40.000Z",
+    });
+    assert.equal(one.testcase.classname, "job-dispatcher.up.wave-1");
+    assert.equal(one.testcase.name, "n1");
+    assert.equal(two.name, "ops/up wave 2 of 2");
+    assert.deepEqual(
+      two.testcase.map((c: { name: string; classname: string }) => [c.name, c.classname]),
+      [["n2", "job-dispatcher.up.wave-2"], ["n3", "job-dispatcher.up.wave-2"]],
+    );
+    assert.equal(two.failures, "1");
+    assert.equal(rest.name, "ops/up", "the node a taint left out, in no wave");
+    assert.equal(rest.testcase.name, "n4");
+    assert.equal(rest.testcase.classname, "job-dispatcher.up");
+  },
+});

@@ -2,8 +2,10 @@
  * The HTML timeline (`--report-format html`): one self-contained file, no
  * network fetch (a Content-Security-Policy of `default-src 'none'` says so
  * to the browser too), one row per node with bars for its drain, its Job and
- * its post-success verification, coloured by outcome, the spans when starts
- * were paused shaded, the reason on hover, and a summary strip on top.
+ * its post-success verification, coloured by outcome; the spans when starts
+ * were paused, each wave's soak and each health gate breach (until its latch
+ * was lifted) shaded, each wave's start a line, the reason on hover; and a
+ * summary strip on top.
  *
  * The rows are drawn on a canvas, only those in view: 10,000 nodes as DOM
  * elements would be 40,000 of them, and scroll like it. The data is
@@ -89,6 +91,45 @@ function rows(r: ReportInput, t0: number): unknown[][] {
   ];
 }
 
+/** A span of the run, relative to its start: `[from, to, why]`. */
+type Band = [number, number, string];
+
+/** Each wave's soak, from its end to the soak's end. */
+function soaks(r: ReportInput, t0: number, end: number): Band[] {
+  return (r.waves ?? []).filter((w) => w.endedAt !== undefined && w.soakEndsAt !== undefined)
+    .map((w) => {
+      const to = w.soakEndedAt ?? Math.min(w.soakEndsAt!, end);
+      const secs = Math.round((to - w.endedAt!) / 1000);
+      return [w.endedAt! - t0, to - t0, `wave ${w.wave} soak: ${secs} s after its last node`];
+    });
+}
+
+/** Each gate breach, from when it was seen to when its latch was lifted (or the end). */
+function breaches(r: ReportInput, t0: number, end: number): Band[] {
+  const at = (ms: number) => new Date(ms).toISOString().slice(11, 19);
+  return (r.breaches ?? []).map((b) => {
+    const latch = b.latchedAt === undefined
+      ? ""
+      : `; latched ${at(b.latchedAt)}${r.latch ? ` (${r.latch})` : ""}, ${
+        b.liftedAt === undefined ? "never lifted" : `lifted ${at(b.liftedAt)}`
+      }`;
+    return [
+      b.at - t0,
+      (b.liftedAt ?? end) - t0,
+      `health gate breached ${at(b.at)}: query ${
+        JSON.stringify(b.query)
+      } returned ${b.value}${latch}`,
+    ];
+  });
+}
+
+/** Where each wave after the first opened: `[at, label]`. */
+function waveLines(r: ReportInput, t0: number): [number, string][] {
+  const n = r.waves?.length ?? 0;
+  return (r.waves ?? []).filter((w) => w.openedAt !== undefined)
+    .map((w) => [w.openedAt! - t0, `wave ${w.wave}/${n} (${w.size})`]);
+}
+
 /** JSON that may stand inside a `<script>` element: no `</script>`, no `<!--`. */
 function scriptJson(value: unknown): string {
   return JSON.stringify(value).replace(/</g, "\\u003c").replace(/\u2028/g, "\\u2028").replace(
@@ -101,17 +142,24 @@ function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
-/** The timeline of a run as one HTML file; `r.pauses` are shaded ({@linkcode PauseSpans}). */
+/**
+ * The timeline of a run as one HTML file: `r.pauses` ({@linkcode PauseSpans}),
+ * the waves' soaks and the gate's breaches shaded, the waves' starts lines.
+ */
 export function htmlTimeline(r: ReportInput): string {
   const pauses = r.pauses ?? [];
   const t0 = r.startedAt.getTime();
+  const end = r.finishedAt.getTime();
   const c = outcomeCounts(r.results);
   const data = {
     title: `${r.namespace}/${r.prefix}`,
     startedAt: r.startedAt.toISOString(),
     durationMs: r.finishedAt.getTime() - t0,
     rows: rows(r, t0),
-    pauses: pauses.map((p) => [p.from - t0, (p.to ?? r.finishedAt.getTime()) - t0, p.why]),
+    pauses: pauses.map((p) => [p.from - t0, (p.to ?? end) - t0, p.why]),
+    soaks: soaks(r, t0, end),
+    breaches: breaches(r, t0, end),
+    waves: waveLines(r, t0),
     counts: { ...c, skipped: r.skipped.length },
     stoppedBy: r.stoppedBy ?? null,
   };
@@ -160,6 +208,7 @@ const OUT = ["succeeded", "failed", "unknown", "blocked", "in flight", "not star
 const COLOR = ["#2da44e", "#cf222e", "#bf8700", "#8250df", "#0969da", "#afb8c1", "#d0d7de"];
 const VERIFY = ["#7ee2a8", "#ff9492", "#eac54f", "#c297ff", "#80ccff", "#d0d7de", "#eaeef2"];
 const DRAIN = "#57606a";
+const BANDS = [["pauses", "#0969da1c"], ["soaks", "#bf870026"], ["breaches", "#cf222e2e"]];
 const fmt = (ms) => { const s = Math.round(ms / 1000); return s < 60 ? s + "s" : s < 3600 ? Math.floor(s / 60) + "m" + String(s % 60).padStart(2, "0") + "s" : Math.floor(s / 3600) + "h" + String(Math.floor(s % 3600 / 60)).padStart(2, "0") + "m"; };
 function summary() {
   const h = document.getElementById("summary");
@@ -179,7 +228,8 @@ function summary() {
     l.append(i, n + " " + name); legend.append(l);
   }
   const keys = document.createElement("span");
-  keys.textContent = "bars: drain (dark), Job (outcome), verification (light); shaded: paused";
+  keys.textContent = "bars: drain (dark), Job (outcome), verification (light); shaded: paused (blue), " +
+    "soak (amber), health gate breach (red); lines: a wave opens";
   legend.append(keys);
   h.append(title, strip, legend);
 }
@@ -205,19 +255,28 @@ function drawAxis(w) {
   const step = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200].map((s) => s * 1000)
     .find((s) => s * scale >= 70) || 14400000;
   for (let t = 0; t <= D.durationMs; t += step) { a.fillRect(x(t), 16, 1, 8); a.fillText(fmt(t), x(t) + 2, 12); }
+  a.fillStyle = "#9a6700";
+  for (const [at, label] of D.waves) { a.fillRect(x(at), 0, 2, 24); a.fillText(label, x(at) + 4, 22); }
 }
 let drawn = 0;
 function draw() {
   const w = scroll.clientWidth, h = scroll.clientHeight;
   ctx.clearRect(0, 0, w, h);
-  ctx.fillStyle = "#0969da14";
-  for (const [from, to] of D.pauses) ctx.fillRect(x(from), 0, Math.max(1, (to - from) * scale), h);
   const first = Math.floor(scroll.scrollTop / ROW), last = Math.min(D.rows.length, first + Math.ceil(h / ROW) + 1);
+  const top = (i) => (i - first) * ROW - (scroll.scrollTop % ROW);
+  ctx.fillStyle = "#f6f8fa";
+  for (let i = first; i < last; i++) if (i % 2) ctx.fillRect(0, top(i), w, ROW);
+  // The shading over the stripes, under the bars: it spans every row.
+  for (const [key, color] of BANDS) {
+    ctx.fillStyle = color;
+    for (const [from, to] of D[key]) ctx.fillRect(x(from), 0, Math.max(1, (to - from) * scale), h);
+  }
+  ctx.fillStyle = "#9a6700";
+  for (const [at] of D.waves) ctx.fillRect(x(at), 0, 2, h);
   ctx.font = "12px system-ui"; ctx.textBaseline = "middle";
   for (let i = first; i < last; i++) {
     const [name, out, d0, d1, j0, j1, end] = D.rows[i];
-    const y = (i - first) * ROW - (scroll.scrollTop % ROW);
-    if (i % 2) { ctx.fillStyle = "#f6f8fa"; ctx.fillRect(0, y, w, ROW); }
+    const y = top(i);
     ctx.fillStyle = "#1f2328"; ctx.fillText(name.length > 34 ? name.slice(0, 33) + "…" : name, 4, y + ROW / 2);
     if (d0 >= 0) { ctx.fillStyle = DRAIN; ctx.fillRect(x(d0), y + 4, Math.max(1, ((d1 >= 0 ? d1 : j0) - d0) * scale), ROW - 8); }
     if (j0 >= 0) {
@@ -233,14 +292,20 @@ function draw() {
 function hover(ev) {
   const r = canvas.getBoundingClientRect();
   const i = Math.floor((ev.clientY - r.top + scroll.scrollTop) / ROW);
+  const at = (ev.clientX - r.left - NAME) / scale, slack = 3 / scale;
+  const spans = BANDS.flatMap(([key]) => D[key]).filter(([a, b]) => at >= a && at <= b).map((s) => s[2])
+    .concat(D.waves.filter(([w]) => Math.abs(at - w) <= slack).map((w) => w[1] + " opens"));
   const row = D.rows[i];
-  if (!row) { tip.hidden = true; return; }
-  const [name, out, d0, d1, j0, j1, end, reason] = row;
+  if (!row && !spans.length) { tip.hidden = true; return; }
   const t = (ms) => (ms >= 0 ? "+" + fmt(ms) : "-");
-  const pause = D.pauses.find(([a, b]) => { const at = (ev.clientX - r.left - NAME) / scale; return at >= a && at <= b; });
-  tip.textContent = name + ": " + OUT[out] + (reason ? "\\n" + reason : "") +
-    (d0 >= 0 ? "\\ndrain " + t(d0) + " → " + t(d1) : "") + (j0 >= 0 ? "\\nJob " + t(j0) + " → " + t(j1) : "") +
-    (end > j1 && j1 >= 0 ? "\\nverified " + t(end) : "") + (pause ? "\\n" + pause[2] : "");
+  let text = "";
+  if (row) {
+    const [name, out, d0, d1, j0, j1, end, reason] = row;
+    text = name + ": " + OUT[out] + (reason ? "\\n" + reason : "") +
+      (d0 >= 0 ? "\\ndrain " + t(d0) + " → " + t(d1) : "") + (j0 >= 0 ? "\\nJob " + t(j0) + " → " + t(j1) : "") +
+      (end > j1 && j1 >= 0 ? "\\nverified " + t(end) : "");
+  }
+  tip.textContent = [text, ...spans].filter(Boolean).join("\\n");
   tip.style.left = Math.min(ev.clientX + 12, innerWidth - 490) + "px"; tip.style.top = (ev.clientY + 12) + "px";
   tip.hidden = false;
 }

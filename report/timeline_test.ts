@@ -107,3 +107,47 @@ Deno.test({
     ]);
   },
 });
+
+Deno.test({
+  name:
+    "the HTML timeline shades each wave's soak and each gate breach until its latch was lifted, and marks where each wave opens",
+  permissions: "none",
+  fn() {
+    const run: ReportInput = {
+      ...sampleRun(4),
+      waves: [
+        {
+          wave: 1,
+          size: 1,
+          openedAt: T0,
+          endedAt: T0 + 24_000,
+          soakEndsAt: T0 + 34_000,
+          soakEndedAt: T0 + 50_000,
+        },
+        { wave: 2, size: 3, openedAt: T0 + 50_000, endedAt: T0 + 80_000 },
+      ],
+      breaches: [{
+        query: "e2e_broken > 0",
+        value: "e2e_broken 1",
+        at: T0 + 26_000,
+        latchedAt: T0 + 27_000,
+        liftedAt: T0 + 49_000,
+      }],
+      latch: "owner Job ops/hook annotation job-dispatcher/paused",
+    };
+    const d = embedded(htmlTimeline(run));
+    assert.deepEqual(d.soaks, [[27_000, 53_000, "wave 1 soak: 26 s after its last node"]]);
+    assert.deepEqual(d.breaches, [[
+      29_000,
+      52_000,
+      'health gate breached 09:00:26: query "e2e_broken > 0" returned e2e_broken 1; ' +
+      "latched 09:00:27 (owner Job ops/hook annotation job-dispatcher/paused), lifted 09:00:49",
+    ]]);
+    assert.deepEqual(d.waves, [[3_000, "wave 1/2 (1)"], [53_000, "wave 2/2 (3)"]]);
+    const held = { ...run, breaches: [{ ...run.breaches![0], liftedAt: undefined }] };
+    const [[, to, why]] = embedded(htmlTimeline(held)).breaches;
+    assert.equal(to, run.finishedAt.getTime() - run.startedAt.getTime(), "held to the end");
+    assert.match(why, /never lifted$/);
+    assert.deepEqual(embedded(htmlTimeline(sampleRun(2))).waves, [], "no waves, no lines");
+  },
+});

@@ -100,6 +100,8 @@ export interface RunConfig {
   reportFormat: "json" | "junit" | "html";
   /** `--metrics-addr HOST:PORT`: serve Prometheus metrics and /healthz there while the run lives. */
   metricsAddr?: string;
+  /** After the run, serve /metrics until one scrape read the final state, at most this. @default 0 */
+  metricsLingerSecs: number;
   /** The node labels this run owns and writes (`--node-label-key` and friends). */
   nodeLabels?: LabelConfig;
   /** Seconds to wait for Ready after a node's Job succeeded; 0: no wait. @default 300 */

@@ -46,7 +46,7 @@ import { afterSuccess, anyPaused, availabilityBudget } from "./run_hooks.ts";
 import { NodeVerifier } from "../verify/verify.ts";
 import type { HoldAfterWave, WaveRecord } from "../engine/fanout_types.ts";
 import { type Plan, planRun } from "./plan.ts";
-import { bindGate, type GateRun, latchExit, openGate } from "./run_gate.ts";
+import { bindGate, type GateRun, latchExit, latchWhere, openGate } from "./run_gate.ts";
 import type { HealthGate } from "../gates/gate.ts";
 import { RunMetrics } from "../report/metrics.ts";
 import { serveMetrics } from "../report/metrics_server.ts";
@@ -113,18 +113,47 @@ export async function runDispatcher(
   const gate = opts.gate && await openGate({ config: opts.gate, plan, kube, log });
   if (typeof gate === "number") return gate;
   try {
-    // Listening before the first create: an address in use is bad input, and
-    // a scrape sees the whole run.
-    const metrics = opts.metricsAddr ? new RunMetrics(() => kube.stats.codes ?? {}) : undefined;
-    const server = metrics && serveMetrics(opts.metricsAddr!, metrics);
-    if (server) log.info(`metrics on http://${server.addr}/metrics`);
-    try {
-      return await executeRun(opts, plan, ctx, { gate, metrics });
-    } finally {
-      await server?.close();
-    }
+    return await withMetrics(
+      opts,
+      ctx,
+      (metrics) => executeRun(opts, plan, ctx, { gate, metrics }),
+    );
   } finally {
     await gate?.stop();
+  }
+}
+
+/**
+ * Runs `fn` with `--metrics-addr`'s listener up, and after it, with
+ * `--metrics-linger-secs`, until one scrape read the final state: Prometheus
+ * pulls every interval, and a batch job's last state would otherwise be
+ * seen only if a scrape happened to fall between the last change and the
+ * exit.
+ */
+async function withMetrics<T>(
+  opts: RunConfig,
+  { kube, log, signal }: RunContext,
+  fn: (metrics?: RunMetrics) => Promise<T>,
+): Promise<T> {
+  // Listening before the first create: an address in use is bad input, and
+  // a scrape sees the whole run.
+  const metrics = opts.metricsAddr ? new RunMetrics(() => kube.stats.codes ?? {}) : undefined;
+  const server = metrics && serveMetrics(opts.metricsAddr!, metrics);
+  if (server) log.info(`metrics on http://${server.addr}/metrics`);
+  try {
+    return await fn(metrics);
+  } finally {
+    const secs = opts.metricsLingerSecs;
+    if (server && secs > 0 && !signal?.aborted) {
+      log.info(`metrics: serving the final state until it is scraped (at most ${secs} s)`);
+      const scraped = await server.linger(secs * 1000, signal);
+      log.info(
+        scraped
+          ? "metrics: the final state was scraped"
+          : `metrics: not scraped within ${secs} s (--metrics-linger-secs); closing`,
+      );
+    }
+    await server?.close();
   }
 }
 
@@ -390,7 +419,7 @@ async function runMain(x: Execution, closes: number, cleanup: NodeResult[]): Pro
   const gates = [x.gate, ownerPause, filePause].filter((g) => g !== undefined);
   await ownerPause?.start();
   if (x.gate) {
-    await bindGate(x.gate, { ...gateRun(x), recorder, pauseFilePath: opts.maintenance.pauseFile }, {
+    await bindGate(x.gate, { ...gateRun(x), recorder, metrics: x.metrics }, {
       owner: ownerPause || undefined,
       file: filePause,
     });
@@ -431,7 +460,13 @@ async function runMain(x: Execution, closes: number, cleanup: NodeResult[]): Pro
 
 /** What the health gate's wiring needs of an execution. */
 function gateRun({ opts, plan, ctx }: Execution): GateRun {
-  return { config: opts.gate!, plan, kube: ctx.kube, log: ctx.log };
+  return {
+    config: opts.gate!,
+    plan,
+    kube: ctx.kube,
+    log: ctx.log,
+    pauseFilePath: opts.maintenance.pauseFile,
+  };
 }
 
 /** Node verification after each Job (`--verify-pod-selector`, `--verify-job-template`), if asked. */
@@ -541,11 +576,12 @@ async function concludeMain(
 
 /** Writes `--report`; whether it was written. */
 function writeRunReport(
-  { opts, plan, ctx, pauses }: Execution,
+  x: Execution,
   started: number,
   cleanup: NodeResult[],
   main: MainOutcome,
 ): boolean {
+  const { opts, plan, ctx, pauses } = x;
   const { resolved } = plan;
   const input: ReportInput = {
     startedAt: new Date(started),
@@ -558,6 +594,8 @@ function writeRunReport(
     pauses: pauses.spans,
     results: [...cleanup, ...main.results],
     waves: main.waves,
+    breaches: x.gate?.breaches,
+    latch: x.gate && latchWhere(gateRun(x)),
     uids: new Map(
       [...resolved.matched, ...plan.cleanup?.nodes ?? []].map((n) => [
         n.metadata!.name!,

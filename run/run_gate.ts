@@ -11,6 +11,7 @@ import { labelValue, UsageError } from "../job.ts";
 import type { Kube } from "../kube/client.ts";
 import type { Logger } from "../report/log.ts";
 import type { Recorder } from "../report/report.ts";
+import type { RunMetrics } from "../report/metrics.ts";
 import type { PauseGate } from "../engine/pause.ts";
 import type { GateConfig } from "../gates/config.ts";
 import { HealthGate } from "../gates/gate.ts";
@@ -24,6 +25,7 @@ import {
 } from "../gates/prometheus.ts";
 import {
   clearExitLatchCommand,
+  exitLatchName,
   pauseFile,
   pauseOwner,
   readExitLatch,
@@ -44,6 +46,8 @@ export interface GateRun {
   kube: Kube;
   /** The logger. */
   log: Logger;
+  /** `--pause-file`, where a breach pauses a run without an owner. */
+  pauseFilePath?: string;
 }
 
 /**
@@ -123,7 +127,7 @@ function transport({ config, kube }: GateRun) {
  */
 export async function bindGate(
   gate: HealthGate,
-  g: GateRun & { recorder: Recorder; pauseFilePath?: string },
+  g: GateRun & { recorder: Recorder; metrics?: RunMetrics },
   pauses: { owner?: PauseGate; file?: PauseGate },
 ): Promise<void> {
   const { config, plan, kube, log, recorder } = g;
@@ -141,6 +145,7 @@ export async function bindGate(
         `Jobs in flight finish; ${then}`;
       log.warn(msg, { event: "gateBreached", query: b.query, value: b.value });
       recorder.ownerWarning("GateBreached", msg);
+      g.metrics?.breach();
     },
     latch: config.onBreach === "exit"
       ? undefined
@@ -154,6 +159,20 @@ export async function bindGate(
         ? log.warn(`${detail}; no node fails for it`, { event: "gateOutage", state, detail })
         : log.info(`health gate: ${detail}; starts resume`, { event: "gateOutage", state, detail }),
   });
+}
+
+/**
+ * Where a breach's latch lives, in words, for the report: the owner's
+ * pause annotation, the pause file, or (`--on-gate-breach exit`) the
+ * ConfigMap the next run reads.
+ */
+export function latchWhere({ config, plan, pauseFilePath }: GateRun): string {
+  if (config.onBreach === "exit") {
+    return `ConfigMap ${plan.namespace}/${exitLatchName(plan.prefix)}`;
+  }
+  return plan.owner
+    ? `owner Job ${plan.namespace}/${plan.owner.name} annotation ${plan.keys.paused}`
+    : `pause file ${pauseFilePath}`;
 }
 
 /**
@@ -172,6 +191,7 @@ export async function latchExit(gate: HealthGate | undefined, g: GateRun): Promi
       prefix: plan.prefix,
       labels: { [plan.keys.owner]: labelValue(plan.prefix) },
     }, s.breach);
+    gate.latchedOutside();
     log.warn(
       `stopped by a health gate: ${describeBreach(s.breach)}; the next run refuses to start ` +
         `until the latch is cleared: ${clearExitLatchCommand(plan.namespace, plan.prefix)}`,
