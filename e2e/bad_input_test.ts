@@ -360,7 +360,8 @@ spec:
           name: "--dry-run without a value, last",
           args: (tpl) => withGood(tpl, ...SELECT, "--dry-run"),
           code: 2,
-          message: /Missing value of --dry-run: write --dry-run=client\|server \(see --help\)$/,
+          message:
+            /Missing value of --dry-run: write --dry-run=client\|server\|plan \(see --help\)$/,
         },
         {
           name: "a list with a space after a comma",
