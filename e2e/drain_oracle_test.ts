@@ -34,7 +34,8 @@ import {
   suiteStep,
   tempFile,
 } from "./_fixtures.ts";
-import { disruptionsAllowed, heldPod, pinnedDeployment } from "./_budget.ts";
+import { EVICTIONS, flowSchema, priorityLevel, rejectedBy } from "./_apf.ts";
+import { disruptionsAllowed, holdPod, pinnedDeployment, setMinAvailable } from "./_budget.ts";
 
 /** The pods every node of a row holds, by their `role` label. */
 const ROLES = ["agent", "bare", "done", "loose", "scratch", "static", "web"] as const;
@@ -551,13 +552,7 @@ spec:
       "kube-apiserver frozen while a drain waits on a budget: the run pauses, the node succeeds once the budget allows, exit 0",
       async () => {
         const { ns, args } = await suiteStep(cluster, "freeze", { nodes: 1 });
-        const applied = await cluster.kubectl(
-          ["apply", "-f", "-"],
-          heldPod(ns, "hold", "freeze-000"),
-        );
-        assert.equal(applied.code, 0, applied.stderr);
-        await disruptionsAllowed(cluster, ns, "hold-pdb", 1, 0);
-        const [hold] = (await getJson<{ items: V1Pod[] }>(cluster, ["pods", "-n", ns])).items;
+        const hold = await holdPod(cluster, ns, "hold", "freeze-000");
         const p = new DispatcherProcess(cluster, [
           ...args,
           "--drain",
@@ -592,17 +587,7 @@ spec:
           console.log(`frozen ${((Date.now() - frozenAt) / 1000).toFixed(1)} s`);
           frozenAt = 0;
           assert.ok(said, `the dispatcher never said the API is out:\n${p.stderr}`);
-          const patched = await cluster.kubectl([
-            "patch",
-            "pdb",
-            "hold-pdb",
-            "-n",
-            ns,
-            "--type=merge",
-            "-p",
-            '{"spec":{"minAvailable":0}}',
-          ]);
-          assert.equal(patched.code, 0, patched.stderr);
+          await setMinAvailable(cluster, ns, "hold-pdb", 0);
         } finally {
           // Whatever failed, the API server must not stay frozen under the suite.
           if (frozenAt) cluster.signalApiServer("SIGCONT");
@@ -639,38 +624,8 @@ spec:
  * DisruptionBudget cause, a `Retry-After`) while it is in place.
  */
 function evictionThrottle(level: string, ns: string, sa: string): string {
-  return `apiVersion: flowcontrol.apiserver.k8s.io/v1
-kind: PriorityLevelConfiguration
-metadata: {name: ${level}}
-spec:
-  type: Limited
-  limited:
-    nominalConcurrencyShares: 0
-    lendablePercent: 0
-    borrowingLimitPercent: 0
-    limitResponse: {type: Reject}
----
-apiVersion: flowcontrol.apiserver.k8s.io/v1
-kind: FlowSchema
-metadata: {name: ${level}}
-spec:
-  priorityLevelConfiguration: {name: ${level}}
-  matchingPrecedence: 500
-  distinguisherMethod: {type: ByUser}
-  rules:
-    - subjects: [{kind: ServiceAccount, serviceAccount: {name: ${sa}, namespace: ${ns}}}]
-      resourceRules:
-        - {verbs: [create], apiGroups: [""], resources: [pods/eviction], namespaces: ["*"]}
-`;
-}
-
-/** How many requests Priority and Fairness rejected at `level`, by kube-apiserver's metrics. */
-async function rejectedBy(cluster: Cluster, level: string): Promise<number> {
-  const line = new RegExp(
-    `^apiserver_flowcontrol_rejected_requests_total\\{[^}]*priority_level="${level}"[^}]*\\} (\\d+)`,
-    "gm",
-  );
-  return [...(await cluster.metrics()).matchAll(line)].reduce((n, m) => n + Number(m[1]), 0);
+  return `${priorityLevel(level, 0, 0, 0)}---
+${flowSchema(level, { precedence: 500, ns, sa, rules: EVICTIONS })}`;
 }
 
 clusterTest("a throttled eviction is retried within the drain", async (t, cluster) => {
@@ -846,17 +801,13 @@ async function planSteps(t: Deno.TestContext, cluster: Cluster): Promise<void> {
     "--dry-run=plan --drain names the budget refusing each node now, as kubectl drain --dry-run=server; the dispatcher's user writes nothing (audit log)",
     async () => {
       const { ns, args } = await suiteStep(cluster, "plan", { nodes: 3 });
+      await holdPod(cluster, ns, "hold-a", "plan-000");
+      await holdPod(cluster, ns, "hold-b", "plan-001");
       const applied = await cluster.kubectl(
         ["apply", "-f", "-"],
-        [
-          heldPod(ns, "hold-a", "plan-000"),
-          heldPod(ns, "hold-b", "plan-001"),
-          pinnedDeployment(ns, "free", "plan-002"),
-        ].join("---\n"),
+        pinnedDeployment(ns, "free", "plan-002"),
       );
       assert.equal(applied.code, 0, applied.stderr);
-      await disruptionsAllowed(cluster, ns, "hold-a-pdb", 1, 0);
-      await disruptionsAllowed(cluster, ns, "hold-b-pdb", 1, 0);
       const before = await runningPods(cluster, ns, 3);
       const { kubeconfig, user } = await serviceAccount(cluster, ns, "planner", {
         rbac: { drain: true },
