@@ -16,7 +16,7 @@ import type { Kube } from "../kube/client.ts";
 import type { MaintenanceConfig } from "../maintenance/config.ts";
 import { resolveMaxUnavailable, unavailableCount } from "../maintenance/budget.ts";
 import { closesAt, describeNextOpening, nextOpening } from "../maintenance/window.ts";
-import { type NodeDurations, readDurations } from "./estimate.ts";
+import { formatDuration, type NodeDurations, readDurations } from "./estimate.ts";
 import { previewDrains } from "./drain_preview.ts";
 import {
   type BudgetNow,
@@ -128,7 +128,7 @@ export async function previewPlan(src: PreviewSource, ctx: PreviewContext): Prom
  *
  * @example
  * ```ts
- * // "estimate: 3m00s for 3 nodes (per-node median 1m00s of 4 nodes in r.json; 1 at once)"
+ * // "estimate: 3m00s for 3 node(s) (per-node median 1m00s of 4 node(s) in r.json; 1 at once)"
  * ```
  */
 export function estimateLine(src: Omit<PreviewSource, "output">): string | undefined {
@@ -140,5 +140,7 @@ export function estimateLine(src: Omit<PreviewSource, "output">): string | undef
   const e = v.estimate;
   if (!e) return undefined;
   return `estimate: ${e.text} for ${v.counts.nodes} node(s) (per-node median ` +
-    `${e.nodeMedianSeconds}s of ${e.sampledNodes} node(s) in ${e.from}; ${e.concurrency} at once)`;
+    `${
+      formatDuration(e.nodeMedianSeconds)
+    } of ${e.sampledNodes} node(s) in ${e.from}; ${e.concurrency} at once)`;
 }
