@@ -354,8 +354,9 @@ OUTPUT
                             less room now), and every wave but the last is followed
                             by --wave-soak-secs. Not counted: time outside a
                             --window, gate holds, budgets that refuse. The plan
-                            shows it; a run logs it first, so the command that was
-                            planned runs unchanged. Not a report: exit 2.
+                            shows it; a run logs it after its "selected" line, so
+                            the command that was planned runs unchanged. Not a
+                            report: exit 2, before the cluster is asked.
   --log-format text|json    Lines on stderr as text (default) or JSON.
   --report PATH             Write what happened to every node to PATH when the run
                             ends: name, UID, Job, start, end, outcome, reason,
