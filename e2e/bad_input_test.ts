@@ -372,7 +372,7 @@ spec:
           },
           code: 2,
           message:
-            /Invalid --estimate-from \S+\.yaml: not JSON \(.*\); give the JSON report of an earlier run \(--report PATH\)$/,
+            /Invalid --estimate-from \S+\.yaml: not JSON \(.*\); give the JSON report of an earlier run \(--report PATH\) \(see --help\)$/,
         },
         {
           name: "--estimate-from a JSON file that is not a report, on a real run",
