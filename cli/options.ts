@@ -327,10 +327,36 @@ CLUSTER ACCESS
   --context NAME            Kubeconfig context (default: the current context).
 
 OUTPUT
-  --dry-run=client|server   client: print the Jobs as a YAML stream, create
+  --dry-run=client|server|plan  client: print the Jobs as a YAML stream, create
                             nothing. server: send every Job with dryRun=All so the
                             API server validates it, create nothing. Either way no
                             node is cordoned, drained, labelled or marked.
+                            plan: print what the run would do and do none of it:
+                            the nodes in dispatch order grouped by wave (--waves,
+                            --canary), each skipped node with its reason (a taint,
+                            already done), the --max-unavailable budget now, the
+                            --window open now or its next opening, and with
+                            --drain each node's pods to evict by the drain's own
+                            rules (DaemonSet and mirror pods stay, ...) and the
+                            PodDisruptionBudgets that refuse now: each eviction is
+                            sent with dryRun=All, which the API server judges as a
+                            real one (a budget's 429 naming it) and stores nothing,
+                            as kubectl drain --dry-run=server does. Reads only: no
+                            Job, cordon, label, Event, record or --report.
+  -o, --output text|json    How --dry-run=plan prints: text (default, a kubectl-like
+                            view) or json, one object: waves[].nodes[] {order,
+                            node, job, wave, drain}, skipped[] {node, reason},
+                            budget, window, estimate, counts.
+  --estimate-from REPORT    An earlier run's JSON report (--report): the median of
+                            its nodes' end - start is one node's time T. Each wave
+                            takes ceil(size / C) rounds of T + --post-node-delay-secs
+                            (C: --parallelism, or fewer where --max-unavailable has
+                            less room now), and every wave but the last is followed
+                            by --wave-soak-secs. Not counted: time outside a
+                            --window, gate holds, budgets that refuse. The plan
+                            shows it; a run logs it after its "selected" line, so
+                            the command that was planned runs unchanged. Not a
+                            report: exit 2, before the cluster is asked.
   --log-format text|json    Lines on stderr as text (default) or JSON.
   --report PATH             Write what happened to every node to PATH when the run
                             ends: name, UID, Job, start, end, outcome, reason,
@@ -439,6 +465,9 @@ const FLAGS = {
   kubeconfig: { type: "string" },
   context: { type: "string" },
   "dry-run": { type: "string" },
+  // The plan before the run (--dry-run=plan): how it prints, and the report it estimates from.
+  output: { type: "string", short: "o" },
+  "estimate-from": { type: "string" },
   "log-format": { type: "string" },
   report: { type: "string" },
   "report-format": { type: "string" },
@@ -626,7 +655,9 @@ function readOptions(v: Values): Options {
     kubeconfig: v.kubeconfig,
     // An empty --context is no context, as kubectl reads it (`--context "$CTX"` with CTX unset).
     context: v.context || undefined,
-    dryRun: oneOf("dry-run", v["dry-run"], ["client", "server"]),
+    dryRun: oneOf("dry-run", v["dry-run"], ["client", "server", "plan"]),
+    output: oneOf("output", v.output, ["text", "json"]) ?? "text",
+    estimateFrom: nonEmpty("estimate-from", v["estimate-from"]),
     logFormat: oneOf("log-format", v["log-format"], ["text", "json"]) ?? "text",
     report: v.report,
     reportFormat: oneOf("report-format", v["report-format"], ["json", "junit", "html"]) ?? "json",
@@ -696,6 +727,13 @@ const REFUSED: { when: (o: Options, v: Values) => boolean; why: (o: Options) => 
     why: (o) =>
       `Invalid --namespace ${JSON.stringify(o.namespace)}: a namespace is a DNS label ` +
       '(lowercase a-z, 0-9 and "-", at most 63 characters), e.g. ops',
+  },
+  // -o shapes the plan; a run's own output is its log (--log-format json).
+  {
+    when: (o, v) => v.output !== undefined && o.dryRun !== "plan",
+    why: (o) =>
+      `Invalid --output ${o.output}: it prints the plan of --dry-run=plan; ` +
+      "a run's lines are its log (--log-format json)",
   },
   // Said rather than ignored: a CI job asking for JUnit would find no file.
   {

@@ -51,6 +51,8 @@ const DEFAULTS: Options = {
   kubeconfig: undefined,
   context: undefined,
   dryRun: undefined,
+  output: "text",
+  estimateFrom: undefined,
   logFormat: "text",
   report: undefined,
   reportFormat: "json",
@@ -416,12 +418,12 @@ Deno.test({
       {
         name: "a bad --dry-run",
         argv: [...T, "--dry-run=none"],
-        says: /^Invalid --dry-run "none": expected client or server$/,
+        says: /^Invalid --dry-run "none": expected client or server or plan$/,
       },
       {
         name: "--dry-run without a value",
         argv: [...T, "--dry-run"],
-        says: /^Missing value of --dry-run: write --dry-run=client\|server$/,
+        says: /^Missing value of --dry-run: write --dry-run=client\|server\|plan$/,
       },
       {
         name: "a --namespace that cannot exist",
@@ -505,6 +507,8 @@ const FLAGS: Record<string, string[]> = {
   "--kubeconfig": ["/tmp/kubeconfig"],
   "--context": ["ctx"],
   "--dry-run": ["client"],
+  "--output": ["json", "--dry-run=plan"],
+  "--estimate-from": ["/tmp/r.json"],
   "--log-format": ["json"],
   "--report": ["/tmp/r.json"],
   "--report-format": ["junit", "--report", "/tmp/r.xml"],
@@ -1220,6 +1224,58 @@ Deno.test({
           assert.ok(e instanceof UsageError, String(e));
           assert.match(e.message, want);
           assert.doesNotMatch(e.message, /\n/);
+          return true;
+        });
+      });
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "parseOptions() reads the plan flags: --dry-run=plan, -o text|json only with it, --estimate-from",
+  permissions: "none",
+  async fn(t) {
+    await t.step("--dry-run=plan prints text by default", () => {
+      const o = parseOptions([...T, "--dry-run=plan"]);
+      assert.equal(o.dryRun, "plan");
+      assert.equal(o.output, "text");
+    });
+    await t.step("-o json and --output=json", () => {
+      assert.equal(parseOptions([...T, "--dry-run=plan", "-o", "json"]).output, "json");
+      assert.equal(parseOptions([...T, "--dry-run=plan", "--output=json"]).output, "json");
+    });
+    await t.step("--estimate-from names the report, with or without the plan", () => {
+      assert.equal(parseOptions([...T, "--estimate-from", "r.json"]).estimateFrom, "r.json");
+      assert.equal(
+        parseOptions([...T, "--dry-run=plan", "--estimate-from=r.json"]).estimateFrom,
+        "r.json",
+      );
+    });
+    const refused: [string, string[], RegExp][] = [
+      ["-o without --dry-run=plan", ["-o", "json"], /^Invalid --output json: it prints the plan/],
+      ["-o with --dry-run=client", ["--dry-run=client", "-o", "json"], /^Invalid --output json/],
+      [
+        "-o yaml",
+        ["--dry-run=plan", "-o", "yaml"],
+        /^Invalid --output "yaml": expected text or json$/,
+      ],
+      [
+        "an empty --estimate-from",
+        ["--estimate-from="],
+        /^Invalid --estimate-from "": name a file$/,
+      ],
+      [
+        "--dry-run=apply",
+        ["--dry-run=apply"],
+        /^Invalid --dry-run "apply": expected client or server or plan$/,
+      ],
+    ];
+    for (const [name, args, want] of refused) {
+      await t.step(name, () => {
+        assert.throws(() => parseOptions([...T, ...args]), (e: Error) => {
+          assert.ok(e instanceof UsageError, String(e));
+          assert.match(e.message, want);
           return true;
         });
       });

@@ -5,6 +5,7 @@
  */
 
 import assert from "node:assert/strict";
+import type { V1Pod } from "@kubernetes/client-node";
 import { OUTCOME_LABEL } from "./cluster.ts";
 import type { Cluster } from "./cluster.ts";
 import { eventually } from "./_dispatcher.ts";
@@ -63,4 +64,37 @@ export async function disruptionsAllowed(
     60_000,
     `${name} of ${ns}: ${healthy} healthy, ${allowed} disruptions allowed`,
   );
+}
+
+/**
+ * Puts {@linkcode heldPod} `name` on `node` and waits until its budget
+ * `name-pdb` allows no disruption: a drain of `node` waits on it from then on.
+ *
+ * @returns the held pod
+ */
+export async function holdPod(
+  cluster: Cluster,
+  ns: string,
+  name: string,
+  node: string,
+): Promise<V1Pod> {
+  const applied = await cluster.kubectl(["apply", "-f", "-"], heldPod(ns, name, node));
+  assert.equal(applied.code, 0, applied.stderr);
+  await disruptionsAllowed(cluster, ns, `${name}-pdb`, 1, 0);
+  const r = await cluster.kubectl(["get", "pods", "-n", ns, "-l", `role=${name}`, "-o", "json"]);
+  assert.equal(r.code, 0, r.stderr);
+  const [pod] = (JSON.parse(r.stdout) as { items: V1Pod[] }).items;
+  return pod;
+}
+
+/** Sets budget `name`'s `minAvailable`, as a person makes room for a drain (or takes it away). */
+export async function setMinAvailable(
+  cluster: Cluster,
+  ns: string,
+  name: string,
+  minAvailable: number,
+): Promise<void> {
+  const patch = JSON.stringify({ spec: { minAvailable } });
+  const r = await cluster.kubectl(["patch", "pdb", name, "-n", ns, "--type=merge", "-p", patch]);
+  assert.equal(r.code, 0, r.stderr);
 }

@@ -360,7 +360,36 @@ spec:
           name: "--dry-run without a value, last",
           args: (tpl) => withGood(tpl, ...SELECT, "--dry-run"),
           code: 2,
-          message: /Missing value of --dry-run: write --dry-run=client\|server \(see --help\)$/,
+          message:
+            /Missing value of --dry-run: write --dry-run=client\|server\|plan \(see --help\)$/,
+        },
+        // The plan's estimate reads a run's JSON report; a template is no report.
+        {
+          name: "--estimate-from a file that is not a report, with --dry-run=plan",
+          args: async (tpl) => {
+            const notReport = await tpl(GOOD);
+            return withGood(tpl, ...SELECT, "--dry-run=plan", "--estimate-from", notReport);
+          },
+          code: 2,
+          message:
+            /Invalid --estimate-from \S+\.yaml: not JSON \(.*\); give the JSON report of an earlier run \(--report PATH\) \(see --help\)$/,
+        },
+        {
+          name: "--estimate-from a JSON file that is not a report, on a real run",
+          args: async (tpl) => {
+            const other = await tempFile('{"kind":"Job","apiVersion":"batch/v1"}\n', ".json");
+            return withGood(tpl, ...SELECT, "--estimate-from", other);
+          },
+          code: 2,
+          message:
+            /Invalid --estimate-from \S+\.json: not a job-dispatcher report \(no "kind": "JobDispatcherReport"\)/,
+        },
+        {
+          name: "--estimate-from a file that does not exist",
+          args: (tpl) => withGood(tpl, ...SELECT, "--estimate-from", "/nonexistent/r.json"),
+          code: 2,
+          message:
+            /Cannot read --estimate-from \/nonexistent\/r\.json: no such file or not readable/,
         },
         {
           name: "a list with a space after a comma",

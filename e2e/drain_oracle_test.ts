@@ -34,7 +34,8 @@ import {
   suiteStep,
   tempFile,
 } from "./_fixtures.ts";
-import { disruptionsAllowed, heldPod, pinnedDeployment } from "./_budget.ts";
+import { EVICTIONS, flowSchema, priorityLevel, rejectedBy } from "./_apf.ts";
+import { disruptionsAllowed, holdPod, pinnedDeployment, setMinAvailable } from "./_budget.ts";
 
 /** The pods every node of a row holds, by their `role` label. */
 const ROLES = ["agent", "bare", "done", "loose", "scratch", "static", "web"] as const;
@@ -551,13 +552,7 @@ spec:
       "kube-apiserver frozen while a drain waits on a budget: the run pauses, the node succeeds once the budget allows, exit 0",
       async () => {
         const { ns, args } = await suiteStep(cluster, "freeze", { nodes: 1 });
-        const applied = await cluster.kubectl(
-          ["apply", "-f", "-"],
-          heldPod(ns, "hold", "freeze-000"),
-        );
-        assert.equal(applied.code, 0, applied.stderr);
-        await disruptionsAllowed(cluster, ns, "hold-pdb", 1, 0);
-        const [hold] = (await getJson<{ items: V1Pod[] }>(cluster, ["pods", "-n", ns])).items;
+        const hold = await holdPod(cluster, ns, "hold", "freeze-000");
         const p = new DispatcherProcess(cluster, [
           ...args,
           "--drain",
@@ -592,17 +587,7 @@ spec:
           console.log(`frozen ${((Date.now() - frozenAt) / 1000).toFixed(1)} s`);
           frozenAt = 0;
           assert.ok(said, `the dispatcher never said the API is out:\n${p.stderr}`);
-          const patched = await cluster.kubectl([
-            "patch",
-            "pdb",
-            "hold-pdb",
-            "-n",
-            ns,
-            "--type=merge",
-            "-p",
-            '{"spec":{"minAvailable":0}}',
-          ]);
-          assert.equal(patched.code, 0, patched.stderr);
+          await setMinAvailable(cluster, ns, "hold-pdb", 0);
         } finally {
           // Whatever failed, the API server must not stay frozen under the suite.
           if (frozenAt) cluster.signalApiServer("SIGCONT");
@@ -626,6 +611,8 @@ spec:
         assert.equal(node.spec?.unschedulable ?? false, false, "uncordoned after its Job");
       },
     );
+
+    await planSteps(t, cluster);
   },
   { audit: {} },
 );
@@ -637,38 +624,8 @@ spec:
  * DisruptionBudget cause, a `Retry-After`) while it is in place.
  */
 function evictionThrottle(level: string, ns: string, sa: string): string {
-  return `apiVersion: flowcontrol.apiserver.k8s.io/v1
-kind: PriorityLevelConfiguration
-metadata: {name: ${level}}
-spec:
-  type: Limited
-  limited:
-    nominalConcurrencyShares: 0
-    lendablePercent: 0
-    borrowingLimitPercent: 0
-    limitResponse: {type: Reject}
----
-apiVersion: flowcontrol.apiserver.k8s.io/v1
-kind: FlowSchema
-metadata: {name: ${level}}
-spec:
-  priorityLevelConfiguration: {name: ${level}}
-  matchingPrecedence: 500
-  distinguisherMethod: {type: ByUser}
-  rules:
-    - subjects: [{kind: ServiceAccount, serviceAccount: {name: ${sa}, namespace: ${ns}}}]
-      resourceRules:
-        - {verbs: [create], apiGroups: [""], resources: [pods/eviction], namespaces: ["*"]}
-`;
-}
-
-/** How many requests Priority and Fairness rejected at `level`, by kube-apiserver's metrics. */
-async function rejectedBy(cluster: Cluster, level: string): Promise<number> {
-  const line = new RegExp(
-    `^apiserver_flowcontrol_rejected_requests_total\\{[^}]*priority_level="${level}"[^}]*\\} (\\d+)`,
-    "gm",
-  );
-  return [...(await cluster.metrics()).matchAll(line)].reduce((n, m) => n + Number(m[1]), 0);
+  return `${priorityLevel(level, 0, 0, 0)}---
+${flowSchema(level, { precedence: 500, ns, sa, rules: EVICTIONS })}`;
 }
 
 clusterTest("a throttled eviction is retried within the drain", async (t, cluster) => {
@@ -761,3 +718,232 @@ clusterTest("a throttled eviction is retried within the drain", async (t, cluste
     },
   );
 });
+
+/** The pods of `ns` as `ns/name` by node, once `count` of them run. */
+async function runningPods(cluster: Cluster, ns: string, count: number) {
+  let byNode = new Map<string, { ref: string; uid: string }[]>();
+  await eventually(
+    async () => {
+      const list = await getJson<{ items: V1Pod[] }>(cluster, ["pods", "-n", ns]);
+      const running = list.items.filter((p) => p.status?.phase === "Running");
+      byNode = new Map();
+      for (const p of running) {
+        const at = byNode.get(p.spec!.nodeName!) ?? [];
+        at.push({ ref: `${ns}/${p.metadata!.name}`, uid: p.metadata!.uid! });
+        byNode.set(p.spec!.nodeName!, at);
+      }
+      return running.length === count;
+    },
+    60_000,
+    `${count} pods of ${ns} running`,
+  );
+  return byNode;
+}
+
+/** What `kubectl drain NODE --dry-run=server` says it would evict, and the pods a budget refuses. */
+async function kubectlDryDrain(cluster: Cluster, node: string) {
+  // kubectl retries a budget's 429 every 5 s until --timeout: one try or two.
+  const k = await cluster.kubectl([
+    "drain",
+    node,
+    "--dry-run=server",
+    "--ignore-daemonsets",
+    "--timeout=6s",
+  ]);
+  const out = k.stdout + k.stderr;
+  const evicting = [...out.matchAll(/^evicting pod (\S+)/gm)].map((m) => m[1]);
+  const refused = [
+    ...out.matchAll(/error when evicting pods\/"([^"]+)" -n "([^"]+)".*disruption budget/g),
+  ].map((m) => `${m[2]}/${m[1]}`);
+  return {
+    code: k.code,
+    evicting: [...new Set(evicting)].sort(),
+    refused: [...new Set(refused)],
+    out,
+  };
+}
+
+/** A plan node as `-o json` prints it, as far as read here. */
+interface PlanNode {
+  node: string;
+  job: string;
+  wave?: number;
+  order: number;
+  drain?: { evict: string[]; refusedNow: { pod: string; budget?: string; message: string }[] };
+}
+
+/** `--dry-run=plan -o json`'s object, as far as read here. */
+interface PlanJson {
+  kind: string;
+  waves: { wave: number; label: string; nodes: PlanNode[] }[];
+  skipped: { node: string; reason: string }[];
+  estimate: { sampledNodes: number; nodeMedianSeconds: number; seconds: number } | null;
+}
+
+/** The audit log's lines from line `from` on. */
+async function auditFrom(cluster: Cluster, from: number): Promise<PlanAudit[]> {
+  return (await Deno.readTextFile(cluster.auditLog!)).split("\n").slice(from)
+    .filter((l) => l.trim()).map((l) => JSON.parse(l));
+}
+
+/** An audit entry with who asked and the URI, as the plan's check reads it. */
+interface PlanAudit extends AuditEvent {
+  user?: { username?: string };
+  requestURI?: string;
+}
+
+const auditLines = async (cluster: Cluster) =>
+  (await Deno.readTextFile(cluster.auditLog!)).split("\n").length - 1;
+
+/** --dry-run=plan on the real control plane: the budgets, the oracle, the audit log, a real run after. */
+async function planSteps(t: Deno.TestContext, cluster: Cluster): Promise<void> {
+  await t.step(
+    "--dry-run=plan --drain names the budget refusing each node now, as kubectl drain --dry-run=server; the dispatcher's user writes nothing (audit log)",
+    async () => {
+      const { ns, args } = await suiteStep(cluster, "plan", { nodes: 3 });
+      await holdPod(cluster, ns, "hold-a", "plan-000");
+      await holdPod(cluster, ns, "hold-b", "plan-001");
+      const applied = await cluster.kubectl(
+        ["apply", "-f", "-"],
+        pinnedDeployment(ns, "free", "plan-002"),
+      );
+      assert.equal(applied.code, 0, applied.stderr);
+      const before = await runningPods(cluster, ns, 3);
+      const { kubeconfig, user } = await serviceAccount(cluster, ns, "planner", {
+        rbac: { drain: true },
+      });
+      const from = await auditLines(cluster);
+      const env = { KUBECONFIG: kubeconfig };
+      const plan = [...args, "--drain", "--dry-run=plan"];
+      const r = await dispatcher(cluster, [...plan, "-o", "json"], { env });
+      assert.equal(r.code, 0, r.stderr);
+      const text = await dispatcher(cluster, plan, { env });
+      assert.equal(text.code, 0, text.stderr);
+      console.log(text.stdout);
+      const view = JSON.parse(r.stdout) as PlanJson;
+      const nodes = new Map(view.waves.flatMap((w) => w.nodes).map((n) => [n.node, n]));
+      assert.deepEqual([...nodes.keys()], ["plan-000", "plan-001", "plan-002"]);
+      for (const [node, pdb] of [["plan-000", "hold-a-pdb"], ["plan-001", "hold-b-pdb"]]) {
+        const refused = nodes.get(node)!.drain!.refusedNow;
+        assert.deepEqual(refused.map((x) => x.budget), [`${ns}/${pdb}`], r.stdout);
+        assert.match(
+          refused[0].message,
+          new RegExp(`blocked by PodDisruptionBudget ${ns}/${pdb}: The disruption budget ${pdb} `),
+        );
+        assert.match(text.stdout, new RegExp(`^\\S.* ${node} +\\S+ +1 +${ns}/${pdb}$`, "m"));
+      }
+      assert.deepEqual(nodes.get("plan-002")!.drain!.refusedNow, []);
+      // kubectl is the oracle: the same pods to evict, the same pods a budget refuses.
+      for (const [node, n] of nodes) {
+        const k = await kubectlDryDrain(cluster, node);
+        console.log(
+          `kubectl drain ${node} --dry-run=server: ${JSON.stringify(k.evicting)} refused ${
+            JSON.stringify(k.refused)
+          }`,
+        );
+        assert.deepEqual([...n.drain!.evict].sort(), k.evicting, k.out);
+        assert.deepEqual(n.drain!.refusedNow.map((x) => x.pod), k.refused, k.out);
+      }
+      // Nothing changed: no Job, no cordon, every pod where it was.
+      assert.deepEqual(await jobsIn(cluster, ns), []);
+      const after = await runningPods(cluster, ns, 3);
+      assert.deepEqual(after, before);
+      const cordoned = await getJson<{ items: { spec?: { unschedulable?: boolean } }[] }>(cluster, [
+        "nodes",
+        "-l",
+        `${SUITE}=plan`,
+      ]);
+      assert.ok(cordoned.items.every((n) => !n.spec?.unschedulable), "no node cordoned");
+      // The audit log: every request the dispatcher's user made that is not a
+      // read is a dry-run eviction, which stores nothing.
+      // (A SelfSubjectReview, the "connected as" line, is a create that stores nothing too.)
+      const mine = (await auditFrom(cluster, from)).filter((e) => e.user?.username === user);
+      assert.ok(mine.some((e) => e.verb === "list" && e.objectRef?.resource === "nodes"));
+      const writes = mine.filter((e) =>
+        !["get", "list", "watch"].includes(e.verb) &&
+        e.objectRef?.resource !== "selfsubjectreviews"
+      );
+      console.log(`audit: ${mine.length} requests by ${user}, ${writes.length} not reads`);
+      assert.equal(writes.length, 2 * 3, "one dry-run eviction per pod, per run");
+      for (const w of writes) {
+        assert.equal(
+          `${w.verb} ${w.objectRef?.resource}/${w.objectRef?.subresource}`,
+          "create pods/eviction",
+        );
+        assert.match(w.requestURI ?? "", /\?dryRun=All$/);
+      }
+      assert.deepEqual(
+        writes.map((w) => w.responseStatus?.code).sort(),
+        [201, 201, 429, 429, 429, 429],
+      );
+    },
+  );
+
+  await t.step(
+    "the plan's waves and skips are what the run then does; --estimate-from its report adds the waves' rounds and the soak",
+    async () => {
+      const { ns, args } = await suiteStep(cluster, "pr", { nodes: 4 });
+      const taint = { key: "e2e.job-dispatcher.io/broken", effect: "NoSchedule" as const };
+      await cluster.createNodes(suiteNodes("pr", 1, { taints: [taint] }, 4));
+      const flags = [...args, "--canary", "1", "--parallelism", "2", "--wave-soak-secs", "1"];
+      const planned = await dispatcher(cluster, [...flags, "--dry-run=plan", "-o", "json"]);
+      assert.equal(planned.code, 0, planned.stderr);
+      const plan = JSON.parse(planned.stdout) as PlanJson;
+      assert.deepEqual(plan.waves.map((w) => [w.label, w.nodes.map((n) => n.node)]), [
+        ["the canary", ["pr-000"]],
+        ["wave 2 of 2", ["pr-001", "pr-002", "pr-003"]],
+      ]);
+      assert.deepEqual(plan.skipped.map((s) => s.node), ["pr-004"]);
+      assert.equal(plan.estimate, null);
+      assert.deepEqual(await jobsIn(cluster, ns), [], "the plan created no Job");
+      const report = await tempFile("", ".json");
+      const run = await dispatcher(cluster, [...flags, "--report", report]);
+      assert.equal(run.code, 0, run.stderr);
+      const done = JSON.parse(await Deno.readTextFile(report)) as {
+        nodes: {
+          name: string;
+          wave?: number;
+          outcome: string;
+          reason: string | null;
+          start: string | null;
+          end: string | null;
+        }[];
+      };
+      const ran = done.nodes.filter((n) => n.outcome !== "skipped");
+      assert.deepEqual(
+        ran.map((n) => [n.name, n.wave]).sort(),
+        plan.waves.flatMap((w) => w.nodes.map((n) => [n.node, n.wave])).sort(),
+      );
+      assert.deepEqual(
+        done.nodes.filter((n) => n.outcome === "skipped").map((n) => [n.name, n.reason]),
+        plan.skipped.map((s) => [s.node, s.reason]),
+      );
+      // The next plan's estimate from this run: the median node, one round for
+      // the canary, its soak, two rounds of two for the other three.
+      const estimated = await dispatcher(cluster, [
+        ...flags,
+        "--dry-run=plan",
+        "-o",
+        "json",
+        "--estimate-from",
+        report,
+      ]);
+      assert.equal(estimated.code, 0, estimated.stderr);
+      const secs = ran.map((n) => (Date.parse(n.end!) - Date.parse(n.start!)) / 1000).sort((a, b) =>
+        a - b
+      );
+      const median = (secs[1] + secs[2]) / 2;
+      const e = (JSON.parse(estimated.stdout) as PlanJson).estimate!;
+      assert.equal(e.sampledNodes, 4);
+      assert.equal(e.nodeMedianSeconds, median);
+      assert.equal(e.seconds, median + 1 + 2 * median);
+      // A real run with the flag says the estimate and runs unchanged.
+      const again = await dispatcher(cluster, [...flags, "--estimate-from", report]);
+      assert.equal(again.code, 0, again.stderr);
+      assert.match(
+        again.stderr,
+        /estimate: \S+ for 4 node\(s\) \(per-node median .* of 4 node\(s\) in /,
+      );
+    },
+  );
+}

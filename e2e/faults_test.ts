@@ -12,6 +12,7 @@
 import assert from "node:assert/strict";
 import { OUTCOME_LABEL, startCluster } from "./cluster.ts";
 import { completeJobs, eventually, jobsIn, jobTemplate, JobWatcher } from "./_dispatcher.ts";
+import { ALL_REQUESTS, flowSchema, priorityLevel, rejectedBy } from "./_apf.ts";
 import {
   atLeast,
   DispatcherProcess,
@@ -290,51 +291,13 @@ Deno.test({
           // One seat, no queue: every request of the dispatcher's user beyond
           // the one being served is rejected with 429. The second level only
           // takes shares, so that the tiny one gets a single seat.
-          const apf = `apiVersion: flowcontrol.apiserver.k8s.io/v1
-kind: PriorityLevelConfiguration
-metadata: {name: ${level}}
-spec:
-  type: Limited
-  limited:
-    nominalConcurrencyShares: 1
-    lendablePercent: 0
-    borrowingLimitPercent: 0
-    limitResponse: {type: Reject}
----
-apiVersion: flowcontrol.apiserver.k8s.io/v1
-kind: PriorityLevelConfiguration
-metadata: {name: e2e-faults-ballast}
-spec:
-  type: Limited
-  limited:
-    nominalConcurrencyShares: 400
-    lendablePercent: 100
-    limitResponse: {type: Reject}
----
-apiVersion: flowcontrol.apiserver.k8s.io/v1
-kind: FlowSchema
-metadata: {name: ${level}}
-spec:
-  priorityLevelConfiguration: {name: ${level}}
-  matchingPrecedence: 100
-  distinguisherMethod: {type: ByUser}
-  rules:
-    - subjects: [{kind: ServiceAccount, serviceAccount: {name: dispatcher, namespace: ${ns}}}]
-      resourceRules:
-        - {verbs: ["*"], apiGroups: ["*"], resources: ["*"], namespaces: ["*"], clusterScope: true}
-      nonResourceRules: [{verbs: ["*"], nonResourceURLs: ["*"]}]
-`;
+          const apf = [
+            priorityLevel(level, 1, 0, 0),
+            priorityLevel("e2e-faults-ballast", 400, 100),
+            flowSchema(level, { precedence: 100, ns, sa: "dispatcher", rules: ALL_REQUESTS }),
+          ].join("---\n");
           const applied = await cluster.kubectl(["apply", "-f", "-"], apf);
           assert.equal(applied.code, 0, applied.stderr);
-          const rejected = async () => {
-            const m = (await cluster.metrics()).match(
-              new RegExp(
-                `^apiserver_flowcontrol_rejected_requests_total\\{[^}]*priority_level="${level}"[^}]*\\} (\\d+)`,
-                "m",
-              ),
-            );
-            return Number(m?.[1] ?? 0);
-          };
           await eventually(
             async () =>
               new RegExp(
@@ -358,7 +321,7 @@ spec:
             assert.equal(r.code, 0, r.stderr);
             assert.match(r.stderr, /summary: 6 succeeded, 0 failed of 6 nodes/);
             const seen = throttledCount(r.stderr);
-            const server = await rejected();
+            const server = await rejectedBy(cluster, level);
             log(`429s: the dispatcher reported ${seen}, the API server rejected ${server}`);
             assert.ok(server > 0, "the API server rejected requests of the dispatcher's user");
             assert.ok(seen > 0, `the 429s are reported:\n${r.stderr}`);

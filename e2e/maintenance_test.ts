@@ -41,7 +41,7 @@ import {
 } from "./_fixtures.ts";
 import type { Cluster } from "./cluster.ts";
 import { DispatcherProcess } from "./_faults.ts";
-import { disruptionsAllowed, heldPod } from "./_budget.ts";
+import { holdPod, setMinAvailable } from "./_budget.ts";
 
 const KEY = trackingKeys("job-dispatcher").cordonedBy;
 
@@ -191,17 +191,7 @@ clusterTest("maintenance primitives on a real control plane", async (t, cluster)
     await t.step(
       "with room in the budget the eviction succeeds and the pod is replaced",
       async () => {
-        const patched = await cluster.kubectl([
-          "patch",
-          "pdb",
-          "web-pdb",
-          "-n",
-          ns,
-          "--type=merge",
-          "-p",
-          '{"spec":{"minAvailable":2}}',
-        ]);
-        assert.equal(patched.code, 0, patched.stderr);
+        await setMinAvailable(cluster, ns, "web-pdb", 2);
         await budgetStatus(cluster, ns, {
           currentHealthy: 3,
           desiredHealthy: 2,
@@ -510,32 +500,8 @@ clusterTest("--drain dispatches on a real control plane", async (t, cluster) => 
     "a budget allowing nothing: that node fails after --drain-timeout-secs naming it and stays cordoned; a node cordoned by someone else stays cordoned",
     async () => {
       const { ns, args: common } = await suiteStep(cluster, "block", { nodes: 3, duration: "1s" });
-      const applied = await cluster.kubectl(
-        ["apply", "-f", "-"],
-        `apiVersion: apps/v1
-kind: Deployment
-metadata: {name: stuck, namespace: ${ns}}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: stuck}}
-  template:
-    metadata:
-      labels: {app: stuck}
-      annotations: {${OUTCOME_LABEL}: serve}
-    spec:
-      nodeName: block-001
-      containers: [{name: stuck, image: registry.invalid/stuck:1}]
----
-apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata: {name: stuck-pdb, namespace: ${ns}}
-spec:
-  maxUnavailable: 0
-  selector: {matchLabels: {app: stuck}}
-`,
-      );
-      assert.equal(applied.code, 0, applied.stderr);
-      await readyCount(cluster, ["deploy", "stuck", "-n", ns], "readyReplicas", 1);
+      // One pod on block-001 under a budget that allows no disruption.
+      await holdPod(cluster, ns, "stuck", "block-001");
       const operator = await cluster.kubectl(["cordon", "block-002"]);
       assert.equal(operator.code, 0, operator.stderr);
       const args = [
@@ -858,10 +824,7 @@ clusterTest(
     const node = "stop-000";
     // One pod on the node, under a budget that allows no disruption: the
     // drain waits on it for as long as its timeout lets it.
-    const applied = await cluster.kubectl(["apply", "-f", "-"], heldPod(ns, "held", node));
-    assert.equal(applied.code, 0, applied.stderr);
-    await disruptionsAllowed(cluster, ns, "held-pdb", 1, 0);
-    const [pod] = (await getJson<{ items: V1Pod[] }>(cluster, ["pods", "-n", ns])).items;
+    const pod = await holdPod(cluster, ns, "held", node);
     const podName = `${ns}/${pod.metadata!.name}`;
     const args = [
       ...common,

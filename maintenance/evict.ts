@@ -16,6 +16,12 @@ export interface EvictOptions {
   gracePeriodSecs?: number;
   /** DELETE the pod instead of evicting it: PodDisruptionBudgets are not consulted. @default false */
   disableEviction?: boolean;
+  /**
+   * Send it with `dryRun=All`: the API server judges it (a budget's 429
+   * included) and stores nothing, as `kubectl drain --dry-run=server`.
+   * @default false
+   */
+  dryRun?: boolean;
 }
 
 /**
@@ -69,11 +75,14 @@ export async function evictPod(
 ): Promise<EvictionVerdict> {
   const ns = pod.metadata?.namespace ?? "";
   const name = pod.metadata?.name ?? "";
+  const dry = opts.dryRun ? "?dryRun=All" : "";
   try {
     if (opts.disableEviction) {
-      await kube.request("delete", "DELETE", paths.pod(ns, name), deleteOptions(pod, opts), true);
+      const path = paths.pod(ns, name) + dry;
+      await kube.request("delete", "DELETE", path, deleteOptions(pod, opts), true);
     } else {
-      await kube.request("create", "POST", paths.eviction(ns, name), evictionOf(pod, opts), true);
+      const path = paths.eviction(ns, name) + dry;
+      await kube.request("create", "POST", path, evictionOf(pod, opts), true);
     }
     return interpretEviction(pod, { status: 201 });
   } catch (e) {

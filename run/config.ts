@@ -15,6 +15,7 @@ import type { WaveSpec } from "../engine/waves.ts";
 import type { VerifyConfig } from "../verify/verify.ts";
 import type { MaintenanceConfig } from "../maintenance/config.ts";
 import type { GateConfig } from "../gates/config.ts";
+import type { PreviewOutput } from "../preview/preview.ts";
 
 /** Everything a run is configured with: what the command line says, minus `--help` and `--version`. */
 export interface RunConfig {
@@ -66,8 +67,12 @@ export interface RunConfig {
   kubeconfig?: string;
   /** Kubeconfig context. */
   context?: string;
-  /** Print (client) or validate (server) the Jobs instead of running them. */
-  dryRun?: "client" | "server";
+  /** Print (client) or validate (server) the Jobs, or print the plan (plan), instead of running them. */
+  dryRun?: "client" | "server" | "plan";
+  /** How `--dry-run=plan` prints the plan (`-o`). @default "text" */
+  output: PreviewOutput;
+  /** A previous run's JSON report, for the estimate of the duration. */
+  estimateFrom?: string;
   /** Failure budget, `N` or `P%`; exceeding it stops the rollout. */
   maxFailures?: string;
   /** Waves (`--waves`, or `--canary N` as `--waves N,100%`). */

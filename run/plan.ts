@@ -182,7 +182,8 @@ export async function planRun(
   const eligible = opts.skipSatisfiedNodes
     ? withoutSatisfied(opts, resolved.eligible, ctx.log)
     : resolved.eligible;
-  if (eligible.length === 0 && !cleanup?.nodes.length) {
+  // A plan of nothing is still a plan: it says what was skipped and why.
+  if (eligible.length === 0 && !cleanup?.nodes.length && opts.dryRun !== "plan") {
     return nothingToDo(opts, ctx, { resolved, selection, namespace, prefix, owner });
   }
   checkAffinity(opts, podSpec, eligible);

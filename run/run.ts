@@ -51,6 +51,8 @@ import type { HealthGate } from "../gates/gate.ts";
 import { RunMetrics } from "../report/metrics.ts";
 import { serveMetrics } from "../report/metrics_server.ts";
 import { PauseSpans } from "../report/timeline.ts";
+import { estimateLine, loadDurations, previewPlan } from "../preview/preview.ts";
+import { previewSource } from "./plan_preview.ts";
 
 export { EXIT, jobApiFor, PermissionError, resolveNamespace };
 
@@ -81,9 +83,18 @@ export async function runDispatcher(
   ctx: RunContext,
   cleanupTemplate?: JobTemplate,
 ): Promise<number> {
+  // Read first: a file that is not a report is bad input, before the cluster is asked.
+  const durations = opts.estimateFrom === undefined
+    ? undefined
+    : loadDurations(opts.estimateFrom, ctx.readFile);
   const plan = await planRun(opts, template, ctx, cleanupTemplate);
   if (typeof plan === "number") return plan;
   const { kube, log } = ctx;
+  if (opts.dryRun === "plan") {
+    return await previewPlan({ ...previewSource(opts, plan, durations), output: opts.output }, ctx);
+  }
+  const estimate = durations && estimateLine(previewSource(opts, plan, durations));
+  if (estimate) log.info(estimate, { event: "estimate" });
   const { namespace, cleanupTargets, targets } = plan;
   const all = [...cleanupTargets, ...targets];
   if (opts.dryRun === "client") {

@@ -30,6 +30,7 @@ export const LAYERS: readonly string[] = [
   "cli",
   "status",
   "run",
+  "preview",
   "report",
   "engine",
   "gates",

@@ -1,0 +1,105 @@
+/**
+ * What `--drain` would do to each planned node now, asked of the cluster
+ * without changing it: the node's pods sorted by the run's own drain rules
+ * (maintenance/drain.ts `planDrain`), then every eviction sent with
+ * `dryRun=All`, which the API server judges as it would the real one
+ * (a PodDisruptionBudget allowing no disruption answers 429 naming itself)
+ * and stores nothing: `kubectl drain --dry-run=server` asks the same.
+ *
+ * @module
+ */
+
+import type { V1Pod } from "@kubernetes/client-node";
+import type { Kube } from "../kube/client.ts";
+import type { DrainConfig } from "../maintenance/config.ts";
+import { describeRefusals, planDrain, podRef } from "../maintenance/drain.ts";
+import { evictPod, podsOnNode } from "../maintenance/evict.ts";
+import type { DrainPreview } from "./plan_view.ts";
+
+/** Nodes asked at once: each is a LIST and its evictions; the client bounds the requests too. */
+const NODES_AT_ONCE = 8;
+
+/**
+ * One node's drain, previewed: its pods by the drain's rules, and the answer
+ * of a server-side dry-run eviction for each pod the drain would evict. A
+ * dry run is judged alone: two pods under a budget that allows one
+ * disruption are each allowed now, though the real drain evicts the second
+ * only once the first is replaced.
+ *
+ * @throws {ApiError} when the pods cannot be listed (as the run's drain would fail)
+ */
+export async function previewDrain(
+  kube: Kube,
+  node: string,
+  flags: DrainConfig,
+): Promise<DrainPreview> {
+  const plan = planDrain(await podsOnNode(kube, node), {
+    deleteEmptyDirData: flags.deleteEmptyDirData,
+    force: flags.force,
+    podSelector: flags.podSelector,
+  });
+  const stays = plan.skipped.map((s) => ({ pod: podRef(s.pod), reason: s.reason }));
+  if (plan.refused.length) {
+    return {
+      evict: [],
+      stays,
+      refused: `drain refused: ${describeRefusals(plan.refused)}`,
+      warnings: [],
+      refusedNow: [],
+    };
+  }
+  const refusedNow: DrainPreview["refusedNow"] = [];
+  for (const pod of plan.evict) {
+    const r = await dryRunEviction(kube, pod, flags);
+    if (r) refusedNow.push(r);
+  }
+  return { evict: plan.evict.map(podRef), stays, warnings: plan.warnings, refusedNow };
+}
+
+/** The API server's refusal of one dry-run eviction, or undefined when it would go. */
+async function dryRunEviction(
+  kube: Kube,
+  pod: V1Pod,
+  flags: DrainConfig,
+): Promise<DrainPreview["refusedNow"][number] | undefined> {
+  const verdict = await evictPod(kube, pod, {
+    gracePeriodSecs: flags.gracePeriodSecs,
+    disableEviction: flags.disableEviction,
+    dryRun: true,
+  });
+  switch (verdict.kind) {
+    case "evicted":
+    case "gone":
+      return undefined;
+    case "blocked":
+      return {
+        pod: podRef(pod),
+        budget: verdict.budget,
+        message: `cannot evict pod ${podRef(pod)}: ${verdict.message}`,
+      };
+    default:
+      return { pod: podRef(pod), message: verdict.message };
+  }
+}
+
+/**
+ * Previews the drain of every node, a few nodes at a time, in the order given.
+ *
+ * @throws {ApiError} when a node's pods cannot be listed
+ */
+export async function previewDrains(
+  kube: Kube,
+  nodes: readonly string[],
+  flags: DrainConfig,
+): Promise<Map<string, DrainPreview>> {
+  const out = new Map<string, DrainPreview>();
+  let next = 0;
+  const worker = async () => {
+    while (next < nodes.length) {
+      const node = nodes[next++];
+      out.set(node, await previewDrain(kube, node, flags));
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(NODES_AT_ONCE, nodes.length) }, worker));
+  return out;
+}

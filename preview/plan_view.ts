@@ -1,0 +1,342 @@
+/**
+ * What `--dry-run=plan` shows, without I/O: the planned nodes grouped by
+ * wave, the skipped ones with their reasons, the budget, the window, the
+ * estimate and, with `--drain`, each node's evictions; as one JSON object
+ * (`-o json`) or a kubectl-like text view.
+ *
+ * @module
+ */
+
+import { waveLabel } from "../engine/waves.ts";
+import { slotsUnderBudget, type Unavailability } from "../maintenance/budget.ts";
+import { estimateRollout, formatDuration, type NodeDurations } from "./estimate.ts";
+
+/** What a node's drain would do now, as the run's drain decides it (maintenance/drain.ts). */
+export interface DrainPreview {
+  /** The pods the drain would evict (`ns/name`). */
+  evict: string[];
+  /** The pods that stay on the node, and why (DaemonSet, mirror pod, `--pod-selector`). */
+  stays: { pod: string; reason: string }[];
+  /** Why the drain would refuse the node (it would fail before its Job), if it would. */
+  refused?: string;
+  /** What evicting would lose, e.g. `deleting Pods with local storage: ns/p`. */
+  warnings: string[];
+  /** The evictions the API server refuses now (its server-side dry run). */
+  refusedNow: { pod: string; budget?: string; message: string }[];
+}
+
+/** A node the run would give a Job, in dispatch order. */
+export interface PlannedNode {
+  /** The node. */
+  node: string;
+  /** Its Job's name. */
+  job: string;
+  /** Its wave (1-based), with `--waves`/`--canary`. */
+  wave?: number;
+  /** With `--drain`: what its drain would do now. */
+  drain?: DrainPreview;
+}
+
+/** The `--max-unavailable` budget as it stands now. */
+export interface BudgetNow {
+  /** The flag as given (`2`, `10%`). */
+  spec: string;
+  /** The budget resolved against the selection. */
+  max: number;
+  /** How many nodes the selection matched. */
+  of: number;
+  /** The selection's unavailable nodes now. */
+  unavailable: Unavailability;
+}
+
+/** The `--window`s as they stand now. */
+export interface WindowNow {
+  /** The windows as given. */
+  specs: string[];
+  /** Whether one is open now. */
+  openNow: boolean;
+  /** When the open one closes (ms), if one is open and closes. */
+  closesAt?: number;
+  /** The next opening (ms; now while one is open). */
+  nextOpening?: number;
+  /** The next opening as the run's log says it. */
+  nextOpeningText?: string;
+}
+
+/** Everything the plan view is made from. */
+export interface PreviewInput {
+  /** The Jobs' namespace. */
+  namespace: string;
+  /** The Jobs' name prefix. */
+  prefix: string;
+  /** The owner Job, if any. */
+  owner?: string;
+  /** How the nodes were selected, as the log says it. */
+  selection: string;
+  /** `--parallelism`. */
+  parallelism: number;
+  /** The nodes to get a Job, in dispatch order. */
+  targets: PlannedNode[];
+  /** The first wave is `--canary`'s. */
+  canary?: boolean;
+  /** The matched nodes that get no Job, and why. */
+  skipped: { node: string; reason: string }[];
+  /** The cleanup Jobs (`--cleanup-job-template`), run before the main ones. */
+  cleanup: { node: string; job: string }[];
+  /** `--max-unavailable`, now. */
+  budget?: BudgetNow;
+  /** `--window`s, now. */
+  window?: WindowNow;
+  /** `--wave-soak-secs`. */
+  soakSecs: number;
+  /** `--post-node-delay-secs`. */
+  postNodeDelaySecs: number;
+  /** `--estimate-from`'s durations. */
+  durations?: NodeDurations;
+}
+
+/** One wave of the plan. */
+export interface PlanWave {
+  /** 1-based. */
+  wave: number;
+  /** As the run's log calls it: `the canary`, `wave 2 of 3`, or `all` without waves. */
+  label: string;
+  /** Its nodes, each with its place in the dispatch order (1-based). */
+  nodes: (PlannedNode & { order: number })[];
+}
+
+/** The plan as `-o json` prints it. */
+export interface Preview {
+  kind: "JobDispatcherPlan";
+  version: 1;
+  namespace: string;
+  prefix: string;
+  owner: string | null;
+  selection: string;
+  parallelism: number;
+  counts: { nodes: number; waves: number; skipped: number; cleanup: number; refusedNow: number };
+  waves: { wave: number; label: string; size: number; nodes: PlanWave["nodes"] }[];
+  skipped: { node: string; reason: string }[];
+  cleanup: { node: string; job: string }[];
+  budget: (BudgetNow & { mayStartNow: number }) | null;
+  window: {
+    windows: string[];
+    openNow: boolean;
+    closesAt: string | null;
+    nextOpening: string | null;
+    nextOpeningText: string | null;
+  } | null;
+  estimate: {
+    from: string;
+    sampledNodes: number;
+    nodeMedianSeconds: number;
+    concurrency: number;
+    seconds: number;
+    text: string;
+  } | null;
+}
+
+/**
+ * Groups the planned nodes by wave, in dispatch order: consecutive nodes of
+ * one wave number form one group (the plan step cuts waves from the head of
+ * the order); without waves, all nodes are one group called `all`.
+ *
+ * @example
+ * ```ts
+ * groupByWave([{ node: "a", job: "j-a", wave: 1 }, { node: "b", job: "j-b", wave: 2 }], true)
+ *   .map((w) => w.label); // ["the canary", "wave 2 of 2"]
+ * ```
+ */
+export function groupByWave(targets: readonly PlannedNode[], canary?: boolean): PlanWave[] {
+  const groups: PlanWave[] = [];
+  targets.forEach((t, i) => {
+    const wave = t.wave ?? 1;
+    if (groups.at(-1)?.wave !== wave) groups.push({ wave, label: "", nodes: [] });
+    groups.at(-1)!.nodes.push({ ...t, order: i + 1 });
+  });
+  const waved = targets.some((t) => t.wave !== undefined);
+  for (const g of groups) g.label = waved ? waveLabel(g.wave, groups.length, canary) : "all";
+  return groups;
+}
+
+/**
+ * How many nodes may run at once: `--parallelism`, or fewer where the budget
+ * has less room now (at least one: the estimate assumes the room comes back).
+ */
+export function concurrencyOf(parallelism: number, budget?: BudgetNow): number {
+  if (!budget) return parallelism;
+  return Math.max(1, Math.min(parallelism, budget.max - budget.unavailable.count));
+}
+
+const iso = (
+  ms?: number,
+) => (ms === undefined || !Number.isFinite(ms) ? null : new Date(ms).toISOString());
+
+/** The plan as one object: what `-o json` prints and the text view reads. */
+export function buildPreview(p: PreviewInput): Preview {
+  const waves = groupByWave(p.targets, p.canary);
+  const concurrency = concurrencyOf(p.parallelism, p.budget);
+  const estimate = p.durations && estimateRollout({
+    waveSizes: waves.map((w) => w.nodes.length),
+    concurrency,
+    nodeSecs: p.durations.medianSecs,
+    postNodeDelaySecs: p.postNodeDelaySecs,
+    soakSecs: p.soakSecs,
+  });
+  return {
+    kind: "JobDispatcherPlan",
+    version: 1,
+    namespace: p.namespace,
+    prefix: p.prefix,
+    owner: p.owner ?? null,
+    selection: p.selection,
+    parallelism: p.parallelism,
+    counts: {
+      nodes: p.targets.length,
+      waves: waves.length,
+      skipped: p.skipped.length,
+      cleanup: p.cleanup.length,
+      refusedNow: p.targets.filter((t) => t.drain?.refusedNow.length || t.drain?.refused).length,
+    },
+    waves: waves.map((w) => ({
+      wave: w.wave,
+      label: w.label,
+      size: w.nodes.length,
+      nodes: w.nodes,
+    })),
+    skipped: p.skipped,
+    cleanup: p.cleanup,
+    budget: p.budget
+      ? {
+        ...p.budget,
+        mayStartNow: slotsUnderBudget({
+          maxUnavailable: p.budget.max,
+          unavailable: p.budget.unavailable.count,
+          parallelism: p.parallelism,
+          inFlight: 0,
+        }),
+      }
+      : null,
+    window: p.window
+      ? {
+        windows: p.window.specs,
+        openNow: p.window.openNow,
+        closesAt: iso(p.window.closesAt),
+        nextOpening: iso(p.window.nextOpening),
+        nextOpeningText: p.window.nextOpeningText ?? null,
+      }
+      : null,
+    estimate: estimate && p.durations
+      ? {
+        from: p.durations.from,
+        sampledNodes: p.durations.seconds.length,
+        nodeMedianSeconds: p.durations.medianSecs,
+        concurrency,
+        seconds: estimate.totalSecs,
+        text: formatDuration(estimate.totalSecs),
+      }
+      : null,
+  };
+}
+
+/** Columns padded as kubectl pads them: three spaces between. */
+function table(rows: string[][]): string[] {
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
+  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i])).join("   ").trimEnd());
+}
+
+/** The lines above the tables: what, the budget, the window, the estimate. */
+function headLines(v: Preview): string[] {
+  const waves = v.counts.waves > 1 ? ` in ${v.counts.waves} waves` : "";
+  const lines = [
+    `Plan: ${v.counts.nodes} node(s)${waves}, namespace ${v.namespace}, prefix ${v.prefix}, ` +
+    `parallelism ${v.parallelism}${v.owner ? `, owner job ${v.owner}` : ""}; ` +
+    "nothing created, cordoned or written (--dry-run=plan)",
+    `Selection: ${v.selection}; ${v.counts.skipped} skipped` +
+    (v.counts.cleanup ? `; ${v.counts.cleanup} cleanup Job(s) first` : ""),
+  ];
+  if (v.budget) {
+    const b = v.budget;
+    lines.push(
+      `Budget: --max-unavailable ${b.spec} = ${b.max} of ${b.of} nodes; unavailable now ` +
+        `${b.unavailable.count} (${b.unavailable.notReady.length} NotReady, ` +
+        `${b.unavailable.cordoned.length} cordoned); ${b.mayStartNow} may start now`,
+    );
+  }
+  if (v.window) {
+    const w = v.window;
+    lines.push(
+      `Window: ${w.windows.join(" or ")}: ` +
+        (w.openNow
+          ? `open now${w.closesAt ? `, closes ${w.closesAt}` : ""}`
+          : `closed now; next opening ${w.nextOpeningText ?? "never"}`),
+    );
+  }
+  if (v.estimate) {
+    const e = v.estimate;
+    lines.push(
+      `Estimate: ${e.text} (per-node median ${formatDuration(e.nodeMedianSeconds)} of ` +
+        `${e.sampledNodes} node(s) in ${e.from}; ${e.concurrency} at once)`,
+    );
+  }
+  return lines;
+}
+
+/** The drain lines of one node: what it evicts, what stays, what refuses now. */
+function drainLines(n: PlannedNode): string[] {
+  const d = n.drain!;
+  if (d.refused) return [`  ${n.node}: ${d.refused} (the node would fail before its Job)`];
+  const stays = d.stays.map((s) => `${s.pod} (${s.reason})`);
+  const lines = [
+    `  ${n.node}: evict ${d.evict.join(", ") || "nothing"}` +
+    (stays.length ? `; stays ${stays.join(", ")}` : ""),
+  ];
+  for (const w of d.warnings) lines.push(`    ${w}`);
+  for (const r of d.refusedNow) lines.push(`    refused now: ${r.message}`);
+  return lines;
+}
+
+/**
+ * The plan as text: the head lines, a table of the nodes in order with their
+ * wave (and with `--drain` how many pods each evicts and the budgets that
+ * refuse now), the drain's details, and the skipped nodes with their reasons.
+ */
+export function previewText(v: Preview): string {
+  const nodes = v.waves.flatMap((w) => w.nodes.map((n) => ({ ...n, label: w.label })));
+  const drained = nodes.some((n) => n.drain);
+  const out = headLines(v);
+  if (nodes.length) {
+    const head = ["WAVE", "#", "NODE", "JOB", ...(drained ? ["EVICT", "REFUSED NOW BY"] : [])];
+    const rows = nodes.map((n) => [
+      n.label,
+      String(n.order),
+      n.node,
+      n.job,
+      ...(drained ? [String(n.drain!.evict.length), refusedBy(n.drain!)] : []),
+    ]);
+    out.push("", ...table([head, ...rows]));
+  }
+  if (drained) out.push("", "Drain (server-side dry run, now):", ...nodes.flatMap(drainLines));
+  if (v.cleanup.length) {
+    out.push(
+      "",
+      "Cleanup first:",
+      ...table([["NODE", "JOB"], ...v.cleanup.map((c) => [c.node, c.job])]),
+    );
+  }
+  if (v.skipped.length) {
+    out.push(
+      "",
+      "Skipped:",
+      ...table([["NODE", "REASON"], ...v.skipped.map((s) => [s.node, s.reason])]),
+    );
+  }
+  return out.join("\n");
+}
+
+/** The PDBs (or the drain rule) that refuse a node's drain now; `-` when none. */
+function refusedBy(d: DrainPreview): string {
+  if (d.refused) return "drain refused";
+  const budgets = [...new Set(d.refusedNow.map((r) => r.budget ?? "(unnamed)"))];
+  return budgets.join(",") || "-";
+}

@@ -1,0 +1,199 @@
+import assert from "node:assert/strict";
+import {
+  buildPreview,
+  concurrencyOf,
+  groupByWave,
+  type PlannedNode,
+  type PreviewInput,
+  previewText,
+} from "./plan_view.ts";
+
+const nodes = (waves: (number | undefined)[]): PlannedNode[] =>
+  waves.map((wave, i) => ({ node: `n${i + 1}`, job: `up-n${i + 1}`, wave }));
+
+const INPUT: PreviewInput = {
+  namespace: "ops",
+  prefix: "up",
+  selection: "--node-selector pool=gpu",
+  parallelism: 2,
+  targets: nodes([1, 2, 2, 2, 2]),
+  canary: true,
+  skipped: [{ node: "n9", reason: "taint gpu=broken:NoSchedule is not tolerated by the template" }],
+  cleanup: [],
+  soakSecs: 30,
+  postNodeDelaySecs: 0,
+};
+
+Deno.test({
+  name:
+    "groupByWave() groups the nodes in dispatch order by wave, named as the run's log names them",
+  permissions: "none",
+  async fn(t) {
+    const cases: [string, (number | undefined)[], boolean, [string, string[]][]][] = [
+      ["no waves: one group, all", [undefined, undefined], false, [["all", ["n1", "n2"]]]],
+      ["a canary and the rest", [1, 2, 2], true, [["the canary", ["n1"]], [
+        "wave 2 of 2",
+        ["n2", "n3"],
+      ]]],
+      ["--waves", [1, 2, 2, 3], false, [["wave 1 of 3", ["n1"]], ["wave 2 of 3", ["n2", "n3"]], [
+        "wave 3 of 3",
+        ["n4"],
+      ]]],
+      ["one wave only", [1, 1], false, [["wave 1 of 1", ["n1", "n2"]]]],
+      ["no nodes", [], true, []],
+    ];
+    for (const [name, waves, canary, want] of cases) {
+      await t.step(name, () => {
+        const groups = groupByWave(nodes(waves), canary);
+        assert.deepEqual(groups.map((g) => [g.label, g.nodes.map((n) => n.node)]), want);
+        // The order runs on across the waves: it is the dispatch order.
+        assert.deepEqual(
+          groups.flatMap((g) => g.nodes.map((n) => n.order)),
+          waves.map((_, i) => i + 1),
+        );
+      });
+    }
+  },
+});
+
+Deno.test({
+  name: "concurrencyOf() is --parallelism, or the budget's room now, at least 1",
+  permissions: "none",
+  async fn(t) {
+    const budget = (max: number, unavailable: number) => ({
+      spec: String(max),
+      max,
+      of: 10,
+      unavailable: { count: unavailable, notReady: [], cordoned: [], inWork: [] },
+    });
+    const cases: [string, number, ReturnType<typeof budget> | undefined, number][] = [
+      ["no budget", 5, undefined, 5],
+      ["the budget is smaller", 5, budget(2, 0), 2],
+      ["a node down takes room", 5, budget(3, 1), 2],
+      ["parallelism is smaller", 1, budget(3, 0), 1],
+      ["the budget is spent now", 5, budget(1, 2), 1],
+    ];
+    for (const [name, parallelism, b, want] of cases) {
+      await t.step(name, () => assert.equal(concurrencyOf(parallelism, b), want));
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "buildPreview() is one object: waves with their nodes, skipped, budget, window, estimate, counts",
+  permissions: "none",
+  fn() {
+    const refusal = {
+      pod: "shop/web-1",
+      budget: "shop/web-pdb",
+      message: "cannot evict pod shop/web-1: blocked by PodDisruptionBudget shop/web-pdb: …",
+    };
+    const v = buildPreview({
+      ...INPUT,
+      targets: INPUT.targets.map((t, i) =>
+        i === 0
+          ? {
+            ...t,
+            drain: {
+              evict: ["shop/web-1"],
+              stays: [{ pod: "kube-system/agent-x", reason: "ignoring DaemonSet-managed Pods" }],
+              warnings: [],
+              refusedNow: [refusal],
+            },
+          }
+          : t
+      ),
+      budget: {
+        spec: "20%",
+        max: 1,
+        of: 6,
+        unavailable: { count: 0, notReady: [], cordoned: [], inWork: [] },
+      },
+      window: {
+        specs: ["Mon 02:00-04:00"],
+        openNow: false,
+        nextOpening: Date.UTC(2026, 5, 8, 2),
+        nextOpeningText: "Mon 02:00 UTC, in 6d19h",
+      },
+      durations: { from: "r.json", seconds: [50, 60, 70], medianSecs: 60 },
+    });
+    assert.equal(v.kind, "JobDispatcherPlan");
+    assert.deepEqual(v.counts, { nodes: 5, waves: 2, skipped: 1, cleanup: 0, refusedNow: 1 });
+    assert.deepEqual(v.waves.map((w) => [w.wave, w.label, w.size]), [
+      [1, "the canary", 1],
+      [2, "wave 2 of 2", 4],
+    ]);
+    assert.deepEqual(v.waves[0].nodes[0].drain?.refusedNow, [refusal]);
+    assert.deepEqual(v.waves[1].nodes[0], { node: "n2", job: "up-n2", wave: 2, order: 2 });
+    assert.equal(v.budget?.mayStartNow, 1);
+    assert.deepEqual(v.window, {
+      windows: ["Mon 02:00-04:00"],
+      openNow: false,
+      closesAt: null,
+      nextOpening: "2026-06-08T02:00:00.000Z",
+      nextOpeningText: "Mon 02:00 UTC, in 6d19h",
+    });
+    // The budget allows 1 at once: 1 round for the canary, 30 s soak, 4 rounds for the rest.
+    assert.deepEqual(v.estimate, {
+      from: "r.json",
+      sampledNodes: 3,
+      nodeMedianSeconds: 60,
+      concurrency: 1,
+      seconds: 60 + 30 + 4 * 60,
+      text: "5m30s",
+    });
+    // What -o json prints round-trips: no Map, no undefined left to lose.
+    assert.deepEqual(JSON.parse(JSON.stringify(v)).counts, v.counts);
+  },
+});
+
+Deno.test({
+  name: "previewText() shows the nodes by wave, the budgets that refuse now and the skipped nodes",
+  permissions: "none",
+  fn() {
+    const text = previewText(buildPreview({
+      ...INPUT,
+      targets: [
+        {
+          node: "n1",
+          job: "up-n1",
+          wave: 1,
+          drain: {
+            evict: ["shop/web-1"],
+            stays: [],
+            warnings: [],
+            refusedNow: [{ pod: "shop/web-1", budget: "shop/web-pdb", message: "refused" }],
+          },
+        },
+        {
+          node: "n2",
+          job: "up-n2",
+          wave: 2,
+          drain: {
+            evict: [],
+            stays: [],
+            warnings: [],
+            refusedNow: [],
+            refused: "drain refused: cannot delete Pods that declare no controller (use --force " +
+              "to override): shop/bare",
+          },
+        },
+      ],
+    }));
+    const lines = text.split("\n");
+    assert.match(
+      lines[0],
+      /^Plan: 2 node\(s\) in 2 waves, namespace ops, prefix up, parallelism 2;/,
+    );
+    assert.match(text, /^WAVE +# +NODE +JOB +EVICT +REFUSED NOW BY$/m);
+    assert.match(text, /^the canary +1 +n1 +up-n1 +1 +shop\/web-pdb$/m);
+    assert.match(text, /^wave 2 of 2 +2 +n2 +up-n2 +0 +drain refused$/m);
+    assert.match(text, /^ {4}refused now: refused$/m);
+    assert.match(
+      text,
+      /^ {2}n2: drain refused: .*shop\/bare \(the node would fail before its Job\)$/m,
+    );
+    assert.match(text, /^n9 +taint gpu=broken:NoSchedule is not tolerated by the template$/m);
+  },
+});
