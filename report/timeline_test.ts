@@ -110,6 +110,41 @@ Deno.test({
 
 Deno.test({
   name:
+    "PauseSpans keeps a person's pause and an API outage apart: the API's return does not end a pause a person still holds",
+  permissions: "none",
+  fn() {
+    let now = 0;
+    const p = new PauseSpans(() => now);
+    const user = (message: string) => p.event({ kind: "notice", message });
+    const api = (state: "paused" | "resumed") => p.event({ kind: "api", state, detail: state });
+    now = 5;
+    user("paused by owner job ops/hook: no new Job starts; Jobs in flight finish");
+    now = 10;
+    api("paused");
+    now = 20;
+    api("resumed");
+    now = 30;
+    user("resumed: the pause was lifted");
+    // The other way round: the outage first, a person pauses during it.
+    now = 40;
+    api("paused");
+    now = 45;
+    user("paused by file /tmp/p: no new Job starts; Jobs in flight finish");
+    now = 50;
+    api("resumed");
+    now = 60;
+    user("resumed: the pause was lifted");
+    assert.deepEqual(p.spans, [
+      { from: 5, to: 30, why: "paused by owner job ops/hook" },
+      { from: 10, to: 20, why: "API: paused" },
+      { from: 40, to: 50, why: "API: paused" },
+      { from: 45, to: 60, why: "paused by file /tmp/p" },
+    ]);
+  },
+});
+
+Deno.test({
+  name:
     "the HTML timeline shades each wave's soak and each gate breach until its latch was lifted, and marks where each wave opens",
   permissions: "none",
   fn() {
