@@ -128,8 +128,10 @@ export async function runDispatcher(
       opts,
       ctx,
       (metrics) => executeRun(opts, plan, ctx, { gate, metrics }),
+      async () => await gate?.stop(),
     );
   } finally {
+    // Also when --metrics-addr could not listen (stopping twice is a no-op).
     await gate?.stop();
   }
 }

@@ -14,7 +14,8 @@ import { serveMetrics } from "../report/metrics_server.ts";
  * `--metrics-linger-secs`, until one scrape read the final state: Prometheus
  * pulls every interval, and a batch job's last state would otherwise be
  * seen only if a scrape happened to fall between the last change and the
- * exit. Before the linger the run's outcome is settled (`ctx.settled`): a
+ * exit. `ends` (the health gate's stop) runs when `fn` ended, before the
+ * linger. Before the linger the run's outcome is settled (`ctx.settled`): a
  * SIGTERM then (the pod deleted, its grace period begun) ends the linger,
  * not the run, whose exit code stands.
  *
@@ -24,6 +25,7 @@ export async function withMetrics<T>(
   opts: Pick<RunConfig, "metricsAddr" | "metricsLingerSecs">,
   { kube, log, signal, settled }: Pick<RunContext, "kube" | "log" | "signal" | "settled">,
   fn: (metrics?: RunMetrics) => Promise<T>,
+  ends?: () => Promise<void>,
 ): Promise<T> {
   // Listening before the first create: an address in use is bad input, and
   // a scrape sees the whole run.
@@ -33,6 +35,11 @@ export async function withMetrics<T>(
   try {
     return await fn(metrics);
   } finally {
+    // The gate ends with the run, not with the linger: measured on, a
+    // breach after the rollout would set a pause (the owner's annotation,
+    // the pause file a later run then obeys), post an Event and count in
+    // job_dispatcher_gate_breaches_total after the report was written.
+    await ends?.();
     const secs = opts.metricsLingerSecs;
     if (server && secs > 0 && !signal?.aborted) {
       settled?.();

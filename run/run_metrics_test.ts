@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { withMetrics } from "./run_metrics.ts";
 import { Logger } from "../report/log.ts";
+import { HealthGate } from "../gates/gate.ts";
 import type { Kube } from "../kube/client.ts";
 
 const kube = { stats: {} } as unknown as Kube;
@@ -36,5 +37,43 @@ Deno.test({
 
     await withMetrics({ ...opts, metricsLingerSecs: 0 }, ctx, () => Promise.resolve(0));
     assert.equal(settled, 1, "0: no linger, nothing to settle");
+  },
+});
+
+Deno.test({
+  name:
+    "withMetrics() ends the health gate with the run: a breach during the linger is told nowhere and latches no pause",
+  async fn() {
+    let broken = false, latched = 0, told = 0;
+    const gate = new HealthGate({
+      config: { url: "http://prom", queries: ["broken > 0"], intervalSecs: 0.1, onBreach: "pause" },
+      measure: () =>
+        Promise.resolve(broken ? { query: "broken > 0", value: "broken 1" } : undefined),
+    });
+    await gate.start();
+    await gate.bind({
+      onBreach: () => told++,
+      latch: () => Promise.resolve(void latched++),
+      pauseSeen: () => latched > 0,
+    });
+    const lines: string[] = [];
+    const log = new Logger("text", (l) => lines.push(l));
+    try {
+      await withMetrics(
+        { metricsAddr: "127.0.0.1:0", metricsLingerSecs: 1 },
+        { kube, log, signal: new AbortController().signal },
+        () => {
+          // The fleet breaks after the rollout ended, while /metrics lingers.
+          setTimeout(() => (broken = true), 10);
+          return Promise.resolve(0);
+        },
+        () => gate.stop(),
+      );
+    } finally {
+      await gate.stop();
+    }
+    assert.equal(told, 0, "no breach told after the run");
+    assert.equal(latched, 0, "no pause set after the run");
+    assert.deepEqual(gate.breaches, [], "no breach in the history");
   },
 });
