@@ -356,6 +356,7 @@ async function runCleanup(x: Execution, started: number): Promise<NodeResult[]> 
   } finally {
     await writer.settle();
     ctx.log.done();
+    x.metrics?.endPhase();
   }
   const summary = summarise(results, ctx.log, plan.namespace, plan.cleanupRun!, started, "cleanup");
   await recorder.finished(summary, results.some((r) => r.outcome === "failed"));
