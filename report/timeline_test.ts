@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { htmlTimeline, PauseSpans } from "./timeline.ts";
 import type { ReportInput } from "./report.ts";
-import type { NodeResult } from "../engine/fanout.ts";
+import type { DispatchEvent, NodeResult } from "../engine/fanout.ts";
 
 const T0 = Date.UTC(2026, 11, 1, 9, 0, 0);
 
@@ -115,25 +115,22 @@ Deno.test({
   fn() {
     let now = 0;
     const p = new PauseSpans(() => now);
-    const user = (message: string) => p.event({ kind: "notice", message });
-    const api = (state: "paused" | "resumed") => p.event({ kind: "api", state, detail: state });
-    now = 5;
-    user("paused by owner job ops/hook: no new Job starts; Jobs in flight finish");
-    now = 10;
-    api("paused");
-    now = 20;
-    api("resumed");
-    now = 30;
-    user("resumed: the pause was lifted");
-    // The other way round: the outage first, a person pauses during it.
-    now = 40;
-    api("paused");
-    now = 45;
-    user("paused by file /tmp/p: no new Job starts; Jobs in flight finish");
-    now = 50;
-    api("resumed");
-    now = 60;
-    user("resumed: the pause was lifted");
+    const pause = (by: string) => `paused by ${by}: no new Job starts; Jobs in flight finish`;
+    const steps: [number, DispatchEvent][] = [
+      [5, { kind: "notice", message: pause("owner job ops/hook") }],
+      [10, { kind: "api", state: "paused", detail: "paused" }],
+      [20, { kind: "api", state: "resumed", detail: "resumed" }],
+      [30, { kind: "notice", message: "resumed: the pause was lifted" }],
+      // The other way round: the outage first, a person pauses during it.
+      [40, { kind: "api", state: "paused", detail: "paused" }],
+      [45, { kind: "notice", message: pause("file /tmp/p") }],
+      [50, { kind: "api", state: "resumed", detail: "resumed" }],
+      [60, { kind: "notice", message: "resumed: the pause was lifted" }],
+    ];
+    for (const [at, e] of steps) {
+      now = at;
+      p.event(e);
+    }
     assert.deepEqual(p.spans, [
       { from: 5, to: 30, why: "paused by owner job ops/hook" },
       { from: 10, to: 20, why: "API: paused" },
