@@ -14,6 +14,7 @@ import { apiStatsLines } from "./report/summary.ts";
 import { connectedLine, whoAmI } from "./kube/whoami.ts";
 import { parseStatusOptions, STATUS_HELP } from "./cli/status_options.ts";
 import { runStatus } from "./status/status.ts";
+import { StopSignals } from "./cli/signals.ts";
 
 /** The release version; `--version` prints it. */
 export const VERSION = "0.1.0";
@@ -61,47 +62,6 @@ function describeApiError(e: ApiError): string {
   }
   if (e.status === 0) return `${e.message} (is the API server up and --context right?)`;
   return e.message;
-}
-
-/**
- * SIGINT and SIGTERM while the CLI runs: the first one stops new Jobs (the
- * created ones run on; a re-run adopts them) and decides the exit code.
- */
-class StopSignals {
-  /** Aborted by the first signal. */
-  readonly controller = new AbortController();
-  /** The exit code the signal asks for (130 or 143), once one came. */
-  exitCode: number = EXIT.ok;
-  /** The logger in use: replaced once the options say which format. */
-  log: Logger;
-  #handlers = {
-    SIGINT: () => this.#received("SIGINT"),
-    SIGTERM: () => this.#received("SIGTERM"),
-  };
-
-  constructor(log: Logger) {
-    this.log = log;
-    Deno.addSignalListener("SIGINT", this.#handlers.SIGINT);
-    Deno.addSignalListener("SIGTERM", this.#handlers.SIGTERM);
-  }
-
-  /** Whether a signal stopped the run. */
-  get stopped(): boolean {
-    return this.controller.signal.aborted;
-  }
-
-  #received(sig: "SIGINT" | "SIGTERM"): void {
-    if (this.stopped) return;
-    this.exitCode = sig === "SIGINT" ? EXIT.sigint : EXIT.sigterm;
-    this.log.warn(`${sig}: creating no more Jobs; created ones run on, a re-run adopts them`);
-    this.controller.abort();
-  }
-
-  /** Stops listening. */
-  close(): void {
-    Deno.removeSignalListener("SIGINT", this.#handlers.SIGINT);
-    Deno.removeSignalListener("SIGTERM", this.#handlers.SIGTERM);
-  }
 }
 
 /** Reads and checks the Job template and the cleanup template, if any. */
@@ -153,11 +113,18 @@ function connect(opts: Options, signal: AbortSignal, log: Logger): Promise<Kube>
 }
 
 /** What the run may do to the world outside the cluster: the process's own I/O. */
-function processContext(kube: Kube, log: Logger, signal: AbortSignal, terminal: boolean) {
+function processContext(
+  kube: Kube,
+  log: Logger,
+  signal: AbortSignal,
+  terminal: boolean,
+  settled?: () => void,
+) {
   return {
     kube,
     log,
     signal,
+    settled,
     env: (name: string) => Deno.env.get(name),
     readFile: (path: string) => {
       try {
@@ -261,10 +228,10 @@ export async function main(args: string[]): Promise<number> {
     kube = await connect(opts, stop.controller.signal, log);
     const user = await whoAmI(kube);
     log.info(connectedLine(kube.server, user), { event: "connected", server: kube.server, user });
-    const ctx = processContext(kube, log, stop.controller.signal, terminal);
+    const ctx = processContext(kube, log, stop.controller.signal, terminal, () => stop.settle());
     const code = await runDispatcher(opts, template, ctx, cleanup);
     for (const [line, fields] of apiStatsLines(kube.stats)) log.info(line, fields);
-    return stop.stopped ? stop.exitCode : code;
+    return stop.exitFor(code);
   } catch (e) {
     return exitForError(e, stop);
   } finally {

@@ -377,7 +377,8 @@ OUTPUT
   --metrics-linger-secs S   After the run, keep /metrics up until one scrape read
                             the final state, at most S s (default 0: close at
                             once; the last scrape may then precede the end). Set
-                            it above the scrape interval.
+                            it above the scrape interval. SIGTERM meanwhile ends
+                            the wait; the exit code stays the run's.
 
   Besides the log and the report, the run is recorded in the cluster, best
   effort (a refused write is said once): Events on each Node (in "default":
@@ -405,7 +406,8 @@ EXIT CODES
   5    stopped by a health gate (--on-gate-breach exit), or a gate's latch
        from an earlier run is still set (a failed node says 1 instead)
   130  interrupted by SIGINT; 143 by SIGTERM. Jobs already created run on; a
-       re-run adopts them and finishes the rest.
+       re-run adopts them and finishes the rest. (A signal after the run ended,
+       during --metrics-linger-secs, keeps the run's exit code.)
 `;
 
 /** The maintenance flags (cordon, drain, budget, windows, pause), in parseArgs form: part of {@linkcode FLAGS}. */

@@ -14,6 +14,7 @@ import { OUTCOME_LABEL } from "./cluster.ts";
 import { dispatcherCommand, eventually } from "./_dispatcher.ts";
 import { chromiumPath, openPage } from "./_chromium.ts";
 import { atLeast, DispatcherProcess, runDispatcher } from "./_faults.ts";
+import { freePorts } from "./_procs.ts";
 import {
   clusterTest,
   namespace,
@@ -302,6 +303,32 @@ clusterTest("--report-format html and the kubectl plugin on a run", async (t, cl
       });
       assert.match((page.value as Json).title, /^sth\/sth: 6 nodes in \d+s/);
       await Deno.writeFile(new URL("./testdata/timeline.png", import.meta.url), page.png);
+    },
+  );
+
+  await t.step(
+    "SIGTERM while --metrics-linger-secs waits for a scrape that never comes: the wait ends at once, the exit code stays the run's",
+    async () => {
+      const ns = await namespace(cluster, "stl");
+      await cluster.createNodes(suiteNodes("stl", 1));
+      // A port no Prometheus scrapes: the linger would wait its 300 s.
+      const [port] = freePorts(1);
+      const p = new DispatcherProcess(cluster, [
+        ...await suiteArgs("stl", ns, "1s"),
+        ...["--metrics-addr", `127.0.0.1:${port}`, "--metrics-linger-secs", "300"],
+      ], { timeoutMs: 120_000 });
+      assert.ok(await p.waitFor(/metrics: serving the final state/), p.stderr);
+      const signalled = Date.now();
+      p.kill("SIGTERM");
+      const r = await p.ended;
+      assert.equal(r.code, 0, r.stderr);
+      assert.ok(
+        Date.now() - signalled < 10_000,
+        `ended ${Date.now() - signalled} ms after SIGTERM`,
+      );
+      assert.match(r.stderr, /SIGTERM: the run has ended; closing \/metrics/);
+      assert.match(r.stderr, /metrics: stopped by a signal before the final state was scraped/);
+      assert.doesNotMatch(r.stderr, /creating no more Jobs/, "no rollout was stopped");
     },
   );
 

@@ -70,6 +70,8 @@ function labelled(name: string, label: string, values: Record<string, number>): 
 export class RunMetrics {
   #phases: Record<string, number> = {};
   #latest?: Progress;
+  /** The nodes per phase of the fan-outs that ended (the cleanup run's, before the main one). */
+  #ended: Record<string, number> = {};
   #created = 0;
   #paused = 0;
   #breaches = 0;
@@ -116,6 +118,17 @@ export class RunMetrics {
     }
   }
 
+  /**
+   * A fan-out ended (the cleanup run's, before the main one): its nodes stay
+   * counted in `job_dispatcher_nodes` as they ended, since the next fan-out's
+   * progress knows only its own nodes and the run's report counts both.
+   */
+  endPhase(): void {
+    this.#ended = this.#nodes();
+    this.#latest = undefined;
+    this.#phases = {};
+  }
+
   /** A gate (issue "Progressive delivery") breached its condition. */
   breach(): void {
     this.#breaches++;
@@ -136,15 +149,15 @@ export class RunMetrics {
    * the last report's counts.
    */
   #nodes(): Record<string, number> {
+    const out: Record<string, number> = { ...this.#ended };
+    const add = (phase: string, n: number) => (out[phase] = (out[phase] ?? 0) + n);
     const states = this.#latest?.states?.();
-    if (!states) return this.#phases;
-    const out: Record<string, number> = {
-      ...Object.fromEntries(Object.keys(this.#phases).map((k) => [k, 0])),
-    };
-    for (const { state } of states) {
-      const phase = METRIC_PHASE[state.phase] ?? "running";
-      out[phase] = (out[phase] ?? 0) + 1;
+    if (!states) {
+      for (const [phase, n] of Object.entries(this.#phases)) add(phase, n);
+      return out;
     }
+    for (const phase of Object.keys(this.#phases)) add(phase, 0);
+    for (const { state } of states) add(METRIC_PHASE[state.phase] ?? "running", 1);
     return out;
   }
 

@@ -207,3 +207,29 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "job_dispatcher_nodes counts the cleanup phase's nodes after it ended, as the report's summary does",
+  permissions: "none",
+  fn() {
+    const m = new RunMetrics();
+    const live = (phases: string[]) => () =>
+      phases.map((phase, i) => ({
+        node: `n${i}`,
+        job: `j${i}`,
+        state: { phase: phase as "queued", since: 0 },
+      }));
+    const p = { failed: 0, inFlight: 0, total: 2, elapsedMs: 0 };
+    // The cleanup phase: two nodes, both cleaned up.
+    m.progress({ ...p, succeeded: 2, queued: 0, states: live(["succeeded", "succeeded"]) });
+    m.endPhase();
+    // The main phase: one of its two nodes done so far.
+    m.progress({ ...p, succeeded: 1, queued: 1, states: live(["succeeded", "queued"]) });
+    const s = samples(m.exposition());
+    assert.equal(s.get('job_dispatcher_nodes{phase="succeeded"}'), 3, "2 cleaned up + 1");
+    assert.equal(s.get('job_dispatcher_nodes{phase="queued"}'), 1);
+    m.endPhase();
+    assert.equal(samples(m.exposition()).get('job_dispatcher_nodes{phase="succeeded"}'), 3);
+  },
+});

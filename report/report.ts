@@ -182,7 +182,13 @@ function xml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => named[c])
     // XML 1.0 forbids most control characters, which termination messages can hold.
     // deno-lint-ignore no-control-regex -- exactly those characters must go
-    .replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f]/g, "");
+    .replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f]/g, "")
+    // …and U+FFFE, U+FFFF and a surrogate without its pair (Jenkins' and
+    // expat's parsers refuse the whole file for one of them).
+    .replace(
+      /[\uFFFE\uFFFF]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g,
+      "",
+    );
 }
 
 /** One node's test case, and whether it counts as a failure or a skip. */

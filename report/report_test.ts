@@ -111,6 +111,29 @@ Deno.test({
 });
 
 Deno.test({
+  name:
+    "junitReport() keeps only characters XML 1.0 allows: a reason with U+FFFE, U+FFFF or a lone surrogate stays well-formed",
+  permissions: { env: ["LOG_TOKENS", "LOG_STREAM"] },
+  fn() {
+    const reason =
+      "exit 1: \uFFFEbad\uFFFF bytes \uD800 and \uDC00 from a termination message \u{1F600}";
+    const text = junitReport({
+      ...INPUT,
+      results: [{ ...INPUT.results[1], reason }],
+    });
+    // XML 1.0's Char: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]
+    const outside = /[^\t\n\r\u0020-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/u;
+    assert.equal(outside.exec(text)?.[0], undefined, "no character outside XML's Char");
+    const doc = new XMLParser({ ignoreAttributes: false, attributeNamePrefix: "" }).parse(text);
+    assert.equal(
+      doc.testsuites.testsuite.testcase[0].failure.message,
+      "exit 1: bad bytes  and  from a termination message \u{1F600}",
+      "the rest kept, a pair of surrogates (an emoji) too",
+    );
+  },
+});
+
+Deno.test({
   name: "nodeMarkPatch() tests the node's UID first and clears the error on success",
   permissions: "none",
   fn() {

@@ -31,11 +31,18 @@ export interface PauseSpan {
 
 /**
  * Collects the pause spans of a run from the engine's events (the user's
- * pause and resume notices, API outages), for the timeline.
+ * pause and resume notices, API outages), for the timeline and the report.
+ *
+ * A person's pause (the owner's annotation, the pause file, a gate's latch)
+ * and an API outage are spans of their own, each closed only by its own
+ * end: they overlap (the API server may go away while a person holds the
+ * run), and the engine says the API's return while the person's pause
+ * still holds every start.
  */
 export class PauseSpans {
-  /** The spans so far. */
+  /** The spans so far, in the order they began. */
   readonly spans: PauseSpan[] = [];
+  #open: { user?: PauseSpan; api?: PauseSpan } = {};
   #now: () => number;
 
   /** @param now the clock, in ms since the epoch */
@@ -45,21 +52,27 @@ export class PauseSpans {
 
   /** One engine event. */
   event(e: DispatchEvent): void {
-    const open = this.spans.at(-1)?.to === undefined ? this.spans.at(-1) : undefined;
-    const user = e.kind === "notice" ? e.message.match(/^paused by (.+?): no new Job/) : null;
-    const api = e.kind === "api" && e.state === "paused";
-    if ((user || api) && !open) {
-      this.spans.push({
-        from: this.#now(),
-        why: user ? `paused by ${user[1]}` : `API: ${e.kind === "api" ? e.detail : ""}`,
-      });
-    } else if (
-      open &&
-      (e.kind === "notice" && e.message.startsWith("resumed") ||
-        e.kind === "api" && e.state === "resumed")
-    ) {
-      open.to = this.#now();
+    if (e.kind === "notice") {
+      const user = e.message.match(/^paused by (.+?): no new Job/);
+      if (user) this.#begin("user", `paused by ${user[1]}`);
+      else if (e.message.startsWith("resumed")) this.#end("user");
+    } else if (e.kind === "api") {
+      if (e.state === "paused") this.#begin("api", `API: ${e.detail}`);
+      else this.#end("api");
     }
+  }
+
+  #begin(source: "user" | "api", why: string): void {
+    if (this.#open[source]) return; // a new reason for the same pause
+    const span = { from: this.#now(), why };
+    this.#open[source] = span;
+    this.spans.push(span);
+  }
+
+  #end(source: "user" | "api"): void {
+    const span = this.#open[source];
+    if (span) span.to = this.#now();
+    this.#open[source] = undefined;
   }
 }
 

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { htmlTimeline, PauseSpans } from "./timeline.ts";
 import type { ReportInput } from "./report.ts";
-import type { NodeResult } from "../engine/fanout.ts";
+import type { DispatchEvent, NodeResult } from "../engine/fanout.ts";
 
 const T0 = Date.UTC(2026, 11, 1, 9, 0, 0);
 
@@ -104,6 +104,38 @@ Deno.test({
     assert.deepEqual(p.spans, [
       { from: 5, to: 9, why: "paused by file /tmp/p" },
       { from: 20, why: "API: unreachable" },
+    ]);
+  },
+});
+
+Deno.test({
+  name:
+    "PauseSpans keeps a person's pause and an API outage apart: the API's return does not end a pause a person still holds",
+  permissions: "none",
+  fn() {
+    let now = 0;
+    const p = new PauseSpans(() => now);
+    const pause = (by: string) => `paused by ${by}: no new Job starts; Jobs in flight finish`;
+    const steps: [number, DispatchEvent][] = [
+      [5, { kind: "notice", message: pause("owner job ops/hook") }],
+      [10, { kind: "api", state: "paused", detail: "paused" }],
+      [20, { kind: "api", state: "resumed", detail: "resumed" }],
+      [30, { kind: "notice", message: "resumed: the pause was lifted" }],
+      // The other way round: the outage first, a person pauses during it.
+      [40, { kind: "api", state: "paused", detail: "paused" }],
+      [45, { kind: "notice", message: pause("file /tmp/p") }],
+      [50, { kind: "api", state: "resumed", detail: "resumed" }],
+      [60, { kind: "notice", message: "resumed: the pause was lifted" }],
+    ];
+    for (const [at, e] of steps) {
+      now = at;
+      p.event(e);
+    }
+    assert.deepEqual(p.spans, [
+      { from: 5, to: 30, why: "paused by owner job ops/hook" },
+      { from: 10, to: 20, why: "API: paused" },
+      { from: 40, to: 50, why: "API: paused" },
+      { from: 45, to: 60, why: "paused by file /tmp/p" },
     ]);
   },
 });

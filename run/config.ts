@@ -149,4 +149,10 @@ export interface RunContext {
   terminal: boolean;
   /** Writes a file (the report). */
   writeFile: (path: string, text: string) => void;
+  /**
+   * Told when the run's outcome is settled and only `--metrics-linger-secs`
+   * is left: a signal from then on ends the linger, not the run, and the
+   * exit code stays the run's.
+   */
+  settled?: () => void;
 }

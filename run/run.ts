@@ -48,8 +48,8 @@ import type { HoldAfterWave, WaveRecord } from "../engine/fanout_types.ts";
 import { type Plan, planRun } from "./plan.ts";
 import { bindGate, type GateRun, latchExit, latchWhere, openGate } from "./run_gate.ts";
 import type { HealthGate } from "../gates/gate.ts";
-import { RunMetrics } from "../report/metrics.ts";
-import { serveMetrics } from "../report/metrics_server.ts";
+import type { RunMetrics } from "../report/metrics.ts";
+import { withMetrics } from "./run_metrics.ts";
 import { PauseSpans } from "../report/timeline.ts";
 import { estimateLine, loadDurations, previewPlan } from "../preview/preview.ts";
 import { previewSource } from "./plan_preview.ts";
@@ -128,43 +128,11 @@ export async function runDispatcher(
       opts,
       ctx,
       (metrics) => executeRun(opts, plan, ctx, { gate, metrics }),
+      async () => await gate?.stop(),
     );
   } finally {
+    // Also when --metrics-addr could not listen (stopping twice is a no-op).
     await gate?.stop();
-  }
-}
-
-/**
- * Runs `fn` with `--metrics-addr`'s listener up, and after it, with
- * `--metrics-linger-secs`, until one scrape read the final state: Prometheus
- * pulls every interval, and a batch job's last state would otherwise be
- * seen only if a scrape happened to fall between the last change and the
- * exit.
- */
-async function withMetrics<T>(
-  opts: RunConfig,
-  { kube, log, signal }: RunContext,
-  fn: (metrics?: RunMetrics) => Promise<T>,
-): Promise<T> {
-  // Listening before the first create: an address in use is bad input, and
-  // a scrape sees the whole run.
-  const metrics = opts.metricsAddr ? new RunMetrics(() => kube.stats.codes ?? {}) : undefined;
-  const server = metrics && serveMetrics(opts.metricsAddr!, metrics);
-  if (server) log.info(`metrics on http://${server.addr}/metrics`);
-  try {
-    return await fn(metrics);
-  } finally {
-    const secs = opts.metricsLingerSecs;
-    if (server && secs > 0 && !signal?.aborted) {
-      log.info(`metrics: serving the final state until it is scraped (at most ${secs} s)`);
-      const scraped = await server.linger(secs * 1000, signal);
-      log.info(
-        scraped
-          ? "metrics: the final state was scraped"
-          : `metrics: not scraped within ${secs} s (--metrics-linger-secs); closing`,
-      );
-    }
-    await server?.close();
   }
 }
 
@@ -388,6 +356,7 @@ async function runCleanup(x: Execution, started: number): Promise<NodeResult[]> 
   } finally {
     await writer.settle();
     ctx.log.done();
+    x.metrics?.endPhase();
   }
   const summary = summarise(results, ctx.log, plan.namespace, plan.cleanupRun!, started, "cleanup");
   await recorder.finished(summary, results.some((r) => r.outcome === "failed"));

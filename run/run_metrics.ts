@@ -1,0 +1,58 @@
+/**
+ * `--metrics-addr`'s listener around a run, and `--metrics-linger-secs`:
+ * after the run, `/metrics` stays up until one scrape read the final state.
+ *
+ * @module
+ */
+
+import type { RunConfig, RunContext } from "./config.ts";
+import { RunMetrics } from "../report/metrics.ts";
+import { serveMetrics } from "../report/metrics_server.ts";
+
+/**
+ * Runs `fn` with `--metrics-addr`'s listener up, and after it, with
+ * `--metrics-linger-secs`, until one scrape read the final state: Prometheus
+ * pulls every interval, and a batch job's last state would otherwise be
+ * seen only if a scrape happened to fall between the last change and the
+ * exit. `ends` (the health gate's stop) runs when `fn` ended, before the
+ * linger. Before the linger the run's outcome is settled (`ctx.settled`): a
+ * SIGTERM then (the pod deleted, its grace period begun) ends the linger,
+ * not the run, whose exit code stands.
+ *
+ * @throws what `fn` throws, and {@linkcode UsageError} when the address cannot be listened on
+ */
+export async function withMetrics<T>(
+  opts: Pick<RunConfig, "metricsAddr" | "metricsLingerSecs">,
+  { kube, log, signal, settled }: Pick<RunContext, "kube" | "log" | "signal" | "settled">,
+  fn: (metrics?: RunMetrics) => Promise<T>,
+  ends?: () => Promise<void>,
+): Promise<T> {
+  // Listening before the first create: an address in use is bad input, and
+  // a scrape sees the whole run.
+  const metrics = opts.metricsAddr ? new RunMetrics(() => kube.stats.codes ?? {}) : undefined;
+  const server = metrics && serveMetrics(opts.metricsAddr!, metrics);
+  if (server) log.info(`metrics on http://${server.addr}/metrics`);
+  try {
+    return await fn(metrics);
+  } finally {
+    // The gate ends with the run, not with the linger: measured on, a
+    // breach after the rollout would set a pause (the owner's annotation,
+    // the pause file a later run then obeys), post an Event and count in
+    // job_dispatcher_gate_breaches_total after the report was written.
+    await ends?.();
+    const secs = opts.metricsLingerSecs;
+    if (server && secs > 0 && !signal?.aborted) {
+      settled?.();
+      log.info(`metrics: serving the final state until it is scraped (at most ${secs} s)`);
+      const scraped = await server.linger(secs * 1000, signal);
+      log.info(
+        scraped
+          ? "metrics: the final state was scraped"
+          : signal?.aborted
+          ? "metrics: stopped by a signal before the final state was scraped; closing"
+          : `metrics: not scraped within ${secs} s (--metrics-linger-secs); closing`,
+      );
+    }
+    await server?.close();
+  }
+}
