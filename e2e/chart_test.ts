@@ -904,3 +904,74 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "Helm chart: helm test's Pod has its ServiceAccount and asks whether the rollout ended",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    await ensureHelm();
+    const home = await Deno.makeTempDir({ prefix: "helm-" });
+    try {
+      const rendered = async (...set: string[]) =>
+        objects(
+          await helmRunner(home)([
+            ...["template", RELEASE, CHART, "-n", NS],
+            ...set.flatMap((v) => ["--set", v]),
+          ]),
+        );
+      const testPod = (objs: Obj[]) =>
+        objs.find((o) => o.kind === "Pod" && o.metadata.annotations?.["helm.sh/hook"] === "test");
+      // A run still in flight (paused by a gate, or past helm's --timeout) has
+      // not worked yet: status alone exits 0 for it, helm test must not.
+      const pod = testPod(await rendered())!;
+      assert.ok(pod.spec.containers[0].args.includes("--require-ended"), pod.spec.containers[0].args);
+      // The Pod's ServiceAccount exists, and is bound, in every render that has the Pod:
+      // the API server refuses a Pod naming a missing ServiceAccount, and one without
+      // the viewer's rights fails on a 403 however the rollout went.
+      for (
+        const set of [
+          [],
+          ["serviceAccount.create=false", "serviceAccount.name=mine"],
+          ["rbac.create=false"],
+          ["serviceAccount.create=false", "serviceAccount.name=mine", "test.serviceAccountName=viewer"],
+          ["rbac.create=false", "test.serviceAccountName=viewer"],
+        ]
+      ) {
+        const objs = await rendered(...set);
+        const p = testPod(objs);
+        if (!p) continue;
+        const sa = p.spec.serviceAccountName;
+        const given = set.includes("test.serviceAccountName=viewer");
+        if (given) {
+          assert.equal(sa, "viewer", set.join(","));
+          // Someone else's account: the chart neither creates nor binds it.
+          assert.ok(
+            !objs.some((o) => o.kind !== "Pod" && o.metadata.name.endsWith(`${FULLNAME}-test`)),
+            set.join(","),
+          );
+          continue;
+        }
+        assert.ok(
+          objs.some((o) => o.kind === "ServiceAccount" && o.metadata.name === sa),
+          `${set.join(",")}: the test Pod's ServiceAccount ${sa} is created`,
+        );
+        for (const kind of ["RoleBinding", "ClusterRoleBinding"]) {
+          assert.ok(
+            objs.some((o) => o.kind === kind && o.subjects?.some((s: Obj) => s.name === sa)),
+            `${set.join(",")}: ${sa} has a ${kind}`,
+          );
+        }
+      }
+      // Without the chart's accounts or RBAC and no test.serviceAccountName: no test Pod.
+      assert.equal(
+        testPod(await rendered("serviceAccount.create=false", "serviceAccount.name=mine")),
+        undefined,
+      );
+      assert.equal(testPod(await rendered("rbac.create=false")), undefined);
+      assert.ok(testPod(await rendered("rbac.create=false", "test.serviceAccountName=viewer")));
+    } finally {
+      await Deno.remove(home, { recursive: true }).catch(() => {});
+    }
+  },
+});

@@ -335,18 +335,25 @@ sets the value.)
 {{- end }}
 
 {{/*
-Whether `helm test` has a test: test.enabled, and the hook Job kept after it
+Whether `helm test` has a test: test.enabled, the hook Job kept after it
 succeeded (with hook-succeeded, Helm deleted it, and the garbage collector its
-per-node Jobs and run record: nothing would be left to read).
+per-node Jobs and run record: nothing would be left to read), and an account
+for the Pod: test.serviceAccountName, or the chart's own, which it makes only
+with serviceAccount.create and rbac.create (the API server refuses a Pod that
+names a missing ServiceAccount; one without the viewer's rights would fail on
+a 403 however the rollout went).
 */}}
 {{- define "job-dispatcher.testEnabled" -}}
 {{- $t := .Values.test | default (dict "enabled" true) }}
-{{- if and $t.enabled (not (contains "hook-succeeded" .Values.hook.deletePolicy)) }}true{{ end }}
+{{- $account := or $t.serviceAccountName (and .Values.serviceAccount.create .Values.rbac.create) }}
+{{- if and $t.enabled $account (not (contains "hook-succeeded" .Values.hook.deletePolicy)) }}true{{ end }}
 {{- end }}
 
-{{/* The test Pod's ServiceAccount: the viewer's rights and nothing more. */}}
+{{/* The test Pod's ServiceAccount: test.serviceAccountName, else the chart's, with the viewer's rights and nothing more. */}}
 {{- define "job-dispatcher.testServiceAccountName" -}}
+{{- with (.Values.test | default dict).serviceAccountName }}{{ . }}{{ else }}
 {{- printf "%s-test" (include "job-dispatcher.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -362,5 +369,7 @@ without one, the prefix (its record belongs to the prefix).
 {{- $a = append $a (printf "--owner-job-name=%s" (include "job-dispatcher.hookName" .)) }}
 {{- end }}
 {{- $a = append $a (printf "--tracking-label-prefix=%s" .Values.trackingLabelPrefix) }}
+{{- /* A run still alive (paused by a gate, or past helm's --timeout) has not worked yet. */}}
+{{- $a = append $a "--require-ended" }}
 {{- toYaml $a }}
 {{- end }}
