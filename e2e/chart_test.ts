@@ -648,6 +648,7 @@ Deno.test({
             `--namespace=${NS}`,
             `--owner-job-name=${HOOK_JOB}`,
             "--tracking-label-prefix=job-dispatcher",
+            "--require-ended",
           ]);
           // Read-only: the viewer's rights, nothing the dispatcher's Role adds.
           const as = `--as=system:serviceaccount:${NS}:${FULLNAME}-test`;
@@ -970,6 +971,48 @@ Deno.test({
       );
       assert.equal(testPod(await rendered("rbac.create=false")), undefined);
       assert.ok(testPod(await rendered("rbac.create=false", "test.serviceAccountName=viewer")));
+    } finally {
+      await Deno.remove(home, { recursive: true }).catch(() => {});
+    }
+  },
+});
+
+Deno.test({
+  name: "Helm chart: waves.sizes takes what --waves takes (fractional percentages), and refuses it with --canary",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    await ensureHelm();
+    const home = await Deno.makeTempDir({ prefix: "helm-" });
+    try {
+      const template = (...set: string[]) =>
+        helmResult(home)([
+          ...["template", RELEASE, CHART, "--show-only", "templates/hook-job.yaml"],
+          ...set.flatMap((v) => ["--set", v]),
+        ]);
+      // A 10,000-node fleet's first waves: 0.5% is 50 nodes (engine/waves.ts reads it).
+      const fine = await template("waves.sizes={1,0.5%,2.5%,100%}");
+      assert.equal(fine.code, 0, fine.stderr);
+      assert.ok(
+        find(objects(fine.stdout), "Job").spec.template.spec.containers[0].args.includes(
+          "--waves=1,0.5%,2.5%,100%",
+        ),
+      );
+      const cases: [string, RegExp][] = [
+        ["waves.sizes={2.5%,2.5%}", /waves\.sizes 2\.5%: the wave sizes must grow strictly/],
+        ["waves.sizes={0.0%}", /waves\.sizes 0\.0%: a wave of 0% holds no node/],
+        ["waves.sizes={100.5%}", /\/waves\/sizes\/0/],
+        // The dispatcher refuses both (exit 2 in the hook, after the release exists).
+        [
+          "waves.sizes={1},extraArgs={--canary=2}",
+          /extraArgs --canary=2 and waves\.sizes: --canary N is waves N,100%; set one of them/,
+        ],
+      ];
+      for (const [set, says] of cases) {
+        const r = await template(set);
+        assert.notEqual(r.code, 0, `${set}: ${r.stdout.slice(0, 200)}`);
+        assert.match(r.stderr, says, set);
+      }
     } finally {
       await Deno.remove(home, { recursive: true }).catch(() => {});
     }

@@ -229,6 +229,11 @@ each refused at install time where the dispatcher would refuse it in the hook
 {{- range $v.extraArgs }}{{ if regexMatch "^--canary(=|$)" (toString .) }}{{ $canary = true }}{{ end }}{{ end }}
 {{- with $w.sizes }}
 {{- include "job-dispatcher.checkWaves" . }}
+{{- range $v.extraArgs }}
+{{- if regexMatch "^--canary(=|$)" (toString .) }}
+{{- fail (printf "extraArgs %s and waves.sizes: --canary N is waves N,100%%; set one of them" .) }}
+{{- end }}
+{{- end }}
 {{- $a = append $a (printf "--waves=%s" (join "," .)) }}
 {{- end }}
 {{- if $w.soakSecs }}
@@ -282,22 +287,23 @@ each refused at install time where the dispatcher would refuse it in the hook
 {{- end }}
 
 {{/*
-waves.sizes as the dispatcher reads them (run/waves.ts), where the chart can
-tell without the selection: counts strictly growing, percentages strictly
-growing and at most 100.
+waves.sizes as the dispatcher reads them (engine/waves.ts), where the chart can
+tell without the selection: counts strictly growing, percentages (fractions
+too: 0.5% of 10,000 nodes is 50) over 0, strictly growing and at most 100.
 */}}
 {{- define "job-dispatcher.checkWaves" -}}
 {{- $count := 0 }}
-{{- $pct := 0 }}
+{{- $pct := 0.0 }}
 {{- range . }}
 {{- $s := toString . }}
 {{- if regexMatch "^[1-9][0-9]*$" $s }}
 {{- if le (int $s) $count }}{{ fail (printf "waves.sizes %s: the wave sizes must grow strictly (a count after %d)" $s $count) }}{{ end }}
 {{- $count = int $s }}
-{{- else if regexMatch "^[1-9][0-9]*%$" $s }}
-{{- $p := int (trimSuffix "%" $s) }}
-{{- if gt $p 100 }}{{ fail (printf "waves.sizes %s: a percentage is at most 100%%" $s) }}{{ end }}
-{{- if le $p $pct }}{{ fail (printf "waves.sizes %s: the wave sizes must grow strictly (a percentage after %d%%)" $s $pct) }}{{ end }}
+{{- else if regexMatch "^[0-9]+(\\.[0-9]+)?%$" $s }}
+{{- $p := float64 (trimSuffix "%" $s) }}
+{{- if eq $p 0.0 }}{{ fail (printf "waves.sizes %s: a wave of 0%% holds no node" $s) }}{{ end }}
+{{- if gt $p 100.0 }}{{ fail (printf "waves.sizes %s: a percentage is at most 100%%" $s) }}{{ end }}
+{{- if le $p $pct }}{{ fail (printf "waves.sizes %s: the wave sizes must grow strictly (a percentage after %v%%)" $s $pct) }}{{ end }}
 {{- $pct = $p }}
 {{- else }}
 {{- fail (printf "waves.sizes %s: each size is a count (5) or a percentage (25%%)" $s) }}
