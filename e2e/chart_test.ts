@@ -30,6 +30,7 @@ import {
 import { tempFile } from "./_fixtures.ts";
 import { OUTCOME_LABEL } from "./_nodes.ts";
 import { playTestPod, RUN_HERE } from "./_test_pod.ts";
+import { EXIT } from "../report/summary.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const SUITE = "e2e.job-dispatcher.io/suite";
@@ -332,8 +333,8 @@ Deno.test({
           "--verify-timeout-secs=300",
           "--metrics-addr=:9464",
         ]);
-        // Exit 5 (stopped by a gate) fails the hook at once, as 1, 2 and 3 do.
-        assert.deepEqual(hook.spec.podFailurePolicy.rules[1].onExitCodes.values, [1, 2, 3, 5]);
+        // Exit 5 (stopped by a gate) fails the hook at once, as 1 to 4 do.
+        assert.deepEqual(hook.spec.podFailurePolicy.rules[1].onExitCodes.values, [1, 2, 3, 4, 5]);
         assert.equal(pod.metadata.annotations["prometheus.io/scrape"], "true");
         assert.equal(pod.metadata.annotations["prometheus.io/port"], "9464");
         assert.equal(pod.metadata.annotations["prometheus.io/path"], "/metrics");
@@ -1013,6 +1014,41 @@ Deno.test({
         assert.notEqual(r.code, 0, `${set}: ${r.stdout.slice(0, 200)}`);
         assert.match(r.stderr, says, set);
       }
+    } finally {
+      await Deno.remove(home, { recursive: true }).catch(() => {});
+    }
+  },
+});
+
+Deno.test({
+  name: "Helm chart: the hook Job fails at once on every dispatcher verdict, retries only a disruption",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    await ensureHelm();
+    const home = await Deno.makeTempDir({ prefix: "helm-" });
+    try {
+      const hook = find(
+        objects(
+          await helmRunner(home)([
+            ...["template", RELEASE, CHART, "--show-only", "templates/hook-job.yaml"],
+          ]),
+        ),
+        "Job",
+      );
+      // Each exit code of report/summary.ts but success and a signal is a verdict a
+      // retry cannot change: 4 (the window closed, or none is open) exits 4 again at
+      // once outside the window, 5 meets the latch it left.
+      const verdicts = Object.values(EXIT).filter((c) =>
+        c !== EXIT.ok && c !== EXIT.sigint && c !== EXIT.sigterm
+      );
+      const [disruption, fail] = hook.spec.podFailurePolicy.rules;
+      assert.deepEqual(disruption, {
+        action: "Ignore",
+        onPodConditions: [{ type: "DisruptionTarget" }],
+      });
+      assert.equal(fail.action, "FailJob");
+      assert.deepEqual(fail.onExitCodes.values, verdicts);
     } finally {
       await Deno.remove(home, { recursive: true }).catch(() => {});
     }
