@@ -927,7 +927,10 @@ Deno.test({
       // A run still in flight (paused by a gate, or past helm's --timeout) has
       // not worked yet: status alone exits 0 for it, helm test must not.
       const pod = testPod(await rendered())!;
-      assert.ok(pod.spec.containers[0].args.includes("--require-ended"), pod.spec.containers[0].args);
+      assert.ok(
+        pod.spec.containers[0].args.includes("--require-ended"),
+        pod.spec.containers[0].args,
+      );
       // The Pod's ServiceAccount exists, and is bound, in every render that has the Pod:
       // the API server refuses a Pod naming a missing ServiceAccount, and one without
       // the viewer's rights fails on a 403 however the rollout went.
@@ -936,7 +939,11 @@ Deno.test({
           [],
           ["serviceAccount.create=false", "serviceAccount.name=mine"],
           ["rbac.create=false"],
-          ["serviceAccount.create=false", "serviceAccount.name=mine", "test.serviceAccountName=viewer"],
+          [
+            "serviceAccount.create=false",
+            "serviceAccount.name=mine",
+            "test.serviceAccountName=viewer",
+          ],
           ["rbac.create=false", "test.serviceAccountName=viewer"],
         ]
       ) {
@@ -979,7 +986,8 @@ Deno.test({
 });
 
 Deno.test({
-  name: "Helm chart: waves.sizes takes what --waves takes (fractional percentages), and refuses it with --canary",
+  name:
+    "Helm chart: waves.sizes takes what --waves takes (fractional percentages), and refuses it with --canary",
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {
@@ -1021,7 +1029,8 @@ Deno.test({
 });
 
 Deno.test({
-  name: "Helm chart: the hook Job fails at once on every dispatcher verdict, retries only a disruption",
+  name:
+    "Helm chart: the hook Job fails at once on every dispatcher verdict, retries only a disruption",
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {

@@ -182,7 +182,8 @@ Deno.test({
 });
 
 Deno.test({
-  name: "status --require-ended exits 1 while the run still runs or is paused, 0 once it ended clean",
+  name:
+    "status --require-ended exits 1 while the run still runs or is paused, 0 once it ended clean",
   permissions: "none",
   fn() {
     const nodes = [{ node: "n0", phase: "succeeded" as const }, {
@@ -200,7 +201,11 @@ Deno.test({
     });
     assert.equal(live.life, "running");
     assert.equal(statusExitCode(live), 0, "a person watching: nothing failed yet");
-    assert.equal(statusExitCode(live, { requireEnded: true }), 1, "helm test: it has not worked yet");
+    assert.equal(
+      statusExitCode(live, { requireEnded: true }),
+      1,
+      "helm test: it has not worked yet",
+    );
     const done = buildView({
       namespace: "ops",
       prefix: "up",
