@@ -1063,3 +1063,42 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "Helm chart: extraArgs refuses a gate or verification flag whose RBAC only its value grants",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    await ensureHelm();
+    const home = await Deno.makeTempDir({ prefix: "helm-" });
+    try {
+      const template = (set: string) =>
+        helmResult(home)(["template", RELEASE, CHART, "--set", set]);
+      // In the hook, each would meet a 403 after the release exists: the exit
+      // latch's get (read before any Job), or pods list for verification.
+      const cases: [string, RegExp][] = [
+        [
+          "extraArgs={--gate-prometheus-url=http://p:9090,--gate-query=up}",
+          /extraArgs --gate-prometheus-url=http:\/\/p:9090 needs the gate's RBAC .*: set gates\.prometheusUrl/,
+        ],
+        [
+          "extraArgs={--verify-pod-selector=app=validator}",
+          /extraArgs --verify-pod-selector=app=validator needs pods list in every namespace: set verification\.podSelector/,
+        ],
+      ];
+      for (const [set, says] of cases) {
+        const r = await template(set);
+        assert.notEqual(r.code, 0, `${set}: ${r.stdout.slice(0, 200)}`);
+        assert.match(r.stderr, says, set);
+      }
+      // rbac.drain grants pods list cluster-wide: the verify selector is covered then.
+      const drained = await template(
+        "rbac.drain=true,extraArgs={--drain,--verify-pod-selector=app=validator}",
+      );
+      assert.equal(drained.code, 0, drained.stderr);
+    } finally {
+      await Deno.remove(home, { recursive: true }).catch(() => {});
+    }
+  },
+});

@@ -171,6 +171,13 @@ selectors such as "tier in (a,b)"). Nodes are never listed unless given.
 {{- if and $v.rbac.create (not $v.rbac.drain) (regexMatch "^--(drain|blocking-pod-selector)(=|$)" $arg) }}
 {{- fail (printf "extraArgs %s needs rbac.drain=true (pods list, pods/eviction create): add --set rbac.drain=true" $arg) }}
 {{- end }}
+{{- /* The same for what only a value's RBAC covers: the exit latch's get (read before any Job), pods list. */}}
+{{- if and $v.rbac.create (regexMatch "^--gate-prometheus-url(=|$)" $arg) }}
+{{- fail (printf "extraArgs %s needs the gate's RBAC (get on the ConfigMap <prefix>-gate-breach): set gates.prometheusUrl, and gates.queries or gates.alerts, instead" $arg) }}
+{{- end }}
+{{- if and $v.rbac.create (not $v.rbac.drain) (regexMatch "^--verify-pod-selector(=|$)" $arg) }}
+{{- fail (printf "extraArgs %s needs pods list in every namespace: set verification.podSelector instead" $arg) }}
+{{- end }}
 {{- /* Refused too: a repeated flag silently overrides the value (the last one wins). */}}
 {{- $flag := regexReplaceAll "[= ].*$" $arg "" }}
 {{- with get (include "job-dispatcher.chartFlags" . | fromYaml) $flag }}
@@ -315,7 +322,9 @@ too: 0.5% of 10,000 nodes is 50) over 0, strictly growing and at most 100.
 The flags the chart sets from an optional value, only while that value is
 set, each with the value: an extraArgs entry repeating one is refused. (An
 older release may pass these flags in extraArgs; it keeps working until it
-sets the value.)
+sets the value; but --gate-prometheus-url, and --verify-pod-selector
+without rbac.drain, are refused in extraArgs: only their values grant their
+RBAC.)
 */}}
 {{- define "job-dispatcher.valueFlags" -}}
 {{- range (include "job-dispatcher.progressiveArgs" . | fromYamlArray) }}
