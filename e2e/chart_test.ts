@@ -1102,3 +1102,46 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "Helm chart: a number of seconds from a values file reaches its flag as digits, not Go's 1e+06",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    await ensureHelm();
+    const home = await Deno.makeTempDir({ prefix: "helm-" });
+    try {
+      // A values file's numbers are float64 to Helm, and %v prints 1000000 as
+      // 1e+06, which the dispatcher's flags refuse (exit 2 in the hook).
+      const values = await writeValues({
+        selection: { waitForNodesSecs: 1000000 },
+        waves: { sizes: [1], soakSecs: 1000000 },
+        gates: { prometheusUrl: "http://p:9090", queries: ["up == 0"], intervalSecs: 2.5 },
+        verification: { podSelector: "app=v", timeoutSecs: 3600000 },
+      });
+      const hook = find(
+        objects(
+          await helmRunner(home)([
+            ...["template", RELEASE, CHART, "-f", values],
+            ...["--show-only", "templates/hook-job.yaml"],
+          ]),
+        ),
+        "Job",
+      );
+      const args: string[] = hook.spec.template.spec.containers[0].args;
+      for (
+        const want of [
+          "--wait-for-nodes-secs=1000000",
+          "--wave-soak-secs=1000000",
+          "--gate-interval-secs=2.5",
+          "--verify-timeout-secs=3600000",
+        ]
+      ) {
+        assert.ok(args.includes(want), `${want} in ${args.join(" ")}`);
+      }
+    } finally {
+      await Deno.remove(home, { recursive: true }).catch(() => {});
+    }
+  },
+});

@@ -142,16 +142,16 @@ selectors such as "tier in (a,b)"). Nodes are never listed unless given.
 {{- with $sel.nodeFieldSelector }}{{ $a = append $a (printf "--node-field-selector=%s" .) }}{{ end }}
 {{- $a = append $a (printf "--node-page-size=%d" (int $sel.nodePageSize)) }}
 {{- if $sel.ignoreNodeTaints }}{{ $a = append $a "--ignore-node-taints" }}{{ end }}
-{{- $a = append $a (printf "--wait-for-nodes-secs=%v" $sel.waitForNodesSecs) }}
-{{- $a = append $a (printf "--node-settle-secs=%v" $sel.nodeSettleSecs) }}
+{{- $a = append $a (printf "--wait-for-nodes-secs=%s" (include "job-dispatcher.number" $sel.waitForNodesSecs)) }}
+{{- $a = append $a (printf "--node-settle-secs=%s" (include "job-dispatcher.number" $sel.nodeSettleSecs)) }}
 {{- $a = append $a (printf "--parallelism=%d" (int $v.parallelism)) }}
-{{- $a = append $a (printf "--poll-interval-secs=%v" $v.pollIntervalSecs) }}
-{{- $a = append $a (printf "--progress-interval-secs=%v" $v.progressIntervalSecs) }}
+{{- $a = append $a (printf "--poll-interval-secs=%s" (include "job-dispatcher.number" $v.pollIntervalSecs)) }}
+{{- $a = append $a (printf "--progress-interval-secs=%s" (include "job-dispatcher.number" $v.progressIntervalSecs)) }}
 {{- $a = append $a (printf "--tracking-label-prefix=%s" $v.trackingLabelPrefix) }}
 {{- /* Guarded: --reuse-values keeps an older release's values, which lack kubeApi. */}}
 {{- with $v.kubeApi }}
 {{- with .concurrency }}{{ $a = append $a (printf "--kube-api-concurrency=%d" (int .)) }}{{ end }}
-{{- if kindIs "invalid" .qps }}{{ else }}{{ $a = append $a (printf "--kube-api-qps=%v" .qps) }}{{ end }}
+{{- if kindIs "invalid" .qps }}{{ else }}{{ $a = append $a (printf "--kube-api-qps=%s" (include "job-dispatcher.number" .qps)) }}{{ end }}
 {{- with .burst }}{{ $a = append $a (printf "--kube-api-burst=%d" (int .)) }}{{ end }}
 {{- end }}
 {{- if eq $mode "jobName" }}
@@ -247,7 +247,7 @@ each refused at install time where the dispatcher would refuse it in the hook
 {{- if not (or $w.sizes $canary) }}
 {{- fail "waves.soakSecs needs waves.sizes (or --canary in extraArgs): the waves to soak after" }}
 {{- end }}
-{{- $a = append $a (printf "--wave-soak-secs=%v" $w.soakSecs) }}
+{{- $a = append $a (printf "--wave-soak-secs=%s" (include "job-dispatcher.number" $w.soakSecs)) }}
 {{- end }}
 {{- $a = concat $a (include "job-dispatcher.gateArgs" . | fromYamlArray) }}
 {{- $ver := $v.verification | default dict }}
@@ -256,7 +256,7 @@ each refused at install time where the dispatcher would refuse it in the hook
 {{- $a = append $a "--verify-job-template=/etc/job-dispatcher/verify-job.yaml" }}
 {{- end }}
 {{- if or $ver.podSelector (not (kindIs "invalid" $ver.jobTemplate)) }}
-{{- $a = append $a (printf "--verify-timeout-secs=%v" (default 600 $ver.timeoutSecs)) }}
+{{- $a = append $a (printf "--verify-timeout-secs=%s" (include "job-dispatcher.number" (default 600 $ver.timeoutSecs))) }}
 {{- end }}
 {{- if ($v.metrics | default dict).enabled }}
 {{- $a = append $a (printf "--metrics-addr=:%d" (int $v.metrics.port)) }}
@@ -283,7 +283,7 @@ each refused at install time where the dispatcher would refuse it in the hook
 {{- $a = append $a (printf "--gate-prometheus-url=%s" $g.prometheusUrl) }}
 {{- range $g.queries }}{{ $a = append $a (printf "--gate-query=%s" .) }}{{ end }}
 {{- with $g.alerts }}{{ $a = append $a (printf "--gate-alerts=%s" .) }}{{ end }}
-{{- $a = append $a (printf "--gate-interval-secs=%v" (default 30 $g.intervalSecs)) }}
+{{- $a = append $a (printf "--gate-interval-secs=%s" (include "job-dispatcher.number" (default 30 $g.intervalSecs))) }}
 {{- $a = append $a (printf "--on-gate-breach=%s" (default "pause" $g.onBreach)) }}
 {{- if $tok.name }}{{ $a = append $a "--gate-bearer-token-file=/var/run/secrets/job-dispatcher/gate-token/token" }}{{ end }}
 {{- if or $ca.secretName $ca.configMapName }}{{ $a = append $a "--gate-ca-file=/etc/job-dispatcher-gate-ca/ca.crt" }}{{ end }}
@@ -387,4 +387,12 @@ without one, the prefix (its record belongs to the prefix).
 {{- /* A run still alive (paused by a gate, or past helm's --timeout) has not worked yet. */}}
 {{- $a = append $a "--require-ended" }}
 {{- toYaml $a }}
+{{- end }}
+
+{{/*
+A number as the dispatcher's flags read it: digits. A values file's numbers
+reach the template as float64, which %v prints as 1e+06 from a million on.
+*/}}
+{{- define "job-dispatcher.number" -}}
+{{- if eq (float64 .) (floor .) }}{{ int64 . }}{{ else }}{{ . }}{{ end }}
 {{- end }}
