@@ -907,14 +907,23 @@ Deno.test({
   },
 });
 
+/** Runs `fn` with a helm home of its own (offline: helm template only), removed after. */
+async function withHelmHome(fn: (home: string) => Promise<void>): Promise<void> {
+  await ensureHelm();
+  const home = await Deno.makeTempDir({ prefix: "helm-" });
+  try {
+    await fn(home);
+  } finally {
+    await Deno.remove(home, { recursive: true }).catch(() => {});
+  }
+}
+
 Deno.test({
   name: "Helm chart: helm test's Pod has its ServiceAccount and asks whether the rollout ended",
   sanitizeOps: false,
   sanitizeResources: false,
-  async fn() {
-    await ensureHelm();
-    const home = await Deno.makeTempDir({ prefix: "helm-" });
-    try {
+  fn: () =>
+    withHelmHome(async (home) => {
       const rendered = async (...set: string[]) =>
         objects(
           await helmRunner(home)([
@@ -979,10 +988,7 @@ Deno.test({
       );
       assert.equal(testPod(await rendered("rbac.create=false")), undefined);
       assert.ok(testPod(await rendered("rbac.create=false", "test.serviceAccountName=viewer")));
-    } finally {
-      await Deno.remove(home, { recursive: true }).catch(() => {});
-    }
-  },
+    }),
 });
 
 Deno.test({
@@ -990,10 +996,8 @@ Deno.test({
     "Helm chart: waves.sizes takes what --waves takes (fractional percentages), and refuses it with --canary",
   sanitizeOps: false,
   sanitizeResources: false,
-  async fn() {
-    await ensureHelm();
-    const home = await Deno.makeTempDir({ prefix: "helm-" });
-    try {
+  fn: () =>
+    withHelmHome(async (home) => {
       const template = (...set: string[]) =>
         helmResult(home)([
           ...["template", RELEASE, CHART, "--show-only", "templates/hook-job.yaml"],
@@ -1022,10 +1026,7 @@ Deno.test({
         assert.notEqual(r.code, 0, `${set}: ${r.stdout.slice(0, 200)}`);
         assert.match(r.stderr, says, set);
       }
-    } finally {
-      await Deno.remove(home, { recursive: true }).catch(() => {});
-    }
-  },
+    }),
 });
 
 Deno.test({
@@ -1033,10 +1034,8 @@ Deno.test({
     "Helm chart: the hook Job fails at once on every dispatcher verdict, retries only a disruption",
   sanitizeOps: false,
   sanitizeResources: false,
-  async fn() {
-    await ensureHelm();
-    const home = await Deno.makeTempDir({ prefix: "helm-" });
-    try {
+  fn: () =>
+    withHelmHome(async (home) => {
       const hook = find(
         objects(
           await helmRunner(home)([
@@ -1058,10 +1057,7 @@ Deno.test({
       });
       assert.equal(fail.action, "FailJob");
       assert.deepEqual(fail.onExitCodes.values, verdicts);
-    } finally {
-      await Deno.remove(home, { recursive: true }).catch(() => {});
-    }
-  },
+    }),
 });
 
 Deno.test({
@@ -1069,10 +1065,8 @@ Deno.test({
     "Helm chart: extraArgs refuses a gate or verification flag whose RBAC only its value grants",
   sanitizeOps: false,
   sanitizeResources: false,
-  async fn() {
-    await ensureHelm();
-    const home = await Deno.makeTempDir({ prefix: "helm-" });
-    try {
+  fn: () =>
+    withHelmHome(async (home) => {
       const template = (set: string) =>
         helmResult(home)(["template", RELEASE, CHART, "--set", set]);
       // In the hook, each would meet a 403 after the release exists: the exit
@@ -1097,10 +1091,7 @@ Deno.test({
         "rbac.drain=true,extraArgs={--drain,--verify-pod-selector=app=validator}",
       );
       assert.equal(drained.code, 0, drained.stderr);
-    } finally {
-      await Deno.remove(home, { recursive: true }).catch(() => {});
-    }
-  },
+    }),
 });
 
 Deno.test({
@@ -1108,10 +1099,8 @@ Deno.test({
     "Helm chart: a number of seconds from a values file reaches its flag as digits, not Go's 1e+06",
   sanitizeOps: false,
   sanitizeResources: false,
-  async fn() {
-    await ensureHelm();
-    const home = await Deno.makeTempDir({ prefix: "helm-" });
-    try {
+  fn: () =>
+    withHelmHome(async (home) => {
       // A values file's numbers are float64 to Helm, and %v prints 1000000 as
       // 1e+06, which the dispatcher's flags refuse (exit 2 in the hook).
       const values = await writeValues({
@@ -1140,8 +1129,5 @@ Deno.test({
       ) {
         assert.ok(args.includes(want), `${want} in ${args.join(" ")}`);
       }
-    } finally {
-      await Deno.remove(home, { recursive: true }).catch(() => {});
-    }
-  },
+    }),
 });
