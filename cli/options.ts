@@ -373,7 +373,7 @@ OUTPUT
                             the run lives (job_dispatcher_nodes{phase},
                             _jobs_created_total, _node_duration_seconds, _paused,
                             _gate_breaches_total, _api_requests_total{code}) and
-                            /healthz. ":9090" listens on every address.
+                            /healthz. ":9090" listens on every address, IPv4 and IPv6.
   --metrics-linger-secs S   After the run, keep /metrics up until one scrape read
                             the final state, at most S s (default 0: close at
                             once; the last scrape may then precede the end). Set

@@ -33,13 +33,16 @@ FLAGS
   -o, --output FORMAT       text (default), wide (more columns, every node) or json
                             ({nodes: [{node, phase, job, reason, ...}], counts, run}).
   -w, --watch               Read again every 2 s and print the view when it changes.
+  --require-ended           Exit 1 also while the run still lives or is paused: it has
+                            not worked yet (what the chart's helm test asks).
   --kubeconfig PATH         As for kubectl.
   --context NAME            As for kubectl.
   -h, --help                This text.
 
 EXIT CODES
   0  nothing failed (and, once the run ended, every node succeeded)
-  1  a node failed, or the run ended or died with nodes not succeeded
+  1  a node failed, or the run ended or died with nodes not succeeded, or
+     (--require-ended) it still lives
   2  bad input: no prefix or owner, no such run, an unknown flag
   3  the cluster cannot be reached or refuses a read
 `;
@@ -51,6 +54,7 @@ const STATUS_FLAGS = {
   "tracking-label-prefix": { type: "string" },
   output: { type: "string", short: "o" },
   watch: { type: "boolean", short: "w" },
+  "require-ended": { type: "boolean" },
   kubeconfig: { type: "string" },
   context: { type: "string" },
   help: { type: "boolean", short: "h" },
@@ -100,6 +104,7 @@ export function parseStatusOptions(argv: string[]): StatusOptions {
     output: output as StatusConfig["output"],
     watch: v.watch ?? false,
     watchIntervalSecs: 2,
+    requireEnded: v["require-ended"] ?? false,
     kubeconfig: v.kubeconfig,
     context: v.context,
   };

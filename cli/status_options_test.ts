@@ -34,3 +34,13 @@ Deno.test({
     assert.match(STATUS_HELP, /EXIT CODES/);
   },
 });
+
+Deno.test({
+  name: "parseStatusOptions() reads --require-ended, off by default, and --help names it",
+  permissions: "none",
+  fn() {
+    assert.equal(parseStatusOptions(["--name-prefix=up"]).requireEnded, false);
+    assert.equal(parseStatusOptions(["--name-prefix=up", "--require-ended"]).requireEnded, true);
+    assert.match(STATUS_HELP, /--require-ended/);
+  },
+});

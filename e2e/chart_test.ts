@@ -30,6 +30,7 @@ import {
 import { tempFile } from "./_fixtures.ts";
 import { OUTCOME_LABEL } from "./_nodes.ts";
 import { playTestPod, RUN_HERE } from "./_test_pod.ts";
+import { EXIT } from "../report/summary.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const SUITE = "e2e.job-dispatcher.io/suite";
@@ -332,8 +333,8 @@ Deno.test({
           "--verify-timeout-secs=300",
           "--metrics-addr=:9464",
         ]);
-        // Exit 5 (stopped by a gate) fails the hook at once, as 1, 2 and 3 do.
-        assert.deepEqual(hook.spec.podFailurePolicy.rules[1].onExitCodes.values, [1, 2, 3, 5]);
+        // Exit 5 (stopped by a gate) fails the hook at once, as 1 to 4 do.
+        assert.deepEqual(hook.spec.podFailurePolicy.rules[1].onExitCodes.values, [1, 2, 3, 4, 5]);
         assert.equal(pod.metadata.annotations["prometheus.io/scrape"], "true");
         assert.equal(pod.metadata.annotations["prometheus.io/port"], "9464");
         assert.equal(pod.metadata.annotations["prometheus.io/path"], "/metrics");
@@ -648,6 +649,7 @@ Deno.test({
             `--namespace=${NS}`,
             `--owner-job-name=${HOOK_JOB}`,
             "--tracking-label-prefix=job-dispatcher",
+            "--require-ended",
           ]);
           // Read-only: the viewer's rights, nothing the dispatcher's Role adds.
           const as = `--as=system:serviceaccount:${NS}:${FULLNAME}-test`;
@@ -903,4 +905,229 @@ Deno.test({
       await Deno.remove(home, { recursive: true });
     }
   },
+});
+
+/** Runs `fn` with a helm home of its own (offline: helm template only), removed after. */
+async function withHelmHome(fn: (home: string) => Promise<void>): Promise<void> {
+  await ensureHelm();
+  const home = await Deno.makeTempDir({ prefix: "helm-" });
+  try {
+    await fn(home);
+  } finally {
+    await Deno.remove(home, { recursive: true }).catch(() => {});
+  }
+}
+
+Deno.test({
+  name: "Helm chart: helm test's Pod has its ServiceAccount and asks whether the rollout ended",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: () =>
+    withHelmHome(async (home) => {
+      const rendered = async (...set: string[]) =>
+        objects(
+          await helmRunner(home)([
+            ...["template", RELEASE, CHART, "-n", NS],
+            ...set.flatMap((v) => ["--set", v]),
+          ]),
+        );
+      const testPod = (objs: Obj[]) =>
+        objs.find((o) => o.kind === "Pod" && o.metadata.annotations?.["helm.sh/hook"] === "test");
+      // A run still in flight (paused by a gate, or past helm's --timeout) has
+      // not worked yet: status alone exits 0 for it, helm test must not.
+      const pod = testPod(await rendered())!;
+      assert.ok(
+        pod.spec.containers[0].args.includes("--require-ended"),
+        pod.spec.containers[0].args,
+      );
+      // The Pod's ServiceAccount exists, and is bound, in every render that has the Pod:
+      // the API server refuses a Pod naming a missing ServiceAccount, and one without
+      // the viewer's rights fails on a 403 however the rollout went.
+      for (
+        const set of [
+          [],
+          ["serviceAccount.create=false", "serviceAccount.name=mine"],
+          ["rbac.create=false"],
+          [
+            "serviceAccount.create=false",
+            "serviceAccount.name=mine",
+            "test.serviceAccountName=viewer",
+          ],
+          ["rbac.create=false", "test.serviceAccountName=viewer"],
+        ]
+      ) {
+        const objs = await rendered(...set);
+        const p = testPod(objs);
+        if (!p) continue;
+        const sa = p.spec.serviceAccountName;
+        const given = set.includes("test.serviceAccountName=viewer");
+        if (given) {
+          assert.equal(sa, "viewer", set.join(","));
+          // Someone else's account: the chart neither creates nor binds it.
+          assert.ok(
+            !objs.some((o) => o.kind !== "Pod" && o.metadata.name.endsWith(`${FULLNAME}-test`)),
+            set.join(","),
+          );
+          continue;
+        }
+        assert.ok(
+          objs.some((o) => o.kind === "ServiceAccount" && o.metadata.name === sa),
+          `${set.join(",")}: the test Pod's ServiceAccount ${sa} is created`,
+        );
+        for (const kind of ["RoleBinding", "ClusterRoleBinding"]) {
+          assert.ok(
+            objs.some((o) => o.kind === kind && o.subjects?.some((s: Obj) => s.name === sa)),
+            `${set.join(",")}: ${sa} has a ${kind}`,
+          );
+        }
+      }
+      // Without the chart's accounts or RBAC and no test.serviceAccountName: no test Pod.
+      assert.equal(
+        testPod(await rendered("serviceAccount.create=false", "serviceAccount.name=mine")),
+        undefined,
+      );
+      assert.equal(testPod(await rendered("rbac.create=false")), undefined);
+      assert.ok(testPod(await rendered("rbac.create=false", "test.serviceAccountName=viewer")));
+    }),
+});
+
+Deno.test({
+  name:
+    "Helm chart: waves.sizes takes what --waves takes (fractional percentages), and refuses it with --canary",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: () =>
+    withHelmHome(async (home) => {
+      const template = (...set: string[]) =>
+        helmResult(home)([
+          ...["template", RELEASE, CHART, "--show-only", "templates/hook-job.yaml"],
+          ...set.flatMap((v) => ["--set", v]),
+        ]);
+      // A 10,000-node fleet's first waves: 0.5% is 50 nodes (engine/waves.ts reads it).
+      const fine = await template("waves.sizes={1,0.5%,2.5%,100%}");
+      assert.equal(fine.code, 0, fine.stderr);
+      assert.ok(
+        find(objects(fine.stdout), "Job").spec.template.spec.containers[0].args.includes(
+          "--waves=1,0.5%,2.5%,100%",
+        ),
+      );
+      const cases: [string, RegExp][] = [
+        ["waves.sizes={2.5%,2.5%}", /waves\.sizes 2\.5%: the wave sizes must grow strictly/],
+        ["waves.sizes={0.0%}", /waves\.sizes 0\.0%: a wave of 0% holds no node/],
+        ["waves.sizes={100.5%}", /\/waves\/sizes\/0/],
+        // The dispatcher refuses both (exit 2 in the hook, after the release exists).
+        [
+          "waves.sizes={1},extraArgs={--canary=2}",
+          /extraArgs --canary=2 and waves\.sizes: --canary N is waves N,100%; set one of them/,
+        ],
+      ];
+      for (const [set, says] of cases) {
+        const r = await template(set);
+        assert.notEqual(r.code, 0, `${set}: ${r.stdout.slice(0, 200)}`);
+        assert.match(r.stderr, says, set);
+      }
+    }),
+});
+
+Deno.test({
+  name:
+    "Helm chart: the hook Job fails at once on every dispatcher verdict, retries only a disruption",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: () =>
+    withHelmHome(async (home) => {
+      const hook = find(
+        objects(
+          await helmRunner(home)([
+            ...["template", RELEASE, CHART, "--show-only", "templates/hook-job.yaml"],
+          ]),
+        ),
+        "Job",
+      );
+      // Each exit code of report/summary.ts but success and a signal is a verdict a
+      // retry cannot change: 4 (the window closed, or none is open) exits 4 again at
+      // once outside the window, 5 meets the latch it left.
+      const verdicts = Object.values(EXIT).filter((c) =>
+        c !== EXIT.ok && c !== EXIT.sigint && c !== EXIT.sigterm
+      );
+      const [disruption, fail] = hook.spec.podFailurePolicy.rules;
+      assert.deepEqual(disruption, {
+        action: "Ignore",
+        onPodConditions: [{ type: "DisruptionTarget" }],
+      });
+      assert.equal(fail.action, "FailJob");
+      assert.deepEqual(fail.onExitCodes.values, verdicts);
+    }),
+});
+
+Deno.test({
+  name:
+    "Helm chart: extraArgs refuses a gate or verification flag whose RBAC only its value grants",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: () =>
+    withHelmHome(async (home) => {
+      const template = (set: string) =>
+        helmResult(home)(["template", RELEASE, CHART, "--set", set]);
+      // In the hook, each would meet a 403 after the release exists: the exit
+      // latch's get (read before any Job), or pods list for verification.
+      const cases: [string, RegExp][] = [
+        [
+          "extraArgs={--gate-prometheus-url=http://p:9090,--gate-query=up}",
+          /extraArgs --gate-prometheus-url=http:\/\/p:9090 needs the gate's RBAC .*: set gates\.prometheusUrl/,
+        ],
+        [
+          "extraArgs={--verify-pod-selector=app=validator}",
+          /extraArgs --verify-pod-selector=app=validator needs pods list in every namespace: set verification\.podSelector/,
+        ],
+      ];
+      for (const [set, says] of cases) {
+        const r = await template(set);
+        assert.notEqual(r.code, 0, `${set}: ${r.stdout.slice(0, 200)}`);
+        assert.match(r.stderr, says, set);
+      }
+      // rbac.drain grants pods list cluster-wide: the verify selector is covered then.
+      const drained = await template(
+        "rbac.drain=true,extraArgs={--drain,--verify-pod-selector=app=validator}",
+      );
+      assert.equal(drained.code, 0, drained.stderr);
+    }),
+});
+
+Deno.test({
+  name:
+    "Helm chart: a number of seconds from a values file reaches its flag as digits, not Go's 1e+06",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: () =>
+    withHelmHome(async (home) => {
+      // A values file's numbers are float64 to Helm, and %v prints 1000000 as
+      // 1e+06, which the dispatcher's flags refuse (exit 2 in the hook).
+      const values = await writeValues({
+        selection: { waitForNodesSecs: 1000000 },
+        waves: { sizes: [1], soakSecs: 1000000 },
+        gates: { prometheusUrl: "http://p:9090", queries: ["up == 0"], intervalSecs: 2.5 },
+        verification: { podSelector: "app=v", timeoutSecs: 3600000 },
+      });
+      const hook = find(
+        objects(
+          await helmRunner(home)([
+            ...["template", RELEASE, CHART, "-f", values],
+            ...["--show-only", "templates/hook-job.yaml"],
+          ]),
+        ),
+        "Job",
+      );
+      const args: string[] = hook.spec.template.spec.containers[0].args;
+      for (
+        const want of [
+          "--wait-for-nodes-secs=1000000",
+          "--wave-soak-secs=1000000",
+          "--gate-interval-secs=2.5",
+          "--verify-timeout-secs=3600000",
+        ]
+      ) {
+        assert.ok(args.includes(want), `${want} in ${args.join(" ")}`);
+      }
+    }),
 });

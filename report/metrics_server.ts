@@ -33,19 +33,37 @@ export interface MetricsServer {
 export const EXPOSITION_TYPE = "text/plain; version=0.0.4; charset=utf-8";
 
 /**
- * Serves `metrics` on `addr` (`HOST:PORT`; an empty host is every address).
+ * Listens on `host` (empty: every address: `::`, which on Linux takes IPv4
+ * too, as Go's `net.Listen(":PORT")` does, so that a scrape of an IPv6 pod IP
+ * reaches it; `0.0.0.0` where the host has no IPv6).
+ */
+function listen(host: string, port: number, handler: Deno.ServeHandler): Deno.HttpServer {
+  const serve = (hostname: string) => Deno.serve({ hostname, port, onListen: () => {} }, handler);
+  if (host) return serve(host);
+  try {
+    return serve("::");
+  } catch (e) {
+    // No IPv6 on this host (EAFNOSUPPORT, EADDRNOTAVAIL); a port in use is in use on both.
+    if (e instanceof Deno.errors.AddrInUse) throw e;
+    return serve("0.0.0.0");
+  }
+}
+
+/**
+ * Serves `metrics` on `addr` (`HOST:PORT`; an empty host is every address,
+ * IPv4 and IPv6).
  *
  * @throws {UsageError} when the address cannot be listened on (in use, not local)
  */
 export function serveMetrics(addr: string, metrics: RunMetrics): MetricsServer {
   const colon = addr.lastIndexOf(":");
-  const host = addr.slice(0, colon).replace(/^\[(.*)\]$/, "$1") || "0.0.0.0";
+  const host = addr.slice(0, colon).replace(/^\[(.*)\]$/, "$1");
   const port = Number(addr.slice(colon + 1));
   /** Told when a scrape read the final state, once `linger` began. */
   let scrapedFinal: (() => void) | undefined;
   let server: Deno.HttpServer;
   try {
-    server = Deno.serve({ hostname: host, port, onListen: () => {} }, (req) => {
+    server = listen(host, port, (req) => {
       const path = new URL(req.url).pathname;
       if (path === "/metrics") {
         const body = metrics.exposition();
@@ -59,8 +77,9 @@ export function serveMetrics(addr: string, metrics: RunMetrics): MetricsServer {
     throw new UsageError(`Invalid --metrics-addr ${addr}: cannot listen (${(e as Error).message})`);
   }
   const a = server.addr as Deno.NetAddr;
+  const shown = a.hostname.includes(":") ? `[${a.hostname}]` : a.hostname;
   return {
-    addr: `${a.hostname}:${a.port}`,
+    addr: `${shown}:${a.port}`,
     linger: (ms, signal) => {
       if (ms <= 0 || signal?.aborted) return Promise.resolve(false);
       return new Promise((resolve) => {

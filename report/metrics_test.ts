@@ -233,3 +233,31 @@ Deno.test({
     assert.equal(samples(m.exposition()).get('job_dispatcher_nodes{phase="succeeded"}'), 3);
   },
 });
+
+Deno.test({
+  name:
+    "--metrics-addr :PORT listens on every address of both families, as Go's net.Listen does (a pod IP may be IPv6)",
+  async fn() {
+    const server = serveMetrics(":0", fed());
+    try {
+      const port = server.addr.slice(server.addr.lastIndexOf(":") + 1);
+      const v4 = await fetch(`http://127.0.0.1:${port}/healthz`);
+      assert.equal(await v4.text(), "ok\n");
+      // An IPv6 single-stack cluster scrapes the pod's IPv6 address. Asserted
+      // where this machine has an IPv6 loopback (the fallback keeps IPv4 without it).
+      let v6Loopback = true;
+      try {
+        Deno.listen({ hostname: "::1", port: 0 }).close();
+      } catch {
+        v6Loopback = false;
+      }
+      if (v6Loopback) {
+        const v6 = await fetch(`http://[::1]:${port}/healthz`);
+        assert.equal(await v6.text(), "ok\n");
+        assert.equal(server.addr, `[::]:${port}`, "said as a URL host");
+      }
+    } finally {
+      await server.close();
+    }
+  },
+});

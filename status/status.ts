@@ -32,6 +32,8 @@ export interface StatusConfig {
   watch: boolean;
   /** How often `--watch` reads again, in s. @default 2 */
   watchIntervalSecs: number;
+  /** `--require-ended`: a run still alive (or paused) exits 1, as `helm test` needs. */
+  requireEnded?: boolean;
   /** `--kubeconfig`, as for a run (the namespace rules need to know). */
   kubeconfig?: string;
   /** `--context`. */
@@ -185,5 +187,5 @@ export async function runStatus(cfg: StatusConfig, ctx: StatusContext): Promise<
     shown = text;
     ctx.stdout(ctx.terminal ? `\x1b[H\x1b[2J${text}` : text);
   }
-  return statusExitCode(view);
+  return statusExitCode(view, { requireEnded: cfg.requireEnded });
 }

@@ -215,12 +215,15 @@ function rerunOf(nodes: readonly StatusNode[]): Rerun | undefined {
 
 /**
  * The exit code status ends with: 0 while nothing failed (and, once the run
- * ended, every node succeeded), 1 otherwise, as `helm test` asks "did it work?".
+ * ended, every node succeeded), 1 otherwise. With `requireEnded`
+ * (`--require-ended`, what `helm test` asks: "did it work?"), a run still
+ * alive is 1 too: a run paused by a gate, or still going after Helm's
+ * `--timeout` gave up waiting for its hook, has not worked yet.
  */
-export function statusExitCode(view: StatusView): number {
+export function statusExitCode(view: StatusView, o: { requireEnded?: boolean } = {}): number {
   const failed = (view.counts.failed ?? 0) + (view.counts.stillBlocked ?? 0);
   if (failed > 0) return 1;
-  if (view.life === "running") return 0;
+  if (view.life === "running") return o.requireEnded ? 1 : 0;
   return view.nodes.every((n) => n.phase === "succeeded") ? 0 : 1;
 }
 

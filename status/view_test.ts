@@ -180,3 +180,41 @@ Deno.test({
     assert.match(renderText(bare, T0), /no run record/);
   },
 });
+
+Deno.test({
+  name:
+    "status --require-ended exits 1 while the run still runs or is paused, 0 once it ended clean",
+  permissions: "none",
+  fn() {
+    const nodes = [{ node: "n0", phase: "succeeded" as const }, {
+      node: "n1",
+      phase: "queued" as const,
+    }];
+    const live = buildView({
+      namespace: "ops",
+      prefix: "up",
+      keys,
+      record: record({ nodes, paused: "health gate: up == 0" }),
+      jobs: [job("n0", "Complete")],
+      nodes: new Map(),
+      now: T0 + 70_000,
+    });
+    assert.equal(live.life, "running");
+    assert.equal(statusExitCode(live), 0, "a person watching: nothing failed yet");
+    assert.equal(
+      statusExitCode(live, { requireEnded: true }),
+      1,
+      "helm test: it has not worked yet",
+    );
+    const done = buildView({
+      namespace: "ops",
+      prefix: "up",
+      keys,
+      record: record({ state: "finished", paused: undefined, nodes: [nodes[0]] }),
+      jobs: [job("n0", "Complete")],
+      nodes: new Map(),
+      now: T0 + 70_000,
+    });
+    assert.equal(statusExitCode(done, { requireEnded: true }), 0);
+  },
+});

@@ -142,16 +142,16 @@ selectors such as "tier in (a,b)"). Nodes are never listed unless given.
 {{- with $sel.nodeFieldSelector }}{{ $a = append $a (printf "--node-field-selector=%s" .) }}{{ end }}
 {{- $a = append $a (printf "--node-page-size=%d" (int $sel.nodePageSize)) }}
 {{- if $sel.ignoreNodeTaints }}{{ $a = append $a "--ignore-node-taints" }}{{ end }}
-{{- $a = append $a (printf "--wait-for-nodes-secs=%v" $sel.waitForNodesSecs) }}
-{{- $a = append $a (printf "--node-settle-secs=%v" $sel.nodeSettleSecs) }}
+{{- $a = append $a (printf "--wait-for-nodes-secs=%s" (include "job-dispatcher.number" $sel.waitForNodesSecs)) }}
+{{- $a = append $a (printf "--node-settle-secs=%s" (include "job-dispatcher.number" $sel.nodeSettleSecs)) }}
 {{- $a = append $a (printf "--parallelism=%d" (int $v.parallelism)) }}
-{{- $a = append $a (printf "--poll-interval-secs=%v" $v.pollIntervalSecs) }}
-{{- $a = append $a (printf "--progress-interval-secs=%v" $v.progressIntervalSecs) }}
+{{- $a = append $a (printf "--poll-interval-secs=%s" (include "job-dispatcher.number" $v.pollIntervalSecs)) }}
+{{- $a = append $a (printf "--progress-interval-secs=%s" (include "job-dispatcher.number" $v.progressIntervalSecs)) }}
 {{- $a = append $a (printf "--tracking-label-prefix=%s" $v.trackingLabelPrefix) }}
 {{- /* Guarded: --reuse-values keeps an older release's values, which lack kubeApi. */}}
 {{- with $v.kubeApi }}
 {{- with .concurrency }}{{ $a = append $a (printf "--kube-api-concurrency=%d" (int .)) }}{{ end }}
-{{- if kindIs "invalid" .qps }}{{ else }}{{ $a = append $a (printf "--kube-api-qps=%v" .qps) }}{{ end }}
+{{- if kindIs "invalid" .qps }}{{ else }}{{ $a = append $a (printf "--kube-api-qps=%s" (include "job-dispatcher.number" .qps)) }}{{ end }}
 {{- with .burst }}{{ $a = append $a (printf "--kube-api-burst=%d" (int .)) }}{{ end }}
 {{- end }}
 {{- if eq $mode "jobName" }}
@@ -170,6 +170,13 @@ selectors such as "tier in (a,b)"). Nodes are never listed unless given.
 {{- /* Refused at install time: in the hook it would fail every node on a 403 after the release exists. */}}
 {{- if and $v.rbac.create (not $v.rbac.drain) (regexMatch "^--(drain|blocking-pod-selector)(=|$)" $arg) }}
 {{- fail (printf "extraArgs %s needs rbac.drain=true (pods list, pods/eviction create): add --set rbac.drain=true" $arg) }}
+{{- end }}
+{{- /* The same for what only a value's RBAC covers: the exit latch's get (read before any Job), pods list. */}}
+{{- if and $v.rbac.create (regexMatch "^--gate-prometheus-url(=|$)" $arg) }}
+{{- fail (printf "extraArgs %s needs the gate's RBAC (get on the ConfigMap <prefix>-gate-breach): set gates.prometheusUrl, and gates.queries or gates.alerts, instead" $arg) }}
+{{- end }}
+{{- if and $v.rbac.create (not $v.rbac.drain) (regexMatch "^--verify-pod-selector(=|$)" $arg) }}
+{{- fail (printf "extraArgs %s needs pods list in every namespace: set verification.podSelector instead" $arg) }}
 {{- end }}
 {{- /* Refused too: a repeated flag silently overrides the value (the last one wins). */}}
 {{- $flag := regexReplaceAll "[= ].*$" $arg "" }}
@@ -229,13 +236,18 @@ each refused at install time where the dispatcher would refuse it in the hook
 {{- range $v.extraArgs }}{{ if regexMatch "^--canary(=|$)" (toString .) }}{{ $canary = true }}{{ end }}{{ end }}
 {{- with $w.sizes }}
 {{- include "job-dispatcher.checkWaves" . }}
+{{- range $v.extraArgs }}
+{{- if regexMatch "^--canary(=|$)" (toString .) }}
+{{- fail (printf "extraArgs %s and waves.sizes: --canary N is waves N,100%%; set one of them" .) }}
+{{- end }}
+{{- end }}
 {{- $a = append $a (printf "--waves=%s" (join "," .)) }}
 {{- end }}
 {{- if $w.soakSecs }}
 {{- if not (or $w.sizes $canary) }}
 {{- fail "waves.soakSecs needs waves.sizes (or --canary in extraArgs): the waves to soak after" }}
 {{- end }}
-{{- $a = append $a (printf "--wave-soak-secs=%v" $w.soakSecs) }}
+{{- $a = append $a (printf "--wave-soak-secs=%s" (include "job-dispatcher.number" $w.soakSecs)) }}
 {{- end }}
 {{- $a = concat $a (include "job-dispatcher.gateArgs" . | fromYamlArray) }}
 {{- $ver := $v.verification | default dict }}
@@ -244,7 +256,7 @@ each refused at install time where the dispatcher would refuse it in the hook
 {{- $a = append $a "--verify-job-template=/etc/job-dispatcher/verify-job.yaml" }}
 {{- end }}
 {{- if or $ver.podSelector (not (kindIs "invalid" $ver.jobTemplate)) }}
-{{- $a = append $a (printf "--verify-timeout-secs=%v" (default 600 $ver.timeoutSecs)) }}
+{{- $a = append $a (printf "--verify-timeout-secs=%s" (include "job-dispatcher.number" (default 600 $ver.timeoutSecs))) }}
 {{- end }}
 {{- if ($v.metrics | default dict).enabled }}
 {{- $a = append $a (printf "--metrics-addr=:%d" (int $v.metrics.port)) }}
@@ -271,7 +283,7 @@ each refused at install time where the dispatcher would refuse it in the hook
 {{- $a = append $a (printf "--gate-prometheus-url=%s" $g.prometheusUrl) }}
 {{- range $g.queries }}{{ $a = append $a (printf "--gate-query=%s" .) }}{{ end }}
 {{- with $g.alerts }}{{ $a = append $a (printf "--gate-alerts=%s" .) }}{{ end }}
-{{- $a = append $a (printf "--gate-interval-secs=%v" (default 30 $g.intervalSecs)) }}
+{{- $a = append $a (printf "--gate-interval-secs=%s" (include "job-dispatcher.number" (default 30 $g.intervalSecs))) }}
 {{- $a = append $a (printf "--on-gate-breach=%s" (default "pause" $g.onBreach)) }}
 {{- if $tok.name }}{{ $a = append $a "--gate-bearer-token-file=/var/run/secrets/job-dispatcher/gate-token/token" }}{{ end }}
 {{- if or $ca.secretName $ca.configMapName }}{{ $a = append $a "--gate-ca-file=/etc/job-dispatcher-gate-ca/ca.crt" }}{{ end }}
@@ -282,22 +294,23 @@ each refused at install time where the dispatcher would refuse it in the hook
 {{- end }}
 
 {{/*
-waves.sizes as the dispatcher reads them (run/waves.ts), where the chart can
-tell without the selection: counts strictly growing, percentages strictly
-growing and at most 100.
+waves.sizes as the dispatcher reads them (engine/waves.ts), where the chart can
+tell without the selection: counts strictly growing, percentages (fractions
+too: 0.5% of 10,000 nodes is 50) over 0, strictly growing and at most 100.
 */}}
 {{- define "job-dispatcher.checkWaves" -}}
 {{- $count := 0 }}
-{{- $pct := 0 }}
+{{- $pct := 0.0 }}
 {{- range . }}
 {{- $s := toString . }}
 {{- if regexMatch "^[1-9][0-9]*$" $s }}
 {{- if le (int $s) $count }}{{ fail (printf "waves.sizes %s: the wave sizes must grow strictly (a count after %d)" $s $count) }}{{ end }}
 {{- $count = int $s }}
-{{- else if regexMatch "^[1-9][0-9]*%$" $s }}
-{{- $p := int (trimSuffix "%" $s) }}
-{{- if gt $p 100 }}{{ fail (printf "waves.sizes %s: a percentage is at most 100%%" $s) }}{{ end }}
-{{- if le $p $pct }}{{ fail (printf "waves.sizes %s: the wave sizes must grow strictly (a percentage after %d%%)" $s $pct) }}{{ end }}
+{{- else if regexMatch "^[0-9]+(\\.[0-9]+)?%$" $s }}
+{{- $p := float64 (trimSuffix "%" $s) }}
+{{- if eq $p 0.0 }}{{ fail (printf "waves.sizes %s: a wave of 0%% holds no node" $s) }}{{ end }}
+{{- if gt $p 100.0 }}{{ fail (printf "waves.sizes %s: a percentage is at most 100%%" $s) }}{{ end }}
+{{- if le $p $pct }}{{ fail (printf "waves.sizes %s: the wave sizes must grow strictly (a percentage after %v%%)" $s $pct) }}{{ end }}
 {{- $pct = $p }}
 {{- else }}
 {{- fail (printf "waves.sizes %s: each size is a count (5) or a percentage (25%%)" $s) }}
@@ -309,7 +322,9 @@ growing and at most 100.
 The flags the chart sets from an optional value, only while that value is
 set, each with the value: an extraArgs entry repeating one is refused. (An
 older release may pass these flags in extraArgs; it keeps working until it
-sets the value.)
+sets the value; but --gate-prometheus-url, and --verify-pod-selector
+without rbac.drain, are refused in extraArgs: only their values grant their
+RBAC.)
 */}}
 {{- define "job-dispatcher.valueFlags" -}}
 {{- range (include "job-dispatcher.progressiveArgs" . | fromYamlArray) }}
@@ -335,18 +350,25 @@ sets the value.)
 {{- end }}
 
 {{/*
-Whether `helm test` has a test: test.enabled, and the hook Job kept after it
+Whether `helm test` has a test: test.enabled, the hook Job kept after it
 succeeded (with hook-succeeded, Helm deleted it, and the garbage collector its
-per-node Jobs and run record: nothing would be left to read).
+per-node Jobs and run record: nothing would be left to read), and an account
+for the Pod: test.serviceAccountName, or the chart's own, which it makes only
+with serviceAccount.create and rbac.create (the API server refuses a Pod that
+names a missing ServiceAccount; one without the viewer's rights would fail on
+a 403 however the rollout went).
 */}}
 {{- define "job-dispatcher.testEnabled" -}}
 {{- $t := .Values.test | default (dict "enabled" true) }}
-{{- if and $t.enabled (not (contains "hook-succeeded" .Values.hook.deletePolicy)) }}true{{ end }}
+{{- $account := or $t.serviceAccountName (and .Values.serviceAccount.create .Values.rbac.create) }}
+{{- if and $t.enabled $account (not (contains "hook-succeeded" .Values.hook.deletePolicy)) }}true{{ end }}
 {{- end }}
 
-{{/* The test Pod's ServiceAccount: the viewer's rights and nothing more. */}}
+{{/* The test Pod's ServiceAccount: test.serviceAccountName, else the chart's, with the viewer's rights and nothing more. */}}
 {{- define "job-dispatcher.testServiceAccountName" -}}
+{{- with (.Values.test | default dict).serviceAccountName }}{{ . }}{{ else }}
 {{- printf "%s-test" (include "job-dispatcher.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -362,5 +384,15 @@ without one, the prefix (its record belongs to the prefix).
 {{- $a = append $a (printf "--owner-job-name=%s" (include "job-dispatcher.hookName" .)) }}
 {{- end }}
 {{- $a = append $a (printf "--tracking-label-prefix=%s" .Values.trackingLabelPrefix) }}
+{{- /* A run still alive (paused by a gate, or past helm's --timeout) has not worked yet. */}}
+{{- $a = append $a "--require-ended" }}
 {{- toYaml $a }}
+{{- end }}
+
+{{/*
+A number as the dispatcher's flags read it: digits. A values file's numbers
+reach the template as float64, which %v prints as 1e+06 from a million on.
+*/}}
+{{- define "job-dispatcher.number" -}}
+{{- if eq (float64 .) (floor .) }}{{ int64 . }}{{ else }}{{ . }}{{ end }}
 {{- end }}
