@@ -111,24 +111,50 @@ async function ownedJobs(kube: Kube, ns: string, keys: TrackingKeys, owner: Owne
   return all.items.filter((j) => j.metadata?.ownerReferences?.some((r) => r.uid === owner.uid));
 }
 
-/** The prefix's Jobs (of its owner, with one) and the nodes, slimmed to what status shows. */
-async function readCluster(kube: Kube, ns: string, found: Found, keys: TrackingKeys) {
-  const jobs = (await kube.list<V1Job>(
-    paths.jobs(ns),
-    { labelSelector: `${keys.owner}=${labelValue(found.prefix)}` },
-    500,
-  )).items.filter((j) =>
-    !found.owner || j.metadata?.ownerReferences?.some((r) => r.uid === found.owner!.uid)
-  );
-  const nodes = await kube.list<V1Node, V1Node>(paths.nodes(), {}, 500, (n) => ({
+/** A Job slimmed to what the view reads, as each LIST page arrives (10,000 Jobs are ~40 MB of JSON). */
+function slimJob(j: V1Job, keys: TrackingKeys): V1Job {
+  const m = j.metadata;
+  return {
     metadata: {
-      name: n.metadata?.name,
-      labels: pick(n.metadata?.labels, keys.result),
-      annotations: pick(n.metadata?.annotations, keys.cordonedBy, keys.error),
+      name: m?.name,
+      creationTimestamp: m?.creationTimestamp,
+      labels: pick(m?.labels, keys.node),
+      annotations: pick(m?.annotations, keys.nodeName),
+      ownerReferences: m?.ownerReferences?.map((r) => ({ ...r })),
     },
-    spec: { unschedulable: n.spec?.unschedulable },
-  }));
-  return { jobs, nodes: new Map(nodes.items.map((n) => [n.metadata!.name!, n])) };
+    status: { conditions: j.status?.conditions },
+  };
+}
+
+/**
+ * The prefix's Jobs and the nodes, slimmed to what status shows. The two
+ * LISTs go out together: at 10,000 nodes each is 20 pages of 500 (kubectl's
+ * --chunk-size), and the API server answers one page at a time per LIST.
+ */
+async function readCluster(kube: Kube, ns: string, prefix: string, keys: TrackingKeys) {
+  const [jobs, nodes] = await Promise.all([
+    kube.list<V1Job, V1Job>(
+      paths.jobs(ns),
+      { labelSelector: `${keys.owner}=${labelValue(prefix)}` },
+      500,
+      (j) => slimJob(j, keys),
+    ),
+    kube.list<V1Node, V1Node>(paths.nodes(), {}, 500, (n) => ({
+      metadata: {
+        name: n.metadata?.name,
+        labels: pick(n.metadata?.labels, keys.result),
+        annotations: pick(n.metadata?.annotations, keys.cordonedBy, keys.error),
+      },
+      spec: { unschedulable: n.spec?.unschedulable },
+    })),
+  ]);
+  return { jobs: jobs.items, nodes: new Map(nodes.items.map((n) => [n.metadata!.name!, n])) };
+}
+
+/** The Jobs of `owner`, when the run has one (another owner's run may share the prefix). */
+function ownedBy(jobs: V1Job[], owner: OwnerRef | undefined): V1Job[] {
+  if (!owner) return jobs;
+  return jobs.filter((j) => j.metadata?.ownerReferences?.some((r) => r.uid === owner.uid));
 }
 
 function pick(map: Record<string, string> | undefined, ...keys: string[]) {
@@ -151,8 +177,17 @@ export async function readStatus(cfg: StatusConfig, ctx: StatusContext): Promise
   }
   const keys = trackingKeys(cfg.trackingLabelPrefix);
   const ns = resolveNamespace(cfg, ctx);
-  const found = await findRun(ctx.kube, ns, cfg, keys);
-  const { jobs, nodes } = await readCluster(ctx.kube, ns, found, keys);
+  // With the prefix given, the record and the LISTs go out at once.
+  const [found, read] = cfg.prefix !== undefined
+    ? await Promise.all([
+      findRun(ctx.kube, ns, cfg, keys),
+      readCluster(ctx.kube, ns, cfg.prefix, keys),
+    ])
+    : await findRun(ctx.kube, ns, cfg, keys).then(async (f) =>
+      [f, await readCluster(ctx.kube, ns, f.prefix, keys)] as const
+    );
+  const jobs = ownedBy(read.jobs, found.owner);
+  const nodes = read.nodes;
   if (!found.record && jobs.length === 0) {
     throw new UsageError(
       `No run of prefix ${found.prefix} in namespace ${ns}: no run record ` +
