@@ -126,29 +126,48 @@ function slimJob(j: V1Job, keys: TrackingKeys): V1Job {
   };
 }
 
+/** The prefix's Jobs, slimmed as each page arrives. */
+async function readJobs(kube: Kube, ns: string, prefix: string, keys: TrackingKeys) {
+  const jobs = await kube.list<V1Job, V1Job>(
+    paths.jobs(ns),
+    { labelSelector: `${keys.owner}=${labelValue(prefix)}` },
+    500,
+    (j) => slimJob(j, keys),
+  );
+  return jobs.items;
+}
+
+/** A node slimmed to the facts status shows: its mark, our cordon, its error. */
+function slimNode(n: V1Node, keys: TrackingKeys): V1Node {
+  return {
+    metadata: {
+      name: n.metadata?.name,
+      labels: pick(n.metadata?.labels, keys.result),
+      annotations: pick(n.metadata?.annotations, keys.cordonedBy, keys.error),
+    },
+    spec: { unschedulable: n.spec?.unschedulable },
+  };
+}
+
+/** Every node, in pages of 500 as kubectl's --chunk-size (10,000 kwok nodes are ~65 MB of JSON). */
+async function listNodes(kube: Kube, keys: TrackingKeys): Promise<Map<string, V1Node>> {
+  const nodes = await kube.list<V1Node, V1Node>(paths.nodes(), {}, 500, (n) => slimNode(n, keys));
+  return new Map(nodes.items.map((n) => [n.metadata!.name!, n]));
+}
+
+/** The most nodes read one by one; past it, one LIST is cheaper. */
+const MAX_NODE_GETS = 50;
+
 /**
- * The prefix's Jobs and the nodes, slimmed to what status shows. The two
- * LISTs go out together: at 10,000 nodes each is 20 pages of 500 (kubectl's
- * --chunk-size), and the API server answers one page at a time per LIST.
+ * The nodes whose facts the text view shows: only a failed node without a
+ * reason of its own takes one from its node (its error mark); marks and
+ * cordons are in `-o wide` and `-o json`, which read every node.
  */
-async function readCluster(kube: Kube, ns: string, prefix: string, keys: TrackingKeys) {
-  const [jobs, nodes] = await Promise.all([
-    kube.list<V1Job, V1Job>(
-      paths.jobs(ns),
-      { labelSelector: `${keys.owner}=${labelValue(prefix)}` },
-      500,
-      (j) => slimJob(j, keys),
-    ),
-    kube.list<V1Node, V1Node>(paths.nodes(), {}, 500, (n) => ({
-      metadata: {
-        name: n.metadata?.name,
-        labels: pick(n.metadata?.labels, keys.result),
-        annotations: pick(n.metadata?.annotations, keys.cordonedBy, keys.error),
-      },
-      spec: { unschedulable: n.spec?.unschedulable },
-    })),
-  ]);
-  return { jobs: jobs.items, nodes: new Map(nodes.items.map((n) => [n.metadata!.name!, n])) };
+async function shownNodes(kube: Kube, keys: TrackingKeys, sketch: StatusView) {
+  const names = sketch.nodes.filter((n) => n.phase === "failed" && !n.reason).map((n) => n.node);
+  if (names.length > MAX_NODE_GETS) return await listNodes(kube, keys);
+  const got = await Promise.all(names.map((name) => kube.get<V1Node>(paths.node(name))));
+  return new Map(got.flatMap((n) => (n ? [[n.metadata!.name!, slimNode(n, keys)]] : [])));
 }
 
 /** The Jobs of `owner`, when the run has one (another owner's run may share the prefix). */
@@ -177,17 +196,17 @@ export async function readStatus(cfg: StatusConfig, ctx: StatusContext): Promise
   }
   const keys = trackingKeys(cfg.trackingLabelPrefix);
   const ns = resolveNamespace(cfg, ctx);
-  // With the prefix given, the record and the LISTs go out at once.
-  const [found, read] = cfg.prefix !== undefined
-    ? await Promise.all([
-      findRun(ctx.kube, ns, cfg, keys),
-      readCluster(ctx.kube, ns, cfg.prefix, keys),
-    ])
-    : await findRun(ctx.kube, ns, cfg, keys).then(async (f) =>
-      [f, await readCluster(ctx.kube, ns, f.prefix, keys)] as const
-    );
-  const jobs = ownedBy(read.jobs, found.owner);
-  const nodes = read.nodes;
+  // The reads go out at once where they can: at 10,000 nodes each LIST is
+  // 20 pages, and the API server answers one page at a time per LIST.
+  const [found, prefixJobs, allNodes] = await Promise.all([
+    findRun(ctx.kube, ns, cfg, keys),
+    cfg.prefix !== undefined ? readJobs(ctx.kube, ns, cfg.prefix, keys) : undefined,
+    cfg.output === "text" ? undefined : listNodes(ctx.kube, keys),
+  ]);
+  const jobs = ownedBy(
+    prefixJobs ?? await readJobs(ctx.kube, ns, found.prefix, keys),
+    found.owner,
+  );
   if (!found.record && jobs.length === 0) {
     throw new UsageError(
       `No run of prefix ${found.prefix} in namespace ${ns}: no run record ` +
@@ -195,7 +214,10 @@ export async function readStatus(cfg: StatusConfig, ctx: StatusContext): Promise
         `${keys.owner}=${labelValue(found.prefix)} (check -n and --name-prefix)`,
     );
   }
-  return buildView({ namespace: ns, ...found, keys, jobs, nodes, now: Date.now() });
+  const input = { namespace: ns, ...found, keys, jobs, now: Date.now() };
+  const nodes = allNodes ??
+    await shownNodes(ctx.kube, keys, buildView({ ...input, nodes: new Map() }));
+  return buildView({ ...input, nodes });
 }
 
 function render(view: StatusView, cfg: StatusConfig): string {
