@@ -283,6 +283,10 @@ export interface RecordWrites {
   medianGapMs: number;
   /** The most writes received in any 10 s (a sliding window). */
   maxPer10s: number;
+  /** The same without the last write (the closing one, sent at once by design). */
+  maxPer10sBeforeLast: number;
+  /** The fewest ms between two consecutive writes, the last one left out. */
+  minGapBeforeLastMs: number;
   /** Writes per 10 s over the run's span (spawn → exit). */
   meanPer10s: number;
   /** Each write's time, s since the span's start. */
@@ -313,20 +317,27 @@ export function recordWrites(
   }
   times.sort((a, b) => a - b);
   const gaps = times.slice(1).map((t, i) => t - times[i]);
-  let maxPer10s = 0;
-  for (let lo = 0, hi = 0; hi < times.length; hi++) {
-    while (times[hi] - times[lo] >= 10_000) lo++;
-    maxPer10s = Math.max(maxPer10s, hi - lo + 1);
-  }
   return {
     writes: times.length,
     attempts,
     minGapMs: gaps.length ? Math.min(...gaps) : NaN,
     medianGapMs: percentile(gaps, 50),
-    maxPer10s,
+    maxPer10s: mostWithin(times, 10_000),
+    maxPer10sBeforeLast: mostWithin(times.slice(0, -1), 10_000),
+    minGapBeforeLastMs: gaps.length > 1 ? Math.min(...gaps.slice(0, -1)) : NaN,
     meanPer10s: spanMs > 0 ? times.length / (spanMs / 10_000) : NaN,
     at: times.map((t) => Math.round((t - t0) / 100) / 10),
   };
+}
+
+/** The most of the sorted `times` within any `windowMs`. */
+function mostWithin(times: readonly number[], windowMs: number): number {
+  let most = 0;
+  for (let lo = 0, hi = 0; hi < times.length; hi++) {
+    while (times[hi] - times[lo] >= windowMs) lo++;
+    most = Math.max(most, hi - lo + 1);
+  }
+  return most;
 }
 
 /**

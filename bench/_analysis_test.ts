@@ -138,7 +138,7 @@ Deno.test({
       [
         write(0, "update", 404),
         write(0.01, "create", 201),
-        write(10, "update", 200),
+        write(10.5, "update", 200),
         write(25, "update", 200),
         write(26, "update", 200),
         write(27, "update", 200, "gate-latch.bench"),
@@ -152,9 +152,11 @@ Deno.test({
     assert.equal(w.writes, 4);
     assert.deepEqual(w.attempts, { "update 404": 1, "create 201": 1, "update 200": 3 });
     assert.equal(Math.round(w.minGapMs), 1000);
-    assert.equal(Math.round(w.medianGapMs), 9990);
+    assert.equal(Math.round(w.medianGapMs), 10_490);
     assert.equal(w.maxPer10s, 2);
+    assert.equal(w.maxPer10sBeforeLast, 1);
+    assert.equal(Math.round(w.minGapBeforeLastMs), 10_490);
     assert.equal(w.meanPer10s, 1);
-    assert.deepEqual(w.at, [0, 10, 25, 26]);
+    assert.deepEqual(w.at, [0, 10.5, 25, 26]);
   },
 });
