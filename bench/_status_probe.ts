@@ -130,10 +130,14 @@ export class StatusProbe {
     return sample;
   }
 
-  /** After the run: text, then `-o json`, whose counts are checked against `expected`. */
-  async finish(expected: StatusCheck["expected"]): Promise<StatusProbeResult> {
+  /**
+   * After the run: text, then `-o json`, whose counts are checked against
+   * the run's, read the moment `-o json` answered.
+   */
+  async finish(run: () => StatusCheck["expected"]): Promise<StatusProbeResult> {
     await this.stop();
     const after = [await this.sample("text"), await this.sample("json")];
+    const expected = run();
     const json = after[1];
     const got = {
       succeeded: json.counts?.succeeded ?? 0,

@@ -353,14 +353,19 @@ async function measureRun(
     // The last completion and the audit lines of the final requests arrive just after the exit.
     await delay(1500);
     const after = requestTotals(await cluster.metrics());
+    // The watcher stays on through status's last answer: Jobs of a run
+    // stopped early still finish after its exit, and status counts them.
+    const statusResult = await status.finish(() => {
+      const all = [...timeline.jobs.values()];
+      const failed = all.filter((j) => j.failed).length;
+      return {
+        succeeded: all.filter((j) => j.finishedAt !== undefined).length - failed,
+        failed,
+        total: s.n,
+      };
+    });
     await timeline.stop();
     const jobs = [...timeline.jobs.values()];
-    const failedJobs = jobs.filter((j) => j.failed).length;
-    const statusResult = await status.finish({
-      succeeded: jobs.filter((j) => j.finishedAt !== undefined).length - failedJobs,
-      failed: failedJobs,
-      total: s.n,
-    });
     statusResult.args = statusResult.args.map((a) => a.replace(/^.*\//, ""));
     const events = await readAudit(cluster.auditLog!, auditOffset);
     const audit = auditSummary(events, userOf(namespace));
