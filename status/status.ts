@@ -166,8 +166,16 @@ const MAX_NODE_GETS = 50;
 async function shownNodes(kube: Kube, keys: TrackingKeys, sketch: StatusView) {
   const names = sketch.nodes.filter((n) => n.phase === "failed" && !n.reason).map((n) => n.node);
   if (names.length > MAX_NODE_GETS) return await listNodes(kube, keys);
-  const got = await Promise.all(names.map((name) => kube.get<V1Node>(paths.node(name))));
-  return new Map(got.flatMap((n) => (n ? [[n.metadata!.name!, slimNode(n, keys)]] : [])));
+  // A LIST by name, not a GET: the viewer's RBAC promises `list` on nodes.
+  const got = await Promise.all(names.map((name) =>
+    kube.list<V1Node, V1Node>(
+      paths.nodes(),
+      { fieldSelector: `metadata.name=${name}` },
+      1,
+      (n) => slimNode(n, keys),
+    )
+  ));
+  return new Map(got.flatMap((l) => l.items).map((n) => [n.metadata!.name!, n]));
 }
 
 /** The Jobs of `owner`, when the run has one (another owner's run may share the prefix). */
