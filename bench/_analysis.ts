@@ -139,7 +139,7 @@ export interface AuditEvent {
   verb: string;
   requestURI: string;
   user: { username: string };
-  objectRef?: { resource?: string; subresource?: string };
+  objectRef?: { resource?: string; subresource?: string; name?: string };
   responseStatus?: { code?: number };
   requestReceivedTimestamp: string;
   stageTimestamp: string;
@@ -205,6 +205,8 @@ export function auditSummary(events: readonly AuditEvent[], username: string): A
 export interface JobTimes {
   createdAt: number;
   finishedAt?: number;
+  /** It finished Failed (or FailureTarget), not Complete. */
+  failed?: boolean;
 }
 
 /**
@@ -267,4 +269,83 @@ export function slotUtilisation(
     if (end > start) area += (end - start) * series[i][1];
   }
   return to > from ? area / ((to - from) * parallelism) : NaN;
+}
+
+/** The run record's writes by one user, from the audit log. */
+export interface RecordWrites {
+  /** create, update and patch of a `run-record.*` ConfigMap answered 2xx. */
+  writes: number;
+  /** Every such request by `verb code`, refused ones too (a first update answered 404, then the create). */
+  attempts: Counts;
+  /** The fewest ms between two consecutive writes; NaN with fewer than two. */
+  minGapMs: number;
+  /** The median ms between two consecutive writes. */
+  medianGapMs: number;
+  /** The most writes received in any 10 s (a sliding window). */
+  maxPer10s: number;
+  /** The same without the last write (the closing one, sent at once by design). */
+  maxPer10sBeforeLast: number;
+  /** The fewest ms between two consecutive writes, the last one left out. */
+  minGapBeforeLastMs: number;
+  /** Writes per 10 s over the run's span (spawn → exit). */
+  meanPer10s: number;
+  /** Each write's time, s since the span's start. */
+  at: number[];
+}
+
+const RECORD_WRITE_VERBS = new Set(["create", "update", "patch"]);
+
+/**
+ * The writes `username` sent to its run record's ConfigMap (`run-record.*`)
+ * over a span of `spanMs` that began at `t0` (epoch ms), from audit events.
+ */
+export function recordWrites(
+  events: readonly AuditEvent[],
+  username: string,
+  t0: number,
+  spanMs: number,
+): RecordWrites {
+  const attempts: Counts = {};
+  const times: number[] = [];
+  for (const e of events) {
+    if (e.user?.username !== username || e.objectRef?.resource !== "configmaps") continue;
+    if (!RECORD_WRITE_VERBS.has(e.verb) || !isRecordWrite(e)) continue;
+    const code = e.responseStatus?.code ?? 0;
+    const key = `${e.verb} ${code}`;
+    attempts[key] = (attempts[key] ?? 0) + 1;
+    if (code >= 200 && code < 300) times.push(epochMs(e.requestReceivedTimestamp));
+  }
+  times.sort((a, b) => a - b);
+  const gaps = times.slice(1).map((t, i) => t - times[i]);
+  return {
+    writes: times.length,
+    attempts,
+    minGapMs: gaps.length ? Math.min(...gaps) : NaN,
+    medianGapMs: percentile(gaps, 50),
+    maxPer10s: mostWithin(times, 10_000),
+    maxPer10sBeforeLast: mostWithin(times.slice(0, -1), 10_000),
+    minGapBeforeLastMs: gaps.length > 1 ? Math.min(...gaps.slice(0, -1)) : NaN,
+    meanPer10s: spanMs > 0 ? times.length / (spanMs / 10_000) : NaN,
+    at: times.map((t) => Math.round((t - t0) / 100) / 10),
+  };
+}
+
+/** The most of the sorted `times` within any `windowMs`. */
+function mostWithin(times: readonly number[], windowMs: number): number {
+  let most = 0;
+  for (let lo = 0, hi = 0; hi < times.length; hi++) {
+    while (times[hi] - times[lo] >= windowMs) lo++;
+    most = Math.max(most, hi - lo + 1);
+  }
+  return most;
+}
+
+/**
+ * Whether a ConfigMap write is the run record's: a create's URI has no name
+ * (the API server fills objectRef.name from the body once decoded), so an
+ * unnamed create counts; the gate latch has a name of its own.
+ */
+function isRecordWrite(e: AuditEvent): boolean {
+  const name = e.objectRef?.name ?? e.requestURI.match(/\/configmaps\/([^/?]+)/)?.[1];
+  return name === undefined ? e.verb === "create" : name.startsWith("run-record.");
 }

@@ -7,6 +7,7 @@ import {
   inflightSeries,
   modes,
   percentile,
+  recordWrites,
   refillLatencies,
   requestTotals,
   scenarios,
@@ -114,5 +115,48 @@ Deno.test({
     const series = inflightSeries(jobs, 0);
     assert.deepEqual(series, [[0, 2], [1, 1], [1.03, 2], [1.5, 1], [1.6, 2], [2, 1]]);
     assert.equal(slotUtilisation([[0, 2], [1, 1], [2, 0]], 2, 0, 2), 0.75);
+  },
+});
+
+Deno.test({
+  name: "recordWrites() counts the run record's answered writes, their gaps and the most in 10 s",
+  permissions: "none",
+  fn() {
+    const user = "system:serviceaccount:ns:dispatcher";
+    const at = (s: number) => new Date(Date.UTC(2026, 0, 1) + s * 1000).toISOString();
+    const write = (s: number, verb: string, code: number, name = "run-record.bench") => ({
+      verb,
+      requestURI: `/api/v1/namespaces/ns/configmaps${verb === "create" ? "" : `/${name}`}`,
+      user: { username: user },
+      objectRef: { resource: "configmaps", name },
+      responseStatus: { code },
+      requestReceivedTimestamp: at(s),
+      stageTimestamp: at(s),
+    });
+    const t0 = Date.UTC(2026, 0, 1);
+    const w = recordWrites(
+      [
+        write(0, "update", 404),
+        write(0.01, "create", 201),
+        write(10.5, "update", 200),
+        write(25, "update", 200),
+        write(26, "update", 200),
+        write(27, "update", 200, "gate-latch.bench"),
+        { ...write(28, "update", 200), user: { username: "someone-else" } },
+        { ...write(29, "get", 200) },
+      ],
+      user,
+      t0,
+      40_000,
+    );
+    assert.equal(w.writes, 4);
+    assert.deepEqual(w.attempts, { "update 404": 1, "create 201": 1, "update 200": 3 });
+    assert.equal(Math.round(w.minGapMs), 1000);
+    assert.equal(Math.round(w.medianGapMs), 10_490);
+    assert.equal(w.maxPer10s, 2);
+    assert.equal(w.maxPer10sBeforeLast, 1);
+    assert.equal(Math.round(w.minGapBeforeLastMs), 10_490);
+    assert.equal(w.meanPer10s, 1);
+    assert.deepEqual(w.at, [0, 10.5, 25, 26]);
   },
 });

@@ -121,6 +121,7 @@ export class FakeApiServer {
   #nodes = new Map<string, Record<string, unknown>>();
   #nodeNames: string[] = [];
   #jobs = new Map<string, Record<string, unknown>>();
+  #configMaps = new Map<string, Record<string, unknown>>();
   #events: Event[] = [];
   #watchers = new Set<{ ns: string; push: (line: string) => void }>();
   #timers = new Set<ReturnType<typeof setTimeout>>();
@@ -203,6 +204,33 @@ export class FakeApiServer {
     });
   }
 
+  /**
+   * ConfigMaps by `ns/name` (the run record): a create stores (409 when it
+   * exists), an update replaces (404 when absent, as the record's writer
+   * expects before its first create), a get reads.
+   */
+  async #configMap(req: Request, key: string): Promise<Response> {
+    const status = (code: number, reason: string) =>
+      Response.json({ kind: "Status", code, reason }, { status: code });
+    if (req.method === "POST") {
+      const cm = await req.json();
+      const full = `${key}${cm.metadata.name}`;
+      if (this.#configMaps.has(full)) return status(409, "AlreadyExists");
+      cm.metadata.resourceVersion = String(++this.#rv);
+      this.#configMaps.set(full, cm);
+      return Response.json(cm, { status: 201 });
+    }
+    if (req.method === "PUT") {
+      const cm = await req.json();
+      if (!this.#configMaps.has(key)) return status(404, "NotFound");
+      cm.metadata.resourceVersion = String(++this.#rv);
+      this.#configMaps.set(key, cm);
+      return Response.json(cm);
+    }
+    const cm = this.#configMaps.get(key);
+    return cm ? Response.json(cm) : status(404, "NotFound");
+  }
+
   async #handle(req: Request, jobMs: number): Promise<Response> {
     const url = new URL(req.url);
     const parts = url.pathname.split("/").filter(Boolean);
@@ -238,6 +266,7 @@ export class FakeApiServer {
         return Response.json({ kind: "Event" }, { status: 201 });
       }
       if (kind === "pods" && !parts[5]) return this.#list([], url, "PodList");
+      if (kind === "configmaps") return await this.#configMap(req, `${ns}/${parts[5] ?? ""}`);
       return notFound();
     }
     // /apis/batch/v1/namespaces/ns/jobs[/name]

@@ -232,10 +232,13 @@ export class JobTimeline {
   #see(job: JobView, now: number): void {
     let t = this.jobs.get(job.metadata.uid);
     if (!t) this.jobs.set(job.metadata.uid, t = { createdAt: now });
-    const done = (job.status?.conditions ?? []).some((c) =>
+    const done = (job.status?.conditions ?? []).find((c) =>
       c.status === "True" && FINISHED.includes(c.type)
     );
-    if (done && t.finishedAt === undefined) t.finishedAt = now;
+    if (done && t.finishedAt === undefined) {
+      t.finishedAt = now;
+      if (done.type === "Failed" || done.type === "FailureTarget") t.failed = true;
+    }
   }
 
   async #run(url: string, ready: () => void): Promise<void> {

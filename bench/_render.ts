@@ -5,7 +5,8 @@
  * @module
  */
 
-import type { AuditSummary, Counts, Mode, Scenario } from "./_analysis.ts";
+import type { AuditSummary, Counts, Mode, RecordWrites, Scenario } from "./_analysis.ts";
+import type { StatusProbeResult } from "./_status_probe.ts";
 
 /** The machine and software a result was measured on. */
 export interface Machine {
@@ -65,6 +66,10 @@ export interface RunResult {
   series: [number, number][];
   /** The last lines of the dispatcher's log. */
   logTail: string;
+  /** `job-dispatcher status` timed while the run lived and after; its requests (audit). */
+  status?: StatusProbeResult & { requests: Counts };
+  /** The dispatcher's writes of its run record (audit). */
+  recordWrites?: RecordWrites;
 }
 
 /** Startup of the bundle, warm: spawn → first request, for several runs. */
@@ -182,11 +187,36 @@ function scenarioTable(s: ScenarioResult): string {
     row("list all nodes, ms", (r) => ms(r.audit.listNodesMs)),
     row("spawn → first connection, ms", (r) => ms(r.firstConnectMs)),
     row("spawn → first request received, ms", (r) => ms(r.firstRequestMs)),
+    row("`status` while the run lives: median / max, ms (runs)", (r) => statusDuring(r)),
+    row(
+      "`status` after the end: text / `-o json`, ms",
+      (r) => r.status ? r.status.after.map((x) => ms(x.ms)).join(" / ") : "–",
+    ),
+    row("`status -o json` counts at the end = the run's", (r) => statusAgrees(r)),
+    row(
+      "run record writes (audit, answered)",
+      (r) => r.recordWrites ? `${r.recordWrites.writes}` : "–",
+    ),
+    row("… min / median gap, s", (r) => {
+      const w = r.recordWrites;
+      return w ? `${f(w.minGapMs / 1000, 2)} / ${f(w.medianGapMs / 1000, 2)}` : "–";
+    }),
+    row("… most in any 10 s / mean per 10 s", (r) => {
+      const w = r.recordWrites;
+      return w ? `${w.maxPer10s} / ${f(w.meanPer10s, 2)}` : "–";
+    }),
+    row("… the closing write left out: most in 10 s / min gap, s", (r) => {
+      const w = r.recordWrites;
+      return w?.maxPer10sBeforeLast !== undefined
+        ? `${w.maxPer10sBeforeLast} / ${f(w.minGapBeforeLastMs / 1000, 2)}`
+        : "–";
+    }),
   ];
   const detail = runs.map((r) =>
     `- ${r.mode}: dispatcher's requests by verb and resource (audit): ${
       countsLine(r.audit.requests, 20)
-    }\n  - all clients (apiserver_request_total Δ, top 12): ${countsLine(r.apiserver)}`
+    }\n  - all clients (apiserver_request_total Δ, top 12): ${countsLine(r.apiserver)}` +
+    statusDetail(r)
   );
   const startup = s.startup
     ? `\nWarm start of the ${s.machine.entry} (\`${
@@ -214,6 +244,39 @@ ${lines.join("\n")}
 
 ${detail.join("\n")}
 ${startup}`;
+}
+
+function statusDuring(r: RunResult): string {
+  const during = r.status?.during.map((x) => x.ms) ?? [];
+  return during.length
+    ? `${ms(median(during))} / ${ms(Math.max(...during))} (${during.length})`
+    : "–";
+}
+
+function statusAgrees(r: RunResult): string {
+  const c = r.status?.check;
+  if (!c) return "–";
+  const got = `${c.got.succeeded} succeeded, ${c.got.failed} failed of ${c.got.total}`;
+  return c.agrees ? `yes (${got})` : `**no**: ${got}, the run ${JSON.stringify(c.expected)}`;
+}
+
+function statusDetail(r: RunResult): string {
+  if (!r.status) return "";
+  const all = [...r.status.during, ...r.status.after];
+  const w = r.recordWrites;
+  return `\n  - \`job-dispatcher status ${r.status.args.join(" ")}\` (a viewer ServiceAccount, ` +
+    `a fresh process every ${r.status.everySecs} s): at ${
+      all.map((x) =>
+        `${f(x.at, 0)} s ${ms(x.ms)} ms (CPU ${f(x.cpuSeconds, 2)} s${
+          x.output === "json" ? ", json" : ""
+        }${x.exitCode > 1 ? `, exit ${x.exitCode}` : ""})`
+      ).join("; ")
+    }; its requests (audit, all runs): ${countsLine(r.status.requests, 8)}` +
+    (w
+      ? `\n  - run record writes: ${countsLine(w.attempts)}; at ${
+        w.at.map((t) => f(t, 1)).join(", ")
+      } s`
+      : "");
 }
 
 /** The target figures and whether the results meet them. */
@@ -262,6 +325,28 @@ function targets(results: ScenarioResult[]): string {
   rows.push(
     `| start → first API request ≤ 200 ms (bundle, warm; median of the probes) | ${ms(start)} | ${
       verdict(starts.length ? start <= 200 : undefined)
+    } |`,
+  );
+  const statusMs = big.flatMap((r) => [...(r.status?.during ?? []), ...(r.status?.after ?? [])])
+    .map((x) => x.ms);
+  const slowest = Math.max(...statusMs);
+  rows.push(
+    `| \`status\` of the N=10000 run answers in < 5 s (slowest, during and after) | ${
+      statusMs.length ? ms(slowest) + " ms" : "–"
+    } | ${verdict(statusMs.length ? slowest < 5000 : undefined)} |`,
+  );
+  const writes = results.flatMap((s) => s.runs).flatMap((r) =>
+    r.recordWrites ? [r.recordWrites] : []
+  );
+  const most = Math.max(...writes.map((w) => w.maxPer10s));
+  const paced = Math.max(...writes.map((w) => w.maxPer10sBeforeLast ?? w.maxPer10s));
+  rows.push(
+    `| run record: at most one write per 10 s (most in any 10 s, every run; without the closing write) | ${
+      writes.length ? `${most} (${paced})` : "–"
+    } | ${
+      most > 1 && paced <= 1
+        ? "holds but for the closing write, sent at once by design"
+        : verdict(writes.length ? most <= 1 : undefined)
     } |`,
   );
   const done = big.filter((r) => r.exitCode === 0 && !r.timedOut);

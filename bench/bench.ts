@@ -19,7 +19,8 @@
  * rebuilt with `deno task bundle`; `main.ts` for the source), `BENCH_V8_FLAGS`
  * (passed as `--v8-flags`, for experiments), `BENCH_ARGS` (more dispatcher
  * flags, e.g. `--node-records failures`), `BENCH_OUT` (the results folder;
- * default bench/results).
+ * default bench/results), `BENCH_STATUS_EVERY_SECS` (how often `job-dispatcher
+ * status` is timed while a run lives; default 60; once more after the end).
  *
  * Each scenario's results go to bench/results/n<N>-p<P>-d<D>.json; then
  * bench/results.md and bench/inflight-n1000.svg are rendered from every
@@ -41,6 +42,7 @@ import {
   modes,
   percentile,
   POLL_FLAGS,
+  recordWrites,
   refillLatencies,
   requestTotals,
   type Scenario,
@@ -65,6 +67,7 @@ import {
   type StartupResult,
   thin,
 } from "./_render.ts";
+import { StatusProbe } from "./_status_probe.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const BENCH_DIR = `${ROOT}bench/`;
@@ -76,6 +79,18 @@ const REPORT_DIR = OUT ?? BENCH_DIR;
 const SVG_NAME = "inflight-n1000.svg";
 /** The dispatcher's ServiceAccount in each run's namespace; the audit policy records these only. */
 const SA = "dispatcher";
+/** The read-only ServiceAccount `status` runs as (the chart's viewer rules), audited apart. */
+const VIEWER = "viewer";
+/** The viewer rules: reads only; `status` needs nothing else. */
+const VIEWER_RBAC = {
+  nodes: ["get", "list", "watch"],
+  jobs: ["get", "list", "watch"],
+  pods: ["get", "list"],
+  events: false,
+  configmaps: ["get", "list"],
+};
+/** How often `status` is timed while a run lives. */
+const STATUS_EVERY_MS = Number(Deno.env.get("BENCH_STATUS_EVERY_SECS") ?? 60) * 1000;
 /** The namespace of the warm-start probes. */
 const PROBE_NAMESPACE = "bench-probe";
 /** Long enough for the slowest scenario; `kubectl create token` gives one hour by default. */
@@ -169,9 +184,9 @@ async function createNodes(cluster: Cluster, n: number): Promise<void> {
   log(`${n} nodes Ready in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 }
 
-/** The user the dispatcher runs as in `namespace`, as the audit log names it. */
-function userOf(namespace: string): string {
-  return `system:serviceaccount:${namespace}:${SA}`;
+/** The user the dispatcher (or, `viewer`, status) runs as in `namespace`, as the audit log names it. */
+function userOf(namespace: string, account = SA): string {
+  return `system:serviceaccount:${namespace}:${account}`;
 }
 
 /** The namespace of one run. */
@@ -304,6 +319,10 @@ async function measureRun(
   const proxy = new FirstConnectProxy(cluster.server);
   try {
     const kubeconfig = await viaServer(cluster, await account(cluster, namespace), proxy.url);
+    const viewer = await serviceAccount(cluster, namespace, VIEWER, {
+      rbac: VIEWER_RBAC,
+      tokenDuration: TOKEN_DURATION,
+    });
     const args = [
       "--job-template",
       await templateFile(cluster, s.d),
@@ -323,17 +342,40 @@ async function measureRun(
     // Polling refills only at a poll, so its waves last at least one interval.
     const budgetMs = (4 * Math.ceil(s.n / s.p) * Math.max(s.d + 5, 10) + 600) * 1000;
     log(`${namespace}: dispatching (ideal ${ideal} s)`);
+    const status = new StatusProbe(
+      denoArgs(),
+      ["-n", namespace, "--name-prefix", "bench", "--kubeconfig", viewer.kubeconfig],
+      { cwd: workDir, t0: Date.now(), everyMs: STATUS_EVERY_MS },
+    );
+    status.start();
     const spawned = await spawnDispatcher(args, budgetMs);
     log(`${namespace}: exited ${spawned.exitCode}; collecting`);
     // The last completion and the audit lines of the final requests arrive just after the exit.
     await delay(1500);
     const after = requestTotals(await cluster.metrics());
+    // The watcher stays on through status's last answer: Jobs of a run
+    // stopped early still finish after its exit, and status counts them.
+    const statusResult = await status.finish(() => {
+      const all = [...timeline.jobs.values()];
+      const failed = all.filter((j) => j.failed).length;
+      return {
+        succeeded: all.filter((j) => j.finishedAt !== undefined).length - failed,
+        failed,
+        total: s.n,
+      };
+    });
     await timeline.stop();
-    const audit = auditSummary(
-      await readAudit(cluster.auditLog!, auditOffset),
-      userOf(namespace),
-    );
     const jobs = [...timeline.jobs.values()];
+    statusResult.args = statusResult.args.map((a) => a.replace(/^.*\//, ""));
+    const events = await readAudit(cluster.auditLog!, auditOffset);
+    const audit = auditSummary(events, userOf(namespace));
+    const writes = recordWrites(
+      events,
+      userOf(namespace),
+      spawned.spawnAt,
+      spawned.exitAt - spawned.spawnAt,
+    );
+    const statusAudit = auditSummary(events, userOf(namespace, VIEWER));
     const finished = jobs.filter((j) => j.finishedAt !== undefined);
     const firstCreated = Math.min(...jobs.map((j) => j.createdAt));
     const lastFinished = Math.max(...finished.map((j) => j.finishedAt!));
@@ -373,12 +415,21 @@ async function measureRun(
       firstRequestMs: audit.firstRequestAt - spawned.spawnAt,
       series: thin(series),
       logTail: spawned.logTail,
+      status: { ...statusResult, requests: statusAudit.requests },
+      recordWrites: writes,
     };
     log(
       `${namespace}: exit ${result.exitCode}, ${result.wallSeconds.toFixed(1)} s ` +
         `(${(result.wallSeconds / ideal).toFixed(3)} × ideal), ${audit.total} requests, ` +
         `refill p50/p99 ${result.refill.p50}/${result.refill.p99} ms, ` +
         `RSS ${(result.peakRssBytes / 2 ** 20).toFixed(1)} MB, CPU ${result.cpuSeconds} s`,
+    );
+    const times = [...statusResult.during, ...statusResult.after].map((x) => x.ms);
+    log(
+      `${namespace}: status ${times.join(", ")} ms; its counts at the end ` +
+        `${statusResult.check?.agrees ? "agree" : "DO NOT agree"} with the run's ` +
+        `(${JSON.stringify(statusResult.check)}); record writes ${writes.writes} ` +
+        `(min gap ${Math.round(writes.minGapMs)} ms, most in 10 s ${writes.maxPer10s})`,
     );
     return result;
   } finally {
@@ -450,6 +501,7 @@ function userCommand(): string {
     "BENCH_CONTROLLER_QPS",
     "BENCH_STARTUP_RUNS",
     "BENCH_V8_FLAGS",
+    "BENCH_STATUS_EVERY_SECS",
     "JOB_DISPATCHER_ENTRY",
   ]
     .filter((k) => Deno.env.get(k) !== undefined)
@@ -499,7 +551,12 @@ async function benchCluster(
     audit: {
       users: [
         userOf(PROBE_NAMESPACE),
-        ...list.flatMap((s) => runModes.map((mode) => userOf(runNamespace(s, mode)))),
+        ...list.flatMap((s) =>
+          runModes.flatMap((mode) => [
+            userOf(runNamespace(s, mode)),
+            userOf(runNamespace(s, mode), VIEWER),
+          ])
+        ),
       ],
     },
     nodeLeaseDurationSeconds: settings.nodeLeaseDurationSeconds,

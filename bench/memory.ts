@@ -12,6 +12,7 @@
  * deno task bench:memory                              # N=10000, P=100: peak RSS, no inspector
  * deno task bench:memory --snapshot --at 0.5          # and a heap snapshot half-way
  * deno task bench:memory --nodes 1000 --snapshot
+ * deno task bench:memory --nodes 1000 --job-ms 10000 --cpu-prof /tmp/prof   # and a V8 CPU profile
  * JOB_DISPATCHER_ENTRY=main.ts deno task bench:memory
  * ```
  *
@@ -287,6 +288,7 @@ async function main(): Promise<void> {
       top: { type: "string", default: "20" },
       save: { type: "string" },
       analyse: { type: "string" },
+      "cpu-prof": { type: "string" },
     },
   });
   if (values.analyse) {
@@ -355,6 +357,8 @@ spec:
   const [cmd, ...rest] = dispatcherCommand();
   const port = 9300 + Math.floor(Math.random() * 500);
   const inspect = values.snapshot ? [`--inspect=127.0.0.1:${port}`] : [];
+  // Deno writes the profile (a .cpuprofile for Chrome DevTools) when the process exits.
+  if (values["cpu-prof"]) inspect.push("--cpu-prof", `--cpu-prof-dir=${values["cpu-prof"]}`);
   const args = [
     cmd,
     ...inspect,

@@ -81,6 +81,9 @@ function waitOf(s: NodeState, now: number): string | undefined {
     : `its Job succeeded; waiting ${secs} s for its Complete condition (its pods to end)`;
 }
 
+/** Why the loop's sleep ended early: woken by an event (the sleep only resolves; nobody reads it). */
+const WOKEN = "woken";
+
 /** The longest the loop sleeps: silence must be noticed within a minute. */
 const MAX_SLEEP_MS = 10_000;
 
@@ -848,7 +851,9 @@ class Fanout {
    */
   async #sleep(ms: number): Promise<void> {
     const wait = new AbortController();
-    this.#wake = () => wait.abort();
+    // With a reason: abort() without one builds a DOMException, stack trace
+    // and all, on every watch event that wakes the loop (about 90 µs each).
+    this.#wake = () => wait.abort(WOKEN);
     if (!this.#woken) {
       // While the API is out, a probe start may be due within the second.
       const probe = this.#outage.paused ? 1_000 : Infinity;

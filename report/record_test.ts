@@ -12,7 +12,7 @@ import { RecordWriter, type RecordWriterOptions } from "./record_writer.ts";
 import { trackingKeys } from "../job.ts";
 import type { Progress } from "../engine/fanout.ts";
 import type { Phase } from "../engine/node_state.ts";
-import { FakeClock, settle } from "../testing/fake_api.ts";
+import { FakeClock, runOn, settle } from "../testing/fake_api.ts";
 
 const T0 = Date.UTC(2026, 11, 1, 9, 0, 0);
 
@@ -214,6 +214,37 @@ Deno.test({
     assert.equal(last.state, "finished");
     assert.equal(last.succeeded, 95, "the closing write has the last progress");
     assert.equal(writes.length, running.length + 1);
+  },
+});
+
+Deno.test({
+  name:
+    "the run record's next write waits 10 s from the last one's answer, so a slow answer never brings two within 10 s to the API server",
+  permissions: "none",
+  async fn() {
+    const clock = new FakeClock();
+    const sent: { start: number; end: number }[] = [];
+    const w = writer(clock, {
+      send: async () => {
+        const start = clock.now();
+        // The API server (or the client's queue) takes 3 s to answer.
+        await clock.sleep(3_000);
+        sent.push({ start, end: clock.now() });
+      },
+    });
+    w.started();
+    for (let s = 0; s <= 60; s++) {
+      await until(clock, s * 1000);
+      w.progress(progress(s, s * 1000));
+      for (let k = 0; k < 10; k++) await settle();
+    }
+    assert.ok(sent.length >= 4, JSON.stringify(sent));
+    for (let i = 1; i < sent.length; i++) {
+      assert.ok(sent[i].start - sent[i - 1].end >= 10_000, JSON.stringify(sent));
+    }
+    // The closing write waits for the one in flight, then takes its own 3 s.
+    await runOn(clock, w.close("done"));
+    assert.ok(sent.at(-1)!.end > 60_000);
   },
 });
 

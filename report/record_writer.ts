@@ -129,6 +129,10 @@ export class RecordWriter {
     this.#pacer.wrote(this.#clock.now());
     this.#dirty = false;
     const done = this.#send(this.#record(state, summary)).finally(() => {
+      // Paced from the answer, not the send: a write that waited in the
+      // client's queue or on a busy API server arrives late, and the next
+      // one, timed from the send, would reach the server under 10 s after it.
+      this.#pacer.wrote(this.#clock.now());
       this.#writing = undefined;
       this.#schedule();
     });

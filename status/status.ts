@@ -111,24 +111,77 @@ async function ownedJobs(kube: Kube, ns: string, keys: TrackingKeys, owner: Owne
   return all.items.filter((j) => j.metadata?.ownerReferences?.some((r) => r.uid === owner.uid));
 }
 
-/** The prefix's Jobs (of its owner, with one) and the nodes, slimmed to what status shows. */
-async function readCluster(kube: Kube, ns: string, found: Found, keys: TrackingKeys) {
-  const jobs = (await kube.list<V1Job>(
+/** A Job slimmed to what the view reads, as each LIST page arrives (10,000 Jobs are ~40 MB of JSON). */
+function slimJob(j: V1Job, keys: TrackingKeys): V1Job {
+  const m = j.metadata;
+  return {
+    metadata: {
+      name: m?.name,
+      creationTimestamp: m?.creationTimestamp,
+      labels: pick(m?.labels, keys.node),
+      annotations: pick(m?.annotations, keys.nodeName),
+      ownerReferences: m?.ownerReferences?.map((r) => ({ ...r })),
+    },
+    status: { conditions: j.status?.conditions },
+  };
+}
+
+/** The prefix's Jobs, slimmed as each page arrives. */
+async function readJobs(kube: Kube, ns: string, prefix: string, keys: TrackingKeys) {
+  const jobs = await kube.list<V1Job, V1Job>(
     paths.jobs(ns),
-    { labelSelector: `${keys.owner}=${labelValue(found.prefix)}` },
+    { labelSelector: `${keys.owner}=${labelValue(prefix)}` },
     500,
-  )).items.filter((j) =>
-    !found.owner || j.metadata?.ownerReferences?.some((r) => r.uid === found.owner!.uid)
+    (j) => slimJob(j, keys),
   );
-  const nodes = await kube.list<V1Node, V1Node>(paths.nodes(), {}, 500, (n) => ({
+  return jobs.items;
+}
+
+/** A node slimmed to the facts status shows: its mark, our cordon, its error. */
+function slimNode(n: V1Node, keys: TrackingKeys): V1Node {
+  return {
     metadata: {
       name: n.metadata?.name,
       labels: pick(n.metadata?.labels, keys.result),
       annotations: pick(n.metadata?.annotations, keys.cordonedBy, keys.error),
     },
     spec: { unschedulable: n.spec?.unschedulable },
-  }));
-  return { jobs, nodes: new Map(nodes.items.map((n) => [n.metadata!.name!, n])) };
+  };
+}
+
+/** Every node, in pages of 500 as kubectl's --chunk-size (10,000 kwok nodes are ~65 MB of JSON). */
+async function listNodes(kube: Kube, keys: TrackingKeys): Promise<Map<string, V1Node>> {
+  const nodes = await kube.list<V1Node, V1Node>(paths.nodes(), {}, 500, (n) => slimNode(n, keys));
+  return new Map(nodes.items.map((n) => [n.metadata!.name!, n]));
+}
+
+/** The most nodes read one by one; past it, one LIST is cheaper. */
+const MAX_NODE_GETS = 50;
+
+/**
+ * The nodes whose facts the text view shows: only a failed node without a
+ * reason of its own takes one from its node (its error mark); marks and
+ * cordons are in `-o wide` and `-o json`, which read every node.
+ */
+async function shownNodes(kube: Kube, keys: TrackingKeys, sketch: StatusView) {
+  const names = sketch.nodes.filter((n) => n.phase === "failed" && !n.reason).map((n) => n.node);
+  if (names.length > MAX_NODE_GETS) return await listNodes(kube, keys);
+  // A LIST by name, not a GET: the viewer's RBAC promises `list` on nodes.
+  const got = await Promise.all(names.map((name) =>
+    kube.list<V1Node, V1Node>(
+      paths.nodes(),
+      { fieldSelector: `metadata.name=${name}` },
+      1,
+      (n) => slimNode(n, keys),
+    )
+  ));
+  return new Map(got.flatMap((l) => l.items).map((n) => [n.metadata!.name!, n]));
+}
+
+/** The Jobs of `owner`, when the run has one (another owner's run may share the prefix). */
+function ownedBy(jobs: V1Job[], owner: OwnerRef | undefined): V1Job[] {
+  if (!owner) return jobs;
+  return jobs.filter((j) => j.metadata?.ownerReferences?.some((r) => r.uid === owner.uid));
 }
 
 function pick(map: Record<string, string> | undefined, ...keys: string[]) {
@@ -151,8 +204,17 @@ export async function readStatus(cfg: StatusConfig, ctx: StatusContext): Promise
   }
   const keys = trackingKeys(cfg.trackingLabelPrefix);
   const ns = resolveNamespace(cfg, ctx);
-  const found = await findRun(ctx.kube, ns, cfg, keys);
-  const { jobs, nodes } = await readCluster(ctx.kube, ns, found, keys);
+  // The reads go out at once where they can: at 10,000 nodes each LIST is
+  // 20 pages, and the API server answers one page at a time per LIST.
+  const [found, prefixJobs, allNodes] = await Promise.all([
+    findRun(ctx.kube, ns, cfg, keys),
+    cfg.prefix !== undefined ? readJobs(ctx.kube, ns, cfg.prefix, keys) : undefined,
+    cfg.output === "text" ? undefined : listNodes(ctx.kube, keys),
+  ]);
+  const jobs = ownedBy(
+    prefixJobs ?? await readJobs(ctx.kube, ns, found.prefix, keys),
+    found.owner,
+  );
   if (!found.record && jobs.length === 0) {
     throw new UsageError(
       `No run of prefix ${found.prefix} in namespace ${ns}: no run record ` +
@@ -160,7 +222,10 @@ export async function readStatus(cfg: StatusConfig, ctx: StatusContext): Promise
         `${keys.owner}=${labelValue(found.prefix)} (check -n and --name-prefix)`,
     );
   }
-  return buildView({ namespace: ns, ...found, keys, jobs, nodes, now: Date.now() });
+  const input = { namespace: ns, ...found, keys, jobs, now: Date.now() };
+  const nodes = allNodes ??
+    await shownNodes(ctx.kube, keys, buildView({ ...input, nodes: new Map() }));
+  return buildView({ ...input, nodes });
 }
 
 function render(view: StatusView, cfg: StatusConfig): string {
