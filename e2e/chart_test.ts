@@ -332,6 +332,8 @@ Deno.test({
           "--verify-job-template=/etc/job-dispatcher/verify-job.yaml",
           "--verify-timeout-secs=300",
           "--metrics-addr=:9464",
+          // The default linger, above Prometheus's default 1 m scrape interval.
+          "--metrics-linger-secs=90",
         ]);
         // Exit 5 (stopped by a gate) fails the hook at once, as 1 to 4 do.
         assert.deepEqual(hook.spec.podFailurePolicy.rules[1].onExitCodes.values, [1, 2, 3, 4, 5]);

@@ -260,6 +260,9 @@ each refused at install time where the dispatcher would refuse it in the hook
 {{- end }}
 {{- if ($v.metrics | default dict).enabled }}
 {{- $a = append $a (printf "--metrics-addr=:%d" (int $v.metrics.port)) }}
+{{- if $v.metrics.lingerSecs }}
+{{- $a = append $a (printf "--metrics-linger-secs=%s" (include "job-dispatcher.number" $v.metrics.lingerSecs)) }}
+{{- end }}
 {{- end }}
 {{- toYaml $a }}
 {{- end }}
@@ -347,6 +350,7 @@ RBAC.)
 --verify-job-template: verification.jobTemplate
 --verify-timeout-secs: verification.timeoutSecs
 --metrics-addr: metrics.enabled
+--metrics-linger-secs: metrics.lingerSecs
 {{- end }}
 
 {{/*
