@@ -123,6 +123,8 @@ async function readCluster(kube: Kube, ns: string, found: Found, keys: TrackingK
   const nodes = await kube.list<V1Node, V1Node>(paths.nodes(), {}, 500, (n) => ({
     metadata: {
       name: n.metadata?.name,
+      // A Job made for another UID ran on a node since replaced: a re-run replaces it.
+      uid: n.metadata?.uid,
       labels: pick(n.metadata?.labels, keys.result),
       annotations: pick(n.metadata?.annotations, keys.cordonedBy, keys.error),
     },
