@@ -348,7 +348,9 @@ OUTPUT
                             as kubectl drain --dry-run=server does (a 429 of
                             throttling, no budget's, is said not judged). Only a node
                             that would get a new Job is drained. Permissions are
-                            checked as the run checks them: one missing, exit 3.
+                            checked as the run checks them: one missing, exit 3;
+                            a --gate-* gate is opened as the run opens it (its
+                            exit latch: exit 5), each query measured once.
                             Reads only: no Job, cordon, label, Event, record or
                             --report.
   -o, --output text|json    How --dry-run=plan prints: text (default, a kubectl-like

@@ -100,6 +100,16 @@ export interface WindowNow {
   nextOpeningText?: string;
 }
 
+/** The health gate as it stands now. */
+export interface GateNow {
+  /** `--gate-prometheus-url`. */
+  url: string;
+  /** How many checks (queries, and the alerts check). */
+  queries: number;
+  /** Why it holds every start now (a breach), or undefined when healthy. */
+  heldBy?: string;
+}
+
 /** Everything the plan view is made from. */
 export interface PreviewInput {
   /** The Jobs' namespace. */
@@ -124,6 +134,8 @@ export interface PreviewInput {
   budget?: BudgetNow;
   /** `--window`s, now. */
   window?: WindowNow;
+  /** The health gate (`--gate-*`), measured once now as the run measures it before its first Job. */
+  gate?: GateNow;
   /** `--wave-soak-secs`. */
   soakSecs: number;
   /** `--post-node-delay-secs`. */
@@ -166,6 +178,7 @@ export interface Preview {
   skipped: { node: string; reason: string }[];
   cleanup: { node: string; job: string }[];
   budget: (BudgetNow & { mayStartNow: number }) | null;
+  gate: { url: string; queries: number; heldBy: string | null } | null;
   window: {
     windows: string[];
     openNow: boolean;
@@ -269,6 +282,9 @@ export function buildPreview(p: PreviewInput): Preview {
         }),
       }
       : null,
+    gate: p.gate
+      ? { url: p.gate.url, queries: p.gate.queries, heldBy: p.gate.heldBy ?? null }
+      : null,
     window: p.window
       ? {
         windows: p.window.specs,
@@ -323,6 +339,13 @@ function headLines(v: Preview): string[] {
         (w.openNow
           ? `open now${w.closesAt ? `, closes ${w.closesAt}` : ""}`
           : `closed now; next opening ${w.nextOpeningText ?? "never"}`),
+    );
+  }
+  if (v.gate) {
+    const g = v.gate;
+    lines.push(
+      `Gate: ${g.queries} check(s) on ${g.url}: ` +
+        (g.heldBy ? `holds every start now (${g.heldBy})` : "healthy now"),
     );
   }
   if (v.estimate) {

@@ -16,6 +16,7 @@ import { formatTaint } from "../nodes/eligibility.ts";
 import { describeSelection } from "../nodes/select.ts";
 import type { RunConfig, RunContext } from "./config.ts";
 import { checkPermissions, permissionNeeds } from "./preflight.ts";
+import { openGate } from "./run_gate.ts";
 import type { Plan } from "./plan.ts";
 import { jobApiFor } from "./job_api.ts";
 
@@ -95,14 +96,38 @@ export function previewSource(
 export async function runPlanPreview(
   opts: RunConfig,
   plan: Plan,
-  ctx: Pick<RunContext, "kube" | "stdout">,
+  ctx: Pick<RunContext, "kube" | "stdout" | "log">,
   durations?: NodeDurations,
 ): Promise<number> {
   // A plan of a run that would stop at once says so, with the run's words and exit code.
+  let gate: PreviewSource["gate"];
   if (plan.targets.length + plan.cleanupTargets.length) {
     await checkPermissions(ctx.kube, permissionNeeds(opts));
+    const held = opts.gate && await gateNow(opts, plan, ctx);
+    if (typeof held === "number") return held;
+    gate = held;
   }
   const jobs = await existingJobs(ctx.kube, plan);
   const src = previewSource(opts, plan, jobs, durations);
-  return await previewPlan({ ...src, output: opts.output }, ctx);
+  return await previewPlan({ ...src, gate, output: opts.output }, ctx);
+}
+
+/**
+ * The health gate as the run opens it before its first Job: an earlier
+ * run's exit latch refuses (exit 5), a query Prometheus rejects is bad input,
+ * no answer is exit 3; else every query measured once, and whether that
+ * holds every start now. Reads only: the gate gets no latch to write until
+ * the run binds it.
+ */
+async function gateNow(
+  opts: RunConfig,
+  plan: Plan,
+  ctx: Pick<RunContext, "kube" | "log">,
+): Promise<PreviewSource["gate"] | number> {
+  const config = opts.gate!;
+  const gate = await openGate({ config, plan, kube: ctx.kube, log: ctx.log });
+  if (typeof gate === "number") return gate;
+  const heldBy = gate.pausedBy();
+  await gate.stop();
+  return { url: config.url, queries: config.queries.length + (config.alerts ? 1 : 0), heldBy };
 }

@@ -3,7 +3,11 @@ import type { V1Job, V1Node } from "@kubernetes/client-node";
 import { trackingKeys } from "../job.ts";
 import { previewSource, runPlanPreview, skippedNodes } from "./plan_preview.ts";
 import { PermissionError, SELF_SUBJECT_ACCESS_REVIEWS } from "./preflight.ts";
-import { withServer } from "../testing/loopback.ts";
+import { status, withServer } from "../testing/loopback.ts";
+import { Logger } from "../report/log.ts";
+import { EXIT } from "../report/summary.ts";
+
+const quiet = new Logger("text", () => {});
 import type { Plan } from "./plan.ts";
 import type { RunConfig } from "./config.ts";
 
@@ -180,7 +184,11 @@ function api(allowed: (attrs: { verb: string; subresource?: string }) => boolean
 Deno.test("--dry-run=plan without create pods/eviction stops as the run stops: the missing permission, no eviction asked", async () => {
   await withServer(api((a) => a.subresource !== "eviction"), async (kube, hits) => {
     const out: string[] = [];
-    const err = await runPlanPreview(DRAINING, FOUR, { kube, stdout: (t) => out.push(t) })
+    const err = await runPlanPreview(DRAINING, FOUR, {
+      kube,
+      stdout: (t) => out.push(t),
+      log: quiet,
+    })
       .then(() => undefined, (e) => e);
     assert.ok(err instanceof PermissionError, String(err));
     assert.match(err.message, /^Missing permission: cannot create pods\/eviction/);
@@ -192,7 +200,10 @@ Deno.test("--dry-run=plan without create pods/eviction stops as the run stops: t
 Deno.test("--dry-run=plan --drain drains only the nodes a re-run would give a new Job", async () => {
   await withServer(api(() => true), async (kube, hits) => {
     const out: string[] = [];
-    assert.equal(await runPlanPreview(DRAINING, FOUR, { kube, stdout: (t) => out.push(t) }), 0);
+    assert.equal(
+      await runPlanPreview(DRAINING, FOUR, { kube, stdout: (t) => out.push(t), log: quiet }),
+      0,
+    );
     const plan = JSON.parse(out.join(""));
     const nodes = plan.waves.flatMap((w: { nodes: unknown[] }) => w.nodes) as {
       node: string;
@@ -210,4 +221,63 @@ Deno.test("--dry-run=plan --drain drains only the nodes a re-run would give a ne
       "/api/v1/namespaces/shop/pods/web-d/eviction",
     ]);
   });
+});
+
+Deno.test("--dry-run=plan with a gate refuses as the run refuses while an earlier run's exit latch is set (exit 5), and prints no plan", async () => {
+  const lines: string[] = [];
+  const latched = (req: Request, n: number, body: unknown) =>
+    new URL(req.url).pathname.endsWith("/configmaps/up-gate-breach")
+      ? Response.json({ data: { breach: 'query "bad > 0" returned {} 2' } })
+      : api(() => true)(req, n, body);
+  await withServer(latched, async (kube, hits) => {
+    const out: string[] = [];
+    const opts = {
+      ...DRAINING,
+      gate: { url: "http://127.0.0.1:1", queries: ["bad > 0"], intervalSecs: 30, onBreach: "exit" },
+    } as RunConfig;
+    const log = new Logger("text", (l) => lines.push(l));
+    assert.equal(
+      await runPlanPreview(opts, FOUR, { kube, stdout: (t) => out.push(t), log }),
+      EXIT.gate,
+    );
+    assert.deepEqual(out, []);
+    assert.match(lines.join("\n"), /Refusing to start: a health gate stopped an earlier run/);
+    assert.ok(hits.every((h) => h.method === "GET" || h.url.includes("selfsubjectaccessreviews")));
+  });
+});
+
+Deno.test("--dry-run=plan with a gate measures every query once, as the run does before its first Job, and says it holds every start", async () => {
+  const prom = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    () =>
+      Response.json({
+        status: "success",
+        data: { resultType: "vector", result: [{ metric: {}, value: [1, "2"] }] },
+      }),
+  );
+  try {
+    const url = `http://127.0.0.1:${prom.addr.port}`;
+    const noLatch = (req: Request, n: number, body: unknown) =>
+      new URL(req.url).pathname.includes("/configmaps/")
+        ? status(404, "NotFound")
+        : api(() => true)(req, n, body);
+    await withServer(noLatch, async (kube) => {
+      const out: string[] = [];
+      const opts = {
+        ...DRAINING,
+        output: "text",
+        gate: { url, queries: ["bad > 0"], intervalSecs: 30, onBreach: "pause" },
+      } as RunConfig;
+      assert.equal(
+        await runPlanPreview(opts, FOUR, { kube, stdout: (t) => out.push(t), log: quiet }),
+        0,
+      );
+      assert.match(
+        out.join(""),
+        new RegExp(`^Gate: 1 check\\(s\\) on ${url}: holds every start now \\(.*bad > 0`, "m"),
+      );
+    });
+  } finally {
+    await prom.shutdown();
+  }
 });
