@@ -349,7 +349,7 @@ OUTPUT
                             throttling, no budget's, is said not judged). Only a node
                             that would get a new Job is drained. Permissions are
                             checked as the run checks them: one missing, exit 3;
-                            a --gate-* gate is opened as the run opens it (its
+                            a health gate is opened as the run opens it (its
                             exit latch: exit 5), each query measured once.
                             Reads only: no Job, cordon, label, Event, record or
                             --report.
