@@ -333,24 +333,35 @@ OUTPUT
                             node is cordoned, drained, labelled or marked.
                             plan: print what the run would do and do none of it:
                             the nodes in dispatch order grouped by wave (--waves,
-                            --canary), each skipped node with its reason (a taint,
-                            already done), the --max-unavailable budget now, the
+                            --canary), each with what the run does with the Job its
+                            node has now (start one; adopt a running one; count one
+                            that succeeded or failed; retry a failure with
+                            --retry-failed; replace a stale one), each skipped node
+                            with its reason (a taint, already done), the
+                            --max-unavailable budget now, the
                             --window open now or its next opening, and with
                             --drain each node's pods to evict by the drain's own
                             rules (DaemonSet and mirror pods stay, ...) and the
                             PodDisruptionBudgets that refuse now: each eviction is
                             sent with dryRun=All, which the API server judges as a
                             real one (a budget's 429 naming it) and stores nothing,
-                            as kubectl drain --dry-run=server does. Reads only: no
-                            Job, cordon, label, Event, record or --report.
+                            as kubectl drain --dry-run=server does (a 429 of
+                            throttling, no budget's, is said not judged). Only a node
+                            that would get a new Job is drained. Permissions are
+                            checked as the run checks them: one missing, exit 3;
+                            a health gate is opened as the run opens it (its
+                            exit latch: exit 5), each query measured once.
+                            Reads only: no Job, cordon, label, Event, record or
+                            --report.
   -o, --output text|json    How --dry-run=plan prints: text (default, a kubectl-like
                             view) or json, one object: waves[].nodes[] {order,
-                            node, job, wave, drain}, skipped[] {node, reason},
+                            node, job, wave, action, drain}, skipped[] {node, reason},
                             budget, window, estimate, counts.
   --estimate-from REPORT    An earlier run's JSON report (--report): the median of
                             its nodes' end - start is one node's time T. Each wave
                             takes ceil(size / C) rounds of T + --post-node-delay-secs
-                            (C: --parallelism, or fewer where --max-unavailable has
+                            (size: its nodes but those whose Job already ended; C:
+                            --parallelism, or fewer where --max-unavailable has
                             less room now), and every wave but the last is followed
                             by --wave-soak-secs. Not counted: time outside a
                             --window, gate holds, budgets that refuse. The plan

@@ -769,6 +769,7 @@ interface PlanNode {
   job: string;
   wave?: number;
   order: number;
+  action?: string;
   drain?: { evict: string[]; refusedNow: { pod: string; budget?: string; message: string }[] };
 }
 
@@ -778,6 +779,7 @@ interface PlanJson {
   waves: { wave: number; label: string; nodes: PlanNode[] }[];
   skipped: { node: string; reason: string }[];
   estimate: { sampledNodes: number; nodeMedianSeconds: number; seconds: number } | null;
+  counts: { actions: Record<string, number>; toRun: number };
 }
 
 /** The audit log's lines from line `from` on. */
@@ -830,7 +832,10 @@ async function planSteps(t: Deno.TestContext, cluster: Cluster): Promise<void> {
           refused[0].message,
           new RegExp(`blocked by PodDisruptionBudget ${ns}/${pdb}: The disruption budget ${pdb} `),
         );
-        assert.match(text.stdout, new RegExp(`^\\S.* ${node} +\\S+ +1 +${ns}/${pdb}$`, "m"));
+        assert.match(
+          text.stdout,
+          new RegExp(`^\\S.* ${node} +\\S+ +1 +${ns}/${pdb} +start$`, "m"),
+        );
       }
       assert.deepEqual(nodes.get("plan-002")!.drain!.refusedNow, []);
       // kubectl is the oracle: the same pods to evict, the same pods a budget refuses.
@@ -856,12 +861,18 @@ async function planSteps(t: Deno.TestContext, cluster: Cluster): Promise<void> {
       assert.ok(cordoned.items.every((n) => !n.spec?.unschedulable), "no node cordoned");
       // The audit log: every request the dispatcher's user made that is not a
       // read is a dry-run eviction, which stores nothing.
-      // (A SelfSubjectReview, the "connected as" line, is a create that stores nothing too.)
+      // (A SelfSubjectReview, the "connected as" line, is a create that stores
+      // nothing too, and so is each SelfSubjectAccessReview: the run's
+      // permission check before its first cordon, which the plan makes too.)
       const mine = (await auditFrom(cluster, from)).filter((e) => e.user?.username === user);
       assert.ok(mine.some((e) => e.verb === "list" && e.objectRef?.resource === "nodes"));
+      assert.ok(
+        mine.some((e) => e.verb === "list" && e.objectRef?.resource === "jobs"),
+        "the plan read the Jobs a re-run would adopt or count",
+      );
+      const reviews = ["selfsubjectreviews", "selfsubjectaccessreviews"];
       const writes = mine.filter((e) =>
-        !["get", "list", "watch"].includes(e.verb) &&
-        e.objectRef?.resource !== "selfsubjectreviews"
+        !["get", "list", "watch"].includes(e.verb) && !reviews.includes(e.objectRef?.resource!)
       );
       console.log(`audit: ${mine.length} requests by ${user}, ${writes.length} not reads`);
       assert.equal(writes.length, 2 * 3, "one dry-run eviction per pod, per run");
@@ -918,6 +929,19 @@ async function planSteps(t: Deno.TestContext, cluster: Cluster): Promise<void> {
         done.nodes.filter((n) => n.outcome === "skipped").map((n) => [n.name, n.reason]),
         plan.skipped.map((s) => [s.node, s.reason]),
       );
+      // A plan now says what a re-run does: every node's Job succeeded, so it
+      // is counted, neither drained nor run again (the engine's first sight).
+      const replanned = await dispatcher(cluster, [...flags, "--dry-run=plan", "-o", "json"]);
+      assert.equal(replanned.code, 0, replanned.stderr);
+      const again0 = JSON.parse(replanned.stdout) as PlanJson;
+      assert.deepEqual(
+        again0.waves.flatMap((w) => w.nodes.map((n) => [n.node, n.action])),
+        ["pr-000", "pr-001", "pr-002", "pr-003"].map((n) => [n, "succeeded"]),
+      );
+      assert.deepEqual(again0.counts.actions, { succeeded: 4 });
+      // Without the Jobs (their TTL, or deleted) a re-run starts every node again.
+      const deleted = await cluster.kubectl(["delete", "jobs", "-n", ns, "--all", "--wait"]);
+      assert.equal(deleted.code, 0, deleted.stderr);
       // The next plan's estimate from this run: the median node, one round for
       // the canary, its soak, two rounds of two for the other three.
       const estimated = await dispatcher(cluster, [

@@ -43,7 +43,14 @@ import { nodeResult, progressKey, progressOf } from "./outcome.ts";
 import { PodReader } from "./explain.ts";
 import { errorText } from "../base/errors.ts";
 import { podFailure } from "../nodes/pods.ts";
-import { deleteStale, firstSight, STALE_DELETE_DEADLINE_MS, type StaleHost } from "./stale.ts";
+import {
+  deleteStale,
+  firstSight,
+  retriesFailed,
+  sightingOf,
+  STALE_DELETE_DEADLINE_MS,
+  type StaleHost,
+} from "./stale.ts";
 
 export { type Clock, SYSTEM_CLOCK };
 export type {
@@ -527,10 +534,8 @@ class Fanout {
       const name = nameOf(job);
       const target = this.#byName.get(name);
       const sight = firstSight({
-        disposition: classifyJob(job, this.#o.run, target?.node.uid),
+        ...sightingOf(job, this.#o.run, target?.node.uid, this.#retry(job)),
         target: target !== undefined,
-        retry: this.#retry(job),
-        runs: stillRuns(job),
         owned: !!this.#o.run.owner,
       });
       if (sight.leftover) {
@@ -662,8 +667,7 @@ class Fanout {
 
   /** Whether `job` is an earlier run's failure that `--retry-failed` replaces. */
   #retry(job: V1Job): boolean {
-    return !!this.#o.retryFailed && interpretStatus(job).phase === "failed" &&
-      !this.#created.has(job.metadata!.uid!);
+    return retriesFailed(job, this.#o.retryFailed) && !this.#created.has(job.metadata!.uid!);
   }
 
   /** The names of the nodes in flight. */

@@ -9,7 +9,14 @@
  */
 
 import type { V1Job, V1Pod } from "@kubernetes/client-node";
-import type { Disposition } from "../job.ts";
+import {
+  classifyJob,
+  type Disposition,
+  interpretStatus,
+  type JobOutcome,
+  type RunIdentity,
+  stillRuns,
+} from "../job.ts";
 import type { NodeEvent, NodeState } from "./node_state.ts";
 import { isOutage } from "./outage.ts";
 import { deletionHolds } from "../nodes/pods.ts";
@@ -38,9 +45,84 @@ export interface Sighting {
   retry: boolean;
   /** The Job still runs (`stillRuns`). */
   runs: boolean;
+  /** What its conditions say (`interpretStatus`). */
+  phase: JobOutcome["phase"];
   /** The run has an owner Job: Jobs of other owners are its leftovers. */
   owned: boolean;
 }
+
+/**
+ * What a run does with the Job it finds for one of its nodes (or `start`
+ * when there is none, or it is not ours): `adopt` a running one of ours (it
+ * holds a slot, is not run again), count one of ours that `succeeded` or
+ * `failed` (not run again), `retry` an earlier failure (`--retry-failed`:
+ * deleted, then a new Job), `replace` a finished stale one, or `waitStale`:
+ * wait for a stale one that still runs, then replace it. The engine's first
+ * sight, `--dry-run=plan` and `status` all read it from here.
+ */
+export type JobAction =
+  | "start"
+  | "adopt"
+  | "succeeded"
+  | "failed"
+  | "retry"
+  | "replace"
+  | "waitStale";
+
+/**
+ * The {@linkcode JobAction} for a sighted Job of one of the run's nodes.
+ *
+ * @example
+ * ```ts
+ * actionOn({ disposition: "current", retry: false, runs: false, phase: "succeeded" }); // "succeeded"
+ * ```
+ */
+export function actionOn(s: Pick<Sighting, "disposition" | "retry" | "runs" | "phase">): JobAction {
+  if (s.disposition === "notOurs") return "start";
+  // Never deleted mid-run: for node maintenance a Job killed midway can leave the node broken.
+  if (s.disposition === "stale") return s.runs ? "waitStale" : "replace";
+  if (s.retry) return "retry";
+  return s.phase === "active" ? "adopt" : s.phase;
+}
+
+/** Whether `job` is an earlier failure that `--retry-failed` replaces (a Job of this run never is). */
+export function retriesFailed(job: V1Job, retryFailed: boolean | undefined): boolean {
+  return !!retryFailed && interpretStatus(job).phase === "failed";
+}
+
+/**
+ * What a run of `run` does with `job`, the Job of its node's name: the same
+ * sighting the engine makes on its first LIST.
+ *
+ * @param nodeUid the node's UID now (a Job made for another UID is stale)
+ * @param retryFailed `--retry-failed`
+ */
+export function jobAction(
+  job: V1Job | undefined,
+  run: RunIdentity,
+  o: { nodeUid?: string; retryFailed?: boolean },
+): JobAction {
+  if (!job) return "start";
+  return actionOn(sightingOf(job, run, o.nodeUid, retriesFailed(job, o.retryFailed)));
+}
+
+/** The engine's facts of a Job on first sight, whose node (if any) is `nodeUid`. */
+export function sightingOf(
+  job: V1Job,
+  run: RunIdentity,
+  nodeUid: string | undefined,
+  retry: boolean,
+): Pick<Sighting, "disposition" | "retry" | "runs" | "phase"> {
+  return {
+    disposition: classifyJob(job, run, nodeUid),
+    retry,
+    runs: stillRuns(job),
+    phase: interpretStatus(job).phase,
+  };
+}
+
+/** The actions a first sight meets at once (counted, adopted, or waited for). */
+const MET_AT_ONCE: ReadonlySet<JobAction> = new Set(["adopt", "succeeded", "failed", "waitStale"]);
 
 /** What the engine does with a Job on its first LIST. */
 export interface FirstSight {
@@ -61,15 +143,14 @@ export interface FirstSight {
  *
  * @example
  * ```ts
- * firstSight({ disposition: "stale", target: false, retry: false, runs: true, owned: true });
+ * firstSight({
+ *   disposition: "stale", target: false, retry: false, runs: true, phase: "active", owned: true,
+ * });
  * // { leftover: true, meet: true }
  * ```
  */
 export function firstSight(s: Sighting): FirstSight {
-  if (s.target) {
-    const meet = s.disposition === "current" && !s.retry || s.disposition === "stale" && s.runs;
-    return { leftover: false, meet };
-  }
+  if (s.target) return { leftover: false, meet: MET_AT_ONCE.has(actionOn(s)) };
   // Leftovers of an earlier owner go even when their node is no longer
   // selected: their pods would count against nobody's parallelism.
   const leftover = s.disposition === "stale" && s.owned;

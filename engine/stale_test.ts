@@ -22,6 +22,7 @@ Deno.test({
       target: true,
       retry: false,
       runs: false,
+      phase: "succeeded",
       owned: true,
     };
     const cases: [string, Partial<Sighting>, { leftover: boolean; meet: boolean }][] = [

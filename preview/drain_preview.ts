@@ -46,22 +46,32 @@ export async function previewDrain(
       refused: `drain refused: ${describeRefusals(plan.refused)}`,
       warnings: [],
       refusedNow: [],
+      notJudged: [],
     };
   }
   const refusedNow: DrainPreview["refusedNow"] = [];
+  const notJudged: DrainPreview["notJudged"] = [];
   for (const pod of plan.evict) {
     const r = await dryRunEviction(kube, pod, flags);
-    if (r) refusedNow.push(r);
+    if (r && "budget" in r) refusedNow.push(r);
+    else if (r) notJudged.push(r);
   }
-  return { evict: plan.evict.map(podRef), stays, warnings: plan.warnings, refusedNow };
+  return { evict: plan.evict.map(podRef), stays, warnings: plan.warnings, refusedNow, notJudged };
 }
 
-/** The API server's refusal of one dry-run eviction, or undefined when it would go. */
+/**
+ * The API server's answer to one dry-run eviction: undefined when it would
+ * go, a refusal (with `budget`, undefined unless a budget's), or a pod it
+ * did not judge now (no `budget` key): throttling by Priority and Fairness
+ * (a 429 without a budget's cause), a server error, a namespace being
+ * deleted. The run's drain sends those again until its timeout, so they say
+ * nothing of the budgets.
+ */
 async function dryRunEviction(
   kube: Kube,
   pod: V1Pod,
   flags: DrainConfig,
-): Promise<DrainPreview["refusedNow"][number] | undefined> {
+): Promise<DrainPreview["refusedNow"][number] | DrainPreview["notJudged"][number] | undefined> {
   const verdict = await evictPod(kube, pod, {
     gracePeriodSecs: flags.gracePeriodSecs,
     disableEviction: flags.disableEviction,
@@ -77,8 +87,10 @@ async function dryRunEviction(
         budget: verdict.budget,
         message: `cannot evict pod ${podRef(pod)}: ${verdict.message}`,
       };
-    default:
+    case "retry":
       return { pod: podRef(pod), message: verdict.message };
+    default:
+      return { pod: podRef(pod), budget: undefined, message: verdict.message };
   }
 }
 

@@ -58,6 +58,7 @@ Deno.test("previewDrains() sorts pods by the drain's rules and asks each evictio
         message: "cannot evict pod shop/web-1: blocked by PodDisruptionBudget shop/web-pdb: " +
           "The disruption budget web-pdb needs 1 healthy pods and has 1 currently",
       }],
+      notJudged: [],
     });
     // A pod without a controller refuses the drain, as the run's drain does: nothing is asked.
     assert.match(
@@ -85,5 +86,25 @@ Deno.test("previewDrains() with --disable-eviction asks dry-run deletes, which n
       hits.filter((h) => h.method === "DELETE").map((h) => new URL(h.url).search),
       ["?dryRun=All", "?dryRun=All"],
     );
+  });
+});
+
+Deno.test("previewDrains() does not take Priority and Fairness throttling (a 429 without a budget) for a budget's refusal", async () => {
+  const throttled = (req: Request) =>
+    req.method === "GET" ? server(req) : new Response(
+      JSON.stringify({
+        kind: "Status",
+        status: "Failure",
+        code: 429,
+        reason: "TooManyRequests",
+        message: "Too many requests, please try again later.",
+      }),
+      { status: 429, headers: { "content-type": "application/json", "retry-after": "1" } },
+    );
+  await withServer(throttled, async (kube) => {
+    const d = (await previewDrains(kube, ["n1"], DRAIN)).get("n1")!;
+    assert.deepEqual(d.refusedNow, [], "no budget refused: the API server did not judge them");
+    assert.deepEqual(d.notJudged.map((x) => x.pod), ["shop/web-1", "shop/api-1"]);
+    assert.match(d.notJudged[0].message, /throttled by the API server \(429\)/);
   });
 });

@@ -7,6 +7,7 @@
  * @module
  */
 
+import type { JobAction } from "../engine/stale.ts";
 import { waveLabel } from "../engine/waves.ts";
 import { slotsUnderBudget, type Unavailability } from "../maintenance/budget.ts";
 import { estimateRollout, formatDuration, type NodeDurations } from "./estimate.ts";
@@ -21,8 +22,14 @@ export interface DrainPreview {
   refused?: string;
   /** What evicting would lose, e.g. `deleting Pods with local storage: ns/p`. */
   warnings: string[];
-  /** The evictions the API server refuses now (its server-side dry run). */
+  /** The evictions the API server refuses now (its server-side dry run); `budget` when a PDB's. */
   refusedNow: { pod: string; budget?: string; message: string }[];
+  /**
+   * The evictions the API server did not judge now: throttled (429 without a
+   * budget's cause), a server error, a namespace being deleted. No budget
+   * is known to refuse them; the run's drain sends them again.
+   */
+  notJudged: { pod: string; message: string }[];
 }
 
 /** A node the run would give a Job, in dispatch order. */
@@ -33,8 +40,38 @@ export interface PlannedNode {
   job: string;
   /** Its wave (1-based), with `--waves`/`--canary`. */
   wave?: number;
-  /** With `--drain`: what its drain would do now. */
+  /**
+   * What the run would do with it, by the Job its node has now (the engine's
+   * first sight): start a Job, adopt a running one, count one that
+   * succeeded or failed, retry, replace a stale one. @default "start"
+   */
+  action?: JobAction;
+  /** With `--drain`: what its drain would do now (only for a node that would get a new Job). */
   drain?: DrainPreview;
+}
+
+/** What the plan's ACTION column says for each {@linkcode JobAction}. */
+export const ACTION_WORDS: Readonly<Record<JobAction, string>> = {
+  start: "start",
+  adopt: "adopt (its Job runs)",
+  succeeded: "count (its Job succeeded)",
+  failed: "count (its Job failed; --retry-failed runs it again)",
+  retry: "retry (its Job failed; --retry-failed)",
+  replace: "replace (stale Job)",
+  waitStale: "replace once its stale Job ends",
+};
+
+/**
+ * Whether the run would give the node a new Job, and so cordon and drain it
+ * first: a node whose Job runs or has ended is met, never prepared.
+ */
+export function getsNewJob(action: JobAction | undefined): boolean {
+  return action === undefined || !["adopt", "succeeded", "failed"].includes(action);
+}
+
+/** Whether the node takes the run's time: all but the ones counted as they are. */
+function takesTime(n: PlannedNode): boolean {
+  return n.action !== "succeeded" && n.action !== "failed";
 }
 
 /** The `--max-unavailable` budget as it stands now. */
@@ -63,6 +100,16 @@ export interface WindowNow {
   nextOpeningText?: string;
 }
 
+/** The health gate as it stands now. */
+export interface GateNow {
+  /** `--gate-prometheus-url`. */
+  url: string;
+  /** How many checks (queries, and the alerts check). */
+  queries: number;
+  /** Why it holds every start now (a breach), or undefined when healthy. */
+  heldBy?: string;
+}
+
 /** Everything the plan view is made from. */
 export interface PreviewInput {
   /** The Jobs' namespace. */
@@ -87,6 +134,8 @@ export interface PreviewInput {
   budget?: BudgetNow;
   /** `--window`s, now. */
   window?: WindowNow;
+  /** The health gate (`--gate-*`), measured once now as the run measures it before its first Job. */
+  gate?: GateNow;
   /** `--wave-soak-secs`. */
   soakSecs: number;
   /** `--post-node-delay-secs`. */
@@ -114,11 +163,22 @@ export interface Preview {
   owner: string | null;
   selection: string;
   parallelism: number;
-  counts: { nodes: number; waves: number; skipped: number; cleanup: number; refusedNow: number };
+  counts: {
+    nodes: number;
+    waves: number;
+    skipped: number;
+    cleanup: number;
+    refusedNow: number;
+    /** The nodes by what the run would do with each (`start`, `adopt`, `succeeded`, …). */
+    actions: Partial<Record<JobAction, number>>;
+    /** The nodes that take the run's time: all but those counted as their Job ended. */
+    toRun: number;
+  };
   waves: { wave: number; label: string; size: number; nodes: PlanWave["nodes"] }[];
   skipped: { node: string; reason: string }[];
   cleanup: { node: string; job: string }[];
   budget: (BudgetNow & { mayStartNow: number }) | null;
+  gate: { url: string; queries: number; heldBy: string | null } | null;
   window: {
     windows: string[];
     openNow: boolean;
@@ -176,8 +236,11 @@ const iso = (
 export function buildPreview(p: PreviewInput): Preview {
   const waves = groupByWave(p.targets, p.canary);
   const concurrency = concurrencyOf(p.parallelism, p.budget);
+  const actions: Partial<Record<JobAction, number>> = {};
+  for (const t of p.targets) actions[t.action ?? "start"] = (actions[t.action ?? "start"] ?? 0) + 1;
+  // A node whose Job already ended is counted at once: it takes no round.
   const estimate = p.durations && estimateRollout({
-    waveSizes: waves.map((w) => w.nodes.length),
+    waveSizes: waves.map((w) => w.nodes.filter(takesTime).length),
     concurrency,
     nodeSecs: p.durations.medianSecs,
     postNodeDelaySecs: p.postNodeDelaySecs,
@@ -197,6 +260,8 @@ export function buildPreview(p: PreviewInput): Preview {
       skipped: p.skipped.length,
       cleanup: p.cleanup.length,
       refusedNow: p.targets.filter((t) => t.drain?.refusedNow.length || t.drain?.refused).length,
+      actions,
+      toRun: p.targets.filter(takesTime).length,
     },
     waves: waves.map((w) => ({
       wave: w.wave,
@@ -216,6 +281,9 @@ export function buildPreview(p: PreviewInput): Preview {
           inFlight: 0,
         }),
       }
+      : null,
+    gate: p.gate
+      ? { url: p.gate.url, queries: p.gate.queries, heldBy: p.gate.heldBy ?? null }
       : null,
     window: p.window
       ? {
@@ -252,6 +320,7 @@ function headLines(v: Preview): string[] {
     `Plan: ${v.counts.nodes} node(s)${waves}, namespace ${v.namespace}, prefix ${v.prefix}, ` +
     `parallelism ${v.parallelism}${v.owner ? `, owner job ${v.owner}` : ""}; ` +
     "nothing created, cordoned or written (--dry-run=plan)",
+    `Jobs there now: ${actionsLine(v.counts.actions)}`,
     `Selection: ${v.selection}; ${v.counts.skipped} skipped` +
     (v.counts.cleanup ? `; ${v.counts.cleanup} cleanup Job(s) first` : ""),
   ];
@@ -272,6 +341,13 @@ function headLines(v: Preview): string[] {
           : `closed now; next opening ${w.nextOpeningText ?? "never"}`),
     );
   }
+  if (v.gate) {
+    const g = v.gate;
+    lines.push(
+      `Gate: ${g.queries} check(s) on ${g.url}: ` +
+        (g.heldBy ? `holds every start now (${g.heldBy})` : "healthy now"),
+    );
+  }
   if (v.estimate) {
     const e = v.estimate;
     lines.push(
@@ -282,9 +358,17 @@ function headLines(v: Preview): string[] {
   return lines;
 }
 
+/** The nodes by action, in a few words: `2 start, 1 adopt (its Job runs)`. */
+function actionsLine(actions: Preview["counts"]["actions"]): string {
+  const parts = (Object.keys(ACTION_WORDS) as JobAction[]).filter((a) => actions[a])
+    .map((a) => `${actions[a]} ${ACTION_WORDS[a]}`);
+  return parts.join(", ") || "none";
+}
+
 /** The drain lines of one node: what it evicts, what stays, what refuses now. */
 function drainLines(n: PlannedNode): string[] {
-  const d = n.drain!;
+  const d = n.drain;
+  if (!d) return [`  ${n.node}: not drained (${ACTION_WORDS[n.action ?? "start"]})`];
   if (d.refused) return [`  ${n.node}: ${d.refused} (the node would fail before its Job)`];
   const stays = d.stays.map((s) => `${s.pod} (${s.reason})`);
   const lines = [
@@ -293,6 +377,9 @@ function drainLines(n: PlannedNode): string[] {
   ];
   for (const w of d.warnings) lines.push(`    ${w}`);
   for (const r of d.refusedNow) lines.push(`    refused now: ${r.message}`);
+  for (const r of d.notJudged) {
+    lines.push(`    not judged now: ${r.message} (the run's drain sends it again)`);
+  }
   return lines;
 }
 
@@ -306,13 +393,21 @@ export function previewText(v: Preview): string {
   const drained = nodes.some((n) => n.drain);
   const out = headLines(v);
   if (nodes.length) {
-    const head = ["WAVE", "#", "NODE", "JOB", ...(drained ? ["EVICT", "REFUSED NOW BY"] : [])];
+    const head = [
+      "WAVE",
+      "#",
+      "NODE",
+      "JOB",
+      ...(drained ? ["EVICT", "REFUSED NOW BY"] : []),
+      "ACTION",
+    ];
     const rows = nodes.map((n) => [
       n.label,
       String(n.order),
       n.node,
       n.job,
-      ...(drained ? [String(n.drain!.evict.length), refusedBy(n.drain!)] : []),
+      ...(drained ? [String(n.drain?.evict.length ?? "-"), refusedBy(n.drain)] : []),
+      ACTION_WORDS[n.action ?? "start"],
     ]);
     out.push("", ...table([head, ...rows]));
   }
@@ -335,8 +430,10 @@ export function previewText(v: Preview): string {
 }
 
 /** The PDBs (or the drain rule) that refuse a node's drain now; `-` when none. */
-function refusedBy(d: DrainPreview): string {
+function refusedBy(d: DrainPreview | undefined): string {
+  if (!d) return "-";
   if (d.refused) return "drain refused";
-  const budgets = [...new Set(d.refusedNow.map((r) => r.budget ?? "(unnamed)"))];
+  // A refusal that is no budget's (several budgets over one pod, forbidden) is no PDB's name.
+  const budgets = [...new Set(d.refusedNow.map((r) => r.budget ?? "refused"))];
   return budgets.join(",") || "-";
 }

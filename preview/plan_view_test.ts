@@ -100,6 +100,7 @@ Deno.test({
               stays: [{ pod: "kube-system/agent-x", reason: "ignoring DaemonSet-managed Pods" }],
               warnings: [],
               refusedNow: [refusal],
+              notJudged: [],
             },
           }
           : t
@@ -119,7 +120,15 @@ Deno.test({
       durations: { from: "r.json", seconds: [50, 60, 70], medianSecs: 60 },
     });
     assert.equal(v.kind, "JobDispatcherPlan");
-    assert.deepEqual(v.counts, { nodes: 5, waves: 2, skipped: 1, cleanup: 0, refusedNow: 1 });
+    assert.deepEqual(v.counts, {
+      nodes: 5,
+      waves: 2,
+      skipped: 1,
+      cleanup: 0,
+      refusedNow: 1,
+      actions: { start: 5 },
+      toRun: 5,
+    });
     assert.deepEqual(v.waves.map((w) => [w.wave, w.label, w.size]), [
       [1, "the canary", 1],
       [2, "wave 2 of 2", 4],
@@ -164,6 +173,7 @@ Deno.test({
             stays: [],
             warnings: [],
             refusedNow: [{ pod: "shop/web-1", budget: "shop/web-pdb", message: "refused" }],
+            notJudged: [],
           },
         },
         {
@@ -175,6 +185,7 @@ Deno.test({
             stays: [],
             warnings: [],
             refusedNow: [],
+            notJudged: [],
             refused: "drain refused: cannot delete Pods that declare no controller (use --force " +
               "to override): shop/bare",
           },
@@ -186,14 +197,49 @@ Deno.test({
       lines[0],
       /^Plan: 2 node\(s\) in 2 waves, namespace ops, prefix up, parallelism 2;/,
     );
-    assert.match(text, /^WAVE +# +NODE +JOB +EVICT +REFUSED NOW BY$/m);
-    assert.match(text, /^the canary +1 +n1 +up-n1 +1 +shop\/web-pdb$/m);
-    assert.match(text, /^wave 2 of 2 +2 +n2 +up-n2 +0 +drain refused$/m);
+    assert.match(text, /^WAVE +# +NODE +JOB +EVICT +REFUSED NOW BY +ACTION$/m);
+    assert.match(text, /^the canary +1 +n1 +up-n1 +1 +shop\/web-pdb +start$/m);
+    assert.match(text, /^wave 2 of 2 +2 +n2 +up-n2 +0 +drain refused +start$/m);
     assert.match(text, /^ {4}refused now: refused$/m);
     assert.match(
       text,
       /^ {2}n2: drain refused: .*shop\/bare \(the node would fail before its Job\)$/m,
     );
     assert.match(text, /^n9 +taint gpu=broken:NoSchedule is not tolerated by the template$/m);
+  },
+});
+
+Deno.test({
+  name:
+    "buildPreview() counts a node whose Job ended as a re-run does: no round of the estimate, not drained, said in the ACTION column",
+  permissions: "none",
+  fn() {
+    const v = buildPreview({
+      namespace: "ops",
+      prefix: "up",
+      selection: "--nodes a,b,c",
+      parallelism: 1,
+      targets: [
+        { node: "a", job: "up-a", action: "succeeded" },
+        { node: "b", job: "up-b", action: "failed" },
+        { node: "c", job: "up-c", action: "adopt" },
+        { node: "d", job: "up-d" },
+      ],
+      skipped: [],
+      cleanup: [],
+      soakSecs: 0,
+      postNodeDelaySecs: 0,
+      durations: { from: "r.json", seconds: [60], medianSecs: 60 },
+    });
+    assert.deepEqual(v.counts.actions, { succeeded: 1, failed: 1, adopt: 1, start: 1 });
+    assert.equal(v.counts.toRun, 2);
+    assert.equal(v.estimate?.seconds, 120, "two rounds: the adopted Job and the new one");
+    const text = previewText(v);
+    assert.match(
+      text,
+      /^Jobs there now: 1 start, 1 adopt \(its Job runs\), 1 count \(its Job succeeded\), 1 count \(its Job failed; --retry-failed runs it again\)$/m,
+    );
+    assert.match(text, /^all +1 +a +up-a +count \(its Job succeeded\)$/m);
+    assert.match(text, /^all +4 +d +up-d +start$/m);
   },
 });

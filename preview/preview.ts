@@ -21,6 +21,7 @@ import { previewDrains } from "./drain_preview.ts";
 import {
   type BudgetNow,
   buildPreview,
+  getsNewJob,
   type PreviewInput,
   previewText,
   type WindowNow,
@@ -108,9 +109,10 @@ function windowNow(src: PreviewSource, now: number): WindowNow | undefined {
 export async function previewPlan(src: PreviewSource, ctx: PreviewContext): Promise<number> {
   const now = ctx.now ?? Date.now();
   const drain = src.maintenance.drain;
-  const drains = drain
-    ? await previewDrains(ctx.kube, src.targets.map((t) => t.node), drain)
-    : undefined;
+  // Only a node that would get a new Job is cordoned and drained: one whose
+  // Job runs or has ended is met as it is.
+  const drained = src.targets.filter((t) => getsNewJob(t.action)).map((t) => t.node);
+  const drains = drain ? await previewDrains(ctx.kube, drained, drain) : undefined;
   const preview = buildPreview({
     ...src,
     targets: src.targets.map((t) => ({ ...t, drain: drains?.get(t.node) })),
@@ -139,7 +141,7 @@ export function estimateLine(src: Omit<PreviewSource, "output">): string | undef
   });
   const e = v.estimate;
   if (!e) return undefined;
-  return `estimate: ${e.text} for ${v.counts.nodes} node(s) (per-node median ` +
+  return `estimate: ${e.text} for ${v.counts.toRun} node(s) (per-node median ` +
     `${
       formatDuration(e.nodeMedianSeconds)
     } of ${e.sampledNodes} node(s) in ${e.from}; ${e.concurrency} at once)`;

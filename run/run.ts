@@ -51,8 +51,8 @@ import type { HealthGate } from "../gates/gate.ts";
 import type { RunMetrics } from "../report/metrics.ts";
 import { withMetrics } from "./run_metrics.ts";
 import { PauseSpans } from "../report/timeline.ts";
-import { estimateLine, loadDurations, previewPlan } from "../preview/preview.ts";
-import { previewSource } from "./plan_preview.ts";
+import { estimateLine, loadDurations } from "../preview/preview.ts";
+import { existingJobs, previewSource, runPlanPreview } from "./plan_preview.ts";
 
 export { EXIT, jobApiFor, PermissionError, resolveNamespace };
 
@@ -90,10 +90,10 @@ export async function runDispatcher(
   const plan = await planRun(opts, template, ctx, cleanupTemplate);
   if (typeof plan === "number") return plan;
   const { kube, log } = ctx;
-  if (opts.dryRun === "plan") {
-    return await previewPlan({ ...previewSource(opts, plan, durations), output: opts.output }, ctx);
-  }
-  const estimate = durations && estimateLine(previewSource(opts, plan, durations));
+  if (opts.dryRun === "plan") return await runPlanPreview(opts, plan, ctx, durations);
+  // The Jobs there now: those a re-run counts take no time of the estimate.
+  const estimate = durations &&
+    estimateLine(previewSource(opts, plan, await existingJobs(kube, plan), durations));
   if (estimate) log.info(estimate, { event: "estimate" });
   const { namespace, cleanupTargets, targets } = plan;
   const all = [...cleanupTargets, ...targets];

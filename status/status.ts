@@ -142,6 +142,8 @@ function slimNode(n: V1Node, keys: TrackingKeys): V1Node {
   return {
     metadata: {
       name: n.metadata?.name,
+      // A Job made for another UID ran on a node since replaced: a re-run replaces it.
+      uid: n.metadata?.uid,
       labels: pick(n.metadata?.labels, keys.result),
       annotations: pick(n.metadata?.annotations, keys.cordonedBy, keys.error),
     },

@@ -19,6 +19,7 @@ import type { Phase } from "../engine/node_state.ts";
 import { FINAL, IN_FLIGHT } from "../engine/node_state.ts";
 import { jobName, type OwnerRef, type TrackingKeys } from "../job.ts";
 import { duration } from "../report/log.ts";
+import { jobAction } from "../engine/stale.ts";
 import type { RunRecord } from "../report/record.ts";
 
 /** A node's phase as status shows it: the engine's, or `unknown` without a record. */
@@ -197,18 +198,31 @@ export function buildView(v: ViewInput): StatusView {
     counts,
     total: nodes.length,
     nodes,
-    rerun: live ? undefined : rerunOf(nodes),
+    rerun: live ? undefined : rerunOf(nodes, byNode, v),
   };
 }
 
-/** What a re-run would do: adopt the running Jobs, count the finished, start the rest. */
-function rerunOf(nodes: readonly StatusNode[]): Rerun | undefined {
+/**
+ * What a re-run of the same command would do with each node's Job, as the
+ * engine decides it on its first sight (engine/stale.ts `jobAction`, which
+ * `--dry-run=plan` shows per node too): adopt the running Jobs, count the
+ * ended ones, start the rest (no Job, or a stale one). The template and
+ * `--retry-failed` are the re-run's, which status does not know: a failed
+ * Job is counted, as a re-run without the flag counts it.
+ */
+function rerunOf(
+  nodes: readonly StatusNode[],
+  jobs: ReadonlyMap<string, V1Job>,
+  v: ViewInput,
+): Rerun | undefined {
   const r = { adopt: 0, count: 0, start: 0 };
+  const run = { keys: v.keys, prefix: v.prefix, owner: v.owner ?? v.record?.owner };
   for (const n of nodes) {
-    if (n.jobStatus === "Active") r.adopt++;
-    else if (n.jobStatus === "Complete" || n.jobStatus === "Failed") r.count++;
-    else if (n.phase !== "succeeded") r.start++;
-    else r.count++;
+    const nodeUid = v.nodes.get(n.node)?.metadata?.uid;
+    const action = jobAction(jobs.get(n.node), run, { nodeUid });
+    if (action === "adopt") r.adopt++;
+    else if (action === "succeeded" || action === "failed") r.count++;
+    else r.start++;
   }
   return r.adopt + r.start === 0 ? undefined : r;
 }

@@ -3,6 +3,9 @@ import type { V1Job, V1Node } from "@kubernetes/client-node";
 import { trackingKeys } from "../job.ts";
 import type { RunRecord } from "../report/record.ts";
 import { buildView, lifeOf, renderJson, renderText, statusExitCode } from "./view.ts";
+import { previewSource } from "../run/plan_preview.ts";
+import type { Plan } from "../run/plan.ts";
+import type { RunConfig } from "../run/config.ts";
 
 const T0 = Date.UTC(2026, 11, 1, 9, 0, 0);
 const keys = trackingKeys("job-dispatcher");
@@ -42,6 +45,8 @@ function job(node: string, condition?: string, message = ""): V1Job {
   return {
     metadata: {
       name: `up-${node}`,
+      // As the dispatcher labels its Jobs, and status lists them by.
+      labels: { [keys.owner]: "up" },
       annotations: { [keys.nodeName]: node },
       creationTimestamp: new Date(T0) as unknown as Date,
     },
@@ -216,5 +221,78 @@ Deno.test({
       now: T0 + 70_000,
     });
     assert.equal(statusExitCode(done, { requireEnded: true }), 0);
+  },
+});
+
+Deno.test({
+  name:
+    "status's re-run counts follow the engine's first sight: a Job being deleted or made for a replaced node is started again",
+  permissions: "none",
+  fn() {
+    const deleting = job("n0", "Complete");
+    deleting.metadata!.deletionTimestamp = new Date(T0) as unknown as Date;
+    const replaced = job("n1", "Complete");
+    replaced.metadata!.annotations![keys.nodeUid] = "uid-old";
+    const v = buildView({
+      namespace: "ops",
+      prefix: "up",
+      keys,
+      record: record({
+        state: "stopped",
+        nodes: ["n0", "n1", "n2", "n3"].map((node) => ({ node, phase: "succeeded" as const })),
+      }),
+      jobs: [deleting, replaced, job("n2", "Complete"), job("n3")],
+      nodes: new Map([["n1", { metadata: { name: "n1", uid: "uid-new" } }]]),
+      now: T0 + 200_000,
+    });
+    assert.deepEqual(v.rerun, { adopt: 1, count: 1, start: 2 });
+  },
+});
+
+Deno.test({
+  name: "status and --dry-run=plan agree on what a re-run would adopt, count and start",
+  permissions: "none",
+  fn() {
+    const names = ["n0", "n1", "n2", "n3", "n4"];
+    const jobs = [job("n0", "Complete"), job("n1", "Failed"), job("n2"), job("n3", "Complete")];
+    jobs[2].status = { active: 1 };
+    jobs[3].metadata!.annotations![keys.nodeUid] = "uid-old";
+    const nodes = new Map(names.map((n) => [n, { metadata: { name: n, uid: `uid-${n}` } }]));
+    const plan = {
+      namespace: "ops",
+      prefix: "up",
+      keys,
+      run: { keys, prefix: "up" },
+      selection: { labelSelectors: [], pageSize: 500, ignoreTaints: false },
+      resolved: { matched: [...nodes.values()], listings: [], eligible: [], skipped: [] },
+      eligible: [],
+      targets: names.map((n) => ({ node: { name: n, uid: `uid-${n}` }, name: `up-${n}` })),
+      cleanupTargets: [],
+    } as unknown as Plan;
+    const opts = { parallelism: 1, waveSoakSecs: 0, maintenance: { windows: [] } };
+    const planned = previewSource(
+      opts as unknown as RunConfig,
+      plan,
+      new Map(jobs.map((j) => [j.metadata!.name!, j])),
+    ).targets.map((t) => t.action!);
+    assert.deepEqual(planned, ["succeeded", "failed", "adopt", "replace", "start"]);
+    const v = buildView({
+      namespace: "ops",
+      prefix: "up",
+      keys,
+      record: record({
+        state: "stopped",
+        nodes: names.map((node) => ({ node, phase: "queued" as const })),
+      }),
+      jobs,
+      nodes,
+      now: T0 + 200_000,
+    });
+    const n = (...a: string[]) => planned.filter((x) => a.includes(x)).length;
+    assert.deepEqual(v.rerun, {
+      adopt: n("adopt"),
+      count: n("succeeded", "failed"),
+      start: n("start", "retry", "replace", "waitStale"),
+    });
   },
 });
