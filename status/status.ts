@@ -118,8 +118,11 @@ function slimJob(j: V1Job, keys: TrackingKeys): V1Job {
     metadata: {
       name: m?.name,
       creationTimestamp: m?.creationTimestamp,
-      labels: pick(m?.labels, keys.node),
-      annotations: pick(m?.annotations, keys.nodeName),
+      // What the engine's first sight (classifyJob) reads too, for the
+      // re-run line: the owner label, a deletion under way, the node's UID.
+      deletionTimestamp: m?.deletionTimestamp,
+      labels: pick(m?.labels, keys.node, keys.owner),
+      annotations: pick(m?.annotations, keys.nodeName, keys.nodeUid),
       ownerReferences: m?.ownerReferences?.map((r) => ({ ...r })),
     },
     status: { conditions: j.status?.conditions },
