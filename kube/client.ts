@@ -16,7 +16,7 @@
  * @module
  */
 
-import type { V1Job, V1Node, V1Pod } from "@kubernetes/client-node";
+import type { V1Job, V1Node, V1ObjectMeta, V1Pod } from "@kubernetes/client-node";
 import { ConfigError, type KubeconfigIo, loadKubeconfig, type Target } from "./kubeconfig.ts";
 import { CredentialSource, type Identity, planCredentials, type ProxyPlan } from "./credentials.ts";
 import { DENO_RUNNER, ExecPlugin } from "./exec.ts";
@@ -225,6 +225,46 @@ export interface WatchEvent<T> {
   type: "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR";
   /** The object; a Status for ERROR. */
   object: T & { code?: number; reason?: string; message?: string };
+}
+
+/**
+ * How a LIST asks the API server to answer: whole objects, only each
+ * object's metadata (`PartialObjectMetadataList`, what client-go's metadata
+ * informers read), or kubectl's server-side table with each row's metadata
+ * (what `kubectl get` reads). A Job is ~3.8 KB of JSON, its metadata ~2 KB,
+ * its table row with metadata ~2.2 KB; every API server since 1.15 serves
+ * all three.
+ */
+export type ListForm = "objects" | "metadata" | "table";
+
+/** The Accept header of each {@linkcode ListForm}, as kubectl and client-go send it. */
+const ACCEPT: Record<ListForm, string> = {
+  objects: "application/json",
+  metadata: "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+  table: "application/json;as=Table;g=meta.k8s.io;v=v1",
+};
+
+/** One row of a `table` LIST: the object's metadata and its cells by column name. */
+export interface TableRow {
+  /** The object's metadata (with `includeObject=Metadata`, the default; else empty). */
+  metadata: V1ObjectMeta;
+  /** The row's cells, by column name (`Name`, `Status`, `Age`, …, as `kubectl get` heads them). */
+  cells: Record<string, unknown>;
+}
+
+/** A Table page as the API server sends it. */
+interface TablePage {
+  columnDefinitions: { name: string }[];
+  rows?: { cells: unknown[]; object?: { metadata?: V1ObjectMeta } }[] | null;
+}
+
+/** A Table page's rows as {@linkcode TableRow}s. */
+function tableRows(page: TablePage): TableRow[] {
+  const names = page.columnDefinitions.map((c) => c.name);
+  return (page.rows ?? []).map((r) => ({
+    metadata: r.object?.metadata ?? {},
+    cells: Object.fromEntries(names.map((n, i) => [n, r.cells[i]])),
+  }));
 }
 
 /** A list's items with the resourceVersion to watch from. */
@@ -566,10 +606,11 @@ export class Kube {
     path: string,
     body: unknown,
     signal: AbortSignal,
+    accept = ACCEPT.objects,
   ): Promise<Response> {
     const key = `${verb} ${resourceOf(path)}`;
     this.stats.requests[key] = (this.stats.requests[key] ?? 0) + 1;
-    const req = { verb, method, path, body, signal };
+    const req = { verb, method, path, body, signal, accept };
     let id = await this.#identity(req);
     const res = await this.#counted(this.#sendAs(id, req));
     this.#contact.answered();
@@ -615,12 +656,13 @@ export class Kube {
 
   async #sendAs(
     id: Identity,
-    { verb, method, path, body, signal }: {
+    { verb, method, path, body, signal, accept }: {
       verb: string;
       method: string;
       path: string;
       body: unknown;
       signal: AbortSignal;
+      accept: string;
     },
   ): Promise<Response> {
     // Named, so that audit logs tell the dispatcher's requests from kubectl's.
@@ -628,7 +670,7 @@ export class Kube {
     // into one "a, b" line, and the API server reads each Impersonate-Group
     // line as one group.
     const headers: [string, string][] = [
-      ["Accept", "application/json"],
+      ["Accept", accept],
       ["User-Agent", "job-dispatcher"],
       ...this.#headers,
     ];
@@ -722,6 +764,7 @@ export class Kube {
    * @param verb the Kubernetes verb, for errors and counts
    * @param once one attempt, no retry: for best-effort reads whose failure only costs a warning
    * @param signal aborts the request at once (a read whose caller stops)
+   * @param accept the Accept header (a LIST's {@linkcode ListForm})
    * @throws {ApiError} when the answer is an error that retrying cannot heal, or the budget is
    *   spent; reason `Stopped` when `signal` or, for a read, the run's stop ended it
    */
@@ -732,6 +775,7 @@ export class Kube {
     body?: unknown,
     once = false,
     signal?: AbortSignal,
+    accept = ACCEPT.objects,
   ): Promise<T> {
     const started = this.#contact.began();
     for (let attempt = 1;; attempt++) {
@@ -747,7 +791,7 @@ export class Kube {
         cut: this.#cut.signal,
       });
       try {
-        const res = await this.#send(verb, method, path, body, bound.signal);
+        const res = await this.#send(verb, method, path, body, bound.signal, accept);
         if (res.ok) return await res.json() as T;
         err = await Kube.#errorOf(res, verb, path);
       } catch (e) {
@@ -810,6 +854,8 @@ export class Kube {
    * 10,000-node list held until the last page would weigh ten times what
    * the dispatcher keeps of it, and V8 does not give the heap back
    * @param signal aborts the list at once, between pages or in the middle of one
+   * @param form whole objects, their metadata, or table rows ({@linkcode TableRow}s: `T`
+   * is then `TableRow`); a page of either of the last two is a fraction of the first
    */
   async list<T, U = T>(
     path: string,
@@ -817,26 +863,23 @@ export class Kube {
     pageSize: number,
     keep?: (item: T) => U,
     signal?: AbortSignal,
+    form: ListForm = "objects",
   ): Promise<ListResult<U>> {
+    const all = form === "table" ? { includeObject: "Metadata", ...query } : query;
     for (let restart = 0;; restart++) {
       const items: U[] = [];
       let cont = "";
       let resourceVersion = "";
       try {
         do {
-          const q = new URLSearchParams({ ...query, limit: String(pageSize) });
+          const q = new URLSearchParams({ ...all, limit: String(pageSize) });
           if (cont) q.set("continue", cont);
           const page = await this.request<
-            { items: T[]; metadata: { continue?: string; resourceVersion: string } }
-          >(
-            "list",
-            "GET",
-            `${path}?${q}`,
-            undefined,
-            false,
-            signal,
-          );
-          for (const item of page.items) items.push(keep ? keep(item) : item as unknown as U);
+            { items: T[]; metadata: { continue?: string; resourceVersion: string } } & TablePage
+          >("list", "GET", `${path}?${q}`, undefined, false, signal, ACCEPT[form]);
+          // An empty metadata or table page has no items or rows at all.
+          const got = (form === "table" ? tableRows(page) as T[] : page.items) ?? [];
+          for (const item of got) items.push(keep ? keep(item) : item as unknown as U);
           resourceVersion ||= page.metadata.resourceVersion;
           cont = page.metadata.continue ?? "";
         } while (cont);

@@ -1,5 +1,12 @@
 import assert from "node:assert/strict";
-import { type ApiError, ConfigError, Kube, STOP_GRACE_MS, type UnreachableNote } from "./client.ts";
+import {
+  type ApiError,
+  ConfigError,
+  Kube,
+  STOP_GRACE_MS,
+  type TableRow,
+  type UnreachableNote,
+} from "./client.ts";
 import { status, withServer } from "../testing/loopback.ts";
 
 /** Writes a kubeconfig for a port nobody listens on; returns its folder (file "config"). */
@@ -128,6 +135,96 @@ Deno.test("Kube.list() follows continue tokens and keeps the first page's resour
       assert.equal(hits.length, 3);
     },
   );
+});
+
+Deno.test("Kube.list() asks for metadata or table rows as kubectl does, and reads an empty page of either", async (t) => {
+  // What the API server sends: a metadata list without items when none
+  // match, table pages whose cells follow their own column definitions.
+  const pages: Record<string, unknown[]> = {
+    "as=PartialObjectMetadataList": [
+      {
+        kind: "PartialObjectMetadataList",
+        metadata: { resourceVersion: "7", continue: "1" },
+        items: [{ metadata: { name: "a" } }],
+      },
+      { kind: "PartialObjectMetadataList", metadata: { resourceVersion: "7" }, items: null },
+    ],
+    "as=Table": [
+      {
+        kind: "Table",
+        metadata: { resourceVersion: "8", continue: "1" },
+        columnDefinitions: [{ name: "Name" }, { name: "Status" }],
+        rows: [{ cells: ["j1", "Complete"], object: { metadata: { name: "j1", uid: "u1" } } }],
+      },
+      {
+        kind: "Table",
+        metadata: { resourceVersion: "8" },
+        columnDefinitions: [{ name: "Status" }, { name: "Name" }],
+        rows: [{ cells: ["Failed", "j2"] }],
+      },
+      {
+        kind: "Table",
+        metadata: { resourceVersion: "9" },
+        columnDefinitions: [{ name: "Name" }],
+        rows: null,
+      },
+    ],
+  };
+  const accepts: string[] = [];
+  const queries: string[] = [];
+  const handler = (req: Request) => {
+    const url = new URL(req.url);
+    const accept = req.headers.get("accept")!;
+    accepts.push(accept);
+    queries.push(url.searchParams.get("includeObject") ?? "-");
+    const form = Object.keys(pages).find((k) => accept.includes(k))!;
+    const page = Number(url.searchParams.get("continue") || "0") +
+      (url.searchParams.has("empty") ? 2 : 0);
+    return Response.json(pages[form][page]);
+  };
+  await withServer(handler, async (kube) => {
+    await t.step("metadata", async () => {
+      const got = await kube.list<{ metadata: { name: string } }, string>(
+        "/api/v1/nodes",
+        {},
+        1,
+        (i) => i.metadata.name,
+        undefined,
+        "metadata",
+      );
+      assert.deepEqual(got.items, ["a"]);
+      assert.equal(
+        accepts.at(-1),
+        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+      );
+    });
+    await t.step("table rows, with their metadata by default and without when asked", async () => {
+      const got = await kube.list<TableRow>(
+        "/apis/batch/v1/namespaces/x/jobs",
+        {},
+        1,
+        undefined,
+        undefined,
+        "table",
+      );
+      assert.deepEqual(got.items, [
+        { metadata: { name: "j1", uid: "u1" }, cells: { Name: "j1", Status: "Complete" } },
+        { metadata: {}, cells: { Name: "j2", Status: "Failed" } },
+      ]);
+      assert.equal(accepts.at(-1), "application/json;as=Table;g=meta.k8s.io;v=v1");
+      assert.deepEqual(queries.slice(-2), ["Metadata", "Metadata"]);
+      const none = await kube.list<TableRow>(
+        "/apis/batch/v1/namespaces/x/jobs",
+        { includeObject: "None", empty: "1" },
+        1,
+        undefined,
+        undefined,
+        "table",
+      );
+      assert.deepEqual(none.items, []);
+      assert.equal(queries.at(-1), "None");
+    });
+  });
 });
 
 Deno.test("Kube.watch() yields events line by line and ends when the server ends the watch", async () => {

@@ -8,9 +8,10 @@
  * @module
  */
 
-import type { V1ConfigMap, V1Job, V1Node } from "@kubernetes/client-node";
+import type { V1ConfigMap, V1Job, V1Node, V1ObjectMeta } from "@kubernetes/client-node";
 import { labelValue, type OwnerRef, type TrackingKeys, trackingKeys, UsageError } from "../job.ts";
-import { type Kube, paths } from "../kube/client.ts";
+import { type Kube, paths, type TableRow } from "../kube/client.ts";
+import { jobOfCell, type JobRow, jobsOfRows, mergeJobs } from "./jobs.ts";
 import { SYSTEM_CLOCK } from "../base/clock.ts";
 import { decodeRecord, recordPath, type RunRecord } from "../report/record.ts";
 import { type NamespaceSources, resolveNamespace } from "../run/preflight.ts";
@@ -112,7 +113,7 @@ async function ownedJobs(kube: Kube, ns: string, keys: TrackingKeys, owner: Owne
 }
 
 /** A Job slimmed to what the view reads, as each LIST page arrives (10,000 Jobs are ~40 MB of JSON). */
-function slimJob(j: V1Job, keys: TrackingKeys): V1Job {
+function slimJob(j: Pick<V1Job, "metadata" | "status">, keys: TrackingKeys): V1Job {
   const m = j.metadata;
   return {
     metadata: {
@@ -129,19 +130,68 @@ function slimJob(j: V1Job, keys: TrackingKeys): V1Job {
   };
 }
 
-/** The prefix's Jobs, slimmed as each page arrives. */
+/**
+ * The prefix's Jobs in two LISTs (`jobs.ts` says why): those that have not
+ * succeeded whole, then those that have as table rows.
+ */
 async function readJobs(kube: Kube, ns: string, prefix: string, keys: TrackingKeys) {
-  const jobs = await kube.list<V1Job, V1Job>(
+  const labelSelector = `${keys.owner}=${labelValue(prefix)}`;
+  const whole = await kube.list<V1Job, V1Job>(
     paths.jobs(ns),
-    { labelSelector: `${keys.owner}=${labelValue(prefix)}` },
+    { labelSelector, fieldSelector: "status.successful!=1" },
     500,
     (j) => slimJob(j, keys),
   );
-  return jobs.items;
+  const rows = await kube.list<TableRow, JobRow>(
+    paths.jobs(ns),
+    { labelSelector, fieldSelector: "status.successful=1", includeObject: "None" },
+    500,
+    (r) => [String(r.cells.Name), String(r.cells.Status ?? "")],
+    undefined,
+    "table",
+  );
+  return { whole: whole.items, rows: rows.items };
+}
+
+/** The most rows read again one by one; past it, one metadata LIST of them all is cheaper. */
+const MAX_ROW_READS = 50;
+
+/**
+ * The Jobs of the rows: those the record vouches for as the run made them,
+ * the others with their own metadata (read by name, or all at once).
+ */
+async function jobsOf(
+  kube: Kube,
+  ns: string,
+  read: { whole: V1Job[]; rows: JobRow[] },
+  found: Found,
+  keys: TrackingKeys,
+): Promise<V1Job[]> {
+  const { jobs, unvouched } = jobsOfRows(read.rows, found.record, keys);
+  const cells = new Map(unvouched);
+  const meta = (query: Record<string, string>, pageSize: number) =>
+    kube.list<V1Job, V1ObjectMeta>(
+      paths.jobs(ns),
+      query,
+      pageSize,
+      (j) => slimJob(j, keys).metadata!,
+      undefined,
+      "metadata",
+    );
+  const labelSelector = `${keys.owner}=${labelValue(found.prefix)}`;
+  const reread = unvouched.length > MAX_ROW_READS
+    ? [await meta({ labelSelector, fieldSelector: "status.successful=1" }, 500)]
+    : await Promise.all(
+      unvouched.map(([name]) => meta({ labelSelector, fieldSelector: `metadata.name=${name}` }, 1)),
+    );
+  for (const m of reread.flatMap((l) => l.items)) {
+    if (cells.has(m.name!)) jobs.push(jobOfCell(m, cells.get(m.name!)!));
+  }
+  return mergeJobs(read.whole, jobs);
 }
 
 /** A node slimmed to the facts status shows: its mark, our cordon, its error. */
-function slimNode(n: V1Node, keys: TrackingKeys): V1Node {
+function slimNode(n: Pick<V1Node, "metadata" | "spec">, keys: TrackingKeys): V1Node {
   return {
     metadata: {
       name: n.metadata?.name,
@@ -154,10 +204,34 @@ function slimNode(n: V1Node, keys: TrackingKeys): V1Node {
   };
 }
 
-/** Every node, in pages of 500 as kubectl's --chunk-size (10,000 kwok nodes are ~65 MB of JSON). */
+/**
+ * Every node, in pages of 500 as kubectl's --chunk-size: their metadata
+ * only (10,000 kwok nodes are ~34 MB of JSON whole, ~18 MB as metadata), and
+ * which are cordoned from a second LIST that the API server filters
+ * (`spec.unschedulable=true`: a few at a time).
+ */
 async function listNodes(kube: Kube, keys: TrackingKeys): Promise<Map<string, V1Node>> {
-  const nodes = await kube.list<V1Node, V1Node>(paths.nodes(), {}, 500, (n) => slimNode(n, keys));
-  return new Map(nodes.items.map((n) => [n.metadata!.name!, n]));
+  const [nodes, cordoned] = await Promise.all([
+    kube.list<V1Node, V1Node>(
+      paths.nodes(),
+      {},
+      500,
+      (n) => slimNode(n, keys),
+      undefined,
+      "metadata",
+    ),
+    kube.list<V1Node, string>(
+      paths.nodes(),
+      { fieldSelector: "spec.unschedulable=true" },
+      500,
+      (n) => n.metadata!.name!,
+    ),
+  ]);
+  const unschedulable = new Set(cordoned.items);
+  return new Map(nodes.items.map((n) => {
+    n.spec = { unschedulable: unschedulable.has(n.metadata!.name!) || undefined };
+    return [n.metadata!.name!, n];
+  }));
 }
 
 /** The most nodes read one by one; past it, one LIST is cheaper. */
@@ -216,10 +290,8 @@ export async function readStatus(cfg: StatusConfig, ctx: StatusContext): Promise
     cfg.prefix !== undefined ? readJobs(ctx.kube, ns, cfg.prefix, keys) : undefined,
     cfg.output === "text" ? undefined : listNodes(ctx.kube, keys),
   ]);
-  const jobs = ownedBy(
-    prefixJobs ?? await readJobs(ctx.kube, ns, found.prefix, keys),
-    found.owner,
-  );
+  const read = prefixJobs ?? await readJobs(ctx.kube, ns, found.prefix, keys);
+  const jobs = ownedBy(await jobsOf(ctx.kube, ns, read, found, keys), found.owner);
   if (!found.record && jobs.length === 0) {
     throw new UsageError(
       `No run of prefix ${found.prefix} in namespace ${ns}: no run record ` +

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { withServer } from "../testing/loopback.ts";
+import { listAnswer } from "../testing/list_answer.ts";
 import { encodeRecord, recordConfigMap, type RunRecord } from "../report/record.ts";
 import { trackingKeys } from "../job.ts";
 import { runStatus, type StatusConfig } from "./status.ts";
@@ -40,9 +41,7 @@ Deno.test("status --watch reads the record, Jobs and nodes again and prints only
       reads++;
       return Response.json(reads < 4 ? first : second);
     }
-    if (path.endsWith("/jobs") || path === "/api/v1/nodes") {
-      return Response.json({ items: [], metadata: { resourceVersion: "1" } });
-    }
+    if (path.endsWith("/jobs") || path === "/api/v1/nodes") return listAnswer(req, []);
     return new Response("{}", { status: 404 });
   }, async (kube) => {
     const printed: string[] = [];
@@ -80,18 +79,13 @@ Deno.test("status in text reads only the nodes it shows (a failed node's error m
   const seen: string[] = [];
   await withServer((req) => {
     const url = new URL(req.url);
-    seen.push(url.pathname + (url.searchParams.get("fieldSelector") ? "?one" : ""));
+    const field = url.searchParams.get("fieldSelector");
+    seen.push(url.pathname + (field ? `?${field}` : ""));
     if (url.pathname === "/api/v1/namespaces/team/configmaps/run-record.up") {
       return Response.json(cm);
     }
-    if (url.pathname.endsWith("/jobs")) {
-      return Response.json({ items: [], metadata: { resourceVersion: "1" } });
-    }
-    if (url.pathname === "/api/v1/nodes") {
-      const field = url.searchParams.get("fieldSelector")?.match(/^metadata\.name=(.+)$/)?.[1];
-      const items = field ? [node(field)] : [node("n0"), node("n1")];
-      return Response.json({ items, metadata: { resourceVersion: "1" } });
-    }
+    if (url.pathname.endsWith("/jobs")) return listAnswer(req, []);
+    if (url.pathname === "/api/v1/nodes") return listAnswer(req, [node("n0"), node("n1")]);
     return new Response("{}", { status: 404 });
   }, async (kube) => {
     const run = async (output: StatusConfig["output"]) => {
@@ -110,9 +104,114 @@ Deno.test("status in text reads only the nodes it shows (a failed node's error m
     };
     const text = await run("text");
     assert.match(text, /n1 .*n1 broke/);
-    assert.deepEqual(seen.filter((p) => p.includes("/nodes")), ["/api/v1/nodes?one"]);
+    assert.deepEqual(seen.filter((p) => p.includes("/nodes")), ["/api/v1/nodes?metadata.name=n1"]);
     const json = JSON.parse(await run("json"));
-    assert.deepEqual(seen.filter((p) => p.includes("/nodes")), ["/api/v1/nodes"]);
+    // Every node's metadata, and which are cordoned from a list the server filters.
+    assert.deepEqual(seen.filter((p) => p.includes("/nodes")).sort(), [
+      "/api/v1/nodes",
+      "/api/v1/nodes?spec.unschedulable=true",
+    ]);
     assert.equal(json.nodes[1].reason, "n1 broke");
+  });
+});
+
+Deno.test("status reads the Jobs that have not succeeded whole, the others as table rows, and again by name those the record cannot vouch for", async (t) => {
+  const own = { name: "hook", uid: "owner-uid" };
+  const job = (node: string, o: { done?: boolean; owner?: string; deleting?: boolean } = {}) => ({
+    metadata: {
+      name: `up-${node}`,
+      labels: { [keys.owner]: "up", [keys.node]: node },
+      annotations: { [keys.nodeName]: node },
+      ownerReferences: [{
+        apiVersion: "batch/v1",
+        kind: "Job",
+        name: "hook",
+        uid: o.owner ?? own.uid,
+      }],
+    },
+    status: o.done
+      ? { succeeded: 1, conditions: [{ type: "Complete", status: "True" }] }
+      : { active: 1 },
+  });
+  const run = async (nodes: RunRecord["nodes"], jobs: ReturnType<typeof job>[]) => {
+    const rec: RunRecord = { ...record(0), owner: own, state: "stopped", nodes };
+    const cm = recordConfigMap(keys, rec, await encodeRecord(rec));
+    const seen: string[] = [];
+    let view: Record<string, unknown> = {};
+    await withServer((req) => {
+      const url = new URL(req.url);
+      if (url.pathname === "/api/v1/namespaces/team/configmaps/run-record.up") {
+        return Response.json(cm);
+      }
+      if (url.pathname.endsWith("/jobs")) {
+        const form = req.headers.get("accept")!.match(/as=(\w+)/)?.[1] ?? "whole";
+        seen.push(`${form} ${url.searchParams.get("fieldSelector")}`);
+        return listAnswer(req, jobs);
+      }
+      if (url.pathname === "/api/v1/nodes") return listAnswer(req, []);
+      return new Response("{}", { status: 404 });
+    }, async (kube) => {
+      await runStatus({ ...CONFIG, watch: false }, {
+        kube,
+        env: () => undefined,
+        readFile: () => undefined,
+        terminal: false,
+        signal: new AbortController().signal,
+        stdout: (text) => view = JSON.parse(text),
+      });
+    });
+    return {
+      seen,
+      view: view as { counts: Record<string, number>; rerun?: Record<string, number> },
+    };
+  };
+  await t.step("the record's own Jobs: one whole LIST and one of rows", async () => {
+    const { seen, view } = await run(
+      [{ node: "n0", phase: "succeeded" }, { node: "n1", phase: "running" }, {
+        node: "n2",
+        phase: "running",
+      }],
+      [job("n0", { done: true }), job("n1", { done: true }), job("n2")],
+    );
+    assert.deepEqual(seen, ["whole status.successful!=1", "Table status.successful=1"]);
+    assert.deepEqual(view.counts, { succeeded: 2, running: 1 });
+    assert.deepEqual(view.rerun, { adopt: 1, count: 2, start: 0 });
+  });
+  await t.step(
+    "an earlier owner's succeeded Job of a node being replaced is read again, and judged stale",
+    async () => {
+      const { seen, view } = await run(
+        [{ node: "n0", phase: "waitingStale" }, { node: "n1", phase: "succeeded" }],
+        [
+          job("n0", { done: true, owner: "earlier-owner" }),
+          job("n1", { done: true }),
+          job("gone", { done: true }),
+        ],
+      );
+      assert.deepEqual(seen.sort(), [
+        "PartialObjectMetadataList metadata.name=up-gone",
+        "PartialObjectMetadataList metadata.name=up-n0",
+        "Table status.successful=1",
+        "whole status.successful!=1",
+      ]);
+      // n0 waits on the earlier owner's Job, which is not this run's: neither
+      // its success nor, for a re-run, its count. The owner's Job of a node
+      // the record does not have says for itself.
+      assert.deepEqual(view.counts, { waitingStale: 1, succeeded: 2 });
+      assert.deepEqual(view.rerun, { adopt: 0, count: 2, start: 1 });
+    },
+  );
+  await t.step("past 50 such Jobs, one metadata LIST of every succeeded Job instead", async () => {
+    const many = Array.from({ length: 60 }, (_, i) => `old${i}`);
+    const { seen, view } = await run(
+      [{ node: "n0", phase: "succeeded" }],
+      [job("n0", { done: true }), ...many.map((n) => job(n, { done: true }))],
+    );
+    assert.deepEqual(seen.sort(), [
+      "PartialObjectMetadataList status.successful=1",
+      "Table status.successful=1",
+      "whole status.successful!=1",
+    ]);
+    assert.deepEqual(view.counts, { succeeded: 61 });
   });
 });

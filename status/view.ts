@@ -123,10 +123,18 @@ function failedMessage(job: V1Job): string | undefined {
       (c.reason ? ` [${c.reason}]` : "");
 }
 
+/**
+ * Phases in which the node's Job may still be the earlier one the run is
+ * replacing (an earlier owner's, template's or node's): its word is not
+ * the run's, and the record says what the run does with it.
+ */
+const REPLACING: ReadonlySet<StatusPhase> = new Set(["waitingStale", "deleting"]);
+
 /** One node: the record's phase, corrected by its Job where the Job is newer. */
 function mergeNode(base: StatusNode, job: V1Job | undefined, live: boolean): StatusNode {
   const n = { ...base, jobStatus: jobStatusOf(job) };
   if (FINAL.has(n.phase) && n.phase !== "unknown") return n;
+  if (REPLACING.has(n.phase)) return n;
   if (n.jobStatus === "Complete") {
     // The run's post-success work (labels, taints) may still be under way.
     if (!(live && n.phase === "finishing")) n.phase = "succeeded";
