@@ -3,27 +3,16 @@ import type { V1Pod } from "@kubernetes/client-node";
 import { previewDrains } from "./drain_preview.ts";
 import { PDB_VIOLATION } from "../maintenance/drain.ts";
 import { status, withServer } from "../testing/loopback.ts";
+import { pod } from "../testing/pods.ts";
 
 const DRAIN = { deleteEmptyDirData: false, force: false, timeoutSecs: 600, disableEviction: false };
 
-function pod(name: string, owner?: string): V1Pod {
-  return {
-    metadata: {
-      namespace: "shop",
-      name,
-      uid: `uid-${name}`,
-      ownerReferences: owner
-        ? [{ apiVersion: "apps/v1", kind: owner, name: "x", uid: "o", controller: true }]
-        : undefined,
-    },
-    spec: { nodeName: "n1", containers: [] },
-    status: { phase: "Running" },
-  };
-}
+/** A pod on n1, with a controller of kind `owner` (none: a bare pod). */
+const onN1 = (name: string, owner?: string): V1Pod => pod(name, { node: "n1", controller: owner });
 
 const PODS: Record<string, V1Pod[]> = {
-  n1: [pod("web-1", "ReplicaSet"), pod("agent-1", "DaemonSet"), pod("api-1", "ReplicaSet")],
-  n2: [pod("bare")],
+  n1: [onN1("web-1", "ReplicaSet"), onN1("agent-1", "DaemonSet"), onN1("api-1", "ReplicaSet")],
+  n2: [onN1("bare")],
 };
 
 /** Pods by node; every eviction of web-1 refused by its budget, the rest allowed. */

@@ -4,6 +4,7 @@ import { trackingKeys } from "../job.ts";
 import { previewSource, runPlanPreview, skippedNodes } from "./plan_preview.ts";
 import { PermissionError, SELF_SUBJECT_ACCESS_REVIEWS } from "./preflight.ts";
 import { status, withServer } from "../testing/loopback.ts";
+import { pod } from "../testing/pods.ts";
 import { Logger } from "../report/log.ts";
 import { EXIT } from "../report/summary.ts";
 
@@ -159,22 +160,7 @@ function api(allowed: (attrs: { verb: string; subresource?: string }) => boolean
       return Response.json({
         kind: "PodList",
         metadata: {},
-        items: [{
-          metadata: {
-            namespace: "shop",
-            name: `web-${node}`,
-            uid: `p-${node}`,
-            ownerReferences: [{
-              apiVersion: "apps/v1",
-              kind: "ReplicaSet",
-              name: "web",
-              uid: "rs",
-              controller: true,
-            }],
-          },
-          spec: { nodeName: node, containers: [] },
-          status: { phase: "Running" },
-        }],
+        items: [pod(`web-${node}`, { node, controller: "ReplicaSet" })],
       });
     }
     return Response.json({ kind: "Status", status: "Success" }, { status: 201 });
