@@ -362,12 +362,17 @@ OUTPUT
                             takes ceil(size / C) rounds of T + --post-node-delay-secs
                             (size: its nodes but those whose Job already ended; C:
                             --parallelism, or fewer where --max-unavailable has
-                            less room now), and every wave but the last is followed
-                            by --wave-soak-secs. Not counted: time outside a
-                            --window, gate holds, budgets that refuse. The plan
-                            shows it; a run logs it after its "selected" line, so
-                            the command that was planned runs unchanged. Not a
-                            report: exit 2, before the cluster is asked.
+                            less room now). With --max-per-topology KEY=M, C is
+                            at most M times the domains among the wave's nodes,
+                            and the rounds are those of the run's own rule: each
+                            slot takes the next node whose domain has fewer than
+                            M running (nodes without KEY are one domain). Every
+                            wave but the last is followed by --wave-soak-secs.
+                            Not counted: time outside a --window, gate holds,
+                            budgets that refuse. The plan shows it; a run logs it
+                            after its "selected" line, so the command that was
+                            planned runs unchanged. Not a report: exit 2, before
+                            the cluster is asked.
   --log-format text|json    Lines on stderr as text (default) or JSON.
   --report PATH             Write what happened to every node to PATH when the run
                             ends: name, UID, Job, start, end, outcome, reason,

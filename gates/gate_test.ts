@@ -3,6 +3,7 @@ import { HealthGate } from "./gate.ts";
 import { directGet, measure } from "./prometheus.ts";
 import type { GateConfig } from "./config.ts";
 import type { Breach } from "./state.ts";
+import type { Clock } from "../base/clock.ts";
 
 /** A loopback Prometheus whose one gauge the test flips, or takes down (503). */
 async function withPrometheus(
@@ -27,6 +28,19 @@ function config(url: string, onBreach: "pause" | "exit" = "pause"): GateConfig {
   return { url, queries: ["broken > 0"], intervalSecs: 0.2, onBreach };
 }
 
+/** A gate on the Prometheus at `url`, measured directly; `config` laid over {@linkcode config}'s. */
+function gateOn(
+  url: string,
+  o: { onBreach?: "pause" | "exit"; config?: Partial<GateConfig>; clock?: Clock } = {},
+): HealthGate {
+  const c = config(url, o.onBreach);
+  return new HealthGate({
+    config: { ...c, ...o.config },
+    measure: measure(directGet({ url, timeoutMs: 1000 }).get, c),
+    clock: o.clock,
+  });
+}
+
 async function until(what: string, ok: () => boolean, ms = 5000): Promise<void> {
   const end = Date.now() + ms;
   while (!ok()) {
@@ -39,12 +53,7 @@ Deno.test("HealthGate lets starts through on a fresh clean answer and holds them
   await withPrometheus(async (url) => {
     let now = Date.now();
     const clock = { now: () => now, sleep: () => Promise.resolve() };
-    const c = config(url);
-    const gate = new HealthGate({
-      config: c,
-      measure: measure(directGet({ url, timeoutMs: 1000 }).get, c),
-      clock,
-    });
+    const gate = gateOn(url, { clock });
     await gate.start();
     try {
       assert.equal(gate.state.kind, "fresh");
@@ -61,11 +70,7 @@ Deno.test("HealthGate lets starts through on a fresh clean answer and holds them
 
 Deno.test("HealthGate latches a breach: it holds after the metric recovers, until the pause it set is lifted", async () => {
   await withPrometheus(async (url, set) => {
-    const c = config(url);
-    const gate = new HealthGate({
-      config: c,
-      measure: measure(directGet({ url, timeoutMs: 1000 }).get, c),
-    });
+    const gate = gateOn(url);
     const breaches: Breach[] = [];
     let paused = false;
     let wakes = 0;
@@ -103,11 +108,7 @@ Deno.test("HealthGate latches a breach: it holds after the metric recovers, unti
 
 Deno.test("HealthGate: an unanswering Prometheus is an outage that pauses and resumes by itself, never a breach", async () => {
   await withPrometheus(async (url, set) => {
-    const c = config(url);
-    const gate = new HealthGate({
-      config: c,
-      measure: measure(directGet({ url, timeoutMs: 1000 }).get, c),
-    });
+    const gate = gateOn(url);
     const told: string[] = [];
     await gate.start();
     await gate.bind({ onBreach: () => told.push("breach"), onOutage: (s) => told.push(s) });
@@ -131,11 +132,7 @@ Deno.test("HealthGate: an unanswering Prometheus is an outage that pauses and re
 
 Deno.test("HealthGate with --on-gate-breach exit stops the rollout on a breach and sets no pause", async () => {
   await withPrometheus(async (url, set) => {
-    const c = config(url, "exit");
-    const gate = new HealthGate({
-      config: c,
-      measure: measure(directGet({ url, timeoutMs: 1000 }).get, c),
-    });
+    const gate = gateOn(url, { onBreach: "exit" });
     set({ value: 1 });
     await gate.start();
     try {
@@ -155,11 +152,8 @@ Deno.test("HealthGate with --on-gate-breach exit stops the rollout on a breach a
 
 Deno.test("HealthGate.afterWave() measures once more when the soak ends and says stop on a breach (exit)", async () => {
   await withPrometheus(async (url, set) => {
-    const c = config(url, "exit");
-    const gate = new HealthGate({
-      config: { ...c, intervalSecs: 60 }, // no measurement of its own during the soak
-      measure: measure(directGet({ url, timeoutMs: 1000 }).get, c),
-    });
+    // No measurement of its own during the soak.
+    const gate = gateOn(url, { onBreach: "exit", config: { intervalSecs: 60 } });
     await gate.start();
     try {
       assert.equal(await gate.afterWave(0), undefined, "healthy: the next wave may open");
@@ -176,11 +170,7 @@ Deno.test("HealthGate.afterWave() measures once more when the soak ends and says
 
 Deno.test("HealthGate.breaches records each breach with its query, value and when its latch was set and lifted", async () => {
   await withPrometheus(async (url, set) => {
-    const c = config(url);
-    const gate = new HealthGate({
-      config: c,
-      measure: measure(directGet({ url, timeoutMs: 1000 }).get, c),
-    });
+    const gate = gateOn(url);
     let paused = false;
     await gate.start();
     await gate.bind({

@@ -63,6 +63,22 @@ async function until(what: string, ok: () => boolean, ms = 5_000): Promise<void>
 const isWatch = (req: Request) => new URL(req.url).searchParams.get("watch") === "1";
 const rvOf = (req: Request) => new URL(req.url).searchParams.get("resourceVersion");
 
+/**
+ * An API server whose LISTs answer Job a at resourceVersion 10 and whose
+ * watches answer `watch(n)`, n counting from 1; `count` says how many of each came.
+ */
+function listAThenWatch(watch: (n: number) => Response) {
+  const count = { lists: 0, watches: 0 };
+  const handler = (req: Request): Response => {
+    if (!isWatch(req)) {
+      count.lists++;
+      return list([job("a", 5)], 10);
+    }
+    return watch(++count.watches);
+  };
+  return { count, handler };
+}
+
 Deno.test("Informer watches from the list's resourceVersion, follows bookmarks and keeps the cache", async () => {
   const watchedFrom: (string | null)[] = [];
   await withServer((req) => {
@@ -121,17 +137,12 @@ Deno.test("Informer re-lists on 410 Gone and reports what vanished meanwhile", a
 });
 
 Deno.test("Informer polls through broken watches and goes back to a watch when one opens", async () => {
-  let lists = 0, watches = 0;
-  await withServer((req) => {
-    if (!isWatch(req)) {
-      lists++;
-      return list([job("a", 5)], 10);
-    }
-    watches++;
+  const { count, handler } = listAThenWatch((watches) => {
     // Three failures make it poll; the fourth (a retry while polling) fails too.
     if (watches <= 4) return status(503, "ServiceUnavailable");
     return events(watches === 5 ? [{ type: "ADDED", object: job("c", 11) }] : [], 200);
-  }, async (kube) => {
+  });
+  await withServer(handler, async (kube) => {
     const seen: Seen = { upserts: [], deletes: [], notes: [] };
     const inf = informer(kube, seen);
     await inf.start();
@@ -141,7 +152,7 @@ Deno.test("Informer polls through broken watches and goes back to a watch when o
     await inf.stop();
     assert.deepEqual(seen.notes, ["reconnected", "reconnected", "polling", "watching"]);
     // Polling meant LISTs until the watch opened: 300 ms retry / 50 ms interval.
-    assert.ok(lists >= 3, `${lists} LISTs`);
+    assert.ok(count.lists >= 3, `${count.lists} LISTs`);
     assert.ok(inf.healthy);
   });
 });
@@ -198,17 +209,12 @@ Deno.test("Informer reports an assumed object gone only once a LIST begun after 
 // be denied as well.
 for (const denied of [1, 4]) {
   Deno.test(`Informer reconnects through ${denied} 403(s) after watches worked, without polling`, async () => {
-    let lists = 0, watches = 0;
-    await withServer((req) => {
-      if (!isWatch(req)) {
-        lists++;
-        return list([job("a", 5)], 10);
-      }
-      watches++;
+    const { count, handler } = listAThenWatch((watches) => {
       if (watches === 1) return events([], 20);
       if (watches <= 1 + denied) return status(403, "Forbidden");
       return events(watches === 2 + denied ? [{ type: "ADDED", object: job("c", 11) }] : [], 200);
-    }, async (kube) => {
+    });
+    await withServer(handler, async (kube) => {
       const seen: Seen = { upserts: [], deletes: [], notes: [] };
       const inf = informer(kube, seen);
       await inf.start();
@@ -216,7 +222,7 @@ for (const denied of [1, 4]) {
       await inf.stop();
       assert.ok(!seen.notes.includes("polling"), `notes ${seen.notes}`);
       assert.ok(!inf.polling);
-      assert.equal(lists, 1, "only the first LIST");
+      assert.equal(count.lists, 1, "only the first LIST");
     });
   });
 }

@@ -7,6 +7,8 @@
 
 import type { Requirement } from "../nodes/label_selector.ts";
 import type { MaxUnavailable } from "./budget.ts";
+import type { DrainOptions } from "./drain.ts";
+import type { EvictOptions } from "./evict.ts";
 import type { Window } from "./window.ts";
 
 /** A label selector as given and as parsed. */
@@ -31,6 +33,33 @@ export interface DrainConfig {
   timeoutSecs: number;
   /** Delete the pods instead of evicting them: PodDisruptionBudgets are bypassed. @default false */
   disableEviction: boolean;
+}
+
+/** What each part of a drain takes from {@linkcode DrainConfig}. */
+export interface DrainParts {
+  /** The rules that sort a node's pods (`planDrain`). */
+  pods: DrainOptions;
+  /** How each pod is removed (`evictPod`). */
+  evict: EvictOptions;
+}
+
+/**
+ * The drain's flags as its parts take them: the one mapping that both the
+ * run's drain and `--dry-run=plan`'s preview read, so that the plan sorts
+ * the pods and sends the evictions (grace period, eviction or deletion) the
+ * run would. `timeoutSecs` is the run's own deadline and in neither part.
+ *
+ * @example
+ * ```ts
+ * drainParts({ deleteEmptyDirData: false, force: true, timeoutSecs: 600, disableEviction: false })
+ *   .pods.force; // true
+ * ```
+ */
+export function drainParts(c: DrainConfig): DrainParts {
+  return {
+    pods: { deleteEmptyDirData: c.deleteEmptyDirData, force: c.force, podSelector: c.podSelector },
+    evict: { gracePeriodSecs: c.gracePeriodSecs, disableEviction: c.disableEviction },
+  };
 }
 
 /**

@@ -11,25 +11,7 @@ import {
   planDrain,
 } from "./drain.ts";
 import { parseLabelSelector } from "../nodes/label_selector.ts";
-
-const owned = (kind: string, apiVersion = "apps/v1") => ({
-  ownerReferences: [{ apiVersion, kind, name: "owner", uid: "u", controller: true }],
-});
-
-function pod(name: string, extra: {
-  meta?: V1Pod["metadata"];
-  emptyDir?: boolean;
-  phase?: string;
-} = {}): V1Pod {
-  return {
-    metadata: { namespace: "shop", name, ...extra.meta },
-    spec: {
-      containers: [{ name: "c" }],
-      volumes: extra.emptyDir ? [{ name: "scratch", emptyDir: {} }] : undefined,
-    },
-    status: { phase: extra.phase ?? "Running" },
-  };
-}
+import { controllerRef, pod } from "../testing/pods.ts";
 
 const NO_FLAGS: DrainOptions = { deleteEmptyDirData: false, force: false };
 
@@ -47,23 +29,23 @@ Deno.test({
     }[] = [
       {
         name: "a ReplicaSet pod is evicted",
-        pod: pod("web", { meta: owned("ReplicaSet") }),
+        pod: pod("web", { controller: "ReplicaSet" }),
         want: "evict",
       },
       {
         name: "a DaemonSet pod stays",
-        pod: pod("agent", { meta: owned("DaemonSet") }),
+        pod: pod("agent", { controller: "DaemonSet" }),
         want: "skip",
         reason: "ignoring DaemonSet-managed Pods",
       },
       {
         name: "a finished DaemonSet pod is evicted",
-        pod: pod("agent", { meta: owned("DaemonSet"), phase: "Succeeded" }),
+        pod: pod("agent", { controller: "DaemonSet", phase: "Succeeded" }),
         want: "evict",
       },
       {
         name: "a DaemonSet of another API group is not a DaemonSet",
-        pod: pod("x", { meta: owned("DaemonSet", "example.com/v1") }),
+        pod: pod("x", { controller: controllerRef("DaemonSet", "example.com/v1") }),
         want: "evict",
       },
       {
@@ -74,20 +56,20 @@ Deno.test({
       },
       {
         name: "emptyDir without --delete-emptydir-data refuses",
-        pod: pod("cache", { meta: owned("ReplicaSet"), emptyDir: true }),
+        pod: pod("cache", { controller: "ReplicaSet", emptyDir: true }),
         want: "refuse",
         reason:
           "cannot delete Pods with local storage (use --delete-emptydir-data to override): shop/cache",
       },
       {
         name: "emptyDir with --delete-emptydir-data is evicted",
-        pod: pod("cache", { meta: owned("ReplicaSet"), emptyDir: true }),
+        pod: pod("cache", { controller: "ReplicaSet", emptyDir: true }),
         opts: { deleteEmptyDirData: true },
         want: "evict",
       },
       {
         name: "a finished pod with emptyDir is evicted",
-        pod: pod("cache", { meta: owned("ReplicaSet"), emptyDir: true, phase: "Failed" }),
+        pod: pod("cache", { controller: "ReplicaSet", emptyDir: true, phase: "Failed" }),
         want: "evict",
       },
       {
@@ -132,14 +114,15 @@ Deno.test({
       },
       {
         name: "a pod inside --pod-selector is judged by the other rules",
-        pod: pod("web", { meta: { labels: { app: "web" }, ...owned("ReplicaSet") } }),
+        pod: pod("web", { controller: "ReplicaSet", meta: { labels: { app: "web" } } }),
         opts: { podSelector: { text: "app=web", requirements: parseLabelSelector("app=web") } },
         want: "evict",
       },
       {
         name: "a pod deleted long ago stays with a skip timeout",
         pod: pod("stuck", {
-          meta: { deletionTimestamp: new Date(now - 120_000), ...owned("ReplicaSet") },
+          controller: "ReplicaSet",
+          meta: { deletionTimestamp: new Date(now - 120_000) },
         }),
         opts: { skipDeletedAfterSecs: 60, now },
         want: "skip",
@@ -148,7 +131,8 @@ Deno.test({
       {
         name: "a pod deleted just now is still waited for",
         pod: pod("going", {
-          meta: { deletionTimestamp: new Date(now - 10_000), ...owned("ReplicaSet") },
+          controller: "ReplicaSet",
+          meta: { deletionTimestamp: new Date(now - 10_000) },
         }),
         opts: { skipDeletedAfterSecs: 60, now },
         want: "evict",
@@ -156,7 +140,8 @@ Deno.test({
       {
         name: "without a skip timeout a deleted pod is evicted (waited for)",
         pod: pod("going", {
-          meta: { deletionTimestamp: new Date(now - 999_000), ...owned("ReplicaSet") },
+          controller: "ReplicaSet",
+          meta: { deletionTimestamp: new Date(now - 999_000) },
         }),
         want: "evict",
       },
@@ -180,7 +165,7 @@ Deno.test({
   async fn(t) {
     await t.step("warnings name the pods they concern", () => {
       const plan = planDrain(
-        [pod("a"), pod("b", { emptyDir: true, meta: owned("ReplicaSet") }), pod("c")],
+        [pod("a"), pod("b", { emptyDir: true, controller: "ReplicaSet" }), pod("c")],
         { deleteEmptyDirData: true, force: true },
       );
       assert.deepEqual(plan.evict.map((p) => p.metadata!.name), ["a", "b", "c"]);
@@ -191,7 +176,7 @@ Deno.test({
     });
     await t.step("refusals are grouped by rule", () => {
       const plan = planDrain(
-        [pod("a"), pod("b", { emptyDir: true, meta: owned("ReplicaSet") }), pod("c")],
+        [pod("a"), pod("b", { emptyDir: true, controller: "ReplicaSet" }), pod("c")],
         NO_FLAGS,
       );
       assert.equal(plan.evict.length, 0);

@@ -17,7 +17,6 @@ import { type Clock, SYSTEM_CLOCK } from "../base/clock.ts";
 import { cordonNode, type CordonTarget, uncordonNode } from "./cordon.ts";
 import {
   describeRefusals,
-  type DrainOptions,
   drainTimeoutReason,
   type EvictionVerdict,
   planDrain,
@@ -25,7 +24,7 @@ import {
 } from "./drain.ts";
 import { evictPod, podsOnNode } from "./evict.ts";
 import { ApiError, isRetryable, type Kube, paths } from "../kube/client.ts";
-import type { DrainConfig, PodSelector } from "./config.ts";
+import { type DrainConfig, drainParts, type PodSelector } from "./config.ts";
 import type { Log } from "../base/log.ts";
 
 /** Options of {@linkcode Maintenance}. */
@@ -164,12 +163,7 @@ export class Maintenance {
   async #drain(node: string, flags: DrainConfig): Promise<string | undefined> {
     const { kube, signal } = this.#o;
     const deadline = this.#clock.now() + flags.timeoutSecs * 1000;
-    const opts: DrainOptions = {
-      deleteEmptyDirData: flags.deleteEmptyDirData,
-      force: flags.force,
-      podSelector: flags.podSelector,
-    };
-    const plan = planDrain(await podsOnNode(kube, node), opts);
+    const plan = planDrain(await podsOnNode(kube, node), drainParts(flags).pods);
     if (plan.refused.length) {
       return `drain refused: ${describeRefusals(plan.refused)}`;
     }
@@ -215,10 +209,7 @@ export class Maintenance {
         continue;
       }
       if (!d.last.has(uid)) this.#evicting(d.node, pod, d.flags.disableEviction);
-      const verdict = await evictPod(this.#o.kube, pod, {
-        gracePeriodSecs: d.flags.gracePeriodSecs,
-        disableEviction: d.flags.disableEviction,
-      });
+      const verdict = await evictPod(this.#o.kube, pod, drainParts(d.flags).evict);
       if (verdict.kind === "evicted" || verdict.kind === "gone") {
         d.asked.add(uid);
         d.last.delete(uid);

@@ -4,6 +4,7 @@ import { Maintenance } from "./maintenance.ts";
 import { PDB_VIOLATION } from "./drain.ts";
 import { isOutage } from "../engine/outage.ts";
 import { status, withServer } from "../testing/loopback.ts";
+import { pod } from "../testing/pods.ts";
 import type { Clock } from "../base/clock.ts";
 
 const KEY = "job-dispatcher/cordoned-by";
@@ -12,21 +13,8 @@ const NODE = {
   metadata: { name: "n1", uid: "uid-1", annotations: { [KEY]: "run-a" } },
   spec: { unschedulable: true },
 };
-const POD: V1Pod = {
-  metadata: {
-    namespace: "shop",
-    name: "web-1",
-    uid: "pod-uid",
-    ownerReferences: [{
-      apiVersion: "apps/v1",
-      kind: "ReplicaSet",
-      name: "web",
-      uid: "rs",
-      controller: true,
-    }],
-  },
-  spec: { nodeName: "n1", containers: [{ name: "c" }] },
-};
+/** A ReplicaSet's pod on n1: evicted by the drain, gone from the next list once evicted. */
+const POD: V1Pod = pod("web-1", { node: "n1", controller: "ReplicaSet" });
 const BLOCKED = () =>
   status(429, "TooManyRequests", {
     message: PDB_VIOLATION,

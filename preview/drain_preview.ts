@@ -11,7 +11,7 @@
 
 import type { V1Pod } from "@kubernetes/client-node";
 import type { Kube } from "../kube/client.ts";
-import type { DrainConfig } from "../maintenance/config.ts";
+import { type DrainConfig, drainParts } from "../maintenance/config.ts";
 import { describeRefusals, planDrain, podRef } from "../maintenance/drain.ts";
 import { evictPod, podsOnNode } from "../maintenance/evict.ts";
 import type { DrainPreview } from "./plan_view.ts";
@@ -33,11 +33,7 @@ export async function previewDrain(
   node: string,
   flags: DrainConfig,
 ): Promise<DrainPreview> {
-  const plan = planDrain(await podsOnNode(kube, node), {
-    deleteEmptyDirData: flags.deleteEmptyDirData,
-    force: flags.force,
-    podSelector: flags.podSelector,
-  });
+  const plan = planDrain(await podsOnNode(kube, node), drainParts(flags).pods);
   const stays = plan.skipped.map((s) => ({ pod: podRef(s.pod), reason: s.reason }));
   if (plan.refused.length) {
     return {
@@ -72,11 +68,7 @@ async function dryRunEviction(
   pod: V1Pod,
   flags: DrainConfig,
 ): Promise<DrainPreview["refusedNow"][number] | DrainPreview["notJudged"][number] | undefined> {
-  const verdict = await evictPod(kube, pod, {
-    gracePeriodSecs: flags.gracePeriodSecs,
-    disableEviction: flags.disableEviction,
-    dryRun: true,
-  });
+  const verdict = await evictPod(kube, pod, { ...drainParts(flags).evict, dryRun: true });
   switch (verdict.kind) {
     case "evicted":
     case "gone":

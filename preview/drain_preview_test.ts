@@ -1,29 +1,24 @@
 import assert from "node:assert/strict";
 import type { V1Pod } from "@kubernetes/client-node";
-import { previewDrains } from "./drain_preview.ts";
+import { previewDrain, previewDrains } from "./drain_preview.ts";
+import type { DrainPreview } from "./plan_view.ts";
+import type { DrainConfig } from "../maintenance/config.ts";
 import { PDB_VIOLATION } from "../maintenance/drain.ts";
-import { status, withServer } from "../testing/loopback.ts";
+import { Maintenance } from "../maintenance/maintenance.ts";
+import { parseLabelSelector } from "../nodes/label_selector.ts";
+import { type Hit, status, withServer } from "../testing/loopback.ts";
+import { pod } from "../testing/pods.ts";
 
 const DRAIN = { deleteEmptyDirData: false, force: false, timeoutSecs: 600, disableEviction: false };
+/** The flags under which a drain evicts every pod but a DaemonSet's. */
+const ALL_PODS = { force: true, deleteEmptyDirData: true };
 
-function pod(name: string, owner?: string): V1Pod {
-  return {
-    metadata: {
-      namespace: "shop",
-      name,
-      uid: `uid-${name}`,
-      ownerReferences: owner
-        ? [{ apiVersion: "apps/v1", kind: owner, name: "x", uid: "o", controller: true }]
-        : undefined,
-    },
-    spec: { nodeName: "n1", containers: [] },
-    status: { phase: "Running" },
-  };
-}
+/** A pod on n1, with a controller of kind `owner` (none: a bare pod). */
+const onN1 = (name: string, owner?: string): V1Pod => pod(name, { node: "n1", controller: owner });
 
 const PODS: Record<string, V1Pod[]> = {
-  n1: [pod("web-1", "ReplicaSet"), pod("agent-1", "DaemonSet"), pod("api-1", "ReplicaSet")],
-  n2: [pod("bare")],
+  n1: [onN1("web-1", "ReplicaSet"), onN1("agent-1", "DaemonSet"), onN1("api-1", "ReplicaSet")],
+  n2: [onN1("bare")],
 };
 
 /** Pods by node; every eviction of web-1 refused by its budget, the rest allowed. */
@@ -107,4 +102,107 @@ Deno.test("previewDrains() does not take Priority and Fairness throttling (a 429
     assert.deepEqual(d.notJudged.map((x) => x.pod), ["shop/web-1", "shop/api-1"]);
     assert.match(d.notJudged[0].message, /throttled by the API server \(429\)/);
   });
+});
+
+/** The pods of n1 for the plan-and-run comparison: one for each of the drain's rules. */
+const MIXED: V1Pod[] = [
+  pod("web", { node: "n1", controller: "ReplicaSet", meta: { labels: { app: "web" } } }),
+  pod("cache", { node: "n1", controller: "ReplicaSet", emptyDir: true }),
+  pod("bare", { node: "n1", meta: { labels: { app: "web" } } }),
+  pod("agent", { node: "n1", controller: "DaemonSet" }),
+  pod("db", { node: "n1", controller: "StatefulSet", meta: { labels: { app: "db" } } }),
+];
+
+/** n1, cordoned by run-a already (the run's cordon is a read), its pods gone once removed. */
+function mixedServer(): (req: Request) => Response {
+  const removed = new Set<string>();
+  return (req) => {
+    const url = new URL(req.url);
+    if (url.pathname === "/api/v1/nodes/n1") {
+      return Response.json({
+        metadata: { name: "n1", uid: "uid-1", annotations: { "jd/cordoned-by": "run-a" } },
+        spec: { unschedulable: true },
+      });
+    }
+    if (req.method === "GET") {
+      const items = MIXED.filter((p) => !removed.has(p.metadata!.name!));
+      return Response.json({ kind: "PodList", metadata: {}, items });
+    }
+    const name = url.pathname.replace(/\/eviction$/, "").split("/").pop()!;
+    if (url.searchParams.get("dryRun") !== "All") removed.add(name);
+    return Response.json({ kind: "Status", status: "Success" }, { status: 201 });
+  };
+}
+
+/** The removals a drain sent: method, path without the query, body; and whether each was a dry run. */
+function removals(hits: Hit[]) {
+  return hits.filter((h) => h.method !== "GET").map((h) => {
+    const url = new URL(h.url);
+    return { method: h.method, path: url.pathname, body: h.body, dryRun: url.search };
+  });
+}
+
+Deno.test("--dry-run=plan and the run drain by the same options from the same drain flags", async (t) => {
+  const web = parseLabelSelector("app=web");
+  const every = ["shop/web", "shop/cache", "shop/bare", "shop/db"];
+  const cases: { name: string; flags: Partial<DrainConfig>; evicts: string[] }[] = [
+    { name: "no flags: the bare and the emptyDir pod refuse the drain", flags: {}, evicts: [] },
+    { name: "--force: the emptyDir pod still refuses", flags: { force: true }, evicts: [] },
+    {
+      name: "--delete-emptydir-data: the bare pod still refuses",
+      flags: { deleteEmptyDirData: true },
+      evicts: [],
+    },
+    {
+      name: "--force --delete-emptydir-data: all but the DaemonSet's",
+      flags: ALL_PODS,
+      evicts: every,
+    },
+    {
+      name: "--pod-selector app=web: only the selected pods are judged",
+      flags: { force: true, podSelector: { text: "app=web", requirements: web } },
+      evicts: ["shop/web", "shop/bare"],
+    },
+    { name: "--grace-period 30", flags: { ...ALL_PODS, gracePeriodSecs: 30 }, evicts: every },
+    { name: "--grace-period 0", flags: { ...ALL_PODS, gracePeriodSecs: 0 }, evicts: every },
+    {
+      name: "--disable-eviction: deleted, no budget asked",
+      flags: { ...ALL_PODS, disableEviction: true },
+      evicts: every,
+    },
+  ];
+  for (const c of cases) {
+    await t.step(c.name, async () => {
+      const flags: DrainConfig = { ...DRAIN, timeoutSecs: 5, ...c.flags };
+      let plan: DrainPreview | undefined;
+      let planned: ReturnType<typeof removals> = [];
+      await withServer(mixedServer(), async (kube, hits) => {
+        plan = await previewDrain(kube, "n1", flags);
+        planned = removals(hits);
+      });
+      let ran: string | undefined;
+      let sent: ReturnType<typeof removals> = [];
+      await withServer(mixedServer(), async (kube, hits) => {
+        const m = new Maintenance({
+          kube,
+          annotation: "jd/cordoned-by",
+          runId: "run-a",
+          drain: flags,
+          uncordonOnFailure: false,
+          warn: () => {},
+          signal: new AbortController().signal,
+          retryMs: 10,
+        });
+        ran = await m.prepare({ name: "n1", uid: "uid-1" });
+        sent = removals(hits);
+      });
+      assert.equal(plan!.refused, ran, "the plan refuses the drain exactly as the run does");
+      const unDry = ({ dryRun: _, ...r }: (typeof sent)[number]) => r;
+      assert.deepEqual(planned.map(unDry), sent.map(unDry), "the same requests, the same bodies");
+      assert.ok(planned.every((r) => r.dryRun === "?dryRun=All"), "the plan's are dry runs");
+      assert.ok(sent.every((r) => r.dryRun === ""), "the run's are not");
+      assert.deepEqual(plan!.evict, c.evicts);
+      assert.deepEqual(sent.map((r) => `shop/${r.path.split("/")[6]}`), c.evicts);
+    });
+  }
 });

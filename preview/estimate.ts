@@ -91,6 +91,13 @@ export interface EstimateInput {
   waveSizes: readonly number[];
   /** How many nodes run at once: `--parallelism`, less where the budget allows fewer. */
   concurrency: number;
+  /**
+   * With `--max-per-topology`: the failure domain of each of a wave's nodes,
+   * in dispatch order, for every wave in the order of `waveSizes`.
+   */
+  waveDomains?: readonly (readonly string[])[];
+  /** `--max-per-topology`'s M: Jobs in flight per domain at most. */
+  maxPerDomain?: number;
   /** Seconds one node takes (the median of the report). */
   nodeSecs: number;
   /** `--post-node-delay-secs`: a finished node holds its slot that long. @default 0 */
@@ -103,16 +110,122 @@ export interface EstimateInput {
 export interface Estimate {
   /** The whole rollout, in seconds. */
   totalSecs: number;
-  /** Each wave's share: its rounds of `concurrency` nodes, then its soak. */
-  waves: { wave: number; rounds: number; secs: number; soakSecs: number }[];
+  /** Each wave's share: its rounds of at most `concurrency` nodes, then its soak. */
+  waves: { wave: number; concurrency: number; rounds: number; secs: number; soakSecs: number }[];
 }
 
 /**
- * Estimates a rollout: each wave runs in rounds of `concurrency` nodes
- * (`ceil(size / concurrency)` rounds), each round as long as one node
- * (`nodeSecs + postNodeDelaySecs`); every wave but the last is followed by its
- * soak. Waves never overlap (the next opens once the last node of one ended
- * and its soak elapsed), so their times add up.
+ * How many of one wave's nodes run at once: `concurrency`, and with
+ * `--max-per-topology` at most M per failure domain, so at most M times the
+ * number of domains among the wave's nodes (waves never overlap: a wave's
+ * domains are the only ones it can use). The engine counts every node
+ * without the label as one domain (engine/safety.ts `NO_DOMAIN`), so those
+ * share M slots.
+ *
+ * @param domains how many domains the wave's nodes are in; undefined: no per-domain limit
+ * @example
+ * ```ts
+ * waveConcurrency(10, 2, 2); // 4
+ * ```
+ */
+export function waveConcurrency(
+  concurrency: number,
+  domains: number | undefined,
+  maxPerDomain: number | undefined,
+): number {
+  const c = Math.max(1, concurrency);
+  if (!domains || maxPerDomain === undefined) return c;
+  return Math.min(c, maxPerDomain * domains);
+}
+
+/**
+ * How many rounds the engine takes for nodes of these domains, in dispatch
+ * order, when every node takes as long: each round it starts, as it does
+ * for each free slot (engine/admission.ts `takeNext`), the first queued node
+ * whose domain has fewer than M in flight, until `slots` run. A domain
+ * with many nodes takes rounds of its own while the others' slots stay free,
+ * and the engine spends early slots on small domains first: neither
+ * `ceil(n / slots)` nor the largest domain alone says it.
+ *
+ * @example
+ * ```ts
+ * domainRounds(["a", "b", "a", "a"], 2, 1); // 3: a and b, then a, then a
+ * ```
+ */
+export function domainRounds(
+  domains: readonly string[],
+  slots: number,
+  maxPerDomain: number,
+): number {
+  // Each domain's nodes by their place in the order; the heap holds, for
+  // each domain that may start one more this round, the place of its next.
+  const places = new Map<string, number[]>();
+  domains.forEach((d, i) => places.has(d) ? places.get(d)!.push(i) : places.set(d, [i]));
+  const queues = [...places.values()];
+  const next = queues.map(() => 0);
+  const heap = new MinHeap(queues.map((q, k) => [q[0], k]));
+  let rounds = 0;
+  for (let left = domains.length; left > 0; rounds++) {
+    const full: number[] = [];
+    const started = new Map<number, number>();
+    for (let n = 0; n < Math.max(1, slots) && heap.size; n++, left--) {
+      const k = heap.pop()![1];
+      started.set(k, (started.get(k) ?? 0) + 1);
+      if (++next[k] === queues[k].length) continue;
+      if (started.get(k)! < maxPerDomain) heap.push([queues[k][next[k]], k]);
+      else full.push(k);
+    }
+    for (const k of full) heap.push([queues[k][next[k]], k]);
+  }
+  return rounds;
+}
+
+/** A binary min-heap of [place, domain] pairs, by place. */
+class MinHeap {
+  #a: [number, number][] = [];
+  constructor(items: [number, number][]) {
+    for (const it of items) this.push(it);
+  }
+  get size(): number {
+    return this.#a.length;
+  }
+  push(it: [number, number]): void {
+    const a = this.#a;
+    a.push(it);
+    for (let i = a.length - 1; i > 0;) {
+      const up = (i - 1) >> 1;
+      if (a[up][0] <= a[i][0]) break;
+      [a[up], a[i]] = [a[i], a[up]];
+      i = up;
+    }
+  }
+  pop(): [number, number] | undefined {
+    const a = this.#a;
+    const top = a[0];
+    const last = a.pop();
+    if (!a.length || !last) return top;
+    a[0] = last;
+    for (let i = 0;;) {
+      const l = 2 * i + 1, r = l + 1;
+      let m = i;
+      if (l < a.length && a[l][0] < a[m][0]) m = l;
+      if (r < a.length && a[r][0] < a[m][0]) m = r;
+      if (m === i) break;
+      [a[m], a[i]] = [a[i], a[m]];
+      i = m;
+    }
+    return top;
+  }
+}
+
+/**
+ * Estimates a rollout: each wave runs in rounds of its concurrency
+ * ({@linkcode waveConcurrency}), `ceil(size / concurrency)` rounds, or with
+ * `--max-per-topology` the rounds of the engine's per-domain rule
+ * ({@linkcode domainRounds}); each round is as long as one node
+ * (`nodeSecs + postNodeDelaySecs`); every wave but the last is followed by
+ * its soak. Waves never overlap (the next opens once the last node of one
+ * ended and its soak elapsed), so their times add up.
  *
  * @example
  * ```ts
@@ -122,11 +235,15 @@ export interface Estimate {
  */
 export function estimateRollout(e: EstimateInput): Estimate {
   const per = e.nodeSecs + (e.postNodeDelaySecs ?? 0);
-  const concurrency = Math.max(1, e.concurrency);
+  const max = e.maxPerDomain;
   const waves = e.waveSizes.map((size, i) => {
-    const rounds = Math.ceil(size / concurrency);
+    const domains = max === undefined ? undefined : e.waveDomains?.[i];
+    const concurrency = waveConcurrency(e.concurrency, domains && new Set(domains).size, max);
+    const rounds = domains && max !== undefined
+      ? domainRounds(domains, concurrency, max)
+      : Math.ceil(size / concurrency);
     const soakSecs = i < e.waveSizes.length - 1 ? e.soakSecs ?? 0 : 0;
-    return { wave: i + 1, rounds, secs: rounds * per, soakSecs };
+    return { wave: i + 1, concurrency, rounds, secs: rounds * per, soakSecs };
   });
   return { totalSecs: waves.reduce((sum, w) => sum + w.secs + w.soakSecs, 0), waves };
 }

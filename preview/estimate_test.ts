@@ -1,5 +1,15 @@
 import assert from "node:assert/strict";
-import { estimateRollout, formatDuration, median, readDurations } from "./estimate.ts";
+import fc from "fast-check";
+import {
+  domainRounds,
+  estimateRollout,
+  formatDuration,
+  median,
+  readDurations,
+  waveConcurrency,
+} from "./estimate.ts";
+import { NO_DOMAIN } from "../engine/safety.ts";
+import { takeNext } from "../engine/admission.ts";
 import { UsageError } from "../job.ts";
 
 const at = (s: number) => new Date(Date.UTC(2026, 0, 1) + s * 1000).toISOString();
@@ -117,6 +127,229 @@ Deno.test({
         assert.deepEqual(e.waves.map((w) => w.rounds), rounds);
       });
     }
+  },
+});
+
+/** A wave's nodes' domains in dispatch order: `"a b a b"`. */
+const order = (text: string) => text.split(" ").filter(Boolean);
+
+Deno.test({
+  name:
+    "estimateRollout() with --max-per-topology runs each wave at most M per domain among its nodes",
+  permissions: "none",
+  async fn(t) {
+    const cases: {
+      name: string;
+      input: Parameters<typeof estimateRollout>[0];
+      concurrency: number[];
+      rounds: number[];
+      total: number;
+    }[] = [
+      {
+        name: "two zones, 1 per zone: 2 at once, not --parallelism's 4",
+        input: {
+          waveSizes: [8],
+          concurrency: 4,
+          waveDomains: [order("a b a b a b a b")],
+          maxPerDomain: 1,
+          nodeSecs: 60,
+        },
+        concurrency: [2],
+        rounds: [4],
+        total: 240,
+      },
+      {
+        name: "three zones, 2 per zone: --parallelism binds first",
+        input: {
+          waveSizes: [9],
+          concurrency: 4,
+          waveDomains: [order("a b c a b c a b c")],
+          maxPerDomain: 2,
+          nodeSecs: 60,
+        },
+        concurrency: [4],
+        rounds: [3],
+        total: 180,
+      },
+      {
+        name: "the budget's room binds first",
+        input: {
+          waveSizes: [6],
+          concurrency: 1,
+          waveDomains: [order("a b a b a b")],
+          maxPerDomain: 2,
+          nodeSecs: 60,
+        },
+        concurrency: [1],
+        rounds: [6],
+        total: 360,
+      },
+      {
+        name: "a large zone takes its own rounds while the others' slots stay free",
+        input: {
+          waveSizes: [8],
+          concurrency: 3,
+          waveDomains: [order("a b c a a a a a")],
+          maxPerDomain: 1,
+          nodeSecs: 60,
+        },
+        concurrency: [3],
+        rounds: [6],
+        total: 360,
+      },
+      {
+        // Round 1 a b c, round 2 d e a, round 3 b a, round 4 b: the first
+        // queued node with room goes first, as the engine starts it.
+        name:
+          "early slots go to small zones as the engine gives them: a round more than the bounds say",
+        input: {
+          waveSizes: [9],
+          concurrency: 3,
+          waveDomains: [order("a b c d e a b a b")],
+          maxPerDomain: 1,
+          nodeSecs: 60,
+        },
+        concurrency: [3],
+        rounds: [4],
+        total: 240,
+      },
+      {
+        name: "nodes without the label are one domain: they share its M slots",
+        input: {
+          waveSizes: [4],
+          concurrency: 4,
+          waveDomains: [[NO_DOMAIN, NO_DOMAIN, NO_DOMAIN, NO_DOMAIN]],
+          maxPerDomain: 1,
+          nodeSecs: 60,
+        },
+        concurrency: [1],
+        rounds: [4],
+        total: 240,
+      },
+      {
+        name: "per wave: a canary in one zone runs alone, the rest over three zones",
+        input: {
+          waveSizes: [1, 6],
+          concurrency: 5,
+          waveDomains: [order("a"), order("a b c a b c")],
+          maxPerDomain: 1,
+          nodeSecs: 60,
+          soakSecs: 30,
+        },
+        concurrency: [1, 3],
+        rounds: [1, 2],
+        total: 60 + 30 + 120,
+      },
+      {
+        name: "without the limit the domains do not count",
+        input: {
+          waveSizes: [8],
+          concurrency: 4,
+          waveDomains: [order("a a a a a a a a")],
+          nodeSecs: 60,
+        },
+        concurrency: [4],
+        rounds: [2],
+        total: 120,
+      },
+      {
+        name: "a wave with no node to run takes no round",
+        input: {
+          waveSizes: [0, 2],
+          concurrency: 4,
+          waveDomains: [[], order("a a")],
+          maxPerDomain: 1,
+          nodeSecs: 60,
+        },
+        concurrency: [4, 1],
+        rounds: [0, 2],
+        total: 120,
+      },
+    ];
+    for (const c of cases) {
+      await t.step(c.name, () => {
+        const e = estimateRollout(c.input);
+        assert.deepEqual(e.waves.map((w) => w.concurrency), c.concurrency);
+        assert.deepEqual(e.waves.map((w) => w.rounds), c.rounds);
+        assert.equal(e.totalSecs, c.total);
+      });
+    }
+  },
+});
+
+Deno.test({
+  name: "waveConcurrency() is the lesser of the slots and M times the wave's domains",
+  permissions: "none",
+  async fn(t) {
+    const cases: [string, number, number | undefined, number | undefined, number][] = [
+      ["no limit", 10, undefined, undefined, 10],
+      ["two domains of 2", 10, 2, 2, 4],
+      ["slots fewer than the domains allow", 3, 2, 2, 3],
+      ["no domain: the slots", 3, 0, 2, 3],
+      ["no slot counts as one", 0, 1, 2, 1],
+    ];
+    for (const [name, slots, domains, max, want] of cases) {
+      await t.step(name, () => assert.equal(waveConcurrency(slots, domains, max), want));
+    }
+  },
+});
+
+/**
+ * The engine's rounds when every node takes as long: each round, every free
+ * slot starts what engine/admission.ts `takeNext` picks, then all of them end.
+ */
+function engineRounds(domains: readonly string[], slots: number, maxPerDomain: number): number {
+  const names = domains.map((_, i) => `n${i}`);
+  const domainOf = (n: string) => domains[Number(n.slice(1))];
+  const done = new Set<string>();
+  let queue = [...names];
+  let rounds = 0;
+  while (done.size < names.length) {
+    const inFlight: string[] = [];
+    while (inFlight.length < slots) {
+      const picked = takeNext(queue, {
+        queued: (n) => !done.has(n) && !inFlight.includes(n),
+        domainOf,
+        inFlight,
+        maxPerDomain,
+      });
+      queue = picked.queue;
+      if (picked.name === undefined) break;
+      inFlight.push(picked.name);
+    }
+    for (const n of inFlight) done.add(n);
+    rounds++;
+  }
+  return rounds;
+}
+
+Deno.test({
+  name: "domainRounds() takes the rounds the engine's start rule takes, for any order of domains",
+  permissions: "none",
+  fn() {
+    fc.assert(
+      fc.property(
+        fc.array(fc.constantFrom("a", "b", "c", "d", NO_DOMAIN), { maxLength: 30 }),
+        fc.integer({ min: 1, max: 6 }),
+        fc.integer({ min: 1, max: 3 }),
+        (domains, slots, max) =>
+          domainRounds(domains, slots, max) === engineRounds(domains, slots, max),
+      ),
+      { numRuns: 500 },
+    );
+  },
+});
+
+Deno.test({
+  name: "domainRounds() stays quick at 10,000 nodes, one domain each",
+  permissions: "none",
+  fn() {
+    const started = performance.now();
+    const domains = Array.from({ length: 10_000 }, (_, i) => `host-${i}`);
+    assert.equal(domainRounds(domains, 1, 1), 10_000);
+    assert.equal(domainRounds(domains, 100, 1), 100);
+    const ms = performance.now() - started;
+    assert.ok(ms < 2_000, `${ms} ms`);
   },
 });
 

@@ -7,10 +7,11 @@
  * @module
  */
 
+import type { TopologyLimit } from "../engine/safety.ts";
 import type { JobAction } from "../engine/stale.ts";
 import { waveLabel } from "../engine/waves.ts";
 import { slotsUnderBudget, type Unavailability } from "../maintenance/budget.ts";
-import { estimateRollout, formatDuration, type NodeDurations } from "./estimate.ts";
+import { type Estimate, estimateRollout, formatDuration, type NodeDurations } from "./estimate.ts";
 
 /** What a node's drain would do now, as the run's drain decides it (maintenance/drain.ts). */
 export interface DrainPreview {
@@ -48,6 +49,11 @@ export interface PlannedNode {
   action?: JobAction;
   /** With `--drain`: what its drain would do now (only for a node that would get a new Job). */
   drain?: DrainPreview;
+  /**
+   * With `--max-per-topology`: its failure domain, the value of the node's
+   * label, or the one domain of every node without it (engine/safety.ts `domainOf`).
+   */
+  domain?: string;
 }
 
 /** What the plan's ACTION column says for each {@linkcode JobAction}. */
@@ -142,6 +148,8 @@ export interface PreviewInput {
   postNodeDelaySecs: number;
   /** `--estimate-from`'s durations. */
   durations?: NodeDurations;
+  /** `--max-per-topology`: each target's `domain` says its domain. */
+  maxPerTopology?: TopologyLimit;
 }
 
 /** One wave of the plan. */
@@ -190,7 +198,10 @@ export interface Preview {
     from: string;
     sampledNodes: number;
     nodeMedianSeconds: number;
+    /** The most nodes at once in any wave: `--parallelism`, the budget's room now, `--max-per-topology`. */
     concurrency: number;
+    /** `--max-per-topology`, which bounds each wave's concurrency by its domains. */
+    maxPerTopology: TopologyLimit | null;
     seconds: number;
     text: string;
   } | null;
@@ -232,20 +243,32 @@ const iso = (
   ms?: number,
 ) => (ms === undefined || !Number.isFinite(ms) ? null : new Date(ms).toISOString());
 
+/**
+ * The estimate of the plan's waves: a node whose Job already ended is
+ * counted at once and takes no round; with `--max-per-topology` the domains
+ * of each wave's nodes that take time, in dispatch order, as the engine
+ * meets them.
+ */
+function estimatePlan(p: PreviewInput, waves: PlanWave[], concurrency: number): Estimate {
+  const running = waves.map((w) => w.nodes.filter(takesTime));
+  return estimateRollout({
+    waveSizes: running.map((nodes) => nodes.length),
+    concurrency,
+    waveDomains: p.maxPerTopology && running.map((nodes) => nodes.map((n) => n.domain ?? "")),
+    maxPerDomain: p.maxPerTopology?.max,
+    nodeSecs: p.durations!.medianSecs,
+    postNodeDelaySecs: p.postNodeDelaySecs,
+    soakSecs: p.soakSecs,
+  });
+}
+
 /** The plan as one object: what `-o json` prints and the text view reads. */
 export function buildPreview(p: PreviewInput): Preview {
   const waves = groupByWave(p.targets, p.canary);
   const concurrency = concurrencyOf(p.parallelism, p.budget);
   const actions: Partial<Record<JobAction, number>> = {};
   for (const t of p.targets) actions[t.action ?? "start"] = (actions[t.action ?? "start"] ?? 0) + 1;
-  // A node whose Job already ended is counted at once: it takes no round.
-  const estimate = p.durations && estimateRollout({
-    waveSizes: waves.map((w) => w.nodes.filter(takesTime).length),
-    concurrency,
-    nodeSecs: p.durations.medianSecs,
-    postNodeDelaySecs: p.postNodeDelaySecs,
-    soakSecs: p.soakSecs,
-  });
+  const estimate = p.durations && estimatePlan(p, waves, concurrency);
   return {
     kind: "JobDispatcherPlan",
     version: 1,
@@ -299,12 +322,34 @@ export function buildPreview(p: PreviewInput): Preview {
         from: p.durations.from,
         sampledNodes: p.durations.seconds.length,
         nodeMedianSeconds: p.durations.medianSecs,
-        concurrency,
+        // The most at once in any wave that runs a node; the budget's alone without one.
+        concurrency: Math.max(
+          0,
+          ...estimate.waves.filter((w) => w.rounds).map((w) => w.concurrency),
+        ) || concurrency,
+        maxPerTopology: p.maxPerTopology ?? null,
         seconds: estimate.totalSecs,
         text: formatDuration(estimate.totalSecs),
       }
       : null,
   };
+}
+
+/**
+ * What an estimate is made of, as the plan and a run's log say it after its
+ * duration: the per-node median, its sample, how many nodes at once.
+ *
+ * @example
+ * ```ts
+ * // "(per-node median 1m00s of 4 node(s) in r.json; 2 at once, at most 1 per zone)"
+ * ```
+ */
+export function estimateBasis(e: NonNullable<Preview["estimate"]>): string {
+  const limit = e.maxPerTopology
+    ? `, at most ${e.maxPerTopology.max} per ${e.maxPerTopology.key}`
+    : "";
+  return `(per-node median ${formatDuration(e.nodeMedianSeconds)} of ${e.sampledNodes} ` +
+    `node(s) in ${e.from}; ${e.concurrency} at once${limit})`;
 }
 
 /** Columns padded as kubectl pads them: three spaces between. */
@@ -348,13 +393,7 @@ function headLines(v: Preview): string[] {
         (g.heldBy ? `holds every start now (${g.heldBy})` : "healthy now"),
     );
   }
-  if (v.estimate) {
-    const e = v.estimate;
-    lines.push(
-      `Estimate: ${e.text} (per-node median ${formatDuration(e.nodeMedianSeconds)} of ` +
-        `${e.sampledNodes} node(s) in ${e.from}; ${e.concurrency} at once)`,
-    );
-  }
+  if (v.estimate) lines.push(`Estimate: ${v.estimate.text} ${estimateBasis(v.estimate)}`);
   return lines;
 }
 

@@ -149,6 +149,7 @@ Deno.test({
       sampledNodes: 3,
       nodeMedianSeconds: 60,
       concurrency: 1,
+      maxPerTopology: null,
       seconds: 60 + 30 + 4 * 60,
       text: "5m30s",
     });
@@ -241,5 +242,47 @@ Deno.test({
     );
     assert.match(text, /^all +1 +a +up-a +count \(its Job succeeded\)$/m);
     assert.match(text, /^all +4 +d +up-d +start$/m);
+  },
+});
+
+Deno.test({
+  name:
+    "buildPreview() with --max-per-topology estimates each wave at most M per domain of its nodes that run, and says the limit",
+  permissions: "none",
+  fn() {
+    const zone = "topology.kubernetes.io/zone";
+    const planned = (node: string, wave: number, domain: string, action?: "succeeded") => ({
+      node,
+      job: `up-${node}`,
+      wave,
+      domain,
+      ...(action && { action }),
+    });
+    const v = buildPreview({
+      ...INPUT,
+      parallelism: 4,
+      targets: [
+        planned("n1", 1, "a"),
+        ...["a", "b", "a", "b", "a"].map((d, i) => planned(`n${i + 2}`, 2, d)),
+        // Counted at once: zone c gives the wave no slot.
+        planned("n7", 2, "c", "succeeded"),
+      ],
+      durations: { from: "r.json", seconds: [60], medianSecs: 60 },
+      maxPerTopology: { key: zone, max: 1 },
+    });
+    // The canary: 1 round alone; then zones a (3 nodes) and b (2): 2 at once, 3 rounds for a.
+    assert.deepEqual(v.estimate, {
+      from: "r.json",
+      sampledNodes: 1,
+      nodeMedianSeconds: 60,
+      concurrency: 2,
+      maxPerTopology: { key: zone, max: 1 },
+      seconds: 60 + 30 + 3 * 60,
+      text: "4m30s",
+    });
+    assert.match(
+      previewText(v),
+      /^Estimate: 4m30s \(per-node median 1m00s of 1 node\(s\) in r\.json; 2 at once, at most 1 per topology\.kubernetes\.io\/zone\)$/m,
+    );
   },
 });

@@ -16,11 +16,12 @@ import type { Kube } from "../kube/client.ts";
 import type { MaintenanceConfig } from "../maintenance/config.ts";
 import { resolveMaxUnavailable, unavailableCount } from "../maintenance/budget.ts";
 import { closesAt, describeNextOpening, nextOpening } from "../maintenance/window.ts";
-import { formatDuration, type NodeDurations, readDurations } from "./estimate.ts";
+import { type NodeDurations, readDurations } from "./estimate.ts";
 import { previewDrains } from "./drain_preview.ts";
 import {
   type BudgetNow,
   buildPreview,
+  estimateBasis,
   getsNewJob,
   type PreviewInput,
   previewText,
@@ -139,10 +140,7 @@ export function estimateLine(src: Omit<PreviewSource, "output">): string | undef
     budget: budgetNow({ ...src, output: "text" }),
     postNodeDelaySecs: src.maintenance.postNodeDelaySecs,
   });
+  if (!v.estimate) return undefined;
   const e = v.estimate;
-  if (!e) return undefined;
-  return `estimate: ${e.text} for ${v.counts.toRun} node(s) (per-node median ` +
-    `${
-      formatDuration(e.nodeMedianSeconds)
-    } of ${e.sampledNodes} node(s) in ${e.from}; ${e.concurrency} at once)`;
+  return `estimate: ${e.text} for ${v.counts.toRun} node(s) ${estimateBasis(e)}`;
 }

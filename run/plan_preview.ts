@@ -69,6 +69,7 @@ export function previewSource(
       node: t.node.name,
       job: t.name,
       wave: t.wave,
+      ...(plan.domain && { domain: plan.domain(t) }),
       action: jobAction(jobs.get(t.name), plan.run, {
         nodeUid: t.node.uid,
         retryFailed: opts.maintenance.retryFailed,
@@ -81,6 +82,7 @@ export function previewSource(
     maintenance: opts.maintenance,
     soakSecs: opts.waveSoakSecs,
     durations,
+    maxPerTopology: opts.maxPerTopology,
   };
 }
 

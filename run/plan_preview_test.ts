@@ -4,6 +4,9 @@ import { trackingKeys } from "../job.ts";
 import { previewSource, runPlanPreview, skippedNodes } from "./plan_preview.ts";
 import { PermissionError, SELF_SUBJECT_ACCESS_REVIEWS } from "./preflight.ts";
 import { status, withServer } from "../testing/loopback.ts";
+import { pod } from "../testing/pods.ts";
+import { domainOf, NO_DOMAIN } from "../engine/safety.ts";
+import { estimateLine } from "../preview/preview.ts";
 import { Logger } from "../report/log.ts";
 import { EXIT } from "../report/summary.ts";
 
@@ -68,6 +71,48 @@ Deno.test({
     assert.equal(src.canary, true);
     assert.equal(src.selection, "--node-selector pool=gpu");
     assert.equal(src.matched.length, 4);
+  },
+});
+
+Deno.test({
+  name:
+    "previewSource() with --max-per-topology gives each target its domain as the engine counts it, and the estimate runs at most M per domain",
+  permissions: "none",
+  fn() {
+    const zone = "topology.kubernetes.io/zone";
+    const labels: Record<string, Record<string, string>> = {
+      a: { [zone]: "z1" },
+      b: { [zone]: "z1" },
+      c: { [zone]: "z2" },
+    };
+    const plan = {
+      ...FOUR,
+      // As the plan step gives the engine its domains: the label, or one domain for all without.
+      domain: (t: { node: { name: string } }) => domainOf(labels[t.node.name], zone),
+    } as unknown as Plan;
+    const opts = {
+      ...OPTS,
+      parallelism: 4,
+      waves: undefined,
+      maxPerTopology: { key: zone, max: 1 },
+    };
+    const src = previewSource(opts as unknown as RunConfig, plan, new Map(), {
+      from: "r.json",
+      seconds: [60],
+      medianSecs: 60,
+    });
+    assert.deepEqual(src.targets.map((t) => [t.node, t.domain]), [
+      ["a", "z1"],
+      ["b", "z1"],
+      ["c", "z2"],
+      ["d", NO_DOMAIN],
+    ]);
+    // Three domains, 1 each: 3 at once, and z1's two nodes take two rounds.
+    assert.equal(
+      estimateLine({ ...src, maintenance: { ...src.maintenance, postNodeDelaySecs: 0 } }),
+      "estimate: 2m00s for 4 node(s) (per-node median 1m00s of 1 node(s) in r.json; " +
+        `3 at once, at most 1 per ${zone})`,
+    );
   },
 });
 
@@ -159,22 +204,7 @@ function api(allowed: (attrs: { verb: string; subresource?: string }) => boolean
       return Response.json({
         kind: "PodList",
         metadata: {},
-        items: [{
-          metadata: {
-            namespace: "shop",
-            name: `web-${node}`,
-            uid: `p-${node}`,
-            ownerReferences: [{
-              apiVersion: "apps/v1",
-              kind: "ReplicaSet",
-              name: "web",
-              uid: "rs",
-              controller: true,
-            }],
-          },
-          spec: { nodeName: node, containers: [] },
-          status: { phase: "Running" },
-        }],
+        items: [pod(`web-${node}`, { node, controller: "ReplicaSet" })],
       });
     }
     return Response.json({ kind: "Status", status: "Success" }, { status: 201 });

@@ -2,7 +2,15 @@ import assert from "node:assert/strict";
 import type { V1Job, V1Node } from "@kubernetes/client-node";
 import { trackingKeys } from "../job.ts";
 import type { RunRecord } from "../report/record.ts";
-import { buildView, lifeOf, renderJson, renderText, statusExitCode } from "./view.ts";
+import {
+  buildView,
+  lifeOf,
+  renderJson,
+  renderText,
+  statusExitCode,
+  type StatusView,
+  type ViewInput,
+} from "./view.ts";
 import { previewSource } from "../run/plan_preview.ts";
 import type { Plan } from "../run/plan.ts";
 import type { RunConfig } from "../run/config.ts";
@@ -63,16 +71,27 @@ const cordoned: V1Node = {
   spec: { unschedulable: true },
 };
 
+/** The view of run `up` in `ops` from these parts: no node of the cluster unless given. */
+function viewOf(
+  parts: Omit<ViewInput, "namespace" | "prefix" | "keys" | "nodes"> & {
+    nodes?: ViewInput["nodes"];
+  },
+): StatusView {
+  return buildView({ namespace: "ops", prefix: "up", keys, nodes: new Map(), ...parts });
+}
+
 function view(rec = record(), now = T0 + 70_000) {
-  return buildView({
-    namespace: "ops",
-    prefix: "up",
-    keys,
+  return viewOf({
     record: rec,
     jobs: [job("n0", "Complete"), job("n1", "Failed", "BackoffLimitExceeded"), job("n2")],
     nodes: new Map([["n1", cordoned]]),
     now,
   });
+}
+
+/** A stopped run's record: each of `names` in `phase`. */
+function stopped(names: string[], phase: "succeeded" | "queued"): RunRecord {
+  return record({ state: "stopped", nodes: names.map((node) => ({ node, phase })) });
 }
 
 Deno.test({
@@ -158,26 +177,18 @@ Deno.test({
   name: "status of a finished clean run exits 0; without a record the Jobs alone say",
   permissions: "none",
   fn() {
-    const done = buildView({
-      namespace: "ops",
-      prefix: "up",
-      keys,
+    const done = viewOf({
       record: record({
         state: "finished",
         paused: undefined,
         nodes: [{ node: "n0", phase: "succeeded" }, { node: "n1", phase: "succeeded" }],
       }),
       jobs: [job("n0", "Complete")],
-      nodes: new Map(),
       now: T0,
     });
     assert.equal(statusExitCode(done), 0);
-    const bare = buildView({
-      namespace: "ops",
-      prefix: "up",
-      keys,
+    const bare = viewOf({
       jobs: [job("n0", "Complete"), job("n1")],
-      nodes: new Map(),
       now: T0,
     });
     assert.equal(bare.life, "unrecorded");
@@ -195,13 +206,9 @@ Deno.test({
       node: "n1",
       phase: "queued" as const,
     }];
-    const live = buildView({
-      namespace: "ops",
-      prefix: "up",
-      keys,
+    const live = viewOf({
       record: record({ nodes, paused: "health gate: up == 0" }),
       jobs: [job("n0", "Complete")],
-      nodes: new Map(),
       now: T0 + 70_000,
     });
     assert.equal(live.life, "running");
@@ -211,13 +218,9 @@ Deno.test({
       1,
       "helm test: it has not worked yet",
     );
-    const done = buildView({
-      namespace: "ops",
-      prefix: "up",
-      keys,
+    const done = viewOf({
       record: record({ state: "finished", paused: undefined, nodes: [nodes[0]] }),
       jobs: [job("n0", "Complete")],
-      nodes: new Map(),
       now: T0 + 70_000,
     });
     assert.equal(statusExitCode(done, { requireEnded: true }), 0);
@@ -233,14 +236,8 @@ Deno.test({
     deleting.metadata!.deletionTimestamp = new Date(T0) as unknown as Date;
     const replaced = job("n1", "Complete");
     replaced.metadata!.annotations![keys.nodeUid] = "uid-old";
-    const v = buildView({
-      namespace: "ops",
-      prefix: "up",
-      keys,
-      record: record({
-        state: "stopped",
-        nodes: ["n0", "n1", "n2", "n3"].map((node) => ({ node, phase: "succeeded" as const })),
-      }),
+    const v = viewOf({
+      record: stopped(["n0", "n1", "n2", "n3"], "succeeded"),
       jobs: [deleting, replaced, job("n2", "Complete"), job("n3")],
       nodes: new Map([["n1", { metadata: { name: "n1", uid: "uid-new" } }]]),
       now: T0 + 200_000,
@@ -276,14 +273,8 @@ Deno.test({
       new Map(jobs.map((j) => [j.metadata!.name!, j])),
     ).targets.map((t) => t.action!);
     assert.deepEqual(planned, ["succeeded", "failed", "adopt", "replace", "start"]);
-    const v = buildView({
-      namespace: "ops",
-      prefix: "up",
-      keys,
-      record: record({
-        state: "stopped",
-        nodes: names.map((node) => ({ node, phase: "queued" as const })),
-      }),
+    const v = viewOf({
+      record: stopped(names, "queued"),
       jobs,
       nodes,
       now: T0 + 200_000,
