@@ -341,15 +341,14 @@ Deno.test({
 });
 
 Deno.test({
-  name: "domainRounds() stays quick at 10,000 nodes, one domain each",
+  // A correctness case at fleet size; how long it takes is the bench's to
+  // measure (~250 ms here), never a test's to gate on.
+  name: "domainRounds() at 10,000 nodes, one domain each, takes the rounds of the slots",
   permissions: "none",
   fn() {
-    const started = performance.now();
     const domains = Array.from({ length: 10_000 }, (_, i) => `host-${i}`);
     assert.equal(domainRounds(domains, 1, 1), 10_000);
     assert.equal(domainRounds(domains, 100, 1), 100);
-    const ms = performance.now() - started;
-    assert.ok(ms < 2_000, `${ms} ms`);
   },
 });
 
