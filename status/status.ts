@@ -238,12 +238,19 @@ async function listNodes(kube: Kube, keys: TrackingKeys): Promise<Map<string, V1
 const MAX_NODE_GETS = 50;
 
 /**
- * The nodes whose facts the text view shows: only a failed node without a
- * reason of its own takes one from its node (its error mark); marks and
- * cordons are in `-o wide` and `-o json`, which read every node.
+ * The nodes whose facts the text view shows or judges: a failed node without
+ * a reason of its own takes one from its node (its error mark); and once the
+ * run no longer lives, a node whose Job names the UID it was made for tells
+ * the re-run line whether that node was since replaced (its Job is then
+ * stale), as `-o json` tells it. Marks and cordons are in `-o wide` and
+ * `-o json`, which read every node.
  */
-async function shownNodes(kube: Kube, keys: TrackingKeys, sketch: StatusView) {
-  const names = sketch.nodes.filter((n) => n.phase === "failed" && !n.reason).map((n) => n.node);
+async function shownNodes(kube: Kube, keys: TrackingKeys, sketch: StatusView, jobs: V1Job[]) {
+  const failed = sketch.nodes.filter((n) => n.phase === "failed" && !n.reason).map((n) => n.node);
+  const madeFor = sketch.life === "running" ? [] : jobs
+    .filter((j) => j.metadata?.annotations?.[keys.nodeUid])
+    .map((j) => j.metadata!.annotations![keys.nodeName] ?? j.metadata!.labels![keys.node]);
+  const names = [...new Set([...failed, ...madeFor])];
   if (names.length > MAX_NODE_GETS) return await listNodes(kube, keys);
   // A LIST by name, not a GET: the viewer's RBAC promises `list` on nodes.
   const got = await Promise.all(names.map((name) =>
@@ -252,6 +259,8 @@ async function shownNodes(kube: Kube, keys: TrackingKeys, sketch: StatusView) {
       { fieldSelector: `metadata.name=${name}` },
       1,
       (n) => slimNode(n, keys),
+      undefined,
+      "metadata",
     )
   ));
   return new Map(got.flatMap((l) => l.items).map((n) => [n.metadata!.name!, n]));
@@ -301,7 +310,7 @@ export async function readStatus(cfg: StatusConfig, ctx: StatusContext): Promise
   }
   const input = { namespace: ns, ...found, keys, jobs, now: Date.now() };
   const nodes = allNodes ??
-    await shownNodes(ctx.kube, keys, buildView({ ...input, nodes: new Map() }));
+    await shownNodes(ctx.kube, keys, buildView({ ...input, nodes: new Map() }), jobs);
   return buildView({ ...input, nodes });
 }
 

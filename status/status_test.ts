@@ -215,3 +215,48 @@ Deno.test("status reads the Jobs that have not succeeded whole, the others as ta
     assert.deepEqual(view.counts, { succeeded: 61 });
   });
 });
+
+Deno.test("status in text judges a dead run's Jobs by their nodes' UIDs, as -o json does: a node replaced since is started again", async () => {
+  const rec: RunRecord = {
+    ...record(0),
+    state: "stopped",
+    nodes: [{ node: "n0", phase: "running" }, { node: "n1", phase: "running" }],
+  };
+  const cm = recordConfigMap(keys, rec, await encodeRecord(rec));
+  const job = (node: string) => ({
+    metadata: {
+      name: `up-${node}`,
+      labels: { [keys.owner]: "up", [keys.node]: node },
+      annotations: { [keys.nodeName]: node, [keys.nodeUid]: `${node}-first` },
+    },
+    status: { active: 1 },
+  });
+  // n0 is the node its Job was made for; n1 was replaced under its name.
+  const nodes = [{ metadata: { name: "n0", uid: "n0-first" } }, {
+    metadata: { name: "n1", uid: "n1-second" },
+  }];
+  await withServer((req) => {
+    const url = new URL(req.url);
+    if (url.pathname === "/api/v1/namespaces/team/configmaps/run-record.up") {
+      return Response.json(cm);
+    }
+    if (url.pathname.endsWith("/jobs")) return listAnswer(req, [job("n0"), job("n1")]);
+    if (url.pathname === "/api/v1/nodes") return listAnswer(req, nodes);
+    return new Response("{}", { status: 404 });
+  }, async (kube) => {
+    const show = async (output: StatusConfig["output"]) => {
+      const printed: string[] = [];
+      await runStatus({ ...CONFIG, output, watch: false }, {
+        kube,
+        env: () => undefined,
+        readFile: () => undefined,
+        terminal: false,
+        signal: new AbortController().signal,
+        stdout: (text) => printed.push(text),
+      });
+      return printed.join("");
+    };
+    assert.deepEqual(JSON.parse(await show("json")).rerun, { adopt: 1, count: 0, start: 1 });
+    assert.match(await show("text"), /adopt 1 running Job.*start 1 node/);
+  });
+});
