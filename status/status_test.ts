@@ -4,6 +4,7 @@ import { listAnswer } from "../testing/list_answer.ts";
 import { encodeRecord, recordConfigMap, type RunRecord } from "../report/record.ts";
 import { trackingKeys } from "../job.ts";
 import { runStatus, type StatusConfig } from "./status.ts";
+import type { Kube } from "../kube/client.ts";
 
 const keys = trackingKeys("job-dispatcher");
 
@@ -29,6 +30,20 @@ const CONFIG: StatusConfig = {
   watch: true,
   watchIntervalSecs: 0.05,
 };
+
+/** Runs `status` once with `output` against `kube`; returns its exit code and what it printed. */
+async function statusOnce(kube: Kube, output: StatusConfig["output"]) {
+  const printed: string[] = [];
+  const code = await runStatus({ ...CONFIG, output, watch: false }, {
+    kube,
+    env: () => undefined,
+    readFile: () => undefined,
+    terminal: false,
+    signal: new AbortController().signal,
+    stdout: (text) => printed.push(text),
+  });
+  return { code, printed: printed.join("") };
+}
 
 Deno.test("status --watch reads the record, Jobs and nodes again and prints only when the view changed", async () => {
   let reads = 0;
@@ -90,17 +105,9 @@ Deno.test("status in text reads only the nodes it shows (a failed node's error m
   }, async (kube) => {
     const run = async (output: StatusConfig["output"]) => {
       seen.length = 0;
-      const printed: string[] = [];
-      const code = await runStatus({ ...CONFIG, output, watch: false }, {
-        kube,
-        env: () => undefined,
-        readFile: () => undefined,
-        terminal: false,
-        signal: new AbortController().signal,
-        stdout: (text) => printed.push(text),
-      });
+      const { code, printed } = await statusOnce(kube, output);
       assert.equal(code, 1);
-      return printed.join("");
+      return printed;
     };
     const text = await run("text");
     assert.match(text, /n1 .*n1 broke/);
@@ -151,14 +158,7 @@ Deno.test("status reads the Jobs that have not succeeded whole, the others as ta
       if (url.pathname === "/api/v1/nodes") return listAnswer(req, []);
       return new Response("{}", { status: 404 });
     }, async (kube) => {
-      await runStatus({ ...CONFIG, watch: false }, {
-        kube,
-        env: () => undefined,
-        readFile: () => undefined,
-        terminal: false,
-        signal: new AbortController().signal,
-        stdout: (text) => view = JSON.parse(text),
-      });
+      view = JSON.parse((await statusOnce(kube, "json")).printed);
     });
     return {
       seen,
@@ -244,18 +244,7 @@ Deno.test("status in text judges a dead run's Jobs by their nodes' UIDs, as -o j
     if (url.pathname === "/api/v1/nodes") return listAnswer(req, nodes);
     return new Response("{}", { status: 404 });
   }, async (kube) => {
-    const show = async (output: StatusConfig["output"]) => {
-      const printed: string[] = [];
-      await runStatus({ ...CONFIG, output, watch: false }, {
-        kube,
-        env: () => undefined,
-        readFile: () => undefined,
-        terminal: false,
-        signal: new AbortController().signal,
-        stdout: (text) => printed.push(text),
-      });
-      return printed.join("");
-    };
+    const show = async (output: StatusConfig["output"]) => (await statusOnce(kube, output)).printed;
     assert.deepEqual(JSON.parse(await show("json")).rerun, { adopt: 1, count: 0, start: 1 });
     assert.match(await show("text"), /adopt 1 running Job.*start 1 node/);
   });
