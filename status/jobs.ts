@@ -13,12 +13,16 @@
  *
  * A row has no owner, node or UID, and the view and the re-run line judge
  * a Job by them. The run record supplies them for the Jobs the run made:
- * a node of the record whose Job's name is in the rows got that Job from
- * this run (the engine's first LIST sees every earlier Job of its nodes
- * and puts the node in `waitingStale` or `deleting` until it is replaced),
- * so it is the record's owner's, for the record's node. The rows the
- * record cannot vouch for (a name no node of it has, or a node still
- * replacing an earlier Job) are read again with their metadata.
+ * a node of the record that the run has started (creating, running or
+ * past it) got the Job of its name from this run, so it is the record's
+ * owner's, for the record's node. Not a queued node: the engine's first
+ * sight leaves a finished earlier Job (another owner's, template's or
+ * node's) in place, its node queued, until a slot deletes it
+ * (engine/stale.ts `firstSight`); nor one still replacing it
+ * (`waitingStale`, `deleting`), nor a failed one (it may have failed
+ * waiting for or deleting that Job, which stays). The rows the record
+ * cannot vouch for are read again with their metadata, and whole those
+ * whose cell hides what the view needs ({@linkcode cellTellsAll}).
  *
  * @module
  */
@@ -51,8 +55,38 @@ export function jobOfCell(metadata: V1ObjectMeta, cell: string): V1Job {
   return { metadata, status: { conditions: type ? [{ type, status: "True" }] : [] } };
 }
 
-/** Phases whose node's Job may be an earlier one that the run is replacing. */
-const REPLACING: ReadonlySet<Phase> = new Set(["waitingStale", "deleting"]);
+/**
+ * Phases whose node's Job of its name is the run's own: the engine met or
+ * removed any earlier Job before it started the node (engine/fanout.ts
+ * `#begin`).
+ */
+const STARTED: ReadonlySet<Phase> = new Set([
+  "creating",
+  "draining",
+  "running",
+  "finishing",
+  "succeeded",
+]);
+
+/**
+ * Cells that say all the view and the re-run line read of a Job's
+ * conditions. Not `Failed` (its message), not `Terminating` (it outranks
+ * every condition but Complete and Failed, and the engine's first sight
+ * judges a Job being deleted stale), nor none at all: API servers before
+ * 1.30 print no Status column.
+ */
+const TELLING: ReadonlySet<string> = new Set([
+  "Complete",
+  "SuccessCriteriaMet",
+  "FailureTarget",
+  "Suspended",
+  "Running",
+]);
+
+/** Whether a row's cell says all the view reads of its Job's conditions (else read it whole). */
+export function cellTellsAll(cell: string): boolean {
+  return TELLING.has(cell);
+}
 
 /** What {@linkcode jobsOfRows} makes of the rows. */
 export interface RowJobs {
@@ -66,18 +100,24 @@ export interface RowJobs {
  * The Jobs of the rows of succeeded Jobs, by the record: the metadata the
  * engine gave each Job of a node of the record (the prefix and node labels,
  * the node's name, the record's owner), and the rows left to read again.
+ *
+ * @param replaced whether a node was made again under its name since the
+ *   run began: its Job may be the earlier node's, which the re-run line
+ *   judges by the UID the Job was made for
  */
 export function jobsOfRows(
   rows: readonly JobRow[],
   record: Pick<RunRecord, "prefix" | "nodes" | "owner"> | undefined,
   keys: TrackingKeys,
+  replaced: (node: string) => boolean = () => false,
 ): RowJobs {
   const nodeOf = new Map(record?.nodes.map((n) => [jobName(record.prefix, n.node), n]));
   const jobs: V1Job[] = [];
   const unvouched: JobRow[] = [];
   for (const row of rows) {
     const n = nodeOf.get(row[0]);
-    if (!n || REPLACING.has(n.phase)) unvouched.push(row);
+    const vouched = n && STARTED.has(n.phase) && TELLING.has(row[1]) && !replaced(n.node);
+    if (!vouched) unvouched.push(row);
     else jobs.push(jobOfCell(madeBy(record!.prefix, n.node, record!.owner, row[0], keys), row[1]));
   }
   return { jobs, unvouched };

@@ -38,10 +38,31 @@ Deno.test("jobsOfRows() vouches for the Jobs the run made and leaves the others 
   }[] = [
     {
       name: "every node's Job of the record",
-      phases: { n0: "succeeded", n1: "running", n2: "queued" },
+      phases: { n0: "succeeded", n1: "running", n2: "finishing" },
       rows: [["up-n0", "Complete"], ["up-n1", "Complete"], ["up-n2", "Complete"]],
       vouched: ["up-n0", "up-n1", "up-n2"],
       unvouched: [],
+    },
+    {
+      // The engine's first sight leaves a finished stale Job in place and the
+      // node queued (engine/stale.ts firstSight: a replacement takes a slot);
+      // it goes to `deleting` only when its turn comes. A node that failed
+      // waiting for or deleting a stale Job leaves that Job behind.
+      name:
+        "a queued node's Job, or a failed one's, may be an earlier owner's waiting to be replaced",
+      phases: { n0: "queued", n1: "failed", n2: "succeeded" },
+      rows: [["up-n0", "Complete"], ["up-n1", "Complete"], ["up-n2", "Complete"]],
+      vouched: ["up-n2"],
+      unvouched: ["up-n0", "up-n1"],
+    },
+    {
+      // The cell hides the deletion (Terminating) the engine's first sight
+      // judges stale, or the message of a Failed Job.
+      name: "a row whose cell hides what the view needs of the Job: Terminating, Failed",
+      phases: { n0: "running", n1: "running", n2: "running" },
+      rows: [["up-n0", "Terminating"], ["up-n1", "Failed"], ["up-n2", "Running"]],
+      vouched: ["up-n2"],
+      unvouched: ["up-n0", "up-n1"],
     },
     {
       name: "a Job no node of the record has (an earlier, wider selection)",

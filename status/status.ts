@@ -8,14 +8,28 @@
  * @module
  */
 
-import type { V1ConfigMap, V1Job, V1Node, V1ObjectMeta } from "@kubernetes/client-node";
-import { labelValue, type OwnerRef, type TrackingKeys, trackingKeys, UsageError } from "../job.ts";
+import type { V1ConfigMap, V1Job, V1Node } from "@kubernetes/client-node";
+import {
+  jobName,
+  labelValue,
+  type OwnerRef,
+  type TrackingKeys,
+  trackingKeys,
+  UsageError,
+} from "../job.ts";
 import { type Kube, paths, type TableRow } from "../kube/client.ts";
-import { jobOfCell, type JobRow, jobsOfRows, mergeJobs } from "./jobs.ts";
+import { cellTellsAll, jobOfCell, type JobRow, jobsOfRows, mergeJobs } from "./jobs.ts";
 import { SYSTEM_CLOCK } from "../base/clock.ts";
 import { decodeRecord, recordPath, type RunRecord } from "../report/record.ts";
 import { type NamespaceSources, resolveNamespace } from "../run/preflight.ts";
-import { buildView, renderJson, renderText, statusExitCode, type StatusView } from "./view.ts";
+import {
+  buildView,
+  lifeOf,
+  renderJson,
+  renderText,
+  statusExitCode,
+  type StatusView,
+} from "./view.ts";
 
 /** What `status` is asked. */
 export interface StatusConfig {
@@ -153,12 +167,63 @@ async function readJobs(kube: Kube, ns: string, prefix: string, keys: TrackingKe
   return { whole: whole.items, rows: rows.items };
 }
 
-/** The most rows read again one by one; past it, one metadata LIST of them all is cheaper. */
+/** The most rows read again one by one; past it, one LIST of them all is cheaper. */
 const MAX_ROW_READS = 50;
 
 /**
+ * The Jobs of `rows` read again, in `form`: by name (a LIST of
+ * `metadata.name`, as `list` is what the viewer's RBAC promises), or past
+ * {@linkcode MAX_ROW_READS} one LIST of every succeeded Job; each with the
+ * conditions of its row's cell, or whole with its own.
+ */
+async function reread(
+  kube: Kube,
+  ns: string,
+  labelSelector: string,
+  rows: readonly JobRow[],
+  form: "objects" | "metadata",
+  keys: TrackingKeys,
+): Promise<V1Job[]> {
+  if (rows.length === 0) return [];
+  const cells = new Map(rows);
+  const list = (fieldSelector: string, pageSize: number) =>
+    kube.list<V1Job, V1Job>(
+      paths.jobs(ns),
+      { labelSelector, fieldSelector },
+      pageSize,
+      (j) => slimJob(j, keys),
+      undefined,
+      form,
+    );
+  const got = rows.length > MAX_ROW_READS
+    ? [await list("status.successful=1", 500)]
+    : await Promise.all(rows.map(([name]) => list(`metadata.name=${name}`, 1)));
+  return got.flatMap((l) => l.items).filter((j) => cells.has(j.metadata!.name!)).map((j) =>
+    form === "objects" ? j : jobOfCell(j.metadata!, cells.get(j.metadata!.name!)!)
+  );
+}
+
+/**
+ * The record's nodes made again under their names since the run began
+ * (their node is younger than the run, to the second the API server
+ * stamps): a Job of theirs may have been made for the earlier node.
+ */
+function replacedSince(
+  record: RunRecord | undefined,
+  nodes: ReadonlyMap<string, V1Node> | undefined,
+): (node: string) => boolean {
+  if (!record || !nodes) return () => false;
+  return (node) => {
+    const born = nodes.get(node)?.metadata?.creationTimestamp;
+    return !!born && new Date(born).getTime() >= record.startedAt - 1_000;
+  };
+}
+
+/**
  * The Jobs of the rows: those the record vouches for as the run made them,
- * the others with their own metadata (read by name, or all at once).
+ * the others with their own metadata, or whole where their cell hides
+ * what the view reads (a Failed Job's message, a deletion, a server before
+ * 1.30 that prints no Status).
  */
 async function jobsOf(
   kube: Kube,
@@ -166,28 +231,16 @@ async function jobsOf(
   read: { whole: V1Job[]; rows: JobRow[] },
   found: Found,
   keys: TrackingKeys,
+  nodes?: ReadonlyMap<string, V1Node>,
 ): Promise<V1Job[]> {
-  const { jobs, unvouched } = jobsOfRows(read.rows, found.record, keys);
-  const cells = new Map(unvouched);
-  const meta = (query: Record<string, string>, pageSize: number) =>
-    kube.list<V1Job, V1ObjectMeta>(
-      paths.jobs(ns),
-      query,
-      pageSize,
-      (j) => slimJob(j, keys).metadata!,
-      undefined,
-      "metadata",
-    );
+  const replaced = replacedSince(found.record, nodes);
+  const { jobs, unvouched } = jobsOfRows(read.rows, found.record, keys, replaced);
   const labelSelector = `${keys.owner}=${labelValue(found.prefix)}`;
-  const reread = unvouched.length > MAX_ROW_READS
-    ? [await meta({ labelSelector, fieldSelector: "status.successful=1" }, 500)]
-    : await Promise.all(
-      unvouched.map(([name]) => meta({ labelSelector, fieldSelector: `metadata.name=${name}` }, 1)),
-    );
-  for (const m of reread.flatMap((l) => l.items)) {
-    if (cells.has(m.name!)) jobs.push(jobOfCell(m, cells.get(m.name!)!));
-  }
-  return mergeJobs(read.whole, jobs);
+  const again = await Promise.all([
+    reread(kube, ns, labelSelector, unvouched.filter(([, c]) => !cellTellsAll(c)), "objects", keys),
+    reread(kube, ns, labelSelector, unvouched.filter(([, c]) => cellTellsAll(c)), "metadata", keys),
+  ]);
+  return mergeJobs(read.whole, [...jobs, ...again.flat()]);
 }
 
 /** A node slimmed to the facts status shows: its mark, our cordon, its error. */
@@ -197,6 +250,7 @@ function slimNode(n: Pick<V1Node, "metadata" | "spec">, keys: TrackingKeys): V1N
       name: n.metadata?.name,
       // A Job made for another UID ran on a node since replaced: a re-run replaces it.
       uid: n.metadata?.uid,
+      creationTimestamp: n.metadata?.creationTimestamp,
       labels: pick(n.metadata?.labels, keys.result),
       annotations: pick(n.metadata?.annotations, keys.cordonedBy, keys.error),
     },
@@ -250,7 +304,31 @@ async function shownNodes(kube: Kube, keys: TrackingKeys, sketch: StatusView, jo
   const madeFor = sketch.life === "running" ? [] : jobs
     .filter((j) => j.metadata?.annotations?.[keys.nodeUid])
     .map((j) => j.metadata!.annotations![keys.nodeName] ?? j.metadata!.labels![keys.node]);
-  const names = [...new Set([...failed, ...madeFor])];
+  return await nodesNamed(kube, keys, [...new Set([...failed, ...madeFor])]);
+}
+
+/**
+ * In text, the nodes of a dead run's table rows that the record would
+ * vouch for: the record cannot tell a node made again under its name since
+ * the run began (`replacedSince`), whose Job the re-run line judges stale;
+ * `-o json` reads every node anyway. Undefined while the run lives (no
+ * re-run line) or without a record (nothing is vouched for).
+ */
+async function rowNodes(
+  kube: Kube,
+  keys: TrackingKeys,
+  found: Found,
+  rows: readonly JobRow[],
+): Promise<Map<string, V1Node> | undefined> {
+  const record = found.record;
+  if (!record || lifeOf(record, Date.now()) === "running" || rows.length === 0) return undefined;
+  const named = new Set(rows.map(([name]) => name));
+  const names = record.nodes.map((n) => n.node).filter((n) => named.has(jobName(record.prefix, n)));
+  return await nodesNamed(kube, keys, names);
+}
+
+/** The nodes of `names` that exist: read by name, or past {@linkcode MAX_NODE_GETS} all of them. */
+async function nodesNamed(kube: Kube, keys: TrackingKeys, names: readonly string[]) {
   if (names.length > MAX_NODE_GETS) return await listNodes(kube, keys);
   // A LIST by name, not a GET: the viewer's RBAC promises `list` on nodes.
   const got = await Promise.all(names.map((name) =>
@@ -300,7 +378,8 @@ export async function readStatus(cfg: StatusConfig, ctx: StatusContext): Promise
     cfg.output === "text" ? undefined : listNodes(ctx.kube, keys),
   ]);
   const read = prefixJobs ?? await readJobs(ctx.kube, ns, found.prefix, keys);
-  const jobs = ownedBy(await jobsOf(ctx.kube, ns, read, found, keys), found.owner);
+  const judged = allNodes ?? await rowNodes(ctx.kube, keys, found, read.rows);
+  const jobs = ownedBy(await jobsOf(ctx.kube, ns, read, found, keys, judged), found.owner);
   if (!found.record && jobs.length === 0) {
     throw new UsageError(
       `No run of prefix ${found.prefix} in namespace ${ns}: no run record ` +
@@ -309,8 +388,10 @@ export async function readStatus(cfg: StatusConfig, ctx: StatusContext): Promise
     );
   }
   const input = { namespace: ns, ...found, keys, jobs, now: Date.now() };
-  const nodes = allNodes ??
-    await shownNodes(ctx.kube, keys, buildView({ ...input, nodes: new Map() }), jobs);
+  const nodes = allNodes ?? new Map([
+    ...judged ?? [],
+    ...await shownNodes(ctx.kube, keys, buildView({ ...input, nodes: new Map() }), jobs),
+  ]);
   return buildView({ ...input, nodes });
 }
 

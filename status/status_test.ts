@@ -140,11 +140,18 @@ Deno.test("status reads the Jobs that have not succeeded whole, the others as ta
       ? { succeeded: 1, conditions: [{ type: "Complete", status: "True" }] }
       : { active: 1 },
   });
-  const run = async (nodes: RunRecord["nodes"], jobs: ReturnType<typeof job>[]) => {
+  const run = async (
+    nodes: RunRecord["nodes"],
+    jobs: Record<string, unknown>[],
+    cluster: Record<string, unknown>[] = [],
+    answer: (req: Request, items: Record<string, unknown>[]) => Response | Promise<Response> =
+      listAnswer,
+  ) => {
     const rec: RunRecord = { ...record(0), owner: own, state: "stopped", nodes };
     const cm = recordConfigMap(keys, rec, await encodeRecord(rec));
     const seen: string[] = [];
     let view: Record<string, unknown> = {};
+    let code = -1;
     await withServer((req) => {
       const url = new URL(req.url);
       if (url.pathname === "/api/v1/namespaces/team/configmaps/run-record.up") {
@@ -153,16 +160,23 @@ Deno.test("status reads the Jobs that have not succeeded whole, the others as ta
       if (url.pathname.endsWith("/jobs")) {
         const form = req.headers.get("accept")!.match(/as=(\w+)/)?.[1] ?? "whole";
         seen.push(`${form} ${url.searchParams.get("fieldSelector")}`);
-        return listAnswer(req, jobs);
+        return answer(req, jobs);
       }
-      if (url.pathname === "/api/v1/nodes") return listAnswer(req, []);
+      if (url.pathname === "/api/v1/nodes") return listAnswer(req, cluster);
       return new Response("{}", { status: 404 });
     }, async (kube) => {
-      view = JSON.parse((await statusOnce(kube, "json")).printed);
+      const once = await statusOnce(kube, "json");
+      view = JSON.parse(once.printed);
+      code = once.code;
     });
     return {
       seen,
-      view: view as { counts: Record<string, number>; rerun?: Record<string, number> },
+      code,
+      view: view as {
+        counts: Record<string, number>;
+        rerun?: Record<string, number>;
+        nodes: { node: string; reason?: string }[];
+      },
     };
   };
   await t.step("the record's own Jobs: one whole LIST and one of rows", async () => {
@@ -214,13 +228,117 @@ Deno.test("status reads the Jobs that have not succeeded whole, the others as ta
     ]);
     assert.deepEqual(view.counts, { succeeded: 61 });
   });
+  await t.step(
+    "a queued node's earlier owner's succeeded Job (replaced when its turn comes) is neither a success nor counted",
+    async () => {
+      // A Helm upgrade's run: the engine leaves each finished Job of the
+      // earlier release in place, its node queued, until a slot deletes it.
+      const { view, code } = await run(
+        [{ node: "n0", phase: "succeeded" }, { node: "n1", phase: "queued" }],
+        [job("n0", { done: true }), job("n1", { done: true, owner: "earlier-owner" })],
+      );
+      assert.deepEqual(view.counts, { succeeded: 1, queued: 1 });
+      assert.deepEqual(view.rerun, { adopt: 0, count: 1, start: 1 });
+      assert.equal(code, 1, "a stopped run with a node not done is not a success");
+    },
+  );
+  await t.step(
+    "a succeeded Job made for a node since replaced under its name is started again by a re-run",
+    async () => {
+      const made = job("n0", { done: true });
+      made.metadata.annotations[keys.nodeUid] = "old-uid";
+      const born = (ago: number) => new Date(Date.now() - ago).toISOString();
+      const { view } = await run(
+        [{ node: "n0", phase: "succeeded" }, { node: "n1", phase: "queued" }],
+        [made],
+        [
+          { metadata: { name: "n0", uid: "new-uid", creationTimestamp: born(1_000) }, spec: {} },
+          { metadata: { name: "n1", uid: "n1-uid", creationTimestamp: born(3_600_000) }, spec: {} },
+        ],
+      );
+      assert.deepEqual(view.rerun, { adopt: 0, count: 0, start: 2 });
+    },
+  );
+  await t.step(
+    "a Failed Job with one pod succeeded (completions > 1) keeps its failure's message",
+    async () => {
+      const failed = {
+        ...job("n0"),
+        status: {
+          succeeded: 1,
+          failed: 3,
+          conditions: [{
+            type: "Failed",
+            status: "True",
+            reason: "BackoffLimitExceeded",
+            message: "Job has reached the specified backoff limit",
+          }],
+        },
+      };
+      const { view } = await run([{ node: "n0", phase: "running" }], [failed]);
+      assert.match(view.nodes[0].reason ?? "", /backoff limit \[BackoffLimitExceeded\]/);
+    },
+  );
+  await t.step(
+    "a Job being deleted with one pod succeeded is judged stale, as the engine's first sight does",
+    async () => {
+      const deleting = {
+        ...job("n0"),
+        status: { succeeded: 1, active: 1 },
+      };
+      (deleting.metadata as Record<string, unknown>).deletionTimestamp = new Date().toISOString();
+      const { view } = await run([{ node: "n0", phase: "running" }], [deleting]);
+      // Whole, its deletionTimestamp makes it stale and, still running, waited for.
+      assert.deepEqual(view.rerun, { adopt: 0, count: 0, start: 1 });
+    },
+  );
+  await t.step(
+    "an API server before 1.30, whose Jobs' table has no Status column, has its succeeded Jobs read whole",
+    async () => {
+      // printJob's cells were Name, Completions, Duration, Age until 1.30.
+      const before130 = async (req: Request, items: Record<string, unknown>[]) => {
+        const page = await listAnswer(req, items).json();
+        if (page.kind !== "Table") return Response.json(page);
+        const drop = (cells: unknown[]) => cells.filter((_, i) => i !== 1);
+        page.columnDefinitions = drop(page.columnDefinitions);
+        for (const r of page.rows) r.cells = drop(r.cells);
+        return Response.json(page);
+      };
+      const { view, code } = await run(
+        [{ node: "n0", phase: "running" }, { node: "n1", phase: "finishing" }],
+        [job("n0", { done: true }), job("n1", { done: true })],
+        [],
+        before130,
+      );
+      assert.deepEqual(view.counts, { succeeded: 2 });
+      assert.equal(code, 0);
+    },
+  );
+  await t.step(
+    "a Job being deleted that met its success criteria is Complete, as whole",
+    async () => {
+      // Terminating outranks every condition but Complete and Failed in the cell.
+      const met = {
+        ...job("n0"),
+        status: { succeeded: 1, conditions: [{ type: "SuccessCriteriaMet", status: "True" }] },
+      };
+      (met.metadata as Record<string, unknown>).deletionTimestamp = new Date().toISOString();
+      const { view } = await run([{ node: "n0", phase: "running" }], [met]);
+      assert.deepEqual(view.counts, { succeeded: 1 });
+    },
+  );
 });
 
-Deno.test("status in text judges a dead run's Jobs by their nodes' UIDs, as -o json does: a node replaced since is started again", async () => {
+/** A dead run of n0 and n1 in `phase`, each with its Job made for `<node>-first`, shown both ways. */
+async function deadRun(
+  phase: RunRecord["nodes"][number]["phase"],
+  status: Record<string, unknown>,
+  nodes: Record<string, unknown>[],
+) {
   const rec: RunRecord = {
     ...record(0),
     state: "stopped",
-    nodes: [{ node: "n0", phase: "running" }, { node: "n1", phase: "running" }],
+    nodes: [{ node: "n0", phase }, { node: "n1", phase }],
   };
   const cm = recordConfigMap(keys, rec, await encodeRecord(rec));
   const job = (node: string) => ({
@@ -229,12 +347,9 @@ Deno.test("status in text judges a dead run's Jobs by their nodes' UIDs, as -o j
       labels: { [keys.owner]: "up", [keys.node]: node },
       annotations: { [keys.nodeName]: node, [keys.nodeUid]: `${node}-first` },
     },
-    status: { active: 1 },
+    status,
   });
-  // n0 is the node its Job was made for; n1 was replaced under its name.
-  const nodes = [{ metadata: { name: "n0", uid: "n0-first" } }, {
-    metadata: { name: "n1", uid: "n1-second" },
-  }];
+  let shown: { json: { rerun?: unknown }; text: string } = { json: {}, text: "" };
   await withServer((req) => {
     const url = new URL(req.url);
     if (url.pathname === "/api/v1/namespaces/team/configmaps/run-record.up") {
@@ -245,7 +360,33 @@ Deno.test("status in text judges a dead run's Jobs by their nodes' UIDs, as -o j
     return new Response("{}", { status: 404 });
   }, async (kube) => {
     const show = async (output: StatusConfig["output"]) => (await statusOnce(kube, output)).printed;
-    assert.deepEqual(JSON.parse(await show("json")).rerun, { adopt: 1, count: 0, start: 1 });
-    assert.match(await show("text"), /adopt 1 running Job.*start 1 node/);
+    shown = { json: JSON.parse(await show("json")), text: await show("text") };
   });
+  return shown;
+}
+
+Deno.test("status in text judges a dead run's Jobs by their nodes' UIDs, as -o json does: a node replaced since is started again", async () => {
+  // n0 is the node its Job was made for; n1 was replaced under its name.
+  const { json, text } = await deadRun("running", { active: 1 }, [
+    { metadata: { name: "n0", uid: "n0-first" } },
+    { metadata: { name: "n1", uid: "n1-second" } },
+  ]);
+  assert.deepEqual(json.rerun, { adopt: 1, count: 0, start: 1 });
+  assert.match(text, /adopt 1 running Job.*start 1 node/);
+});
+
+Deno.test("status in text judges a dead run's succeeded Jobs (read as table rows) by their nodes too: a node replaced since the run began is started again", async () => {
+  // As the API server sends it, a string (the client's type says Date).
+  const born = (ago: number) => new Date(Date.now() - ago).toISOString() as unknown as Date;
+  // n1 was made again under its name after the run began (the record's startedAt).
+  const { json, text } = await deadRun(
+    "succeeded",
+    { succeeded: 1, conditions: [{ type: "Complete", status: "True" }] },
+    [
+      { metadata: { name: "n0", uid: "n0-first", creationTimestamp: born(3_600_000) } },
+      { metadata: { name: "n1", uid: "n1-second", creationTimestamp: born(1_000) } },
+    ],
+  );
+  assert.deepEqual(json.rerun, { adopt: 0, count: 1, start: 1 });
+  assert.match(text, /count 1 finished ones and start 1 nodes/);
 });
