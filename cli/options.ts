@@ -371,7 +371,8 @@ OUTPUT
                             and the rounds are those of the run's own rule: each
                             slot takes the next node whose domain has fewer than
                             M running (nodes without KEY are one domain). Every
-                            wave but the last is followed by --wave-soak-secs.
+                            wave but the last is followed by --wave-soak-secs,
+                            unless its nodes' Jobs had all ended already.
                             Not counted: time outside a --window, gate holds,
                             budgets that refuse. The plan shows it; a run logs it
                             after its "selected" line, so the command that was
