@@ -355,8 +355,12 @@ OUTPUT
                             --report.
   -o, --output text|json    How --dry-run=plan prints: text (default, a kubectl-like
                             view) or json, one object: waves[].nodes[] {order,
-                            node, job, wave, action, drain}, skipped[] {node, reason},
-                            budget, window, estimate, counts.
+                            node, job, wave, action, domain (with
+                            --max-per-topology), drain}, skipped[] {node, reason},
+                            budget, window, counts, estimate {from, sampledNodes,
+                            nodeMedianSeconds, concurrency (the most at once in
+                            any wave), maxPerTopology {key, max} or null, seconds,
+                            text}.
   --estimate-from REPORT    An earlier run's JSON report (--report): the median of
                             its nodes' end - start is one node's time T. Each wave
                             takes ceil(size / C) rounds of T + --post-node-delay-secs
@@ -367,7 +371,8 @@ OUTPUT
                             and the rounds are those of the run's own rule: each
                             slot takes the next node whose domain has fewer than
                             M running (nodes without KEY are one domain). Every
-                            wave but the last is followed by --wave-soak-secs.
+                            wave but the last is followed by --wave-soak-secs,
+                            unless its nodes' Jobs had all ended already.
                             Not counted: time outside a --window, gate holds,
                             budgets that refuse. The plan shows it; a run logs it
                             after its "selected" line, so the command that was

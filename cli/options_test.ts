@@ -10,6 +10,7 @@ import {
   parseOptions,
   requestedLogFormat,
 } from "./options.ts";
+import { buildPreview } from "../preview/plan_view.ts";
 
 const T = ["--job-template", "job.yaml"];
 
@@ -1278,6 +1279,44 @@ Deno.test({
           assert.match(e.message, want);
           return true;
         });
+      });
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "--help and the README name every field of a node and of the estimate in the plan's JSON (-o json), --max-per-topology's too",
+  permissions: { read: true },
+  async fn(t) {
+    const zone = "topology.kubernetes.io/zone";
+    const view = buildPreview({
+      namespace: "ops",
+      prefix: "up",
+      selection: "--node-selector pool=gpu",
+      parallelism: 2,
+      targets: [{ node: "n1", job: "up-n1", wave: 1, domain: "a", action: "start" }],
+      skipped: [],
+      cleanup: [],
+      soakSecs: 0,
+      postNodeDelaySecs: 0,
+      durations: { from: "r.json", seconds: [60], medianSecs: 60 },
+      maxPerTopology: { key: zone, max: 1 },
+    });
+    const fields = [
+      ...Object.keys(view.waves[0].nodes[0]),
+      "drain",
+      ...Object.keys(view.estimate!),
+    ];
+    const help = HELP.slice(HELP.indexOf("-o, --output"), HELP.indexOf("--estimate-from REPORT"));
+    const readme = await Deno.readTextFile(new URL("../README.md", import.meta.url));
+    const json = readme.slice(readme.indexOf("`-o json` prints one object"));
+    const paragraph = json.slice(0, json.indexOf("\n\n"));
+    for (const field of new Set(fields)) {
+      await t.step(field, () => {
+        const named = new RegExp(`\\b${field}\\b`);
+        assert.match(help, named, `--help's -o names ${field}`);
+        assert.match(paragraph, named, `the README's -o json paragraph names ${field}`);
       });
     }
   },

@@ -71,6 +71,17 @@ export function podRef(pod: V1Pod): string {
   return `${pod.metadata?.namespace ?? ""}/${pod.metadata?.name ?? ""}`;
 }
 
+/**
+ * Whether a pod is already on its way out (`deletionTimestamp` set): the
+ * drain sends it no eviction, only waits for it to go. An eviction of it
+ * would say nothing: the API server lets every such pod go without asking
+ * its PodDisruptionBudget (eviction.go `canIgnorePDB`). The run's drain and
+ * `--dry-run=plan`'s preview both read this, so the plan sends what the run sends.
+ */
+export function terminating(pod: V1Pod): boolean {
+  return !!pod.metadata?.deletionTimestamp;
+}
+
 function finished(pod: V1Pod): boolean {
   return pod.status?.phase === "Succeeded" || pod.status?.phase === "Failed";
 }

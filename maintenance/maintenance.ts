@@ -21,6 +21,7 @@ import {
   type EvictionVerdict,
   planDrain,
   podRef,
+  terminating,
 } from "./drain.ts";
 import { evictPod, podsOnNode } from "./evict.ts";
 import { ApiError, isRetryable, type Kube, paths } from "../kube/client.ts";
@@ -201,7 +202,7 @@ export class Maintenance {
     for (const pod of remaining) {
       const uid = pod.metadata?.uid;
       if (d.asked.has(uid)) continue;
-      if (pod.metadata?.deletionTimestamp) {
+      if (terminating(pod)) {
         // On its way out: an eviction whose answer was lost (500, no answer)
         // was applied after all, so that answer says nothing of the API any
         // more; a pod slow to go is a drain timeout, as kubectl's, not an outage.

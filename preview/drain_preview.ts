@@ -12,7 +12,7 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import type { Kube } from "../kube/client.ts";
 import { type DrainConfig, drainParts } from "../maintenance/config.ts";
-import { describeRefusals, planDrain, podRef } from "../maintenance/drain.ts";
+import { describeRefusals, planDrain, podRef, terminating } from "../maintenance/drain.ts";
 import { evictPod, podsOnNode } from "../maintenance/evict.ts";
 import type { DrainPreview } from "./plan_view.ts";
 
@@ -47,7 +47,9 @@ export async function previewDrain(
   }
   const refusedNow: DrainPreview["refusedNow"] = [];
   const notJudged: DrainPreview["notJudged"] = [];
-  for (const pod of plan.evict) {
+  // A pod on its way out gets no eviction from the run, only its wait: the
+  // plan asks none either (it stays in `evict`, the pods the drain waits for).
+  for (const pod of plan.evict.filter((p) => !terminating(p))) {
     const r = await dryRunEviction(kube, pod, flags);
     if (r && "budget" in r) refusedNow.push(r);
     else if (r) notJudged.push(r);

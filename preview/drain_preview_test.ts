@@ -113,8 +113,12 @@ const MIXED: V1Pod[] = [
   pod("db", { node: "n1", controller: "StatefulSet", meta: { labels: { app: "db" } } }),
 ];
 
-/** n1, cordoned by run-a already (the run's cordon is a read), its pods gone once removed. */
-function mixedServer(): (req: Request) => Response {
+/**
+ * n1, cordoned by run-a already (the run's cordon is a read), with `pods`:
+ * each gone once removed, and one already being deleted gone after the first
+ * LIST (its own termination ends, as the kubelet's would).
+ */
+function mixedServer(pods: V1Pod[] = MIXED): (req: Request) => Response {
   const removed = new Set<string>();
   return (req) => {
     const url = new URL(req.url);
@@ -125,7 +129,8 @@ function mixedServer(): (req: Request) => Response {
       });
     }
     if (req.method === "GET") {
-      const items = MIXED.filter((p) => !removed.has(p.metadata!.name!));
+      const items = pods.filter((p) => !removed.has(p.metadata!.name!));
+      for (const p of pods) if (p.metadata!.deletionTimestamp) removed.add(p.metadata!.name!);
       return Response.json({ kind: "PodList", metadata: {}, items });
     }
     const name = url.pathname.replace(/\/eviction$/, "").split("/").pop()!;
@@ -173,36 +178,67 @@ Deno.test("--dry-run=plan and the run drain by the same options from the same dr
   ];
   for (const c of cases) {
     await t.step(c.name, async () => {
-      const flags: DrainConfig = { ...DRAIN, timeoutSecs: 5, ...c.flags };
-      let plan: DrainPreview | undefined;
-      let planned: ReturnType<typeof removals> = [];
-      await withServer(mixedServer(), async (kube, hits) => {
-        plan = await previewDrain(kube, "n1", flags);
-        planned = removals(hits);
-      });
-      let ran: string | undefined;
-      let sent: ReturnType<typeof removals> = [];
-      await withServer(mixedServer(), async (kube, hits) => {
-        const m = new Maintenance({
-          kube,
-          annotation: "jd/cordoned-by",
-          runId: "run-a",
-          drain: flags,
-          uncordonOnFailure: false,
-          warn: () => {},
-          signal: new AbortController().signal,
-          retryMs: 10,
-        });
-        ran = await m.prepare({ name: "n1", uid: "uid-1" });
-        sent = removals(hits);
-      });
-      assert.equal(plan!.refused, ran, "the plan refuses the drain exactly as the run does");
-      const unDry = ({ dryRun: _, ...r }: (typeof sent)[number]) => r;
-      assert.deepEqual(planned.map(unDry), sent.map(unDry), "the same requests, the same bodies");
-      assert.ok(planned.every((r) => r.dryRun === "?dryRun=All"), "the plan's are dry runs");
-      assert.ok(sent.every((r) => r.dryRun === ""), "the run's are not");
-      assert.deepEqual(plan!.evict, c.evicts);
+      const { plan, sent } = await planAndRun(MIXED, { ...DRAIN, timeoutSecs: 5, ...c.flags });
+      assert.deepEqual(plan.evict, c.evicts);
       assert.deepEqual(sent.map((r) => `shop/${r.path.split("/")[6]}`), c.evicts);
+    });
+  }
+});
+
+/**
+ * The plan's preview and the run's drain of n1 holding `pods` under the same
+ * flags, each against its own server: the same refusal, the same requests and
+ * bodies, dry runs in the plan only.
+ */
+async function planAndRun(pods: V1Pod[], flags: DrainConfig) {
+  let plan: DrainPreview | undefined;
+  let planned: ReturnType<typeof removals> = [];
+  await withServer(mixedServer(pods), async (kube, hits) => {
+    plan = await previewDrain(kube, "n1", flags);
+    planned = removals(hits);
+  });
+  let ran: string | undefined;
+  let sent: ReturnType<typeof removals> = [];
+  await withServer(mixedServer(pods), async (kube, hits) => {
+    const m = new Maintenance({
+      kube,
+      annotation: "jd/cordoned-by",
+      runId: "run-a",
+      drain: flags,
+      uncordonOnFailure: false,
+      warn: () => {},
+      signal: new AbortController().signal,
+      retryMs: 10,
+    });
+    ran = await m.prepare({ name: "n1", uid: "uid-1" });
+    sent = removals(hits);
+  });
+  assert.equal(plan!.refused, ran, "the plan refuses the drain exactly as the run does");
+  const unDry = ({ dryRun: _, ...r }: (typeof sent)[number]) => r;
+  assert.deepEqual(planned.map(unDry), sent.map(unDry), "the same requests, the same bodies");
+  assert.ok(planned.every((r) => r.dryRun === "?dryRun=All"), "the plan's are dry runs");
+  assert.ok(sent.every((r) => r.dryRun === ""), "the run's are not");
+  return { plan: plan!, sent };
+}
+
+Deno.test("--dry-run=plan sends no eviction for a pod already being deleted, as the run sends none, and lists it as the run waits for it", async (t) => {
+  const going = pod("going", {
+    node: "n1",
+    controller: "ReplicaSet",
+    meta: { deletionTimestamp: new Date() },
+  });
+  const pods = [pod("web", { node: "n1", controller: "ReplicaSet" }), going];
+  for (
+    const [name, flags] of [
+      ["evicted", {}],
+      ["deleted (--disable-eviction)", { disableEviction: true }],
+      ["with --grace-period 0", { gracePeriodSecs: 0 }],
+    ] as const
+  ) {
+    await t.step(name, async () => {
+      const { plan, sent } = await planAndRun(pods, { ...DRAIN, timeoutSecs: 5, ...flags });
+      assert.deepEqual(sent.map((r) => r.path.split("/")[6]), ["web"]);
+      assert.deepEqual(plan.evict, ["shop/web", "shop/going"]);
     });
   }
 });

@@ -223,8 +223,8 @@ class MinHeap {
  * ({@linkcode waveConcurrency}), `ceil(size / concurrency)` rounds, or with
  * `--max-per-topology` the rounds of the engine's per-domain rule
  * ({@linkcode domainRounds}); each round is as long as one node
- * (`nodeSecs + postNodeDelaySecs`); every wave but the last is followed by
- * its soak. Waves never overlap (the next opens once the last node of one
+ * (`nodeSecs + postNodeDelaySecs`); every wave but the last that runs a
+ * node is followed by its soak. Waves never overlap (the next opens once the last node of one
  * ended and its soak elapsed), so their times add up.
  *
  * @example
@@ -242,7 +242,10 @@ export function estimateRollout(e: EstimateInput): Estimate {
     const rounds = domains && max !== undefined
       ? domainRounds(domains, concurrency, max)
       : Math.ceil(size / concurrency);
-    const soakSecs = i < e.waveSizes.length - 1 ? e.soakSecs ?? 0 : 0;
+    // The engine soaks only a wave that changed something in this run
+    // (engine/wave_state.ts `worked`): one whose every node was counted from
+    // an earlier run's Job (size 0 here) opens the next at once.
+    const soakSecs = size > 0 && i < e.waveSizes.length - 1 ? e.soakSecs ?? 0 : 0;
     return { wave: i + 1, concurrency, rounds, secs: rounds * per, soakSecs };
   });
   return { totalSecs: waves.reduce((sum, w) => sum + w.secs + w.soakSecs, 0), waves };

@@ -353,6 +353,26 @@ Deno.test({
 });
 
 Deno.test({
+  name:
+    "estimateRollout() soaks no wave whose every node was counted from an earlier run, as the engine soaks none (a re-run after a stop)",
+  permissions: "none",
+  async fn(t) {
+    const cases: [string, number[], number[], number][] = [
+      ["the canary done already: no soak after it", [0, 4], [0, 0], 2 * 60],
+      ["the first two waves done: the third soaks", [0, 0, 2, 2], [0, 0, 30, 0], 60 + 30 + 60],
+      ["a wave done between two that run", [2, 0, 2], [30, 0, 0], 60 + 30 + 60],
+    ];
+    for (const [name, waveSizes, soaks, total] of cases) {
+      await t.step(name, () => {
+        const e = estimateRollout({ waveSizes, concurrency: 2, nodeSecs: 60, soakSecs: 30 });
+        assert.deepEqual(e.waves.map((w) => w.soakSecs), soaks);
+        assert.equal(e.totalSecs, total);
+      });
+    }
+  },
+});
+
+Deno.test({
   name: "formatDuration() says seconds, minutes or hours",
   permissions: "none",
   async fn(t) {
