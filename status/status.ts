@@ -299,12 +299,20 @@ const MAX_NODE_GETS = 50;
  * stale), as `-o json` tells it. Marks and cordons are in `-o wide` and
  * `-o json`, which read every node.
  */
-async function shownNodes(kube: Kube, keys: TrackingKeys, sketch: StatusView, jobs: V1Job[]) {
+async function shownNodes(
+  kube: Kube,
+  keys: TrackingKeys,
+  sketch: StatusView,
+  jobs: V1Job[],
+  read: ReadonlyMap<string, V1Node> = new Map(),
+) {
   const failed = sketch.nodes.filter((n) => n.phase === "failed" && !n.reason).map((n) => n.node);
   const madeFor = sketch.life === "running" ? [] : jobs
     .filter((j) => j.metadata?.annotations?.[keys.nodeUid])
     .map((j) => j.metadata!.annotations![keys.nodeName] ?? j.metadata!.labels![keys.node]);
-  return await nodesNamed(kube, keys, [...new Set([...failed, ...madeFor])]);
+  // The nodes the rows' judgement already read are not read again.
+  const names = new Set([...failed, ...madeFor].filter((n) => !read.has(n)));
+  return await nodesNamed(kube, keys, [...names]);
 }
 
 /**
@@ -390,7 +398,7 @@ export async function readStatus(cfg: StatusConfig, ctx: StatusContext): Promise
   const input = { namespace: ns, ...found, keys, jobs, now: Date.now() };
   const nodes = allNodes ?? new Map([
     ...judged ?? [],
-    ...await shownNodes(ctx.kube, keys, buildView({ ...input, nodes: new Map() }), jobs),
+    ...await shownNodes(ctx.kube, keys, buildView({ ...input, nodes: new Map() }), jobs, judged),
   ]);
   return buildView({ ...input, nodes });
 }
