@@ -659,14 +659,22 @@ export function slimJob(job: V1Job): V1Job {
  * controller deleted its pods), and it never finishes by itself: waiting
  * for it would wait forever.
  *
+ * Finished means `Complete` or `Failed`. The Job controller sets
+ * `SuccessCriteriaMet` or `FailureTarget` first and the final condition only
+ * once every pod is gone and its finalizer removed (k8s 1.31+): until then a
+ * pod may still run its grace period, and a deletion in between loses the
+ * final condition from the watch's DELETED event.
+ *
  * @example
  * ```ts
  * stillRuns({ spec: { suspend: true }, status: {} }); // false
  * stillRuns({ status: { active: 1 } }); // true
+ * stillRuns({ status: { conditions: [{ type: "SuccessCriteriaMet", status: "True" }] } }); // true
  * ```
  */
 export function stillRuns(job: Pick<V1Job, "metadata" | "spec" | "status">): boolean {
-  if (interpretStatus(job).phase !== "active" || job.metadata?.deletionTimestamp) return false;
+  const status = interpretStatus(job);
+  if ((status.phase !== "active" && status.final) || job.metadata?.deletionTimestamp) return false;
   const idle = !job.status?.active && !job.status?.terminating;
   return !(job.spec?.suspend === true && idle);
 }

@@ -1377,6 +1377,28 @@ Deno.test("stillRuns() tells a stale Job that may be working from one safe to de
     ["complete", { status: { conditions: [{ type: "Complete", status: "True" }] } }, false],
     ["failed", { status: { conditions: [{ type: "Failed", status: "True" }] } }, false],
     [
+      "success criteria met, its pod's finalizer not yet removed (no Complete yet)",
+      { status: { conditions: [{ type: "SuccessCriteriaMet", status: "True" }] } },
+      true,
+    ],
+    [
+      "failure target, its pods still terminating (no Failed yet)",
+      { status: { terminating: 1, conditions: [{ type: "FailureTarget", status: "True" }] } },
+      true,
+    ],
+    [
+      "complete after success criteria met",
+      {
+        status: {
+          conditions: [
+            { type: "SuccessCriteriaMet", status: "True" },
+            { type: "Complete", status: "True" },
+          ],
+        },
+      },
+      false,
+    ],
+    [
       "being deleted",
       { metadata: { deletionTimestamp: new Date() }, status: { active: 1 } },
       false,

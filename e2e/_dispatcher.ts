@@ -143,7 +143,8 @@ export class JobWatcher {
   times = new Map<string, { node: string; added: number; finished?: number }>();
   /**
    * Per-node Jobs deleted before `Complete` or `Failed` (the conditions set
-   * once their pods are gone), by name: Jobs killed mid-run.
+   * once their pods are gone): Jobs killed mid-run, each as its name and the
+   * conditions it had, `node-task-a [SuccessCriteriaMet]`.
    */
   deletedUnfinished: string[] = [];
   #active = new Map<string, string>();
@@ -222,7 +223,10 @@ export class JobWatcher {
     const terminal = (job.status?.conditions ?? []).some((c) =>
       c.status === "True" && (c.type === "Complete" || c.type === "Failed")
     );
-    if (type === "DELETED" && !terminal) this.deletedUnfinished.push(job.metadata.name);
+    if (type === "DELETED" && !terminal) {
+      const had = (job.status?.conditions ?? []).filter((c) => c.status === "True");
+      this.deletedUnfinished.push(`${job.metadata.name} [${had.map((c) => c.type).join(", ")}]`);
+    }
     if (type === "DELETED" || finished(job)) this.#active.delete(job.metadata.uid);
     else this.#active.set(job.metadata.uid, node);
     this.maxActive = Math.max(this.maxActive, this.#active.size);

@@ -202,6 +202,35 @@ Deno.test("dispatch() never deletes a stale Job that still runs: the node waits,
   assert.deepEqual(kinds(h, "replaced").map((e) => "node" in e && e.node), ["node-000"]);
 });
 
+Deno.test("dispatch() deletes a stale Job only once it is Complete, not at SuccessCriteriaMet", async () => {
+  // The Job controller sets SuccessCriteriaMet first and Complete once the
+  // pod is gone and its finalizer removed; a deletion in between is a Job
+  // deleted before it finished, for any watcher.
+  const h = harness({ runMs: 1000 });
+  const ts = targets(1);
+  const [stale] = targets(1, { name: "old-owner", uid: "old-uid" });
+  const running = h.api.seed({
+    ...stale.job(),
+    metadata: { ...stale.job().metadata, name: ts[0].name },
+  });
+  const name = running.metadata!.name!;
+  let conditionsWhenDeleted: string[] | undefined;
+  const remove = h.api.remove.bind(h.api);
+  h.api.remove = (n: string) => {
+    if (n === name && conditionsWhenDeleted === undefined) {
+      conditionsWhenDeleted = (h.api.jobs.get(n)?.status?.conditions ?? []).map((c) => c.type);
+    }
+    remove(n);
+  };
+  const promise = run(h, ts, { parallelism: 1 });
+  h.clock.sleep(2_000).then(() => h.api.meetCriteria(name));
+  h.clock.sleep(5_000).then(() => h.api.finish(name, "Complete"));
+  const results = await promise;
+  assert.deepEqual(results.map((r) => r.outcome), ["succeeded"]);
+  assert.deepEqual(conditionsWhenDeleted, ["SuccessCriteriaMet", "Complete"]);
+  assert.ok(h.api.createdAt[0] >= 5_000, `created at ${h.api.createdAt[0]} ms, before Complete`);
+});
+
 Deno.test("dispatch() fails a node whose stale Job a finalizer holds, naming it; the others go on", async () => {
   const h = harness({ runMs: 1000 });
   const ts = targets(3);
