@@ -54,7 +54,9 @@ export async function previewDrain(
     if (r && "budget" in r) refusedNow.push(r);
     else if (r) notJudged.push(r);
   }
-  return { evict: plan.evict.map(podRef), stays, warnings: plan.warnings, refusedNow, notJudged };
+  const evict = plan.evict.map(podRef);
+  const base = { evict, stays, warnings: plan.warnings, refusedNow, notJudged };
+  return flags.disableEviction ? { ...base, deletes: true } : base;
 }
 
 /**

@@ -77,6 +77,7 @@ Deno.test("previewDrains() with --disable-eviction asks dry-run deletes, which n
   await withServer(server, async (kube, hits) => {
     const drains = await previewDrains(kube, ["n1"], { ...DRAIN, disableEviction: true });
     assert.deepEqual(drains.get("n1")?.refusedNow, []);
+    assert.equal(drains.get("n1")?.deletes, true, "the plan says the pods are deleted");
     assert.deepEqual(
       hits.filter((h) => h.method === "DELETE").map((h) => new URL(h.url).search),
       ["?dryRun=All", "?dryRun=All"],

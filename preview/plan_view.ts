@@ -15,8 +15,13 @@ import { type Estimate, estimateRollout, formatDuration, type NodeDurations } fr
 
 /** What a node's drain would do now, as the run's drain decides it (maintenance/drain.ts). */
 export interface DrainPreview {
-  /** The pods the drain would evict (`ns/name`). */
+  /** The pods the drain would evict (`ns/name`), or delete when `deletes`. */
   evict: string[];
+  /**
+   * `--disable-eviction`: the drain deletes those pods instead of evicting
+   * them, so no PodDisruptionBudget is consulted (kubectl drain's flag).
+   */
+  deletes?: boolean;
   /** The pods that stay on the node, and why (DaemonSet, mirror pod, `--pod-selector`). */
   stays: { pod: string; reason: string }[];
   /** Why the drain would refuse the node (it would fail before its Job), if it would. */
@@ -411,7 +416,8 @@ function drainLines(n: PlannedNode): string[] {
   if (d.refused) return [`  ${n.node}: ${d.refused} (the node would fail before its Job)`];
   const stays = d.stays.map((s) => `${s.pod} (${s.reason})`);
   const lines = [
-    `  ${n.node}: evict ${d.evict.join(", ") || "nothing"}` +
+    `  ${n.node}: ${d.deletes ? "delete" : "evict"} ${d.evict.join(", ") || "nothing"}` +
+    (d.deletes && d.evict.length ? " (--disable-eviction: no budget consulted)" : "") +
     (stays.length ? `; stays ${stays.join(", ")}` : ""),
   ];
   for (const w of d.warnings) lines.push(`    ${w}`);

@@ -211,6 +211,25 @@ Deno.test({
 });
 
 Deno.test({
+  name: "previewText() says delete, not evict, for a drain with --disable-eviction",
+  permissions: "none",
+  fn() {
+    const drain = { stays: [], warnings: [], refusedNow: [], notJudged: [] };
+    const text = previewText(buildPreview({
+      ...INPUT,
+      targets: [
+        { node: "n1", job: "up-n1", drain: { ...drain, evict: ["shop/web-1"], deletes: true } },
+        { node: "n2", job: "up-n2", drain: { ...drain, evict: [], deletes: true } },
+        { node: "n3", job: "up-n3", drain: { ...drain, evict: ["shop/web-3"] } },
+      ],
+    }));
+    assert.match(text, /^ {2}n1: delete shop\/web-1 \(--disable-eviction: no budget consulted\)$/m);
+    assert.match(text, /^ {2}n2: delete nothing$/m);
+    assert.match(text, /^ {2}n3: evict shop\/web-3$/m);
+  },
+});
+
+Deno.test({
   name:
     "buildPreview() counts a node whose Job ended as a re-run does: no round of the estimate, not drained, said in the ACTION column",
   permissions: "none",
