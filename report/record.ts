@@ -61,6 +61,12 @@ export interface RunRecord {
   version: number;
   /** The Jobs' name prefix. */
   prefix: string;
+  /**
+   * The run's template hash (job.ts `templateHash`): `status` judges the
+   * Job of a node not yet started by it, as the engine's first sight does
+   * (an earlier template's Job is replaced, not counted).
+   */
+  templateHash?: string;
   /** The Jobs' namespace. */
   namespace: string;
   /** The owner Job, if any. */

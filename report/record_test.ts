@@ -270,3 +270,24 @@ Deno.test({
     await w.close("x");
   },
 });
+
+Deno.test({
+  name:
+    "the run record carries the run's template hash, which status judges a queued node's Job by",
+  permissions: "none",
+  async fn() {
+    const clock = new FakeClock();
+    let hash: string | undefined;
+    const w = writer(clock, {
+      templateHash: "0123456789abcdef",
+      send: async (cm) => {
+        const c = cm as { data: Record<string, string>; binaryData: Record<string, string> };
+        hash = (await decodeRecord(c.data, c.binaryData)).templateHash;
+      },
+    });
+    w.started();
+    w.progress(progress(1, 1000));
+    await w.close("done");
+    assert.equal(hash, "0123456789abcdef");
+  },
+});

@@ -28,6 +28,8 @@ import {
 export interface RecordOptions {
   /** The Jobs' name prefix. */
   prefix: string;
+  /** The run's template hash (job.ts `templateHash`): a Job of another is stale. */
+  templateHash?: string;
   /** `--parallelism`. */
   parallelism: number;
   /** The most ms between two writes while nothing changes. @default 30000 */
@@ -160,6 +162,7 @@ export class RecordWriter {
     return {
       version: RECORD_VERSION,
       prefix: this.#o.prefix,
+      templateHash: this.#o.templateHash,
       namespace: this.#o.namespace,
       owner: this.#o.owner,
       state,

@@ -374,6 +374,7 @@ async function runMain(x: Execution, closes: number, cleanup: NodeResult[]): Pro
   // A cleanup run clears the outcome marks instead of writing them.
   const recorder = recorderFor(x, plan.eligible, true, !opts.nodeLabels?.remove, {
     prefix: plan.prefix,
+    templateHash: plan.run.templateHash,
     parallelism: opts.parallelism,
     // A record unwritten for two heartbeats is a dead run's (status says so).
     heartbeatMs: Math.max(20_000, opts.progressIntervalSecs * 1000),

@@ -137,7 +137,7 @@ function slimJob(j: Pick<V1Job, "metadata" | "status">, keys: TrackingKeys): V1J
       // re-run line: the owner label, a deletion under way, the node's UID.
       deletionTimestamp: m?.deletionTimestamp,
       labels: pick(m?.labels, keys.node, keys.owner),
-      annotations: pick(m?.annotations, keys.nodeName, keys.nodeUid),
+      annotations: pick(m?.annotations, keys.nodeName, keys.nodeUid, keys.templateHash),
       ownerReferences: m?.ownerReferences?.map((r) => ({ ...r })),
     },
     status: { conditions: j.status?.conditions },

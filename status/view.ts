@@ -17,7 +17,13 @@
 import type { V1Job, V1Node } from "@kubernetes/client-node";
 import type { Phase } from "../engine/node_state.ts";
 import { FINAL, IN_FLIGHT } from "../engine/node_state.ts";
-import { jobName, type OwnerRef, type TrackingKeys } from "../job.ts";
+import {
+  classifyJob,
+  jobName,
+  type OwnerRef,
+  type RunIdentity,
+  type TrackingKeys,
+} from "../job.ts";
 import { duration } from "../report/log.ts";
 import { jobAction } from "../engine/stale.ts";
 import type { RunRecord } from "../report/record.ts";
@@ -130,11 +136,22 @@ function failedMessage(job: V1Job): string | undefined {
  */
 const REPLACING: ReadonlySet<StatusPhase> = new Set(["waitingStale", "deleting"]);
 
-/** One node: the record's phase, corrected by its Job where the Job is newer. */
-function mergeNode(base: StatusNode, job: V1Job | undefined, live: boolean): StatusNode {
+/**
+ * One node: the record's phase, corrected by its Job where the Job is newer.
+ * Not by an earlier run's Job (another owner's, template's or node's) that a
+ * queued node still has: the engine's first sight leaves it in place until
+ * a slot replaces it, so it says nothing of this run.
+ */
+function mergeNode(
+  base: StatusNode,
+  job: V1Job | undefined,
+  live: boolean,
+  stale: (job: V1Job) => boolean,
+): StatusNode {
   const n = { ...base, jobStatus: jobStatusOf(job) };
   if (FINAL.has(n.phase) && n.phase !== "unknown") return n;
   if (REPLACING.has(n.phase)) return n;
+  if (n.phase === "queued" && job && stale(job)) return n;
   if (n.jobStatus === "Complete") {
     // The run's post-success work (labels, taints) may still be under way.
     if (!(live && n.phase === "finishing")) n.phase = "succeeded";
@@ -181,9 +198,12 @@ export function buildView(v: ViewInput): StatusView {
   }
   const seen = new Set<string>();
   const nodes: StatusNode[] = [];
+  const run = runOf(v);
   const add = (base: StatusNode) => {
     seen.add(base.node);
-    const merged = mergeNode(base, byNode.get(base.node), live);
+    const nodeUid = v.nodes.get(base.node)?.metadata?.uid;
+    const stale = (j: V1Job) => classifyJob(j, run, nodeUid) === "stale";
+    const merged = mergeNode(base, byNode.get(base.node), live, stale);
     nodes.push(nodeFacts(merged, v.nodes.get(base.node), v.keys));
   };
   // The Job's own name where it exists: jobName() hashes every long name.
@@ -211,12 +231,26 @@ export function buildView(v: ViewInput): StatusView {
 }
 
 /**
+ * The run as the engine's first sight judges Jobs by (job.ts `classifyJob`):
+ * the prefix, the owner, and the record's template hash.
+ */
+function runOf(v: ViewInput): RunIdentity {
+  return {
+    keys: v.keys,
+    prefix: v.prefix,
+    owner: v.owner ?? v.record?.owner,
+    templateHash: v.record?.templateHash,
+  };
+}
+
+/**
  * What a re-run of the same command would do with each node's Job, as the
  * engine decides it on its first sight (engine/stale.ts `jobAction`, which
  * `--dry-run=plan` shows per node too): adopt the running Jobs, count the
- * ended ones, start the rest (no Job, or a stale one). The template and
- * `--retry-failed` are the re-run's, which status does not know: a failed
- * Job is counted, as a re-run without the flag counts it.
+ * ended ones, start the rest (no Job, or a stale one). The template is the
+ * recorded run's (a re-run of the same command); `--retry-failed` is the
+ * re-run's, which status does not know: a failed Job is counted, as a
+ * re-run without the flag counts it.
  */
 function rerunOf(
   nodes: readonly StatusNode[],
@@ -224,7 +258,7 @@ function rerunOf(
   v: ViewInput,
 ): Rerun | undefined {
   const r = { adopt: 0, count: 0, start: 0 };
-  const run = { keys: v.keys, prefix: v.prefix, owner: v.owner ?? v.record?.owner };
+  const run = runOf(v);
   for (const n of nodes) {
     const nodeUid = v.nodes.get(n.node)?.metadata?.uid;
     const action = jobAction(jobs.get(n.node), run, { nodeUid });

@@ -287,3 +287,39 @@ Deno.test({
     });
   },
 });
+
+Deno.test({
+  name:
+    "status keeps queued a node whose Job is an earlier template's: the run replaces it, so it counts for nothing yet",
+  permissions: "none",
+  fn() {
+    const hashed = (node: string, hash: string) => {
+      const j = job(node, "Complete");
+      j.metadata!.annotations![keys.templateHash] = hash;
+      return j;
+    };
+    const nodes = [
+      { node: "n0", phase: "queued" as const },
+      { node: "n1", phase: "queued" as const },
+      { node: "n2", phase: "queued" as const },
+    ];
+    const jobs = [hashed("n0", "old"), hashed("n1", "now"), job("n2", "Complete")];
+    const live = viewOf({ record: record({ nodes, templateHash: "now" }), jobs, now: T0 + 70_000 });
+    const phases = Object.fromEntries(live.nodes.map((n) => [n.node, n.phase]));
+    // n1: this template's Job (the engine counts it); n2: made before the
+    // annotation existed, which the engine counts too (job.ts classifyJob).
+    assert.deepEqual(phases, { n0: "queued", n1: "succeeded", n2: "succeeded" });
+    assert.equal(live.nodes[0].jobStatus, "Complete", "-o wide still shows the Job it has");
+
+    const dead = viewOf({
+      record: record({ nodes, templateHash: "now", state: "stopped" }),
+      jobs,
+      now: T0 + 70_000,
+    });
+    assert.deepEqual(dead.counts, { queued: 1, succeeded: 2 });
+    assert.deepEqual(dead.rerun, { adopt: 0, count: 2, start: 1 }, "the re-run replaces n0's");
+
+    const unhashed = viewOf({ record: record({ nodes }), jobs, now: T0 + 70_000 });
+    assert.deepEqual(unhashed.counts, { succeeded: 3 }, "an older record: no hash to judge by");
+  },
+});
