@@ -1409,6 +1409,25 @@ Deno.test("stillRuns() tells a stale Job that may be working from one safe to de
       { spec: { suspend: true } as V1Job["spec"], status: { terminating: 1 } },
       true,
     ],
+    [
+      // The Job controller ignores suspend once an outcome is decided
+      // (syncJob: finishedCondition != nil skips manageJob) and still sets
+      // Complete once the pod's finalizer is removed: deleting it now loses it.
+      "suspended with success criteria met, its pod's finalizer not yet removed",
+      {
+        spec: { suspend: true } as V1Job["spec"],
+        status: { conditions: [{ type: "SuccessCriteriaMet", status: "True" }] },
+      },
+      true,
+    ],
+    [
+      "suspended with a failure target, no pod left terminating (Failed yet to come)",
+      {
+        spec: { suspend: true } as V1Job["spec"],
+        status: { conditions: [{ type: "FailureTarget", status: "True" }] },
+      },
+      true,
+    ],
   ];
   for (const [name, job, runs] of cases) {
     await t.step(name, () => assert.equal(stillRuns(job), runs));

@@ -231,6 +231,50 @@ Deno.test("dispatch() deletes a stale Job only once it is Complete, not at Succe
   assert.ok(h.api.createdAt[0] >= 5_000, `created at ${h.api.createdAt[0]} ms, before Complete`);
 });
 
+Deno.test("dispatch() fails, never waits forever for, a stale Job whose decided outcome never turns final", async () => {
+  // FailureTarget set, its pod deleted but stuck terminating on an unreachable
+  // node: the Job controller sets Failed only once status.terminating is 0,
+  // which never comes until the node returns or is deleted (PodGC).
+  const h = harness({ runMs: 1000 });
+  const ts = targets(2);
+  const [stale] = targets(1, { name: "old-owner", uid: "old-uid" });
+  const stuck = h.api.seed({
+    ...stale.job(),
+    metadata: { ...stale.job().metadata, name: ts[0].name },
+  });
+  stuck.status = {
+    terminating: 1,
+    conditions: [{ type: "FailureTarget", status: "True", reason: "BackoffLimitExceeded" }],
+  };
+  h.clock.sleep(3_600_000).then(() => h.stop.abort());
+  const results = await run(h, ts, { parallelism: 1, staleDeleteDeadlineMs: 120_000 });
+  assert.ok(h.clock.now() < 3_600_000, `the run still waited at ${h.clock.now()} ms`);
+  assert.equal(results[0].outcome, "failed");
+  assert.match(results[0].reason!, /FailureTarget.*not Failed within 120 s/);
+  assert.equal(results[1].outcome, "succeeded");
+  assert.equal(h.api.calls.delete ?? 0, 0, "the stale Job is left, never deleted unfinished");
+});
+
+Deno.test("dispatch() gives up on a leftover whose decided outcome never turns final, and ends", async () => {
+  // A leftover waits holding a slot and no node timeout covers it.
+  const h = harness({ runMs: 1000 });
+  const [leftover] = targets(1, { name: "old", uid: "old-uid" });
+  const left = leftover.job();
+  left.metadata!.name = "up-gone-node";
+  const stuck = h.api.seed(left);
+  stuck.status = { terminating: 1, conditions: [{ type: "FailureTarget", status: "True" }] };
+  h.clock.sleep(3_600_000).then(() => h.stop.abort());
+  const results = await run(h, targets(1), { parallelism: 1, nodeTimeoutMs: 600_000 });
+  assert.ok(h.clock.now() < 3_600_000, `the run still waited at ${h.clock.now()} ms`);
+  assert.deepEqual(results.map((r) => r.outcome), ["succeeded"]);
+  assert.ok(h.api.jobs.has("up-gone-node"), "the leftover is left, never deleted unfinished");
+  assert.ok(
+    kinds(h, "notice").some((e) =>
+      "message" in e && /up-gone-node has FailureTarget/.test(e.message)
+    ),
+  );
+});
+
 Deno.test("dispatch() fails a node whose stale Job a finalizer holds, naming it; the others go on", async () => {
   const h = harness({ runMs: 1000 });
   const ts = targets(3);
@@ -959,6 +1003,34 @@ Deno.test("dispatch() with retryFailed replaces an earlier run's failed Job, onc
     assert.deepEqual(h.api.created, ["up-node-000"]);
     assert.equal(results[0].outcome, "failed");
   });
+});
+
+Deno.test("dispatch() with retryFailed deletes an earlier FailureTarget Job only once it is Failed", async () => {
+  // FailureTarget comes first, Failed once every pod is gone (the Job
+  // controller's enactJobFinished waits for status.terminating to be 0):
+  // deleting it in between is a Job deleted before it finished.
+  const h = harness({ runMs: 100 });
+  const ts = targets(1);
+  const failing = h.api.seed(ts[0].job());
+  const name = failing.metadata!.name!;
+  failing.status = {
+    terminating: 1,
+    conditions: [{ type: "FailureTarget", status: "True", reason: "BackoffLimitExceeded" }],
+  };
+  let conditionsWhenDeleted: string[] | undefined;
+  const remove = h.api.remove.bind(h.api);
+  h.api.remove = (n: string) => {
+    if (n === name && conditionsWhenDeleted === undefined) {
+      conditionsWhenDeleted = (h.api.jobs.get(n)?.status?.conditions ?? []).map((c) => c.type);
+    }
+    remove(n);
+  };
+  const promise = run(h, ts, { retryFailed: true });
+  h.clock.sleep(5_000).then(() => h.api.finish(name, "Failed"));
+  const results = await promise;
+  assert.deepEqual(results.map((r) => r.outcome), ["succeeded"]);
+  assert.deepEqual(conditionsWhenDeleted, ["FailureTarget", "Failed"]);
+  assert.ok(h.api.createdAt[0] >= 5_000, `created at ${h.api.createdAt[0]} ms, before Failed`);
 });
 
 Deno.test("dispatch() with postNodeDelayMs holds a finished node's slot that much longer", async (t) => {
