@@ -671,10 +671,16 @@ export function slimJob(job: V1Job): V1Job {
  * stillRuns({ status: { active: 1 } }); // true
  * stillRuns({ status: { conditions: [{ type: "SuccessCriteriaMet", status: "True" }] } }); // true
  * ```
+ *
+ * A suspended Job whose outcome is decided still runs until it is final:
+ * suspend no longer stops the Job controller from finishing it.
  */
 export function stillRuns(job: Pick<V1Job, "metadata" | "spec" | "status">): boolean {
+  if (job.metadata?.deletionTimestamp) return false;
   const status = interpretStatus(job);
-  if ((status.phase !== "active" && status.final) || job.metadata?.deletionTimestamp) return false;
+  // Decided: the Job controller no longer heeds suspend (syncJob skips
+  // manageJob once an outcome is set) and sets the final condition itself.
+  if (status.phase !== "active") return !status.final;
   const idle = !job.status?.active && !job.status?.terminating;
   return !(job.spec?.suspend === true && idle);
 }

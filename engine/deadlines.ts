@@ -67,7 +67,6 @@ export interface DeadlineHost {
  * @returns ms until the next one is due
  */
 export function checkDeadlines(host: DeadlineHost, now: number): number {
-  const timeout = host.options.nodeTimeoutMs;
   let nextIn = Infinity;
   for (const name of [...host.inFlight()]) {
     const s = host.state(name)!;
@@ -79,14 +78,55 @@ export function checkDeadlines(host: DeadlineHost, now: number): number {
       }
     } else if (s.phase === "deleting") {
       nextIn = Math.min(nextIn, checkDeletion(host.stale, name, s, now));
-    } else if (s.phase === "waitingStale" && timeout && host.nodeOf(name) !== undefined) {
-      // The stale Job is never killed; the node timeout still bounds the wait.
-      const wait = staleWaitTimeout(name, s, now, timeout);
-      if ("left" in wait) nextIn = Math.min(nextIn, wait.left);
-      else host.apply(name, { type: "fail", reason: wait.reason });
+    } else if (s.phase === "waitingStale") {
+      nextIn = Math.min(nextIn, checkStaleWait(host, name, s, now));
     }
   }
   return nextIn;
+}
+
+/**
+ * Bounds the wait for a stale Job that runs: by the node timeout, and, once
+ * its outcome is decided, by {@linkcode checkDecided}. The stale Job is
+ * never killed.
+ *
+ * @returns ms until the next deadline
+ */
+function checkStaleWait(host: DeadlineHost, name: string, s: NodeState, now: number): number {
+  const decided = s.decided ? checkDecided(host, name, s, now) : Infinity;
+  const timeout = host.options.nodeTimeoutMs;
+  const current = host.state(name);
+  if (current?.phase !== "waitingStale" || !timeout || host.nodeOf(name) === undefined) {
+    return decided;
+  }
+  const wait = staleWaitTimeout(name, current, now, timeout);
+  if ("left" in wait) return Math.min(decided, wait.left);
+  host.apply(name, { type: "fail", reason: wait.reason });
+  return Infinity;
+}
+
+/**
+ * Gives up on a stale Job whose outcome is decided but whose final condition
+ * has not come within the deletions' deadline: its pods are still
+ * terminating, which on an unreachable node lasts until the node returns or
+ * is deleted. The Job is left as it is, never deleted unfinished; its node
+ * fails, naming it; a leftover is only reported and forgotten.
+ *
+ * @returns the ms left, or Infinity once given up
+ */
+function checkDecided(host: DeadlineHost, name: string, s: NodeState, now: number): number {
+  const { deadlineMs } = host.stale;
+  const left = s.decided!.at + deadlineMs - now;
+  if (left > 0) return left;
+  const final = s.decided!.condition === "SuccessCriteriaMet" ? "Complete" : "Failed";
+  const reason = `stale Job ${name} has ${s.decided!.condition} but not ${final} within ` +
+    `${deadlineMs / 1000} s: its pods are still terminating (a node unreachable?); ` +
+    "it was left and not replaced";
+  if (host.nodeOf(name) === undefined) {
+    host.reporter.event({ kind: "notice", message: reason });
+    host.stale.drop(name);
+  } else host.apply(name, { type: "fail", reason });
+  return Infinity;
 }
 
 /** Fails a running node past the node timeout; returns ms until its deadline. */

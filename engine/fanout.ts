@@ -515,6 +515,7 @@ class Fanout {
     const active = stillRuns(job);
     const why = t ? "made for an earlier run" : "leftover of an earlier run";
     this.#apply(name, { type: "staleFound", uid: job.metadata!.uid!, active });
+    this.#decided(name, job);
     if (active) {
       // Never deleted mid-run: for node maintenance a Job killed midway can
       // leave the node broken. Its pods run, so it holds the node's slot.
@@ -565,7 +566,17 @@ class Fanout {
     } else if (s.phase === "waitingStale" && !stillRuns(job)) {
       this.#apply(name, { type: "staleFinished" });
       this.#track(deleteStale(this.#stale, name, job, "its run finished"), name);
-    }
+    } else if (s.phase === "waitingStale") this.#decided(name, job);
+  }
+
+  /** Notes when the stale Job a node waits for got its decided, not yet final, outcome. */
+  #decided(name: string, job: V1Job): void {
+    const s = this.#nodes.get(name);
+    const status = interpretStatus(job);
+    if (s?.phase !== "waitingStale" || s.decided || status.phase === "active") return;
+    const condition = status.phase === "succeeded" ? "SuccessCriteriaMet" : "FailureTarget";
+    this.#put(name, { ...s, decided: { at: this.#now(), condition } });
+    this.#notify();
   }
 
   /**
@@ -681,8 +692,11 @@ class Fanout {
     if (job && this.#lost(name, job)) return this.#adoptRead(name, job);
     if (job && classifyJob(job, this.#o.run) !== "notOurs") {
       if (!this.#retry(job)) return this.#meet(name, job, false);
-      // Replaced as a stale Job is: deleted (holding the slot), then created.
-      this.#apply(name, { type: "staleFound", uid: job.metadata!.uid!, active: false });
+      // Replaced as a stale Job is: deleted (holding the slot), then created;
+      // with only FailureTarget, once Failed, as a stale Job waits for it.
+      const active = stillRuns(job);
+      this.#apply(name, { type: "staleFound", uid: job.metadata!.uid!, active });
+      if (active) return this.#decided(name, job);
       return this.#track(
         deleteStale(this.#stale, name, job, "it failed in an earlier run (--retry-failed)"),
         name,

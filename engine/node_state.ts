@@ -91,6 +91,13 @@ export interface NodeState {
   waitingFor?: string;
   /** Pods of its running Job that failed so far (the Job retries them up to its backoffLimit). */
   podFailures?: number;
+  /**
+   * When the stale Job it waits for got its decided outcome (`SuccessCriteriaMet`
+   * or `FailureTarget`), and which: the final condition is waited for only
+   * so long (deadlines.ts), since pods stuck terminating on an unreachable
+   * node would hold it forever.
+   */
+  decided?: { at: number; condition: "SuccessCriteriaMet" | "FailureTarget" };
 }
 
 /** What happened to a node. */
@@ -200,7 +207,7 @@ export function next(s: NodeState, e: NodeEvent, at: number): NodeState {
       return s.phase === "waitingStale" ? to("deleting") : s;
     case "staleGone":
       return s.phase === "waitingStale" || s.phase === "deleting"
-        ? to("queued", { uid: undefined })
+        ? to("queued", { uid: undefined, decided: undefined })
         : s;
     case "succeeded":
       if (!["running", "queued", "creating", "explaining"].includes(s.phase)) return s;
