@@ -8,7 +8,7 @@
  */
 
 import type { V1Job, V1Pod } from "@kubernetes/client-node";
-import { interpretStatus } from "../job.ts";
+import { interpretStatus, stillRuns } from "../job.ts";
 
 /** What the pods on a node say: all proven Ready after the Job, or the first that is not. */
 export type PodsVerdict =
@@ -102,7 +102,8 @@ export function smokeState(job: Pick<V1Job, "status">): SmokeState {
 /**
  * What to do with a smoke-test Job of the node's name found at create time:
  * `adopt` one made for this node after its Job finished (a re-run, or a
- * create whose answer was lost); `wait` for an older one that still runs; else
+ * create whose answer was lost); `wait` for an older one that still runs
+ * (job.ts `stillRuns`: until Complete or Failed); else
  * `replace` it (delete, then create), since it tested the node before its Job.
  */
 export function existingSmoke(
@@ -114,5 +115,7 @@ export function existingSmoke(
   const created = seconds(job.metadata?.creationTimestamp) ?? 0;
   const sameNode = job.metadata?.annotations?.[uidAnnotation] === nodeUid;
   if (sameNode && created >= Math.floor(finishedAt / 1000)) return "adopt";
-  return smokeState(job).state === "running" ? "wait" : "replace";
+  // Until Complete or Failed: a deletion at SuccessCriteriaMet or
+  // FailureTarget deletes a Job whose pods may still terminate (job.ts).
+  return stillRuns(job) ? "wait" : "replace";
 }

@@ -131,6 +131,14 @@ Deno.test({
     await t.step("an older one still running is waited for", () => {
       assert.equal(existingSmoke(job([], early), "node-uid", key, FINISHED), "wait");
     });
+    await t.step("an older one with its outcome decided but not final is waited for", () => {
+      // SuccessCriteriaMet and FailureTarget come before the pods are gone;
+      // the Job controller sets Complete or Failed once they are.
+      for (const type of ["SuccessCriteriaMet", "FailureTarget"]) {
+        const decided = [{ type, status: "True" }];
+        assert.equal(existingSmoke(job(decided, early), "node-uid", key, FINISHED), "wait", type);
+      }
+    });
     await t.step("an older finished one, or one of another node, is replaced", () => {
       const done = [{ type: "Complete", status: "True" }];
       assert.equal(existingSmoke(job(done, early), "node-uid", key, FINISHED), "replace");
