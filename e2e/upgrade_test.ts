@@ -8,11 +8,15 @@
  *    hook Job per revision, so Helm deletes no earlier owner), the next run
  *    deletes the earlier hook Jobs once their runs are over, and an
  *    independent watcher sees no per-node Job deleted while it ran.
- * 2. 2,000 stale Jobs of an earlier owner: every one is deleted, yet the
+ * 2. `helm uninstall` and `helm install` of the same name while the old
+ *    rollout's Jobs run (Helm keeps hook Jobs; revisions start again at 1):
+ *    the new hook Job takes another name, the old one is kept until the
+ *    next run finds its run over, and no per-node Job is deleted mid-run.
+ * 3. 2,000 stale Jobs of an earlier owner: every one is deleted, yet the
  *    dispatcher's requests in flight (kube-apiserver's audit log) never
  *    exceed `--kube-api-concurrency`, over a handful of TCP connections
  *    (a counting proxy).
- * 3. The migration: an owner left with the finalizer of an earlier version
+ * 4. The migration: an owner left with the finalizer of an earlier version
  *    (its run stopped, the owner deleted as Helm did) is released by the
  *    next run once its per-node Jobs have finished.
  *
@@ -40,6 +44,7 @@ import { FaultProxy } from "./_proxy.ts";
 
 const NS = "e2e-upgrade";
 const STORM_NS = "e2e-storm";
+const REINSTALL_NS = "e2e-reinstall";
 const RELEASE = "rollout";
 const FULLNAME = `${RELEASE}-job-dispatcher`;
 const STALE = 2000;
@@ -100,6 +105,32 @@ async function peakInFlight(
   return { peak, requests: entries.length, byVerb };
 }
 
+/**
+ * Starts the dispatcher of the release's current hook in `ns`, as kwok
+ * cannot run it: its name, arguments and ServiceAccount, the template from
+ * the release's ConfigMap. Adds it to `runs`, for the caller to kill.
+ */
+async function startHookRun(
+  cluster: Cluster,
+  helm: (args: string[]) => Promise<string>,
+  ns: string,
+  runs: DispatcherProcess[],
+): Promise<{ run: DispatcherProcess; name: string; uid: string }> {
+  const hook = find(objects(await helm(["get", "hooks", RELEASE, "-n", ns])), "Job");
+  const cm =
+    (await kubectlJson(cluster, ["get", "configmap", `${FULLNAME}-job-template`, "-n", ns]))!;
+  const live = (await kubectlJson(cluster, ["get", "job", hook.metadata.name, "-n", ns]))!;
+  const template = await tempFile(cm.data["job.yaml"]);
+  const args: string[] = hook.spec.template.spec.containers[0].args;
+  const run = new DispatcherProcess(
+    cluster,
+    args.map((a) => a.startsWith("--job-template=") ? `--job-template=${template}` : a),
+    { kubeconfig: await serviceAccountKubeconfig(cluster, ns, FULLNAME), timeoutMs: 240_000 },
+  );
+  runs.push(run);
+  return { run, name: hook.metadata.name as string, uid: live.metadata.uid as string };
+}
+
 clusterTest(
   "upgrade and storm: helm upgrade mid-rollout kills nothing; 2,000 stale Jobs stay bounded",
   async (t, cluster) => {
@@ -116,29 +147,7 @@ clusterTest(
         const file = await values(1);
         const watcher = await JobWatcher.start(cluster, NS);
         const runs: DispatcherProcess[] = [];
-        /** The dispatcher of the release's current hook: its name, arguments and ServiceAccount. */
-        const hookRun = async () => {
-          const hook = find(objects(await helm(["get", "hooks", RELEASE, "-n", NS])), "Job");
-          const cm = (await kubectlJson(cluster, [
-            "get",
-            "configmap",
-            `${FULLNAME}-job-template`,
-            "-n",
-            NS,
-          ]))!;
-          const template = await tempFile(cm.data["job.yaml"]);
-          const args: string[] = hook.spec.template.spec.containers[0].args;
-          const run = new DispatcherProcess(
-            cluster,
-            args.map((a) => a.startsWith("--job-template=") ? `--job-template=${template}` : a),
-            {
-              kubeconfig: await serviceAccountKubeconfig(cluster, NS, FULLNAME),
-              timeoutMs: 240_000,
-            },
-          );
-          runs.push(run);
-          return { run, name: hook.metadata.name as string };
-        };
+        const hookRun = () => startHookRun(cluster, helm, NS, runs);
         /** The per-node Jobs not finished, and whether any Job carries a finalizer. */
         const state = async () => {
           const items = (await kubectlJson(cluster, ["get", "jobs", "-n", NS]))!.items as Obj[];
@@ -224,6 +233,61 @@ clusterTest(
           await watcher.stop();
         }
         assert.ok(watcher.seen.size >= 4, "the watcher saw the per-node Jobs");
+        assert.deepEqual(watcher.deletedUnfinished, [], "no per-node Job deleted while it ran");
+      },
+    );
+
+    await t.step(
+      "helm uninstall and install again while the old rollout's Jobs run: the new hook takes another name, no per-node Job is deleted",
+      async () => {
+        const home = await tempDir("helm-");
+        const helm = helmRunner(home, cluster.kubeconfig);
+        await namespace(cluster, REINSTALL_NS);
+        const file = await values(1);
+        const install = [
+          "install",
+          RELEASE,
+          CHART,
+          "-n",
+          REINSTALL_NS,
+          "-f",
+          file,
+          "--timeout",
+          "2m",
+        ];
+        const watcher = await JobWatcher.start(cluster, REINSTALL_NS);
+        const runs: DispatcherProcess[] = [];
+        try {
+          await helm(install);
+          const first = await startHookRun(cluster, helm, REINSTALL_NS, runs);
+          assert.ok(
+            await first.run.waitFor(atLeast(2, /created job \S+ for node/)),
+            first.run.stderr,
+          );
+          first.run.kill("SIGTERM");
+          assert.equal((await first.run.ended).code, 143);
+          await helm(["uninstall", RELEASE, "-n", REINSTALL_NS, "--timeout", "1m"]);
+          const running = (await jobsIn(cluster, REINSTALL_NS)).filter((j) =>
+            j.node && !j.complete && !j.failed
+          );
+          assert.ok(running.length >= 1, "the old rollout's Jobs still run after the uninstall");
+
+          // Revisions start again at 1: a hook named -r1 again would be
+          // deleted by before-hook-creation, its running Jobs with it.
+          await helm(install);
+          const second = await startHookRun(cluster, helm, REINSTALL_NS, runs);
+          const old = await kubectlJson(cluster, ["get", "job", first.name, "-n", REINSTALL_NS]);
+          assert.equal(old?.metadata.uid, first.uid, "the earlier install's hook Job is kept");
+          assert.match(second.name, new RegExp(`^${FULLNAME}-r1-\\d+$`));
+          log(`${second.name} after a reinstall; ${running.length} Jobs of ${first.name} ran on`);
+          const ended = await second.run.ended;
+          assert.equal(ended.code, 0, ended.stderr);
+          assert.match(ended.stderr, /summary: 4 succeeded, 0 failed of 4/);
+          assert.match(ended.stderr, new RegExp(`deleted earlier hook job ${first.name}:`));
+        } finally {
+          for (const r of runs) r.kill("SIGKILL");
+          await watcher.stop();
+        }
         assert.deepEqual(watcher.deletedUnfinished, [], "no per-node Job deleted while it ran");
       },
     );

@@ -61,14 +61,33 @@ deletes earlier ones once their runs are over (run/owner_guard.ts). Without
 an owner, the fixed name: Helm deletes the previous hook, which stops its
 dispatcher, and the ownerless per-node Jobs run on. At most 63 characters, as
 Job names become pod labels (job-name).
+
+A Job of the revision's name that already exists is an earlier install's:
+`helm uninstall` keeps hook Jobs and revisions start again at 1, so
+before-hook-creation would delete it, and the collector its per-node Jobs,
+mid-run. Then the name takes the render's time too (`-r1-1764662400`),
+chosen once per render (kept in .Values) so that every use agrees. `helm
+template` and client dry runs look nothing up: `-rN`.
 */}}
 {{- define "job-dispatcher.hookName" -}}
 {{- if eq (include "job-dispatcher.ownerMode" .) "none" }}
 {{- include "job-dispatcher.fullname" . }}
+{{- else if .Values._hookName }}
+{{- .Values._hookName }}
 {{- else }}
-{{- $suffix := printf "-r%d" (int .Release.Revision) }}
-{{- include "job-dispatcher.fullname" . | trunc (int (sub 63 (len $suffix))) | trimSuffix "-" }}{{ $suffix }}
+{{- $name := include "job-dispatcher.hookNameWith" (list . (printf "-r%d" (int .Release.Revision))) }}
+{{- if lookup "batch/v1" "Job" .Release.Namespace $name }}
+{{- $name = include "job-dispatcher.hookNameWith" (list . (printf "-r%d-%s" (int .Release.Revision) (now | unixEpoch))) }}
 {{- end }}
+{{- $_ := set .Values "_hookName" $name }}
+{{- $name }}
+{{- end }}
+{{- end }}
+
+{{/* The full name with a suffix, within 63 characters: (list . SUFFIX). */}}
+{{- define "job-dispatcher.hookNameWith" -}}
+{{- $suffix := index . 1 }}
+{{- include "job-dispatcher.fullname" (index . 0) | trunc (int (sub 63 (len $suffix))) | trimSuffix "-" }}{{ $suffix }}
 {{- end }}
 
 {{/*
