@@ -390,3 +390,40 @@ Deno.test("status in text judges a dead run's succeeded Jobs (read as table rows
   assert.deepEqual(json.rerun, { adopt: 0, count: 1, start: 1 });
   assert.match(text, /count 1 finished ones and start 1 nodes/);
 });
+
+Deno.test("status in text keeps queued a live run's node whose failed Job was made for the node its name had before, as -o json does", async () => {
+  // The run lives; n1 waits in the queue. Its Job is an earlier run's, made
+  // for the node n1 was before it was replaced: the engine replaces it.
+  const rec: RunRecord = {
+    ...record(1),
+    nodes: [{ node: "n0", phase: "succeeded" }, { node: "n1", phase: "queued" }],
+  };
+  const cm = recordConfigMap(keys, rec, await encodeRecord(rec));
+  const old = {
+    metadata: {
+      name: "up-n1",
+      labels: { [keys.owner]: "up", [keys.node]: "n1" },
+      annotations: { [keys.nodeName]: "n1", [keys.nodeUid]: "n1-first" },
+    },
+    status: { failed: 1, conditions: [{ type: "Failed", status: "True", message: "old broke" }] },
+  };
+  const nodes = [{ metadata: { name: "n0", uid: "n0-first" } }, {
+    metadata: { name: "n1", uid: "n1-second" },
+  }];
+  await withServer((req) => {
+    const url = new URL(req.url);
+    if (url.pathname === "/api/v1/namespaces/team/configmaps/run-record.up") {
+      return Response.json(cm);
+    }
+    if (url.pathname.endsWith("/jobs")) return listAnswer(req, [old]);
+    if (url.pathname === "/api/v1/nodes") return listAnswer(req, nodes);
+    return new Response("{}", { status: 404 });
+  }, async (kube) => {
+    const json = await statusOnce(kube, "json");
+    assert.deepEqual(JSON.parse(json.printed).counts, { succeeded: 1, queued: 1 });
+    assert.equal(json.code, 0);
+    const text = await statusOnce(kube, "text");
+    assert.doesNotMatch(text.printed, /old broke|failed/);
+    assert.equal(text.code, 0, text.printed);
+  });
+});
