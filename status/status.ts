@@ -294,7 +294,8 @@ const MAX_NODE_GETS = 50;
 /**
  * The nodes whose facts the text view shows or judges: a failed node without
  * a reason of its own takes one from its node (its error mark); and once the
- * run no longer lives, a node whose Job names the UID it was made for tells
+ * run no longer lives (or, living, it is a queued node of the record that its
+ * Job moved on in the first sketch), a node whose Job names the UID it was made for tells
  * the re-run line whether that node was since replaced (its Job is then
  * stale), as `-o json` tells it. Marks and cordons are in `-o wide` and
  * `-o json`, which read every node.
@@ -305,11 +306,21 @@ async function shownNodes(
   sketch: StatusView,
   jobs: V1Job[],
   read: ReadonlyMap<string, V1Node> = new Map(),
+  record?: RunRecord,
 ) {
   const failed = sketch.nodes.filter((n) => n.phase === "failed" && !n.reason).map((n) => n.node);
-  const madeFor = sketch.life === "running" ? [] : jobs
+  // A queued node of the record that its Job moved on in the sketch (no
+  // node UIDs in it): that Job may be for the node its name had before,
+  // which the view, as the engine, leaves queued: read while the run lives too.
+  const queued = new Set(record?.nodes.filter((n) => n.phase === "queued").map((n) => n.node));
+  const movedOn = new Set(
+    sketch.nodes.filter((n) => queued.has(n.node) && n.phase !== "queued")
+      .map((n) => n.node),
+  );
+  const madeFor = jobs
     .filter((j) => j.metadata?.annotations?.[keys.nodeUid])
-    .map((j) => j.metadata!.annotations![keys.nodeName] ?? j.metadata!.labels![keys.node]);
+    .map((j) => j.metadata!.annotations![keys.nodeName] ?? j.metadata!.labels![keys.node])
+    .filter((n) => sketch.life !== "running" || movedOn.has(n));
   // The nodes the rows' judgement already read are not read again.
   const names = new Set([...failed, ...madeFor].filter((n) => !read.has(n)));
   return await nodesNamed(kube, keys, [...names]);
@@ -398,7 +409,14 @@ export async function readStatus(cfg: StatusConfig, ctx: StatusContext): Promise
   const input = { namespace: ns, ...found, keys, jobs, now: Date.now() };
   const nodes = allNodes ?? new Map([
     ...judged ?? [],
-    ...await shownNodes(ctx.kube, keys, buildView({ ...input, nodes: new Map() }), jobs, judged),
+    ...await shownNodes(
+      ctx.kube,
+      keys,
+      buildView({ ...input, nodes: new Map() }),
+      jobs,
+      judged,
+      found.record,
+    ),
   ]);
   return buildView({ ...input, nodes });
 }
