@@ -21,12 +21,37 @@ export interface PageReport {
 
 /** The Chromium binary, or undefined when it is not installed. */
 export function chromiumPath(): string | undefined {
-  for (const p of ["/usr/bin/chromium", "/usr/bin/chromium-browser"]) {
-    try {
-      if (Deno.statSync(p).isFile) return p;
-    } catch { /* not there */ }
+  return ["/usr/bin/chromium", "/usr/bin/chromium-browser"].find(exists);
+}
+
+/**
+ * The Chromium binary, installed from Debian's package first when it is
+ * missing and this machine can (root, apt-get), as the suites build the
+ * control plane they need: a fresh machine runs the tests with no step
+ * before them. Undefined when it cannot be installed.
+ */
+export async function ensureChromium(): Promise<string | undefined> {
+  const found = chromiumPath();
+  if (found || Deno.uid() !== 0 || !exists("/usr/bin/apt-get")) return found;
+  console.error("installing Debian's chromium (apt-get) for the HTML timeline's check");
+  const env = { ...Deno.env.toObject(), DEBIAN_FRONTEND: "noninteractive" };
+  for (const args of [["update", "-qq"], ["install", "-y", "-qq", "chromium"]]) {
+    const r = await new Deno.Command("apt-get", { args, env, stdout: "null", stderr: "piped" })
+      .output();
+    if (!r.success) {
+      console.error(`apt-get ${args.join(" ")}: ${new TextDecoder().decode(r.stderr)}`);
+      return undefined;
+    }
   }
-  return undefined;
+  return chromiumPath();
+}
+
+function exists(path: string): boolean {
+  try {
+    return Deno.statSync(path).isFile;
+  } catch {
+    return false;
+  }
 }
 
 /** A DevTools session over one WebSocket. */

@@ -12,7 +12,7 @@ import assert from "node:assert/strict";
 import type { Cluster } from "./cluster.ts";
 import { OUTCOME_LABEL } from "./cluster.ts";
 import { dispatcherCommand, eventually } from "./_dispatcher.ts";
-import { chromiumPath, openPage } from "./_chromium.ts";
+import { ensureChromium, openPage } from "./_chromium.ts";
 import { atLeast, DispatcherProcess, runDispatcher } from "./_faults.ts";
 import { freePorts } from "./_procs.ts";
 import {
@@ -261,7 +261,7 @@ clusterTest("--report-format html and the kubectl plugin on a run", async (t, cl
   await t.step(
     "--report-format html of a run in waves with a soak and a pause: headless Chromium renders one row per node, no console error, no request",
     async () => {
-      const bin = chromiumPath();
+      const bin = await ensureChromium();
       assert.ok(bin, "Debian's chromium: apt-get update && apt-get install -y chromium");
       const ns = await namespace(cluster, "sth");
       await cluster.createNodes([
