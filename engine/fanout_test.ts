@@ -93,6 +93,12 @@ function kinds(h: Harness, kind: DispatchEvent["kind"]): DispatchEvent[] {
   return h.events.filter((e) => e.kind === kind);
 }
 
+/** Seeds a running Job of `name` made by an earlier owner: stale to the run. */
+function seedStale(h: Harness, name: string): V1Job {
+  const [stale] = targets(1, { name: "old-owner", uid: "old-uid" });
+  return h.api.seed({ ...stale.job(), metadata: { ...stale.job().metadata, name } });
+}
+
 Deno.test("dispatch() keeps at most parallelism Jobs in flight and runs every node once", async () => {
   const h = harness({ runMs: 1000 });
   const results = await run(h, targets(10), { parallelism: 3 });
@@ -186,11 +192,7 @@ Deno.test("dispatch() deletes a suspended leftover, which runs nothing and never
 Deno.test("dispatch() never deletes a stale Job that still runs: the node waits, holding its slot", async () => {
   const h = harness({ runMs: 1000 });
   const ts = targets(3);
-  const [stale] = targets(1, { name: "old-owner", uid: "old-uid" });
-  const running = h.api.seed({
-    ...stale.job(),
-    metadata: { ...stale.job().metadata, name: ts[0].name },
-  });
+  const running = seedStale(h, ts[0].name);
   const promise = run(h, ts, { parallelism: 2 });
   h.clock.sleep(5_000).then(() => h.api.finish(running.metadata!.name!, "Complete"));
   const results = await promise;
@@ -208,26 +210,14 @@ Deno.test("dispatch() deletes a stale Job only once it is Complete, not at Succe
   // deleted before it finished, for any watcher.
   const h = harness({ runMs: 1000 });
   const ts = targets(1);
-  const [stale] = targets(1, { name: "old-owner", uid: "old-uid" });
-  const running = h.api.seed({
-    ...stale.job(),
-    metadata: { ...stale.job().metadata, name: ts[0].name },
-  });
+  const running = seedStale(h, ts[0].name);
   const name = running.metadata!.name!;
-  let conditionsWhenDeleted: string[] | undefined;
-  const remove = h.api.remove.bind(h.api);
-  h.api.remove = (n: string) => {
-    if (n === name && conditionsWhenDeleted === undefined) {
-      conditionsWhenDeleted = (h.api.jobs.get(n)?.status?.conditions ?? []).map((c) => c.type);
-    }
-    remove(n);
-  };
   const promise = run(h, ts, { parallelism: 1 });
   h.clock.sleep(2_000).then(() => h.api.meetCriteria(name));
   h.clock.sleep(5_000).then(() => h.api.finish(name, "Complete"));
   const results = await promise;
   assert.deepEqual(results.map((r) => r.outcome), ["succeeded"]);
-  assert.deepEqual(conditionsWhenDeleted, ["SuccessCriteriaMet", "Complete"]);
+  assert.deepEqual(h.api.removedWith.get(name), ["SuccessCriteriaMet", "Complete"]);
   assert.ok(h.api.createdAt[0] >= 5_000, `created at ${h.api.createdAt[0]} ms, before Complete`);
 });
 
@@ -237,11 +227,7 @@ Deno.test("dispatch() fails, never waits forever for, a stale Job whose decided 
   // which never comes until the node returns or is deleted (PodGC).
   const h = harness({ runMs: 1000 });
   const ts = targets(2);
-  const [stale] = targets(1, { name: "old-owner", uid: "old-uid" });
-  const stuck = h.api.seed({
-    ...stale.job(),
-    metadata: { ...stale.job().metadata, name: ts[0].name },
-  });
+  const stuck = seedStale(h, ts[0].name);
   stuck.status = {
     terminating: 1,
     conditions: [{ type: "FailureTarget", status: "True", reason: "BackoffLimitExceeded" }],
@@ -855,8 +841,7 @@ Deno.test("dispatch() counts a failure against the budget before its pods have t
 Deno.test("dispatch() bounds the wait for a stale Job that still runs by the node timeout", async () => {
   const h = harness({ runMs: 1000 });
   const ts = targets(2);
-  const [stale] = targets(1, { name: "old-owner", uid: "old-uid" });
-  h.api.seed({ ...stale.job(), metadata: { ...stale.job().metadata, name: ts[0].name } });
+  seedStale(h, ts[0].name);
   const results = await run(h, ts, { parallelism: 2, nodeTimeoutMs: 60_000 });
   assert.equal(results[0].outcome, "failed");
   assert.match(results[0].reason!, /still ran after 60 s; it was left running/);
@@ -1017,19 +1002,11 @@ Deno.test("dispatch() with retryFailed deletes an earlier FailureTarget Job only
     terminating: 1,
     conditions: [{ type: "FailureTarget", status: "True", reason: "BackoffLimitExceeded" }],
   };
-  let conditionsWhenDeleted: string[] | undefined;
-  const remove = h.api.remove.bind(h.api);
-  h.api.remove = (n: string) => {
-    if (n === name && conditionsWhenDeleted === undefined) {
-      conditionsWhenDeleted = (h.api.jobs.get(n)?.status?.conditions ?? []).map((c) => c.type);
-    }
-    remove(n);
-  };
   const promise = run(h, ts, { retryFailed: true });
   h.clock.sleep(5_000).then(() => h.api.finish(name, "Failed"));
   const results = await promise;
   assert.deepEqual(results.map((r) => r.outcome), ["succeeded"]);
-  assert.deepEqual(conditionsWhenDeleted, ["FailureTarget", "Failed"]);
+  assert.deepEqual(h.api.removedWith.get(name), ["FailureTarget", "Failed"]);
   assert.ok(h.api.createdAt[0] >= 5_000, `created at ${h.api.createdAt[0]} ms, before Failed`);
 });
 

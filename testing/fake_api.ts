@@ -226,10 +226,19 @@ export class FakeJobApi implements JobApi {
     this.#emit("MODIFIED", job);
   }
 
+  /**
+   * The conditions each removed Job had when it went, by name (the first
+   * removal): a Job gone before `Complete` or `Failed` was deleted unfinished.
+   */
+  removedWith = new Map<string, string[]>();
+
   /** Deletes a Job at once, as `kubectl delete` by someone else would. */
   remove(name: string): void {
     const job = this.jobs.get(name);
     if (!job) return;
+    if (!this.removedWith.has(name)) {
+      this.removedWith.set(name, (job.status?.conditions ?? []).map((c) => c.type));
+    }
     this.jobs.delete(name);
     this.#emit("DELETED", job);
   }
