@@ -90,7 +90,14 @@ fi
 # HTTP API alone), its version stamped as its Makefile (promu) does.
 if wanted prometheus; then
 # The module's v0.316.0 is Prometheus 3.16.0: its VERSION file says which.
-prometheus_dir="$(cd "$here/prometheus" && go list -m -f '{{.Dir}}' github.com/prometheus/prometheus)"
+# `go list -m` reads no module it has not downloaded (its Dir is then empty,
+# as on a fresh machine's module cache): download it first.
+prometheus_dir="$(cd "$here/prometheus" && go mod download github.com/prometheus/prometheus &&
+  go list -m -f '{{.Dir}}' github.com/prometheus/prometheus)"
+if [[ ! -f "$prometheus_dir/VERSION" ]]; then
+  echo "Cannot build prometheus: no VERSION in its module ('$prometheus_dir'); check the Go module proxy (go env GOPROXY)" >&2
+  exit 1
+fi
 prometheus_version="$(cat "$prometheus_dir/VERSION")"
 build prometheus "$here/prometheus" github.com/prometheus/prometheus/cmd/prometheus \
   "-s -w -X github.com/prometheus/common/version.Version=$prometheus_version" remove_all_sd
