@@ -82,6 +82,30 @@ Deno.test({
 });
 
 Deno.test({
+  name: "resolveWaves() takes a fractional percentage exactly, not in floating point",
+  permissions: "none",
+  async fn(t) {
+    // In binary floating point 2.3 * 3000 / 100 is 68.99999999999999, which
+    // rounds down to 68: the wave would hold one node fewer than 2.3% of 3000.
+    const cases: [string, number, number][] = [
+      ["2.3%", 3000, 69],
+      ["4.1%", 3000, 123],
+      ["8.2%", 3000, 246],
+      ["16.4%", 3000, 492],
+      ["33.3%", 3000, 999],
+      ["2.5%", 1000, 25],
+      ["12.5%", 7, 1],
+      ["0.01%", 10000, 1],
+    ];
+    for (const [percent, total, want] of cases) {
+      await t.step(`${percent} of ${total} is ${want}`, () => {
+        assert.deepEqual(resolveWaves(parseWaves(percent), total), [want, total]);
+      });
+    }
+  },
+});
+
+Deno.test({
   name: "withWaves() gives each item its 1-based wave from the cumulative counts",
   permissions: "none",
   fn() {
