@@ -6,6 +6,7 @@
  * @module
  */
 
+import { percentOf } from "../base/percent.ts";
 import { UsageError } from "../job.ts";
 
 /**
@@ -28,7 +29,7 @@ export function failureBudget(text: string, total: number): number {
       }: expected a whole number or a percentage such as 10%`,
     );
   }
-  return m[2] ? Math.floor((Number(m[1]) * total) / 100) : Number(m[1]);
+  return m[2] ? percentOf(m[1], total) : Number(m[1]);
 }
 
 /**

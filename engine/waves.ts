@@ -7,6 +7,7 @@
  * @module
  */
 
+import { percentOf } from "../base/percent.ts";
 import { UsageError } from "../job.ts";
 
 /** One entry of `--waves`: a node count, or a percentage of the selection. */
@@ -82,7 +83,8 @@ export function canaryWaves(n: number): WaveSpec {
 
 /**
  * Resolves the sizes against a selection of `total` nodes into cumulative
- * counts: a percentage rounded down (as Kubernetes rounds `maxUnavailable`),
+ * counts: a percentage rounded down (as Kubernetes rounds `maxUnavailable`,
+ * and exactly: 2.3% of 3000 is 69),
  * each at least 1 and at most `total`; a wave that does not grow after
  * rounding (1,5% of 12 nodes) is merged into the one before, so no wave is
  * empty; the last is `total`.
@@ -95,7 +97,7 @@ export function canaryWaves(n: number): WaveSpec {
 export function resolveWaves(sizes: readonly WaveSize[], total: number): number[] {
   const out: number[] = [];
   for (const s of sizes) {
-    const raw = "count" in s ? s.count : Math.floor((s.percent * total) / 100);
+    const raw = "count" in s ? s.count : percentOf(s.percent, total);
     const n = Math.min(total, Math.max(1, raw));
     if (n > (out.at(-1) ?? 0)) out.push(n);
   }

@@ -7,6 +7,7 @@
  */
 
 import type { V1Node } from "@kubernetes/client-node";
+import { percentOf } from "../base/percent.ts";
 import { UsageError } from "../job.ts";
 import { isReady } from "../nodes/lifecycle.ts";
 
@@ -56,7 +57,7 @@ export function parseMaxUnavailable(text: string): MaxUnavailable {
  */
 export function resolveMaxUnavailable(spec: MaxUnavailable, total: number): number {
   if (spec.kind === "count") return spec.count;
-  return Math.max(1, Math.floor((spec.percent * total) / 100));
+  return Math.max(1, percentOf(spec.percent, total));
 }
 
 /** Which nodes of the selection are unavailable, and why; a node counts once. */
