@@ -71,6 +71,12 @@ export interface RunRecord {
   namespace: string;
   /** The owner Job, if any. */
   owner?: OwnerRef;
+  /**
+   * The id of the dispatcher process that writes the record: a writer that
+   * finds another's id here after its own write was superseded by a newer
+   * run and stops writing (`record_store.ts`).
+   */
+  writer?: string;
   /** Running, finished (its summary written), or stopped by a signal. */
   state: RunState;
   /** When the dispatch began (ms since the epoch). */

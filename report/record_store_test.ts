@@ -7,6 +7,7 @@ import { FakeConfigMaps } from "../testing/fake_configmaps.ts";
 import { Logger } from "./log.ts";
 import { decodeRecord, recordName, type RunRecord } from "./record.ts";
 import { Recorder } from "./report.ts";
+import { RecordStore, SupersededError, writerOf } from "./record_store.ts";
 
 const NAME = recordName("up");
 
@@ -136,5 +137,189 @@ Deno.test({
       (e: ApiError) => e.status === 409 && e.reason === "Conflict",
     );
     await api.request("update", "PUT", `${path}/x`, cm());
+  },
+});
+
+/** A bare ConfigMap of the record, written by `writer`, saying `state`. */
+function cm(writer: string, state = "running"): Record<string, unknown> {
+  return {
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: { name: NAME, namespace: "ops" },
+    data: { record: JSON.stringify({ writer, state, startedAt: 0, owner: { name: "hook-r2" } }) },
+  };
+}
+
+function store(api: FakeConfigMaps, writer: string): RecordStore {
+  return new RecordStore({
+    namespace: "ops",
+    prefix: "up",
+    request: api.request.bind(api),
+    writer,
+  });
+}
+
+function stateOf(api: FakeConfigMaps): string {
+  const o = api.get(NAME)!;
+  return `${writerOf(o)} ${JSON.parse((o.data as Record<string, string>).record).state}`;
+}
+
+function log(api: FakeConfigMaps): string[] {
+  return api.requests.map((q) =>
+    `${q.method} ${q.status}${q.resourceVersion ? ` @${q.resourceVersion}` : ""}`
+  );
+}
+
+Deno.test({
+  name: "RecordStore writes with the resourceVersion of its last write, after a first claim",
+  permissions: "none",
+  async fn() {
+    const api = new FakeConfigMaps();
+    const a = store(api, "a");
+    await a.write(cm("a"));
+    await a.write(cm("a"));
+    await a.write(cm("a", "finished"));
+    assert.deepEqual(log(api), ["PUT 404", "POST 201", "PUT 200 @101", "PUT 200 @102"]);
+    assert.equal(stateOf(api), "a finished");
+  },
+});
+
+Deno.test({
+  name: "RecordStore: who wins when two runs write one record",
+  permissions: "none",
+  async fn(t) {
+    await t.step(
+      "the later claim wins; the earlier writer is told once and writes no more",
+      async () => {
+        const api = new FakeConfigMaps();
+        const a = store(api, "a");
+        const b = store(api, "b");
+        await a.write(cm("a"));
+        await b.write(cm("b")); // the replacement's first write claims the record
+        await assert.rejects(a.write(cm("a", "stopped")), SupersededError);
+        const n = api.requests.length;
+        await assert.rejects(
+          a.write(cm("a", "stopped")),
+          (e: Error) =>
+            e instanceof SupersededError &&
+            /another run \(writer b, owner Job hook-r2/.test(e.message),
+        );
+        assert.equal(api.requests.length, n, "no request once superseded");
+        await b.write(cm("b", "finished"));
+        assert.equal(stateOf(api), "b finished");
+      },
+    );
+    await t.step(
+      "a first write claims the record though another writer creates and updates it meanwhile",
+      async () => {
+        const api = new FakeConfigMaps();
+        const a = store(api, "a");
+        const b = store(api, "b");
+        let armed = true;
+        /** a writes while b's request waits, unseen by the intercept. */
+        const aWrites = async () => {
+          armed = false;
+          await a.write(cm("a"));
+          armed = true;
+        };
+        api.intercept = async (method, _name, next) => {
+          if (!armed) return await next();
+          // a creates the record between b's PUT (404) and b's POST (409 AlreadyExists).
+          if (method === "POST") await aWrites();
+          const answer = await next();
+          // a's heartbeat lands between b's read and b's PUT (409 Conflict) once.
+          if (
+            method === "GET" && !api.requests.some((q) => q.status === 409 && q.method === "PUT")
+          ) {
+            await aWrites();
+          }
+          return answer;
+        };
+        await b.write(cm("b"));
+        assert.deepEqual(log(api), [
+          "PUT 404",
+          "PUT 404", // a
+          "POST 201", // a
+          "POST 409",
+          "GET 200",
+          "PUT 200 @101", // a
+          "PUT 409 @101",
+          "GET 200",
+          "PUT 200 @102",
+        ]);
+        assert.equal(stateOf(api), "b running");
+        await assert.rejects(a.write(cm("a", "stopped")), SupersededError);
+        assert.equal(stateOf(api), "b running");
+      },
+    );
+    await t.step("a writer whose record was deleted and made again by another stops", async () => {
+      const api = new FakeConfigMaps();
+      const a = store(api, "a");
+      await a.write(cm("a"));
+      api.delete(NAME);
+      await store(api, "b").write(cm("b"));
+      api.delete(NAME);
+      await store(api, "c").write(cm("c"));
+      await assert.rejects(a.write(cm("a", "stopped")), SupersededError);
+      assert.equal(stateOf(api), "c running");
+    });
+  },
+});
+
+Deno.test({
+  name: "RecordStore keeps writing its own record after a 409 of its own making",
+  permissions: "none",
+  async fn(t) {
+    await t.step(
+      "an update applied, its answer lost, resent: 409, read, written again",
+      async () => {
+        const api = new FakeConfigMaps();
+        const a = store(api, "a");
+        await a.write(cm("a"));
+        let lost = true;
+        api.intercept = async (method, _name, next) => {
+          if (method === "PUT" && lost) {
+            lost = false;
+            await next();
+          }
+          return await next();
+        };
+        await a.write(cm("a", "finished"));
+        assert.deepEqual(log(api).slice(2), [
+          "PUT 200 @101",
+          "PUT 409 @101",
+          "GET 200",
+          "PUT 200 @102",
+        ]);
+        assert.equal(stateOf(api), "a finished");
+      },
+    );
+    await t.step("its record deleted mid-run: made again", async () => {
+      const api = new FakeConfigMaps();
+      const a = store(api, "a");
+      await a.write(cm("a"));
+      api.delete(NAME);
+      await a.write(cm("a", "finished"));
+      assert.deepEqual(log(api).slice(2), ["PUT 404 @101", "POST 201"]);
+      assert.equal(stateOf(api), "a finished");
+    });
+  },
+});
+
+Deno.test({
+  name: "RecordStore gives up a write after five conflicts in a row, with the 409",
+  permissions: "none",
+  async fn() {
+    const api = new FakeConfigMaps();
+    const a = store(api, "a");
+    await a.write(cm("a"));
+    // Someone keeps replacing a's own record between a's read and its write.
+    api.intercept = async (method, _name, next) => {
+      const answer = await next();
+      if (method === "GET") await api.request("update", "PUT", `/x/configmaps/${NAME}`, cm("a"));
+      return answer;
+    };
+    await store(api, "a").write(cm("a")); // moves the resourceVersion on under a
+    await assert.rejects(a.write(cm("a")), (e: ApiError) => e.status === 409);
   },
 });

@@ -50,6 +50,8 @@ export interface RecordWriterOptions extends RecordOptions {
   namespace: string;
   /** The owner Job, if any: it owns the record. */
   owner?: OwnerRef;
+  /** This process's id as the record's writer (`record_store.ts`). */
+  writer?: string;
   /** Writes the record's ConfigMap; best effort, never throws. */
   send(configMap: Record<string, unknown>): Promise<unknown>;
   /** Says once that the record cannot be kept. */
@@ -165,6 +167,7 @@ export class RecordWriter {
       templateHash: this.#o.templateHash,
       namespace: this.#o.namespace,
       owner: this.#o.owner,
+      writer: this.#o.writer,
       state,
       startedAt: this.#started,
       updatedAt: Date.now(),

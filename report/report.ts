@@ -17,7 +17,7 @@ import { ApiError, isRetryable, type Kube, paths } from "../kube/client.ts";
 import { describeProgress, type Logger } from "./log.ts";
 import { pointer } from "../nodes/lifecycle.ts";
 import { type RecordOptions, RecordWriter } from "./record_writer.ts";
-import { recordPath } from "./record.ts";
+import { RecordStore, SupersededError } from "./record_store.ts";
 
 /** How many nodes ended in each outcome. */
 export type OutcomeCounts = Record<NodeResult["outcome"], number>;
@@ -407,28 +407,20 @@ export class Recorder implements Reporter {
   constructor(opts: RecorderOptions) {
     this.#o = opts;
     if (opts.record) {
+      const store = new RecordStore({
+        namespace: opts.namespace,
+        prefix: opts.record.prefix,
+        request: (verb, method, path, body) => opts.kube.request(verb, method, path, body),
+      });
       this.#record = new RecordWriter({
         ...opts.record,
         keys: opts.keys,
         namespace: opts.namespace,
         owner: opts.owner,
-        send: (cm) => this.#try("run record", () => this.#putRecord(cm)),
+        writer: store.writer,
+        send: (cm) => this.#try("run record", () => store.write(cm)),
         warn: (message) => opts.log.warn(message),
       });
-    }
-  }
-
-  /**
-   * Replaces the record's ConfigMap (a ConfigMap may be updated without a
-   * resourceVersion: the run is its only writer), or creates it the first time.
-   */
-  async #putRecord(cm: Record<string, unknown>): Promise<void> {
-    const path = recordPath(this.#o.namespace, this.#o.record!.prefix);
-    try {
-      await this.#o.kube.request("update", "PUT", path, cm);
-    } catch (e) {
-      if (!(e instanceof ApiError && e.status === 404)) throw e;
-      await this.#o.kube.request("create", "POST", path.slice(0, path.lastIndexOf("/")), cm);
     }
   }
 
@@ -436,6 +428,11 @@ export class Recorder implements Reporter {
     if (this.#refused.has(kind)) return Promise.resolve();
     const p = write().catch((e) => {
       if (this.#refused.has(kind)) return;
+      if (e instanceof SupersededError) {
+        this.#refused.add(kind);
+        this.#o.log.warn(e.message);
+        return;
+      }
       // A node replaced under its name fails the UID test (422): skip quietly.
       if (e instanceof ApiError && e.status === 422 && kind === "node marks") return;
       // An outage loses this one record, not every later one.
