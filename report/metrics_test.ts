@@ -210,6 +210,31 @@ Deno.test({
 
 Deno.test({
   name:
+    "MetricsServer.linger() serves its whole time after a scrape, so the second Prometheus of an HA pair scrapes the final state too",
+  async fn() {
+    const m = new RunMetrics();
+    m.progress({ succeeded: 3, failed: 0, inFlight: 0, queued: 0, total: 3, elapsedMs: 1 });
+    const server = serveMetrics("127.0.0.1:0", m);
+    try {
+      const started = Date.now();
+      let settled = false;
+      const lingering = server.linger(1_500).then(() => (settled = true));
+      const first = await fetch(`http://${server.addr}/metrics`); // replica A
+      assert.match(await first.text(), /^job_dispatcher_nodes\{phase="succeeded"\} 3$/m);
+      await new Promise((r) => setTimeout(r, 50));
+      assert.equal(settled, false, "one scrape does not end the linger");
+      const second = await fetch(`http://${server.addr}/metrics`); // replica B
+      assert.match(await second.text(), /^job_dispatcher_nodes\{phase="succeeded"\} 3$/m);
+      await lingering;
+      assert.ok(Date.now() - started >= 1_450, `lingered ${Date.now() - started} ms of 1500`);
+    } finally {
+      await server.close();
+    }
+  },
+});
+
+Deno.test({
+  name:
     "job_dispatcher_nodes counts the cleanup phase's nodes after it ended, as the report's summary does",
   permissions: "none",
   fn() {
