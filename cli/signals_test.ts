@@ -44,7 +44,9 @@ Deno.test({
         lines.join("\n"),
       );
       assert.ok(!lines.some((l) => l.includes("creating no more Jobs")), "no run was stopped");
-      assert.ok(lines.some((l) => l.includes("stopped by a signal before the final state")));
+      assert.ok(
+        lines.some((l) => l.includes("stopped by a signal; the final state was not scraped")),
+      );
     }
   },
 });

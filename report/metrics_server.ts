@@ -6,8 +6,12 @@
  * A run is a batch job that ends: Prometheus pulls every scrape interval,
  * so the last scrape before the listener closes may precede the run's final
  * state. {@linkcode MetricsServer.linger} keeps `/metrics` up after the end
- * until one scrape has read the final state (`--metrics-linger-secs`, at
- * most), so the pull model needs no Pushgateway for the end of a run.
+ * for `--metrics-linger-secs`, its whole time, so the pull model needs no
+ * Pushgateway for the end of a run. Not until the first scrape: Prometheus
+ * is run as an HA pair of identical replicas that each scrape every target
+ * on their own schedule, and a linger that ended at replica A's scrape
+ * would leave replica B's data without the end (Thanos or a query
+ * deduplicating the pair may then answer from B).
  *
  * @module
  */
@@ -20,13 +24,21 @@ export interface MetricsServer {
   /** The address it listens on, as `host:port`. */
   addr: string;
   /**
-   * The run's state is final: keeps serving until `/metrics` was scraped
-   * once from now on (its exposition is the final state), at most `ms` or
-   * until `signal` aborts. Resolves with whether that scrape came.
+   * The run's state is final: keeps serving for `ms`, or until `signal`
+   * aborts. Resolves with the scrapes of `/metrics` in that time (each
+   * exposition is the final state).
    */
-  linger(ms: number, signal?: AbortSignal): Promise<boolean>;
+  linger(ms: number, signal?: AbortSignal): Promise<FinalScrapes>;
   /** Stops listening; a scrape being answered is answered first. */
   close(): Promise<void>;
+}
+
+/** The scrapes of `/metrics` during a linger. */
+export interface FinalScrapes {
+  /** How many. */
+  scrapes: number;
+  /** From how many addresses: the replicas of an HA Prometheus pair are two. */
+  scrapers: number;
 }
 
 /** The content type of the text exposition format. */
@@ -59,15 +71,16 @@ export function serveMetrics(addr: string, metrics: RunMetrics): MetricsServer {
   const colon = addr.lastIndexOf(":");
   const host = addr.slice(0, colon).replace(/^\[(.*)\]$/, "$1");
   const port = Number(addr.slice(colon + 1));
-  /** Told when a scrape read the final state, once `linger` began. */
-  let scrapedFinal: (() => void) | undefined;
+  /** Told of each scrape and its address once `linger` began: the final state read. */
+  let scrapedFinal: ((from: string) => void) | undefined;
   let server: Deno.HttpServer;
   try {
-    server = listen(host, port, (req) => {
+    server = listen(host, port, (req, info) => {
       const path = new URL(req.url).pathname;
       if (path === "/metrics") {
         const body = metrics.exposition();
-        scrapedFinal?.();
+        const from = info.remoteAddr as Deno.NetAddr;
+        scrapedFinal?.(from.hostname);
         return new Response(body, { headers: { "content-type": EXPOSITION_TYPE } });
       }
       if (path === "/healthz") return new Response("ok\n");
@@ -81,18 +94,23 @@ export function serveMetrics(addr: string, metrics: RunMetrics): MetricsServer {
   return {
     addr: `${shown}:${a.port}`,
     linger: (ms, signal) => {
-      if (ms <= 0 || signal?.aborted) return Promise.resolve(false);
+      let scrapes = 0;
+      const scrapers = new Set<string>();
+      const seen = () => ({ scrapes, scrapers: scrapers.size });
+      if (ms <= 0 || signal?.aborted) return Promise.resolve(seen());
       return new Promise((resolve) => {
-        const done = (scraped: boolean) => {
+        const done = () => {
           clearTimeout(timer);
-          signal?.removeEventListener("abort", stop);
+          signal?.removeEventListener("abort", done);
           scrapedFinal = undefined;
-          resolve(scraped);
+          resolve(seen());
         };
-        const stop = () => done(false);
-        const timer = setTimeout(stop, ms);
-        signal?.addEventListener("abort", stop);
-        scrapedFinal = () => done(true);
+        const timer = setTimeout(done, ms);
+        signal?.addEventListener("abort", done);
+        scrapedFinal = (from) => {
+          scrapes++;
+          scrapers.add(from);
+        };
       });
     },
     close: () => server.shutdown(),

@@ -105,7 +105,7 @@ export interface RunConfig {
   reportFormat: "json" | "junit" | "html";
   /** `--metrics-addr HOST:PORT`: serve Prometheus metrics and /healthz there while the run lives. */
   metricsAddr?: string;
-  /** After the run, serve /metrics until one scrape read the final state, at most this. @default 0 */
+  /** After the run, serve /metrics this many seconds, for every scraper. @default 0 */
   metricsLingerSecs: number;
   /** The node labels this run owns and writes (`--node-label-key` and friends). */
   nodeLabels?: LabelConfig;

@@ -1,6 +1,6 @@
 /**
  * `--metrics-addr`'s listener around a run, and `--metrics-linger-secs`:
- * after the run, `/metrics` stays up until one scrape read the final state.
+ * after the run, `/metrics` stays up that long, for every scraper.
  *
  * @module
  */
@@ -10,11 +10,11 @@ import { RunMetrics } from "../report/metrics.ts";
 import { serveMetrics } from "../report/metrics_server.ts";
 
 /**
- * Runs `fn` with `--metrics-addr`'s listener up, and after it, with
- * `--metrics-linger-secs`, until one scrape read the final state: Prometheus
- * pulls every interval, and a batch job's last state would otherwise be
- * seen only if a scrape happened to fall between the last change and the
- * exit. `ends` (the health gate's stop) runs when `fn` ended, before the
+ * Runs `fn` with `--metrics-addr`'s listener up, and after it, for
+ * `--metrics-linger-secs`: Prometheus pulls every interval, and a batch
+ * job's last state would otherwise be seen only if a scrape happened to fall
+ * between the last change and the exit. The whole time, not until the first
+ * scrape: each replica of an HA Prometheus pair scrapes on its own. `ends` (the health gate's stop) runs when `fn` ended, before the
  * linger. Before the linger the run's outcome is settled (`ctx.settled`): a
  * SIGTERM then (the pod deleted, its grace period begun) ends the linger,
  * not the run, whose exit code stands.
@@ -43,14 +43,16 @@ export async function withMetrics<T>(
     const secs = opts.metricsLingerSecs;
     if (server && secs > 0 && !signal?.aborted) {
       settled?.();
-      log.info(`metrics: serving the final state until it is scraped (at most ${secs} s)`);
-      const scraped = await server.linger(secs * 1000, signal);
+      log.info(`metrics: serving the final state for ${secs} s (--metrics-linger-secs)`);
+      const { scrapes, scrapers } = await server.linger(secs * 1000, signal);
+      const read = scrapes === 0
+        ? "the final state was not scraped"
+        : `the final state was scraped ${scrapes} ${scrapes === 1 ? "time" : "times"} from ` +
+          `${scrapers} ${scrapers === 1 ? "address" : "addresses"}`;
       log.info(
-        scraped
-          ? "metrics: the final state was scraped"
-          : signal?.aborted
-          ? "metrics: stopped by a signal before the final state was scraped; closing"
-          : `metrics: not scraped within ${secs} s (--metrics-linger-secs); closing`,
+        signal?.aborted
+          ? `metrics: stopped by a signal; ${read}; closing`
+          : `metrics: ${read} in ${secs} s (--metrics-linger-secs); closing`,
       );
     }
     await server?.close();

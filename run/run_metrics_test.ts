@@ -14,7 +14,7 @@ Deno.test({
     const log = new Logger("text", (l) => lines.push(l));
     let settled = 0;
     const ctx = { kube, log, signal: new AbortController().signal, settled: () => settled++ };
-    const opts = { metricsAddr: "127.0.0.1:0", metricsLingerSecs: 30 };
+    const opts = { metricsAddr: "127.0.0.1:0", metricsLingerSecs: 1 };
     const code = await withMetrics(opts, ctx, async (m) => {
       const addr = lines.find((l) =>
         l.includes("metrics on http://")
@@ -26,7 +26,12 @@ Deno.test({
     });
     assert.equal(code, 1);
     assert.equal(settled, 1, "settled once, before the linger");
-    assert.ok(lines.some((l) => l.includes("metrics: the final state was scraped")));
+    assert.ok(
+      lines.some((l) =>
+        l.includes("metrics: the final state was scraped 1 time from 1 address in 1 s")
+      ),
+      lines.join("\n"),
+    );
 
     const stopped = new AbortController();
     stopped.abort(); // SIGTERM before any scrape: the run was stopped, nothing to wait for
