@@ -427,3 +427,68 @@ Deno.test("status in text keeps queued a live run's node whose failed Job was ma
     assert.equal(text.code, 0, text.printed);
   });
 });
+
+Deno.test("status judges whether a run lives on the API server's clock, not the reader's", async (t) => {
+  /** A record the cluster wrote `writtenAgo` ms ago; the reader's clock is `readerAhead` ms ahead of it. */
+  const cases: { name: string; readerAhead: number; writtenAgo: number; want: string }[] = [
+    {
+      name: "a bastion 45 s ahead sees a live run live",
+      readerAhead: 45_000,
+      writtenAgo: 5_000,
+      want: "running",
+    },
+    {
+      name: "a bastion 2 min behind sees a dead run gone",
+      readerAhead: -120_000,
+      writtenAgo: 60_000,
+      want: "gone",
+    },
+    {
+      name: "one clock, written 5 s ago: running",
+      readerAhead: 0,
+      writtenAgo: 5_000,
+      want: "running",
+    },
+    { name: "one clock, written 60 s ago: gone", readerAhead: 0, writtenAgo: 60_000, want: "gone" },
+  ];
+  for (const c of cases) {
+    await t.step(c.name, async () => {
+      const clusterNow = Date.now() - c.readerAhead;
+      // The writer runs in the cluster: its clock is the API server's.
+      const r = {
+        ...record(0),
+        startedAt: clusterNow - 300_000,
+        updatedAt: clusterNow - c.writtenAgo,
+      };
+      const cm = recordConfigMap(keys, r, await encodeRecord(r)) as {
+        metadata: Record<string, unknown>;
+      };
+      // The API server stamps the write in managedFields (to the second), as it does each update.
+      cm.metadata.managedFields = [{
+        manager: "job-dispatcher",
+        operation: "Update",
+        apiVersion: "v1",
+        time: new Date(r.updatedAt).toISOString().replace(/\.\d+Z$/, "Z"),
+        fieldsType: "FieldsV1",
+        fieldsV1: { "f:data": { ".": {}, "f:record": {}, "f:summary": {} }, "f:binaryData": {} },
+      }];
+      await withServer((req) => {
+        const path = new URL(req.url).pathname;
+        const date = { date: new Date(Date.now() - c.readerAhead).toUTCString() };
+        if (path === "/api/v1/namespaces/team/configmaps/run-record.up") {
+          return Response.json(cm, { headers: date });
+        }
+        if (path.endsWith("/jobs") || path === "/api/v1/nodes") return listAnswer(req, []);
+        return new Response("{}", { status: 404 });
+      }, async (kube) => {
+        const { printed } = await statusOnce(kube, "json");
+        assert.equal(JSON.parse(printed).run.state, c.want);
+        const text = (await statusOnce(kube, "text")).printed;
+        const age = Math.round(c.writtenAgo / 1000);
+        if (c.want === "running") {
+          assert.match(text, new RegExp(`record (${age - 1}|${age}|${age + 1})s old`));
+        }
+      });
+    });
+  }
+});
