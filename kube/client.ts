@@ -498,6 +498,8 @@ export class Kube {
   #limiter: Limiter;
   #contact: Contact;
   #cut: ShutdownCut;
+  /** The API server's clock at its latest answer (its `Date` header), and the local clock then. */
+  #serverClock?: { server: number; local: number };
 
   private constructor(
     target: Target,
@@ -628,6 +630,8 @@ export class Kube {
     try {
       const res = await sent;
       count(String(res.status));
+      const date = Date.parse(res.headers.get("date") ?? "");
+      if (!Number.isNaN(date)) this.#serverClock = { server: date, local: Date.now() };
       return res;
     } catch (e) {
       count("<error>");
@@ -973,6 +977,19 @@ export class Kube {
       both.removeEventListener("abort", cancel);
       reader.cancel().catch(() => {});
     }
+  }
+
+  /**
+   * The API server's clock now (ms since the epoch): its latest answer's
+   * `Date` header, moved on by the local clock since; undefined before any
+   * answer carried one. What a reader compares the server's own timestamps
+   * with (a ConfigMap's `managedFields` time), where the local clock may be
+   * off by any amount (a bastion host without NTP). An HTTP date has no
+   * fraction of a second: the midpoint of that second is taken.
+   */
+  serverNow(): number | undefined {
+    const c = this.#serverClock;
+    return c && c.server + 500 + (Date.now() - c.local);
   }
 
   /** GET one object, or undefined when it does not exist; `signal` aborts it. */

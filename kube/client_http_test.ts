@@ -693,3 +693,17 @@ current-context: ctx
     await Deno.remove(closedDir, { recursive: true });
   }
 });
+
+Deno.test("Kube.serverNow() is the API server's clock by its latest Date header, moved on locally", async () => {
+  const ahead = 3_600_000; // the server's clock is an hour ahead of this one
+  await withServer(
+    () => Response.json({}, { headers: { date: new Date(Date.now() + ahead).toUTCString() } }),
+    async (kube) => {
+      assert.equal(kube.serverNow(), undefined, "no answer yet");
+      await kube.request("get", "GET", "/api/v1/namespaces/a/configmaps/x");
+      const skew = kube.serverNow()! - Date.now();
+      // An HTTP date is to the second; the midpoint is taken.
+      assert.ok(Math.abs(skew - ahead) <= 1_000, `${skew} ms ahead, not ${ahead}`);
+    },
+  );
+});

@@ -25,6 +25,9 @@ import { type NamespaceSources, resolveNamespace } from "../run/preflight.ts";
 import {
   buildView,
   lifeOf,
+  type ManagedFieldsEntry,
+  recordClockNow,
+  recordWrittenAt,
   renderJson,
   renderText,
   statusExitCode,
@@ -72,6 +75,8 @@ interface Found {
   prefix: string;
   owner?: OwnerRef;
   record?: RunRecord;
+  /** When the record was written, on the API server's clock (`recordWrittenAt`). */
+  writtenAt?: number;
 }
 
 /** The owner Job and its record, by the record's `<t>/owner-job` label. */
@@ -104,11 +109,11 @@ async function findRun(
     const cm = await kube.get<V1ConfigMap>(recordPath(ns, cfg.prefix));
     const record = cm && await decodeRecord(cm.data, cm.binaryData);
     const owner = record?.owner;
-    return { prefix: cfg.prefix, owner, record };
+    return { prefix: cfg.prefix, owner, record, writtenAt: writtenAt(cm) };
   }
   const { owner, cm } = await findByOwner(kube, ns, cfg.ownerJobName!, keys);
   const record = cm && await decodeRecord(cm.data, cm.binaryData);
-  if (record) return { prefix: record.prefix, owner, record };
+  if (record) return { prefix: record.prefix, owner, record, writtenAt: writtenAt(cm) };
   // No record (an older dispatcher): the owner's Jobs carry the prefix.
   const jobs = await ownedJobs(kube, ns, keys, owner);
   const prefix = jobs[0]?.metadata?.labels?.[keys.owner];
@@ -119,6 +124,10 @@ async function findRun(
     );
   }
   return { prefix, owner };
+}
+
+function writtenAt(cm: V1ConfigMap | undefined): number | undefined {
+  return recordWrittenAt(cm?.metadata?.managedFields as ManagedFieldsEntry[] | undefined);
 }
 
 async function ownedJobs(kube: Kube, ns: string, keys: TrackingKeys, owner: OwnerRef) {
@@ -338,9 +347,10 @@ async function rowNodes(
   keys: TrackingKeys,
   found: Found,
   rows: readonly JobRow[],
+  now: number,
 ): Promise<Map<string, V1Node> | undefined> {
   const record = found.record;
-  if (!record || lifeOf(record, Date.now()) === "running" || rows.length === 0) return undefined;
+  if (!record || lifeOf(record, now) === "running" || rows.length === 0) return undefined;
   const named = new Set(rows.map(([name]) => name));
   const names = record.nodes.map((n) => n.node).filter((n) => named.has(jobName(record.prefix, n)));
   return await nodesNamed(kube, keys, names);
@@ -397,7 +407,13 @@ export async function readStatus(cfg: StatusConfig, ctx: StatusContext): Promise
     cfg.output === "text" ? undefined : listNodes(ctx.kube, keys),
   ]);
   const read = prefixJobs ?? await readJobs(ctx.kube, ns, found.prefix, keys);
-  const judged = allNodes ?? await rowNodes(ctx.kube, keys, found, read.rows);
+  const now = recordClockNow({
+    record: found.record,
+    writtenAt: found.writtenAt,
+    serverNow: ctx.kube.serverNow(),
+    localNow: Date.now(),
+  });
+  const judged = allNodes ?? await rowNodes(ctx.kube, keys, found, read.rows, now);
   const jobs = ownedBy(await jobsOf(ctx.kube, ns, read, found, keys, judged), found.owner);
   if (!found.record && jobs.length === 0) {
     throw new UsageError(
@@ -406,7 +422,7 @@ export async function readStatus(cfg: StatusConfig, ctx: StatusContext): Promise
         `${keys.owner}=${labelValue(found.prefix)} (check -n and --name-prefix)`,
     );
   }
-  const input = { namespace: ns, ...found, keys, jobs, now: Date.now() };
+  const input = { namespace: ns, ...found, keys, jobs, now };
   const nodes = allNodes ?? new Map([
     ...judged ?? [],
     ...await shownNodes(
@@ -423,7 +439,7 @@ export async function readStatus(cfg: StatusConfig, ctx: StatusContext): Promise
 
 function render(view: StatusView, cfg: StatusConfig): string {
   if (cfg.output === "json") return renderJson(view);
-  return renderText(view, Date.now(), cfg.output === "wide");
+  return renderText(view, view.now, cfg.output === "wide");
 }
 
 /**

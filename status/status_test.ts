@@ -472,14 +472,17 @@ Deno.test("status judges whether a run lives on the API server's clock, not the 
         fieldsType: "FieldsV1",
         fieldsV1: { "f:data": { ".": {}, "f:record": {}, "f:summary": {} }, "f:binaryData": {} },
       }];
-      await withServer((req) => {
+      await withServer(async (req) => {
         const path = new URL(req.url).pathname;
-        const date = { date: new Date(Date.now() - c.readerAhead).toUTCString() };
-        if (path === "/api/v1/namespaces/team/configmaps/run-record.up") {
-          return Response.json(cm, { headers: date });
-        }
-        if (path.endsWith("/jobs") || path === "/api/v1/nodes") return listAnswer(req, []);
-        return new Response("{}", { status: 404 });
+        const answer = path === "/api/v1/namespaces/team/configmaps/run-record.up"
+          ? Response.json(cm)
+          : path.endsWith("/jobs") || path === "/api/v1/nodes"
+          ? await listAnswer(req, [])
+          : new Response("{}", { status: 404 });
+        // Every answer carries the API server's clock, as an HTTP server's must (RFC 9110).
+        const headers = new Headers(answer.headers);
+        headers.set("date", new Date(Date.now() - c.readerAhead).toUTCString());
+        return new Response(answer.body, { status: answer.status, headers });
       }, async (kube) => {
         const { printed } = await statusOnce(kube, "json");
         assert.equal(JSON.parse(printed).run.state, c.want);

@@ -88,6 +88,8 @@ export interface StatusView {
   nodes: StatusNode[];
   /** With the run gone, or ended incomplete: what a re-run would do. */
   rerun?: Rerun;
+  /** When it was read, on the record writer's clock ({@linkcode recordClockNow}). */
+  now: number;
 }
 
 /** What {@linkcode buildView} merges. */
@@ -106,7 +108,7 @@ export interface ViewInput {
   jobs: V1Job[];
   /** The nodes, by name (those the cluster still has). */
   nodes: ReadonlyMap<string, V1Node>;
-  /** Now (ms since the epoch). */
+  /** Now (ms since the epoch), on the record writer's clock ({@linkcode recordClockNow}). */
   now: number;
 }
 
@@ -165,6 +167,65 @@ function mergeNode(
     ? new Date(job.metadata.creationTimestamp).getTime()
     : undefined;
   return n;
+}
+
+/** A ConfigMap's `managedFields`, as far as {@linkcode recordWrittenAt} reads them. */
+export interface ManagedFieldsEntry {
+  /** When the API server last changed the fields of this manager (RFC 3339, to the second). */
+  time?: string | Date;
+  /** The fields this manager owns. */
+  fieldsV1?: Record<string, unknown>;
+}
+
+/**
+ * When the record was last written, on the API server's clock: the
+ * `managedFields` time of the manager that owns `data.record`. The API server
+ * sets that time itself, at each update that changes a field of the manager
+ * (every write of the record does: its `updatedAt` is in `data.record`).
+ * Undefined without one (an API server before 1.18, or a proxy that strips
+ * managedFields).
+ */
+export function recordWrittenAt(
+  managedFields: readonly ManagedFieldsEntry[] | undefined,
+): number | undefined {
+  let latest: number | undefined;
+  for (const e of managedFields ?? []) {
+    const data = e.fieldsV1?.["f:data"] as Record<string, unknown> | undefined;
+    if (!data?.["f:record"] || e.time === undefined) continue;
+    const t = new Date(e.time).getTime();
+    if (!Number.isNaN(t) && (latest === undefined || t > latest)) latest = t;
+  }
+  return latest;
+}
+
+/**
+ * Now, on the clock of the record's writer: what status compares the
+ * record's times with (is the run alive, how old is the record, how long
+ * ago did a node start). Not the reader's clock: a bastion 45 s off would
+ * call a live run gone, or a dead one alive. The API server is the one clock
+ * both sides see: its `Date` header says its now, and the record's
+ * `managedFields` time its write, so the record's age is the server's
+ * difference of the two, whatever either dispatcher's clock says; that age
+ * added to the record's own `updatedAt` is now on the writer's clock. (Two
+ * reads, watching the record's resourceVersion move, would need no clock,
+ * but a one-shot `status` cannot wait two heartbeats to answer.) Without the
+ * server's write time, its now is taken as the writer's (the writer runs in
+ * the cluster); without either, the reader's clock, as before.
+ */
+export function recordClockNow(o: {
+  record?: Pick<RunRecord, "updatedAt">;
+  /** {@linkcode recordWrittenAt} of the record's ConfigMap. */
+  writtenAt?: number;
+  /** The API server's clock now (`Kube.serverNow`). */
+  serverNow?: number;
+  /** The reader's clock now. */
+  localNow: number;
+}): number {
+  if (o.serverNow === undefined) return o.localNow;
+  if (o.record === undefined || o.writtenAt === undefined) return o.serverNow;
+  // The Date header and managedFields both count whole seconds: an age of
+  // -1 s is the same second.
+  return o.record.updatedAt + Math.max(0, o.serverNow - o.writtenAt);
 }
 
 /** Whether the record says the run lives, ended or died. */
@@ -227,6 +288,7 @@ export function buildView(v: ViewInput): StatusView {
     total: nodes.length,
     nodes,
     rerun: live ? undefined : rerunOf(nodes, byNode, v),
+    now: v.now,
   };
 }
 

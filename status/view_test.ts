@@ -5,6 +5,8 @@ import type { RunRecord } from "../report/record.ts";
 import {
   buildView,
   lifeOf,
+  recordClockNow,
+  recordWrittenAt,
   renderJson,
   renderText,
   statusExitCode,
@@ -321,5 +323,75 @@ Deno.test({
 
     const unhashed = viewOf({ record: record({ nodes }), jobs, now: T0 + 70_000 });
     assert.deepEqual(unhashed.counts, { succeeded: 3 }, "an older record: no hash to judge by");
+  },
+});
+
+Deno.test({
+  name: "recordWrittenAt() reads the API server's time of the write of data.record",
+  permissions: "none",
+  async fn(t) {
+    const data = { "f:data": { ".": {}, "f:record": {}, "f:summary": {} } };
+    const cases: [string, Parameters<typeof recordWrittenAt>[0], number | undefined][] = [
+      ["no managedFields", undefined, undefined],
+      [
+        "the manager of data.record",
+        [{ time: "2026-12-01T09:01:00Z", fieldsV1: data }],
+        T0 + 60_000,
+      ],
+      [
+        "another manager's later change of a label is not a write of the record",
+        [
+          { time: "2026-12-01T09:01:00Z", fieldsV1: data },
+          { time: "2026-12-01T09:05:00Z", fieldsV1: { "f:metadata": { "f:labels": {} } } },
+        ],
+        T0 + 60_000,
+      ],
+      [
+        "of two managers of it (another dispatcher took it over), the later",
+        [
+          { time: "2026-12-01T09:01:00Z", fieldsV1: data },
+          { time: new Date(T0 + 90_000), fieldsV1: data },
+        ],
+        T0 + 90_000,
+      ],
+      ["a time that is no time", [{ time: "soon", fieldsV1: data }], undefined],
+    ];
+    for (const [name, fields, want] of cases) {
+      await t.step(name, () => assert.equal(recordWrittenAt(fields), want));
+    }
+  },
+});
+
+Deno.test({
+  name: "recordClockNow() is now on the record writer's clock, bridged by the API server's",
+  permissions: "none",
+  async fn(t) {
+    const record = { updatedAt: T0 }; // the writer's clock
+    const cases: [string, Parameters<typeof recordClockNow>[0], number][] = [
+      [
+        "the server wrote it 5 s before its now; the writer's clock 1 h off, the reader's 45 s",
+        { record, writtenAt: T0 + 3_600_000, serverNow: T0 + 3_605_000, localNow: T0 + 50_000 },
+        T0 + 5_000,
+      ],
+      [
+        "a server second behind its write (both to the second) is the same moment",
+        { record, writtenAt: T0 + 1_000, serverNow: T0 + 500, localNow: T0 + 99_000 },
+        T0,
+      ],
+      [
+        "no write time (managedFields stripped): the server's now",
+        { record, serverNow: T0 + 7_000, localNow: T0 + 99_000 },
+        T0 + 7_000,
+      ],
+      [
+        "no Date header: the reader's clock",
+        { record, writtenAt: T0, localNow: T0 + 9_000 },
+        T0 + 9_000,
+      ],
+      ["no record: the server's now", { serverNow: T0 + 3_000, localNow: T0 }, T0 + 3_000],
+    ];
+    for (const [name, input, want] of cases) {
+      await t.step(name, () => assert.equal(recordClockNow(input), want));
+    }
   },
 });
