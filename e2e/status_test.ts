@@ -9,6 +9,18 @@
  */
 
 import assert from "node:assert/strict";
+import type { V1ConfigMap } from "@kubernetes/client-node";
+import { trackingKeys } from "../job.ts";
+import { Kube } from "../kube/client.ts";
+import {
+  decodeRecord,
+  encodeRecord,
+  RECORD_VERSION,
+  recordConfigMap,
+  recordPath,
+  type RunRecord,
+} from "../report/record.ts";
+import { RecordStore, SupersededError } from "../report/record_store.ts";
 import type { Cluster } from "./cluster.ts";
 import { OUTCOME_LABEL } from "./cluster.ts";
 import { dispatcherCommand, eventually } from "./_dispatcher.ts";
@@ -369,3 +381,113 @@ clusterTest("--report-format html and the kubectl plugin on a run", async (t, cl
     },
   );
 });
+
+clusterTest(
+  "the run record on the real API server: two writers, and a writer whose clock is off",
+  async (t, cluster) => {
+    const kube = await Kube.connect({ kubeconfig: cluster.kubeconfig });
+    const keys = trackingKeys("job-dispatcher");
+    const path = (ns: string, prefix: string) => recordPath(ns, prefix);
+    /** The record's ConfigMap as `store` writes it: `state`, written at `updatedAt` by its clock. */
+    const cm = async (
+      store: RecordStore,
+      ns: string,
+      prefix: string,
+      extra: Partial<RunRecord>,
+    ) => {
+      const r: RunRecord = {
+        version: RECORD_VERSION,
+        prefix,
+        namespace: ns,
+        writer: store.writer,
+        state: "running",
+        startedAt: Date.now() - 60_000,
+        updatedAt: Date.now(),
+        heartbeatMs: 20_000,
+        parallelism: 1,
+        summary: `${store.writer} writes`,
+        nodes: [{ node: "n0", phase: "running" }],
+        ...extra,
+      };
+      return recordConfigMap(keys, r, await encodeRecord(r));
+    };
+    const stored = async (ns: string, prefix: string) => {
+      const got = await kube.get<V1ConfigMap>(path(ns, prefix));
+      return { cm: got!, record: await decodeRecord(got!.data, got!.binaryData) };
+    };
+    const store = (ns: string, prefix: string, writer: string, request = kube.request.bind(kube)) =>
+      new RecordStore({ namespace: ns, prefix, writer, request });
+
+    await t.step(
+      "an evicted run's closing write meets 409 once its replacement claimed the record, and writes no more",
+      async () => {
+        const ns = await namespace(cluster, "srw");
+        const evicted = store(ns, "rw", "evicted"), replacement = store(ns, "rw", "replacement");
+        await evicted.write(await cm(evicted, ns, "rw", {}));
+        await replacement.write(await cm(replacement, ns, "rw", {}));
+        await assert.rejects(
+          evicted.write(await cm(evicted, ns, "rw", { state: "stopped" })),
+          (e: Error) => e instanceof SupersededError && /writer replacement/.test(e.message),
+        );
+        const { record } = await stored(ns, "rw");
+        assert.equal(record.writer, "replacement");
+        assert.equal(record.state, "running");
+        await replacement.write(await cm(replacement, ns, "rw", { state: "finished" }));
+        assert.equal((await stored(ns, "rw")).record.state, "finished");
+      },
+    );
+
+    await t.step(
+      "a first write that finds no record, and then the one another made meanwhile (409 AlreadyExists), claims it and goes on",
+      async () => {
+        const ns = await namespace(cluster, "src");
+        const other = store(ns, "rc", "other");
+        let created = false;
+        const late = store(ns, "rc", "late", async (verb, method, p, body) => {
+          // Between late's PUT (404) and its POST, the other writer creates the record.
+          if (method === "POST" && !created) {
+            created = true;
+            await other.write(await cm(other, ns, "rc", {}));
+          }
+          return await kube.request(verb, method, p, body);
+        });
+        await late.write(await cm(late, ns, "rc", {}));
+        assert.ok(created);
+        assert.equal((await stored(ns, "rc")).record.writer, "late");
+        await late.write(await cm(late, ns, "rc", { state: "finished" }));
+        assert.equal((await stored(ns, "rc")).record.state, "finished");
+      },
+    );
+
+    await t.step(
+      "status calls a run live by the API server's clock: a writer 10 min behind, heartbeating, is running",
+      async () => {
+        const ns = await namespace(cluster, "sclk");
+        const w = store(ns, "clk", "skewed");
+        const behind = 600_000;
+        const skewed = () => ({
+          startedAt: Date.now() - behind - 60_000,
+          updatedAt: Date.now() - behind,
+        });
+        await w.write(await cm(w, ns, "clk", skewed()));
+        const first = (await stored(ns, "clk")).cm.metadata!.managedFields!;
+        // The server stamps each write that changes the record: a second later, a later time.
+        await new Promise((r) => setTimeout(r, 1_100));
+        await w.write(await cm(w, ns, "clk", skewed()));
+        const { cm: now } = await stored(ns, "clk");
+        const time = (f: typeof first) => Math.max(...f.map((e) => new Date(e.time!).getTime()));
+        assert.ok(time(now.metadata!.managedFields!) > time(first), "the write time moved on");
+        const r = await runDispatcher(
+          cluster,
+          ["status", "--name-prefix", "clk", "-n", ns, "-o", "json"],
+          { timeoutMs: 60_000 },
+        );
+        assert.equal(JSON.parse(r.stdout).run.state, "running", r.stdout + r.stderr);
+        const text = await runDispatcher(cluster, ["status", "--name-prefix", "clk", "-n", ns], {
+          timeoutMs: 60_000,
+        });
+        assert.match(text.stdout, /: running, started 1m ago, record [0-9]s old/, text.stdout);
+      },
+    );
+  },
+);
