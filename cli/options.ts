@@ -395,14 +395,14 @@ OUTPUT
                             _jobs_created_total, _node_duration_seconds, _paused,
                             _gate_breaches_total, _api_requests_total{code}) and
                             /healthz. ":9090" listens on every address, IPv4 and IPv6.
-  --metrics-linger-secs S   After the run, keep serving the final state on /metrics
-                            for S s, whoever scrapes meanwhile: each replica of
-                            an HA Prometheus pair scrapes on its own (default 0:
-                            close at once; the last scrape may then precede the
-                            end). Set it above the scrape interval; the log says
-                            how many scrapes from how many addresses read it.
-                            SIGTERM meanwhile ends the wait; the exit code stays
-                            the run's.
+  --metrics-linger-secs S   After the run, keep /metrics up with the final state
+                            for S s, its whole time, whoever scraped meanwhile:
+                            each replica of an HA Prometheus pair scrapes on its
+                            own (default 0: close at once; the last scrape may
+                            then precede the end). Set it above the scrape
+                            interval; the log says how many scrapes from how
+                            many addresses read it. SIGTERM meanwhile ends the
+                            wait; the exit code stays the run's.
 
   Besides the log and the report, the run is recorded in the cluster, best
   effort (a refused write is said once): Events on each Node (in "default":
