@@ -1133,3 +1133,52 @@ Deno.test({
       }
     }),
 });
+
+Deno.test({
+  name:
+    "Helm chart: a number the dispatcher refuses fails helm template naming the value; one it takes reaches its flag as plain digits",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: () =>
+    withHelmHome(async (home) => {
+      const gates = { prometheusUrl: "http://p:9090", queries: ["up == 0"] };
+      const render = async (values: Obj) =>
+        await helmResult(home)([
+          ...["template", RELEASE, CHART, "-f", await writeValues(values)],
+          ...["--show-only", "templates/hook-job.yaml"],
+        ]);
+      // cli/options.ts: --gate-interval-secs and --verify-timeout-secs are at
+      // least 1; each would exit 2 in the hook, after the release exists.
+      const refused: [Obj, RegExp][] = [
+        [{ gates: { ...gates, intervalSecs: 0.5 } }, /gates\/intervalSecs/],
+        [{ verification: { podSelector: "app=v", timeoutSecs: 0.5 } }, /verification\/timeoutSecs/],
+      ];
+      for (const [values, says] of refused) {
+        const r = await render(values);
+        assert.notEqual(r.code, 0, `${JSON.stringify(values)}: ${r.stdout.slice(0, 200)}`);
+        assert.match(r.stderr, says, JSON.stringify(values));
+      }
+      // Go's %v prints these with an exponent (1e-07, 1.23456785e+07), and an
+      // int of 1e20 wraps to a negative number: each flag refuses those.
+      const r = await render({
+        selection: { waitForNodesSecs: 0.0000001, nodeSettleSecs: 12345678.5 },
+        parallelism: 1e20,
+        kubeApi: { qps: 0.000025 },
+        waves: { sizes: [1000000], soakSecs: 1e21 },
+      });
+      assert.equal(r.code, 0, r.stderr);
+      const args: string[] = find(objects(r.stdout), "Job").spec.template.spec.containers[0].args;
+      for (
+        const want of [
+          "--wait-for-nodes-secs=0.0000001",
+          "--node-settle-secs=12345678.5",
+          "--parallelism=100000000000000000000",
+          "--kube-api-qps=0.000025",
+          "--waves=1000000",
+          "--wave-soak-secs=1000000000000000000000",
+        ]
+      ) {
+        assert.ok(args.includes(want), `${want} in ${args.join(" ")}`);
+      }
+    }),
+});
