@@ -596,16 +596,13 @@ Deno.test({
           // The exact arguments Helm rendered and stored in the release.
           const hook = find(objects(await helm(["get", "hooks", RELEASE, "-n", NS])), "Job");
           hookArgs = hook.spec.template.spec.containers[0].args;
+          // The ConfigMap the hook pod mounts: this revision's own.
+          const volume = hook.spec.template.spec.volumes.find((v: Obj) =>
+            v.name === "job-template"
+          );
+          assert.equal(volume.configMap.name, `${HOOK_JOB}-job-template`);
           const cm = JSON.parse(
-            await kubectl([
-              "get",
-              "configmap",
-              `${FULLNAME}-job-template`,
-              "-n",
-              NS,
-              "-o",
-              "json",
-            ]),
+            await kubectl(["get", "configmap", volume.configMap.name, "-n", NS, "-o", "json"]),
           );
           // The one difference from the pod: the ConfigMap is a file here, not a mount.
           template = await tempFile(cm.data["job.yaml"]);

@@ -366,8 +366,6 @@ clusterTest(
           );
           // The revision fails on the 5 s --timeout; its hook Job is created all the same.
           await helmTry(["upgrade", RELEASE, CHART, "-n", RETRY_NS, "-f", after, ...timeout]);
-          const started = createdFor(first.run.stderr);
-          log(`${first.name}: started ${started.join(", ")}; helm upgrade with work:2 done`);
 
           // The earlier hook's pod goes (a node drain, an OOM kill), its
           // dispatcher with it: the Job controller starts another pod.
@@ -377,6 +375,8 @@ clusterTest(
           assert.equal(del.code, 0, del.stderr);
           first.run.kill("SIGKILL");
           await first.run.ended;
+          const started = createdFor(first.run.stderr);
+          log(`${first.name}: started ${started.join(", ")} before its pod went`);
           let retryPod: Obj | undefined;
           await eventually(
             async () => !!(retryPod = (await hookPods(first.name))[0]),

@@ -84,6 +84,14 @@ template` and client dry runs look nothing up: `-rN`.
 {{- end }}
 {{- end }}
 
+{{/*
+The template ConfigMap of this revision's hook Job, named after it (a
+ConfigMap name may be 253 characters): every revision reads its own.
+*/}}
+{{- define "job-dispatcher.templateConfigMap" -}}
+{{- include "job-dispatcher.hookName" . }}-job-template
+{{- end }}
+
 {{/* The full name with a suffix, within 63 characters: (list . SUFFIX). */}}
 {{- define "job-dispatcher.hookNameWith" -}}
 {{- $suffix := index . 1 }}
