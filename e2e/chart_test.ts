@@ -541,7 +541,7 @@ Deno.test({
           assert.match(
             installed,
             new RegExp(
-              `helm uninstall keeps this hook Job[^]*delete job -n ${NS} -l job-dispatcher/hook=${FULLNAME}`,
+              `helm uninstall keeps this hook Job[^]*delete job,configmap -n ${NS} -l job-dispatcher/hook=${FULLNAME}`,
             ),
           );
           assert.match(installed, new RegExp(`annotate job ${HOOK_JOB} -n ${NS} \\S+/paused=true`));
