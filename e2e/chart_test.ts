@@ -541,7 +541,7 @@ Deno.test({
           assert.match(
             installed,
             new RegExp(
-              `helm uninstall keeps this hook Job[^]*delete job -n ${NS} -l job-dispatcher/hook=${FULLNAME}`,
+              `helm uninstall keeps this hook Job[^]*delete job,configmap -n ${NS} -l job-dispatcher/hook=${FULLNAME}`,
             ),
           );
           assert.match(installed, new RegExp(`annotate job ${HOOK_JOB} -n ${NS} \\S+/paused=true`));
@@ -596,16 +596,13 @@ Deno.test({
           // The exact arguments Helm rendered and stored in the release.
           const hook = find(objects(await helm(["get", "hooks", RELEASE, "-n", NS])), "Job");
           hookArgs = hook.spec.template.spec.containers[0].args;
+          // The ConfigMap the hook pod mounts: this revision's own.
+          const volume = hook.spec.template.spec.volumes.find((v: Obj) =>
+            v.name === "job-template"
+          );
+          assert.equal(volume.configMap.name, `${HOOK_JOB}-job-template`);
           const cm = JSON.parse(
-            await kubectl([
-              "get",
-              "configmap",
-              `${FULLNAME}-job-template`,
-              "-n",
-              NS,
-              "-o",
-              "json",
-            ]),
+            await kubectl(["get", "configmap", volume.configMap.name, "-n", NS, "-o", "json"]),
           );
           // The one difference from the pod: the ConfigMap is a file here, not a mount.
           template = await tempFile(cm.data["job.yaml"]);
@@ -1127,6 +1124,55 @@ Deno.test({
           "--wave-soak-secs=1000000",
           "--gate-interval-secs=2.5",
           "--verify-timeout-secs=3600000",
+        ]
+      ) {
+        assert.ok(args.includes(want), `${want} in ${args.join(" ")}`);
+      }
+    }),
+});
+
+Deno.test({
+  name:
+    "Helm chart: a number the dispatcher refuses fails helm template naming the value; one it takes reaches its flag as plain digits",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: () =>
+    withHelmHome(async (home) => {
+      const gates = { prometheusUrl: "http://p:9090", queries: ["up == 0"] };
+      const render = async (values: Obj) =>
+        await helmResult(home)([
+          ...["template", RELEASE, CHART, "-f", await writeValues(values)],
+          ...["--show-only", "templates/hook-job.yaml"],
+        ]);
+      // cli/options.ts: --gate-interval-secs and --verify-timeout-secs are at
+      // least 1; each would exit 2 in the hook, after the release exists.
+      const refused: [Obj, RegExp][] = [
+        [{ gates: { ...gates, intervalSecs: 0.5 } }, /gates\/intervalSecs/],
+        [{ verification: { podSelector: "app=v", timeoutSecs: 0.5 } }, /verification\/timeoutSecs/],
+      ];
+      for (const [values, says] of refused) {
+        const r = await render(values);
+        assert.notEqual(r.code, 0, `${JSON.stringify(values)}: ${r.stdout.slice(0, 200)}`);
+        assert.match(r.stderr, says, JSON.stringify(values));
+      }
+      // Go's %v prints these with an exponent (1e-07, 1.23456785e+07), and an
+      // int of 1e20 wraps to a negative number: each flag refuses those.
+      const r = await render({
+        selection: { waitForNodesSecs: 0.0000001, nodeSettleSecs: 12345678.5 },
+        parallelism: 1e20,
+        kubeApi: { qps: 0.000025 },
+        waves: { sizes: [1000000], soakSecs: 1e21 },
+      });
+      assert.equal(r.code, 0, r.stderr);
+      const args: string[] = find(objects(r.stdout), "Job").spec.template.spec.containers[0].args;
+      for (
+        const want of [
+          "--wait-for-nodes-secs=0.0000001",
+          "--node-settle-secs=12345678.5",
+          "--parallelism=100000000000000000000",
+          "--kube-api-qps=0.000025",
+          "--waves=1000000",
+          "--wave-soak-secs=1000000000000000000000",
         ]
       ) {
         assert.ok(args.includes(want), `${want} in ${args.join(" ")}`);

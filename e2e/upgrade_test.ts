@@ -12,11 +12,16 @@
  *    rollout's Jobs run (Helm keeps hook Jobs; revisions start again at 1):
  *    the new hook Job takes another name, the old one is kept until the
  *    next run finds its run over, and no per-node Job is deleted mid-run.
- * 3. 2,000 stale Jobs of an earlier owner: every one is deleted, yet the
+ * 3. `helm upgrade` with a changed image mid-rollout, then the earlier
+ *    revision's hook pod deleted: the Job controller retries it, and the
+ *    retry reads its own revision's template (a ConfigMap per revision), so
+ *    it adopts what its first pod started; an independent watcher counts at
+ *    most two Jobs per node, one per revision.
+ * 4. 2,000 stale Jobs of an earlier owner: every one is deleted, yet the
  *    dispatcher's requests in flight (kube-apiserver's audit log) never
  *    exceed `--kube-api-concurrency`, over a handful of TCP connections
  *    (a counting proxy).
- * 4. The migration: an owner left with the finalizer of an earlier version
+ * 5. The migration: an owner left with the finalizer of an earlier version
  *    (its run stopped, the owner deleted as Helm did) is released by the
  *    next run once its per-node Jobs have finished.
  *
@@ -45,6 +50,7 @@ import { FaultProxy } from "./_proxy.ts";
 const NS = "e2e-upgrade";
 const STORM_NS = "e2e-storm";
 const REINSTALL_NS = "e2e-reinstall";
+const RETRY_NS = "e2e-hook-retry";
 const RELEASE = "rollout";
 const FULLNAME = `${RELEASE}-job-dispatcher`;
 const STALE = 2000;
@@ -63,17 +69,39 @@ async function kubectlJson(cluster: Cluster, args: string[]): Promise<Obj | unde
   return r.code === 0 ? JSON.parse(r.stdout) : undefined;
 }
 
-/** The chart's values: `hookSecs` is how long kwok runs the hook pod. */
-async function values(hookSecs: number): Promise<string> {
+/**
+ * The chart's values: `hookSecs` is how long kwok runs the hook pod; `image`
+ * the per-node task's, `taskSecs` how long kwok runs it.
+ */
+async function values(hookSecs: number, image = "registry.invalid/work:1", taskSecs = 10) {
+  const template = parse(jobTemplate("node-task", `${taskSecs}s`));
+  template.spec.template.spec.containers[0].image = image;
   return await tempFile(stringify({
     image: { repository: "registry.invalid/job-dispatcher", tag: "e2e" },
-    jobTemplate: parse(jobTemplate("node-task", "10s")),
+    jobTemplate: template,
     selection: { nodeSelectors: [`${SUITE}=upgrade`] },
     parallelism: 2,
     logFormat: "text",
     progressIntervalSecs: 2,
     podAnnotations: { "e2e.job-dispatcher.io/duration": `${hookSecs}s` },
   }));
+}
+
+/**
+ * Marks a hook pod Succeeded, as its kubelet would once its dispatcher (run
+ * here, not by kwok) exited 0: the Job controller then completes its Job.
+ */
+async function podSucceeded(cluster: Cluster, ns: string, pod: string): Promise<void> {
+  const r = await cluster.kubectl([
+    ...["patch", "pod", pod, "-n", ns, "--subresource=status", "--type=merge", "-p"],
+    JSON.stringify({ status: { phase: "Succeeded" } }),
+  ]);
+  assert.equal(r.code, 0, r.stderr);
+}
+
+/** The nodes a dispatcher's log says it created (or replaced) a Job for, in order. */
+function createdFor(stderr: string): string[] {
+  return [...stderr.matchAll(/(?:created|replaced) job \S+ for node (\S+)/g)].map((m) => m[1]);
 }
 
 /** Microseconds since the epoch of an audit timestamp (RFC 3339 with microseconds). */
@@ -108,7 +136,7 @@ async function peakInFlight(
 /**
  * Starts the dispatcher of the release's current hook in `ns`, as kwok
  * cannot run it: its name, arguments and ServiceAccount, the template from
- * the release's ConfigMap. Adds it to `runs`, for the caller to kill.
+ * the ConfigMap its pod mounts. Adds it to `runs`, for the caller to kill.
  */
 async function startHookRun(
   cluster: Cluster,
@@ -117,18 +145,38 @@ async function startHookRun(
   runs: DispatcherProcess[],
 ): Promise<{ run: DispatcherProcess; name: string; uid: string }> {
   const hook = find(objects(await helm(["get", "hooks", RELEASE, "-n", ns])), "Job");
-  const cm =
-    (await kubectlJson(cluster, ["get", "configmap", `${FULLNAME}-job-template`, "-n", ns]))!;
   const live = (await kubectlJson(cluster, ["get", "job", hook.metadata.name, "-n", ns]))!;
+  return { run: await startPodRun(cluster, ns, live.spec.template.spec, runs), ...named(live) };
+}
+
+function named(job: Obj): { name: string; uid: string } {
+  return { name: job.metadata.name as string, uid: job.metadata.uid as string };
+}
+
+/**
+ * Starts the dispatcher a hook pod of `spec` runs, as its kubelet would: its
+ * arguments, its ServiceAccount, and the template file from the ConfigMap
+ * its "job-template" volume names, as that ConfigMap is now.
+ */
+async function startPodRun(
+  cluster: Cluster,
+  ns: string,
+  // deno-lint-ignore no-explicit-any
+  spec: any,
+  runs: DispatcherProcess[],
+): Promise<DispatcherProcess> {
+  const volume = spec.volumes.find((v: Obj) => v.name === "job-template");
+  const cm = await kubectlJson(cluster, ["get", "configmap", volume.configMap.name, "-n", ns]);
+  assert.ok(cm, `the hook pod's ConfigMap ${volume.configMap.name} exists`);
   const template = await tempFile(cm.data["job.yaml"]);
-  const args: string[] = hook.spec.template.spec.containers[0].args;
+  const args: string[] = spec.containers[0].args;
   const run = new DispatcherProcess(
     cluster,
     args.map((a) => a.startsWith("--job-template=") ? `--job-template=${template}` : a),
     { kubeconfig: await serviceAccountKubeconfig(cluster, ns, FULLNAME), timeoutMs: 240_000 },
   );
   runs.push(run);
-  return { run, name: hook.metadata.name as string, uid: live.metadata.uid as string };
+  return run;
 }
 
 clusterTest(
@@ -287,6 +335,79 @@ clusterTest(
         } finally {
           for (const r of runs) r.kill("SIGKILL");
           await watcher.stop();
+        }
+        assert.deepEqual(watcher.deletedUnfinished, [], "no per-node Job deleted while it ran");
+      },
+    );
+
+    await t.step(
+      "helm upgrade with a changed image, then the earlier hook's pod deleted mid-rollout: its retry reads its own template, no node gets more than the two revisions' Jobs",
+      async () => {
+        const home = await tempDir("helm-");
+        const helm = helmRunner(home, cluster.kubeconfig);
+        const helmTry = helmResult(home, cluster.kubeconfig);
+        await namespace(cluster, RETRY_NS);
+        // kwok runs each hook pod until it is deleted; helm stops waiting for
+        // it at --timeout (the revision is marked failed, its hook Job kept).
+        const timeout = ["--timeout", "5s"];
+        const before = await values(3600, "registry.invalid/work:1", 6);
+        const after = await values(3600, "registry.invalid/work:2", 6);
+        const watcher = await JobWatcher.start(cluster, RETRY_NS);
+        const runs: DispatcherProcess[] = [];
+        const hookPods = async (job: string) =>
+          ((await kubectlJson(cluster, ["get", "pods", "-n", RETRY_NS, "-l", `job-name=${job}`]))!
+            .items as Obj[]).filter((p) => !p.metadata.deletionTimestamp);
+        try {
+          await helmTry(["install", RELEASE, CHART, "-n", RETRY_NS, "-f", before, ...timeout]);
+          const first = await startHookRun(cluster, helm, RETRY_NS, runs);
+          assert.ok(
+            await first.run.waitFor(atLeast(2, /created job \S+ for node/)),
+            first.run.stderr,
+          );
+          // The revision fails on the 5 s --timeout; its hook Job is created all the same.
+          await helmTry(["upgrade", RELEASE, CHART, "-n", RETRY_NS, "-f", after, ...timeout]);
+
+          // The earlier hook's pod goes (a node drain, an OOM kill), its
+          // dispatcher with it: the Job controller starts another pod.
+          const [pod] = await hookPods(first.name);
+          assert.ok(pod, `a pod of ${first.name}`);
+          const del = await cluster.kubectl(["delete", "pod", pod.metadata.name, "-n", RETRY_NS]);
+          assert.equal(del.code, 0, del.stderr);
+          first.run.kill("SIGKILL");
+          await first.run.ended;
+          const started = createdFor(first.run.stderr);
+          log(`${first.name}: started ${started.join(", ")} before its pod went`);
+          let retryPod: Obj | undefined;
+          await eventually(
+            async () => !!(retryPod = (await hookPods(first.name))[0]),
+            120_000,
+            `the Job controller to retry ${first.name}`,
+          );
+          assert.notEqual(retryPod!.metadata.uid, pod.metadata.uid);
+          const retry = await startPodRun(cluster, RETRY_NS, retryPod!.spec, runs);
+          const retried = await retry.ended;
+          assert.equal(retried.code, 0, retried.stderr);
+          // Its dispatcher exited 0, so does the pod, as its kubelet reports.
+          await podSucceeded(cluster, RETRY_NS, retryPod!.metadata.name);
+          const rerun = createdFor(retried.stderr).filter((n) => started.includes(n));
+          log(`${first.name} retried: created Jobs for ${createdFor(retried.stderr).join(", ")}`);
+          assert.deepEqual(rerun, [], "the retry runs no node its first pod started again");
+
+          const second = await startHookRun(cluster, helm, RETRY_NS, runs);
+          assert.notEqual(second.name, first.name);
+          const ended = await second.run.ended;
+          assert.equal(ended.code, 0, ended.stderr);
+          assert.match(ended.stderr, /summary: 4 succeeded, 0 failed of 4/);
+        } finally {
+          for (const r of runs) r.kill("SIGKILL");
+          await watcher.stop();
+        }
+        const perNode = new Map<string, number>();
+        for (const node of watcher.seen.values()) perNode.set(node, (perNode.get(node) ?? 0) + 1);
+        log(`Jobs per node: ${JSON.stringify(Object.fromEntries(perNode))}`);
+        assert.equal(perNode.size, 4);
+        for (const [node, jobs] of perNode) {
+          assert.ok(jobs <= 2, `${node}: ${jobs} Jobs, one per revision at most`);
         }
         assert.deepEqual(watcher.deletedUnfinished, [], "no per-node Job deleted while it ran");
       },

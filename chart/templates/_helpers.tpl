@@ -84,6 +84,14 @@ template` and client dry runs look nothing up: `-rN`.
 {{- end }}
 {{- end }}
 
+{{/*
+The template ConfigMap of this revision's hook Job, named after it (a
+ConfigMap name may be 253 characters): every revision reads its own.
+*/}}
+{{- define "job-dispatcher.templateConfigMap" -}}
+{{- include "job-dispatcher.hookName" . }}-job-template
+{{- end }}
+
 {{/* The full name with a suffix, within 63 characters: (list . SUFFIX). */}}
 {{- define "job-dispatcher.hookNameWith" -}}
 {{- $suffix := index . 1 }}
@@ -159,19 +167,19 @@ selectors such as "tier in (a,b)"). Nodes are never listed unless given.
 {{- with $sel.nodes }}{{ $a = append $a (printf "--nodes=%s" (join "," .)) }}{{ end }}
 {{- range $sel.nodeSelectors }}{{ $a = append $a (printf "--node-selector=%s" .) }}{{ end }}
 {{- with $sel.nodeFieldSelector }}{{ $a = append $a (printf "--node-field-selector=%s" .) }}{{ end }}
-{{- $a = append $a (printf "--node-page-size=%d" (int $sel.nodePageSize)) }}
+{{- $a = append $a (printf "--node-page-size=%s" (include "job-dispatcher.number" $sel.nodePageSize)) }}
 {{- if $sel.ignoreNodeTaints }}{{ $a = append $a "--ignore-node-taints" }}{{ end }}
 {{- $a = append $a (printf "--wait-for-nodes-secs=%s" (include "job-dispatcher.number" $sel.waitForNodesSecs)) }}
 {{- $a = append $a (printf "--node-settle-secs=%s" (include "job-dispatcher.number" $sel.nodeSettleSecs)) }}
-{{- $a = append $a (printf "--parallelism=%d" (int $v.parallelism)) }}
+{{- $a = append $a (printf "--parallelism=%s" (include "job-dispatcher.number" $v.parallelism)) }}
 {{- $a = append $a (printf "--poll-interval-secs=%s" (include "job-dispatcher.number" $v.pollIntervalSecs)) }}
 {{- $a = append $a (printf "--progress-interval-secs=%s" (include "job-dispatcher.number" $v.progressIntervalSecs)) }}
 {{- $a = append $a (printf "--tracking-label-prefix=%s" $v.trackingLabelPrefix) }}
 {{- /* Guarded: --reuse-values keeps an older release's values, which lack kubeApi. */}}
 {{- with $v.kubeApi }}
-{{- with .concurrency }}{{ $a = append $a (printf "--kube-api-concurrency=%d" (int .)) }}{{ end }}
+{{- with .concurrency }}{{ $a = append $a (printf "--kube-api-concurrency=%s" (include "job-dispatcher.number" .)) }}{{ end }}
 {{- if kindIs "invalid" .qps }}{{ else }}{{ $a = append $a (printf "--kube-api-qps=%s" (include "job-dispatcher.number" .qps)) }}{{ end }}
-{{- with .burst }}{{ $a = append $a (printf "--kube-api-burst=%d" (int .)) }}{{ end }}
+{{- with .burst }}{{ $a = append $a (printf "--kube-api-burst=%s" (include "job-dispatcher.number" .)) }}{{ end }}
 {{- end }}
 {{- if eq $mode "jobName" }}
 {{- $a = append $a (printf "--owner-job-name=%s" (include "job-dispatcher.hookName" .)) }}
@@ -254,13 +262,16 @@ each refused at install time where the dispatcher would refuse it in the hook
 {{- $canary := false }}
 {{- range $v.extraArgs }}{{ if regexMatch "^--canary(=|$)" (toString .) }}{{ $canary = true }}{{ end }}{{ end }}
 {{- with $w.sizes }}
-{{- include "job-dispatcher.checkWaves" . }}
+{{- /* A count from a values file is a float64, which join would print as 1e+06. */}}
+{{- $sizes := list }}
+{{- range . }}{{ $sizes = append $sizes (ternary . (include "job-dispatcher.number" .) (kindIs "string" .)) }}{{ end }}
+{{- include "job-dispatcher.checkWaves" $sizes }}
 {{- range $v.extraArgs }}
 {{- if regexMatch "^--canary(=|$)" (toString .) }}
 {{- fail (printf "extraArgs %s and waves.sizes: --canary N is waves N,100%%; set one of them" .) }}
 {{- end }}
 {{- end }}
-{{- $a = append $a (printf "--waves=%s" (join "," .)) }}
+{{- $a = append $a (printf "--waves=%s" (join "," $sizes)) }}
 {{- end }}
 {{- if $w.soakSecs }}
 {{- if not (or $w.sizes $canary) }}
@@ -413,9 +424,25 @@ without one, the prefix (its record belongs to the prefix).
 {{- end }}
 
 {{/*
-A number as the dispatcher's flags read it: digits. A values file's numbers
-reach the template as float64, which %v prints as 1e+06 from a million on.
+A number as the dispatcher's flags read it (cli/options.ts): plain digits,
+with a point where it has a fraction. A values file's numbers reach the
+template as float64, which %v prints with an exponent from a million on
+(1e+06, 1.2345675e+06) and below 0.0001 (2.5e-05), and which int64 wraps
+from 2^63 on: each of those a flag refuses, exit 2 after the release exists.
+So the point of %v's shortest digits is moved by its exponent instead.
 */}}
 {{- define "job-dispatcher.number" -}}
-{{- if eq (float64 .) (floor .) }}{{ int64 . }}{{ else }}{{ . }}{{ end }}
+{{- $s := printf "%v" (float64 .) }}
+{{- $m := regexFindAll `^(-?)([0-9]+)(?:\.([0-9]+))?e([-+][0-9]+)$` $s 1 }}
+{{- if not $m }}{{ $s }}{{ else }}
+{{- $sign := regexReplaceAll `^(-?).*$` $s "${1}" }}
+{{- $int := regexReplaceAll `^-?([0-9]+).*$` $s "${1}" }}
+{{- $frac := regexReplaceAll `^-?[0-9]+(?:\.([0-9]+))?e.*$` $s "${1}" }}
+{{- $digits := printf "%s%s" $int $frac }}
+{{- $point := add (len $int) (atoi (trimPrefix "+" (regexReplaceAll `^.*e` $s ""))) }}
+{{- if ge (int $point) (len $digits) }}{{ $sign }}{{ $digits }}{{ repeat (int (sub $point (len $digits))) "0" }}
+{{- else if le (int $point) 0 }}{{ $sign }}0.{{ repeat (int (sub 0 $point)) "0" }}{{ $digits }}
+{{- else }}{{ $sign }}{{ substr 0 (int $point) $digits }}.{{ substr (int $point) (len $digits) $digits }}
+{{- end }}
+{{- end }}
 {{- end }}
