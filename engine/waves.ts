@@ -139,6 +139,8 @@ export interface WaveOutcome {
   outcome: "succeeded" | "failed" | "unknown" | "blocked";
   /** Why it failed or is unknown. */
   reason?: string;
+  /** It failed before it got a Job (a re-check, a drain, a stale Job's wait). */
+  noJob?: boolean;
 }
 
 /**
