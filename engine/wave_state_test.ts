@@ -77,8 +77,26 @@ Deno.test("dispatch() with waves 1,25%,100% starts no Job of a wave before the o
   ]);
   assert.deepEqual(report.results.map((r) => r.wave), [1, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3]);
   assert.deepEqual(report.waves, [
-    { wave: 1, size: 1, openedAt: 0, endedAt: 100, soakEndsAt: 1100, soakEndedAt: 1100 },
-    { wave: 2, size: 2, openedAt: 1100, endedAt: 1200, soakEndsAt: 2200, soakEndedAt: 2200 },
+    {
+      wave: 1,
+      size: 1,
+      openedAt: 0,
+      endedAt: 100,
+      soakEndsAt: 1100,
+      soakEndedAt: 1100,
+      soakFrom: 100,
+      soakRestarts: [],
+    },
+    {
+      wave: 2,
+      size: 2,
+      openedAt: 1100,
+      endedAt: 1200,
+      soakEndsAt: 2200,
+      soakEndedAt: 2200,
+      soakFrom: 1200,
+      soakRestarts: [],
+    },
     {
       wave: 3,
       size: 9,
