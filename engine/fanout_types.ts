@@ -62,6 +62,8 @@ export interface WaveView {
   stage: "running" | "soaking" | "holding";
   /** While soaking: how long the soak still runs, in ms. */
   soakLeftMs?: number;
+  /** Holding because a health gate break inside the soak will restart it. */
+  soakInterrupted?: boolean;
 }
 
 /** One wave as the report shows it (clock ms). */

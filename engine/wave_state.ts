@@ -280,6 +280,7 @@ export class WaveState {
       waves: this.#waves.length,
       stage: this.#stage,
       soakLeftMs: this.#stage === "soaking" ? Math.max(0, w.soakEndsAt! - now) : undefined,
+      ...(this.#stage === "holding" && w.broken !== undefined && { soakInterrupted: true }),
     };
   }
 

@@ -243,9 +243,16 @@ Deno.test("dispatch() with waves restarts the soak after a gate break inside it,
     await t.step(name, async () => {
       const clock = new FakeClock();
       const api = fake(clock);
+      const progress: Progress[] = [];
       const report = await engine(clock, api, waved(2, "1"), {
         waves: { soakMs: 1000, soakGate: gateOf(clock, watch) },
-      });
+      }, progress);
+      if (watch(1100).clean === false) {
+        assert.ok(
+          progress.some((p) => p.wave?.stage === "holding" && p.wave.soakInterrupted),
+          "the progress says the soak is interrupted",
+        );
+      }
       assert.ok(report.results.every((r) => r.outcome === "succeeded"));
       // The loop looks again at least every progress interval (250 ms here)
       // while the gate is not clean: wave 2 opens within that of `opens`.
