@@ -288,6 +288,19 @@ Deno.test("dispatch() with a canary: a canary node that got no Job stops the res
       },
       /^the canary got no Job on n00: node n00 is gone$/,
     ],
+    [
+      "its drain timed out before its Job",
+      {
+        prepare: (tg: Target) =>
+          Promise.resolve(
+            tg.node.name === "n00"
+              ? "drain timed out after 60 s: pod a/web-0 not evicted"
+              : undefined,
+          ),
+        release: () => Promise.resolve(),
+      },
+      /^the canary got no Job on n00: drain timed out after 60 s: pod a\/web-0 not evicted$/,
+    ],
   ];
   for (const [name, extra, want] of cases) {
     await t.step(name, async () => {
