@@ -136,6 +136,7 @@ ROLLOUT SAFETY
   --max-failures N|P%       Failure budget: once more than N nodes (or P% of the
                             run's nodes) failed, create no new Job, let the ones in
                             flight finish, exit 1 naming the nodes never started.
+                            A node still blocked at --blocked-timeout-secs counts.
                             0 stops at the first failure. Default: no budget.
   --waves SIZES             Progressive delivery: cumulative wave sizes of the
                             selection, each a count or a percentage (rounded
@@ -145,14 +146,20 @@ ROLLOUT SAFETY
                             soak has passed; each wave at most --parallelism and
                             --max-unavailable at once. A failed node counts
                             against --max-failures; without a budget the first
-                            failure stops the next wave. The report names each
-                            node's wave.
+                            failure stops the next wave. A node that got no Job
+                            (still blocked, failed before its Job) or whose
+                            outcome is unknown always stops it. The report names
+                            each node's wave.
   --wave-soak-secs S        After each wave (not the last), hold S seconds before
-                            the next one starts (default 0). A wave whose nodes
-                            were all done by an earlier run is not soaked.
+                            the next one starts (default 0), counted from the
+                            end of its last node: a re-run counts it from the
+                            last Job's completionTime and soaks only what is
+                            left. With health gates, a break inside the soak
+                            (breach, outage, no data) restarts it, whole.
   --canary N                --waves N,100%: run the first N nodes first (at most
                             min(N, --parallelism) at once); go on only if all
-                            succeed (or, with --max-failures, within the budget).
+                            succeed (or, with --max-failures, their Jobs' failures
+                            within the budget; a canary that got no Job stops).
   --max-per-topology KEY=M  At most M Jobs in flight per value of node label KEY
                             (e.g. topology.kubernetes.io/zone=1), on top of
                             --parallelism. Nodes without the label form one

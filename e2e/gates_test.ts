@@ -114,7 +114,7 @@ clusterTest("health gates with a real Prometheus", async (t, cluster) => {
       () => breachLatches(cluster, prom, exporter),
     );
     await t.step(
-      "a breach during a soak holds the next wave: no Job of it while latched, nor after the gauge recovers, until the pause is lifted; the report shows the breach and the soak",
+      "a breach during a soak holds the next wave: no Job of it while latched, nor after the gauge recovers, nor until a whole soak after the pause is lifted; the report shows the breach and the soak's restart",
       () => breachInSoak(cluster, prom, exporter),
     );
     await t.step(
@@ -260,6 +260,13 @@ async function breachInSoak(cluster: Cluster, prom: RunningPrometheus, exporter:
       wave2.every((x) => x.added >= lifting),
       "wave 2 began only once the pause was lifted",
     );
+    // The soak is watched cleanly: the breach inside it restarts it, whole,
+    // from the first clean answer after the lift, not at that answer.
+    const opened = Math.min(...wave2.map((x) => x.added));
+    assert.ok(
+      opened >= lifting + SOAK_SECS * 1000,
+      `wave 2 began ${(opened - lifting) / 1000} s after the lift, within the restarted soak`,
+    );
     assert.match(r.stderr, new RegExp(`wave 1 of 2 ended \\(1 nodes\\); soaking ${SOAK_SECS} s`));
     assertReportsSoakBreach(JSON.parse(await Deno.readTextFile(report)), ns, lifting, ended);
   } finally {
@@ -293,6 +300,14 @@ function assertReportsSoakBreach(json: any, ns: string, lifting: number, ended: 
     ),
     "wave 2's nodes started after the lift",
   );
+  // The soak's clean checks: it restarted once, after the breach, at the
+  // first clean answer after the lift, and the gates were clean since then.
+  assert.equal(soak.restarts.length, 1, JSON.stringify(soak));
+  assert.match(soak.restarts[0].after, /health gate breached: query "e2e_broken > 0"/);
+  assert.ok(Date.parse(soak.restarts[0].at) >= lifted, JSON.stringify(soak));
+  assert.equal(soak.from, soak.restarts[0].at);
+  assert.equal(soak.gates.cleanSince, soak.restarts[0].at);
+  assert.ok(Date.parse(soak.end) >= Date.parse(soak.from) + SOAK_SECS * 1000);
 }
 
 /** Prometheus's instant query `expr`: each sample's value, by its labels. */

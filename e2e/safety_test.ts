@@ -78,6 +78,56 @@ clusterTest("rollout safety on a real control plane", async (t, cluster) => {
   });
 
   await t.step(
+    "a canary that got no Job (still blocked) starts nothing else, even within --max-failures",
+    async () => {
+      const ns = await namespace(cluster, "safe-canblk");
+      await cluster.createNodes(nodes("canblk", 4));
+      // A pod of --blocking-pod-selector on the canary's node, never finishing.
+      const pod = await cluster.kubectl(
+        ["apply", "-f", "-"],
+        JSON.stringify({
+          apiVersion: "v1",
+          kind: "Pod",
+          metadata: {
+            name: "db-0",
+            namespace: ns,
+            labels: { app: "db" },
+            annotations: { [OUTCOME_LABEL]: "serve" },
+          },
+          spec: {
+            nodeName: "canblk-000",
+            terminationGracePeriodSeconds: 0,
+            containers: [{ name: "db", image: "registry.invalid/db:1" }],
+          },
+        }),
+      );
+      assert.equal(pod.code, 0, pod.stderr);
+      const r = await dispatcher(cluster, [
+        "--job-template",
+        await file(jobTemplate("canblk", "300ms")),
+        "-n",
+        ns,
+        "--node-selector",
+        `${SUITE}=canblk`,
+        "--canary",
+        "1",
+        "--max-failures",
+        "2",
+        "--blocking-pod-selector",
+        "app=db",
+        "--blocked-timeout-secs",
+        "2",
+      ]);
+      assert.equal(r.code, 1, r.stderr);
+      assert.match(
+        r.stderr,
+        /rollout stopped: the canary got no Job on canblk-000: still blocked after 2 s: .*db-0/,
+      );
+      assert.deepEqual(await jobsIn(cluster, ns), [], "no Job: the canary proved nothing");
+    },
+  );
+
+  await t.step(
     "3 zones with at most 1 Job per zone never show two active Jobs in one zone",
     async () => {
       const ns = await namespace(cluster, "safe-zones");

@@ -7,6 +7,8 @@
 import assert from "node:assert/strict";
 import { OUTCOME_LABEL } from "./cluster.ts";
 import { dispatcher, jobsIn, jobTemplate, JobWatcher } from "./_dispatcher.ts";
+import { DispatcherProcess } from "./_faults.ts";
+import { delay } from "./_procs.ts";
 import {
   clusterTest,
   cordonedNodes,
@@ -89,6 +91,69 @@ clusterTest("progressive delivery on a real control plane", async (t, cluster) =
       }
       assert.match(r.stderr, /wave 1 of 3 ended \(1 nodes\); soaking 3 s before wave 2/);
       assert.match(r.stderr, /wave 3 of 3 opens: 9 nodes/);
+    },
+  );
+
+  await t.step(
+    "a run SIGKILLed 5 s into a 45 s soak and re-run at once opens the next wave no sooner than 45 s after the last Job of the wave completed",
+    async () => {
+      const ns = await namespace(cluster, "soak-kill");
+      await cluster.createNodes(nodes("soakkill", 3));
+      const soakSecs = 45;
+      const args = [
+        "--job-template",
+        await file(jobTemplate("soak", "300ms")),
+        "-n",
+        ns,
+        "--node-selector",
+        `${SUITE}=soakkill`,
+        "--waves",
+        "1",
+        "--wave-soak-secs",
+        String(soakSecs),
+      ];
+      const first = new DispatcherProcess(cluster, args);
+      assert.ok(
+        await first.waitFor(/wave 1 of 2 ended \(1 nodes\); soaking 45 s before wave 2/),
+        first.stderr,
+      );
+      await delay(5000);
+      first.kill("SIGKILL");
+      await first.ended;
+      assert.equal((await jobsIn(cluster, ns)).length, 1, "wave 2 had not opened when killed");
+      const report = await Deno.makeTempFile({ suffix: ".json" });
+      const r = await dispatcher(cluster, [...args, "--report", report]);
+      assert.equal(r.code, 0, r.stderr);
+      // An independent read: the API server's own stamps (whole seconds),
+      // the Jobs' completionTime and creationTimestamp.
+      const got = await cluster.kubectl(["get", "jobs", "-n", ns, "-o", "json"]);
+      assert.equal(got.code, 0, got.stderr);
+      const jobs = JSON.parse(got.stdout).items as {
+        metadata: { annotations: Record<string, string>; creationTimestamp: string };
+        status: { completionTime?: string };
+      }[];
+      assert.equal(jobs.length, 3, "one Job per node");
+      const inWave1 = (j: (typeof jobs)[number]) =>
+        j.metadata.annotations["job-dispatcher/node-name"] === "soakkill-000";
+      const wave1 = jobs.filter(inWave1);
+      const wave2 = jobs.filter((j) => !inWave1(j));
+      assert.equal(wave1.length, 1);
+      const completed = Math.max(...wave1.map((j) => Date.parse(j.status.completionTime!)));
+      const opened = Math.min(...wave2.map((j) => Date.parse(j.metadata.creationTimestamp)));
+      assert.ok(
+        opened >= completed + soakSecs * 1000,
+        `wave 2's first Job was created ${(opened - completed) / 1000} s after wave 1's ` +
+          `last Job completed, before the ${soakSecs} s soak ended`,
+      );
+      // The re-run soaked what was left, not a whole soak again.
+      const left = Number(r.stderr.match(/wave 1 of 2 ended \(1 nodes\); soaking (\d+) s/)?.[1]);
+      assert.ok(left > 0 && left < soakSecs, r.stderr);
+      const json = JSON.parse(await Deno.readTextFile(report));
+      assert.equal(Date.parse(json.waves[0].soak.from), completed + 1000, "from that second's end");
+      console.log(
+        `      wave 2 opened ${(opened - completed) / 1000} s after wave 1 completed; ` +
+          `the re-run soaked ${left} s`,
+      );
     },
   );
 

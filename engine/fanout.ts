@@ -66,6 +66,9 @@ export type {
   Target,
 } from "./fanout_types.ts";
 
+/** The phases that count against `--max-failures`. */
+const COUNTS_AS_FAILED: ReadonlySet<Phase> = new Set(["failed", "explaining", "stillBlocked"]);
+
 /** How many nodes' waits the progress line names. */
 const MAX_WAITS = 3;
 
@@ -217,6 +220,7 @@ class Fanout {
       canary: w.canary,
       budget: this.#o.maxFailures !== undefined,
       hold: w.holdAfterWave,
+      gate: w.soakGate,
       stop: (reason) => this.#stop(reason),
       notice: (wave, message) => this.#o.reporter.event({ kind: "wave", wave, message }),
       wake: () => this.#notify(),
@@ -434,12 +438,15 @@ class Fanout {
       else this.#queue.unshift(name);
     }
     // A failed Job counts against the budget at once, not once its pods
-    // have told why: the slot it frees must not start one node too many.
-    const failed = this.#count("failed") + this.#count("explaining");
-    if ((s.phase === "failed" || s.phase === "explaining") && target) {
-      if (budgetExceeded(failed, this.#o.maxFailures)) {
-        this.#stop(`the failure budget of ${this.#o.maxFailures} was exceeded (${failed} failed)`);
-      }
+    // have told why: the slot it frees must not start one node too many. A
+    // node still blocked at its timeout got no Job: not done, it counts too.
+    const blocked = this.#count("stillBlocked");
+    const failed = this.#count("failed") + this.#count("explaining") + blocked;
+    if (COUNTS_AS_FAILED.has(s.phase) && target && budgetExceeded(failed, this.#o.maxFailures)) {
+      const of = blocked ? `, ${blocked} of them still blocked` : "";
+      this.#stop(
+        `the failure budget of ${this.#o.maxFailures} was exceeded (${failed} failed${of})`,
+      );
     }
     if (FINAL.has(s.phase) && target) this.#settled(target, s);
     this.#notify();

@@ -62,6 +62,8 @@ export interface WaveView {
   stage: "running" | "soaking" | "holding";
   /** While soaking: how long the soak still runs, in ms. */
   soakLeftMs?: number;
+  /** Holding because a health gate break inside the soak will restart it. */
+  soakInterrupted?: boolean;
 }
 
 /** One wave as the report shows it (clock ms). */
@@ -78,6 +80,16 @@ export interface WaveRecord {
   soakEndsAt?: number;
   /** When its soak ended. */
   soakEndedAt?: number;
+  /**
+   * When its soak was counted from: its last node's end (for a node counted
+   * from an earlier run, its Job's `completionTime`), or the end of the last
+   * gate break inside the soak.
+   */
+  soakFrom?: number;
+  /** Each time a gate break inside the soak restarted it: when it started again, and after what. */
+  soakRestarts?: { at: number; after: string }[];
+  /** The gates' clean stretch the soak closed on: clean since (clock ms; -Infinity: the whole run). */
+  soakCleanSince?: number;
 }
 
 /** What {@linkcode HoldAfterWave} is told when a wave ended and its soak began. */
@@ -101,6 +113,30 @@ export interface WaveEnd {
  */
 export type HoldAfterWave = (end: WaveEnd) => Promise<string | undefined>;
 
+/**
+ * The health gates as a soak sees them ({@linkcode SoakGate.watch}): clean
+ * since when, or what breaks them now. `since` is -Infinity while no break
+ * was seen in this run; `after` says what the last break was.
+ */
+export type GateWatch =
+  | { clean: true; since: number; after?: string }
+  | { clean: false; why: string };
+
+/**
+ * The health gates as the soak after a wave sees them: the soak is watched
+ * cleanly, so a break inside it (a breach, latched until a person lifts it;
+ * Prometheus unreachable; no data) restarts it, full length, from the
+ * moment the gates are clean again. The engine asks at each pass of its
+ * loop while a wave soaks; the gate wakes the loop through its pause gate.
+ *
+ * A gate's state machine implements it from its transitions: `since` is the
+ * time of the first clean answer after its last break.
+ */
+export interface SoakGate {
+  /** Clean since when, or what breaks the gates now. */
+  watch(): GateWatch;
+}
+
 /** The waves of a dispatch (`--waves`, `--canary`); each target's wave is its `wave`. */
 export interface WaveOptions {
   /** How long to hold after each wave before the next opens, in ms. @default 0 */
@@ -109,6 +145,8 @@ export interface WaveOptions {
   canary?: boolean;
   /** The hold after each wave (health gates). Default: none, the soak alone. */
   holdAfterWave?: HoldAfterWave;
+  /** The gates the soak is watched by: a break inside it restarts it. Default: none. */
+  soakGate?: SoakGate;
 }
 
 /** What the engine did, one line each. */

@@ -67,6 +67,11 @@ export interface NodeState {
   stallCheckedAt?: number;
   /** When its Job finished (final states). */
   finishedAt?: number;
+  /**
+   * When its Job completed by the API server's stamp, for an outcome counted
+   * from an earlier run: its wave's soak counts from it (wave_state.ts).
+   */
+  completedAt?: number;
   /** Pods its Job ran, when known (final states). */
   attempts?: number;
   /** When it was first found blocked (clock ms), for `--blocked-timeout-secs`. */

@@ -15,6 +15,27 @@ function timestamp(t: Date | string | undefined): number | undefined {
   return t === undefined ? undefined : new Date(t).getTime();
 }
 
+/**
+ * When a finished Job ended by the API server's stamps: `completionTime`
+ * (set on success), else the time of the condition that decided it (a
+ * failed Job has no completionTime). Both are `metav1.Time`, written in whole
+ * seconds, so the end lies within the second after the stamp: it is said as
+ * that second's end, so a soak counted from it is never shorter than asked.
+ *
+ * @example
+ * ```ts
+ * jobEnd({ status: { completionTime: "2026-01-01T00:00:10Z" as never } }); // Date.parse("…:11Z")
+ * ```
+ */
+export function jobEnd(job: Pick<V1Job, "status"> | undefined): number | undefined {
+  const st = job?.status;
+  const decided = ["Complete", "Failed", "SuccessCriteriaMet", "FailureTarget"];
+  const cond = st?.conditions?.find((c) => c.status === "True" && decided.includes(c.type));
+  const at = timestamp(st?.completionTime ?? cond?.lastTransitionTime);
+  if (at === undefined || Number.isNaN(at)) return undefined;
+  return at % 1000 === 0 ? at + 1000 : at;
+}
+
 /** What {@linkcode resultFacts} reads besides the node's state. */
 export interface Seen {
   /** The clock time now: a finish seen in this run ends now. */
@@ -46,6 +67,7 @@ export function resultFacts(s: NodeState, seen: Seen): Partial<NodeState> {
   return {
     startedAt: started,
     finishedAt: counted ? timestamp(st?.completionTime) ?? started : seen.now,
+    ...(counted && { completedAt: jobEnd(job) }),
     // The Job's counters can lag its terminal condition; its pods cannot.
     // SuccessCriteriaMet (Kubernetes 1.31+), which ends a node, is written
     // while the pods that met it are still in uncountedTerminatedPods.

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import type { V1Job } from "@kubernetes/client-node";
 import type { NodeResult, Progress, Target } from "./fanout.ts";
 import type { NodeState, Phase } from "./node_state.ts";
-import { ActiveTime, nodeResult, progressKey, progressOf, resultFacts } from "./outcome.ts";
+import { ActiveTime, jobEnd, nodeResult, progressKey, progressOf, resultFacts } from "./outcome.ts";
 
 const JOB: V1Job = {
   metadata: { name: "j-n1", creationTimestamp: new Date(1_000) },
@@ -52,13 +52,14 @@ Deno.test({
         "counted from an earlier run",
         { phase: "running", since: 50, startedAt: 50, counted: true },
         { now: 90, job: JOB },
-        { startedAt: 1_000, finishedAt: 4_000, attempts: 3 },
+        // completedAt: the end of the whole second the API server stamped.
+        { startedAt: 1_000, finishedAt: 4_000, attempts: 3, completedAt: 5_000 },
       ],
       [
         "counted, its Job without times",
         { phase: "running", since: 50, startedAt: 50, counted: true },
         { now: 90, job: { metadata: { name: "j-n1" } } },
-        { startedAt: 50, finishedAt: 50, attempts: undefined },
+        { startedAt: 50, finishedAt: 50, attempts: undefined, completedAt: undefined },
       ],
       [
         "never started, its Job unknown",
@@ -216,6 +217,47 @@ Deno.test({
         );
         assert.deepEqual(got, want);
       });
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "jobEnd() reads completionTime, else the deciding condition's time, as the end of its second",
+  permissions: "none",
+  async fn(t) {
+    const at = (iso: string) => iso as unknown as Date;
+    const cond = (type: string, time: string) => ({
+      type,
+      status: "True",
+      lastTransitionTime: at(time),
+    });
+    const cases: [string, Pick<V1Job, "status"> | undefined, number | undefined][] = [
+      [
+        "completionTime, whole seconds: that second's end",
+        { status: { completionTime: at("2026-01-01T00:00:10Z") } },
+        Date.parse("2026-01-01T00:00:11Z"),
+      ],
+      [
+        "a failed Job: its Failed condition's time",
+        { status: { conditions: [cond("Failed", "2026-01-01T00:00:20Z")] } },
+        Date.parse("2026-01-01T00:00:21Z"),
+      ],
+      [
+        "only SuccessCriteriaMet so far: its time",
+        { status: { conditions: [cond("SuccessCriteriaMet", "2026-01-01T00:00:30Z")] } },
+        Date.parse("2026-01-01T00:00:31Z"),
+      ],
+      [
+        "a stamp with milliseconds is taken as it is",
+        { status: { completionTime: at("2026-01-01T00:00:10.250Z") } },
+        Date.parse("2026-01-01T00:00:10.250Z"),
+      ],
+      ["a running Job: none", { status: { active: 1 } }, undefined],
+      ["no Job: none", undefined, undefined],
+    ];
+    for (const [name, job, want] of cases) {
+      await t.step(name, () => assert.equal(jobEnd(job), want));
     }
   },
 });

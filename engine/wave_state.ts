@@ -8,12 +8,19 @@
  * verdict passed, its soak elapsed and the hold after it (`holdAfterWave`,
  * where the health gates plug in) resolved.
  *
+ * The soak is a deadline in the cluster, not in memory: it counts from the
+ * end of the wave's last node, which for a node counted from an earlier run
+ * is its Job's `completionTime`, so a run killed mid-soak (SIGKILL, its own
+ * `--drain` evicting the hook's pod) and run again soaks only what is left.
+ * It is watched cleanly ({@linkcode SoakGate}): a gate break inside it
+ * restarts it, whole, from the moment the gates are clean again.
+ *
  * @module
  */
 
 import type { Clock } from "../base/clock.ts";
 import type { NodeState } from "./node_state.ts";
-import type { HoldAfterWave, Target, WaveRecord, WaveView } from "./fanout_types.ts";
+import type { HoldAfterWave, SoakGate, Target, WaveRecord, WaveView } from "./fanout_types.ts";
 import { waveLabel, type WaveOutcome, waveVerdict } from "./waves.ts";
 
 /** What the wave state needs from the engine. */
@@ -30,6 +37,8 @@ export interface WaveHost {
   budget: boolean;
   /** Called once a wave's soak began; the next wave opens once it resolves. */
   hold?: HoldAfterWave;
+  /** The health gates the soak is watched by; a break inside it restarts it. */
+  gate?: SoakGate;
   /** Stops the rollout with a reason. */
   stop(reason: string): void;
   /** Says a wave boundary: a wave ended, its soak began, the next opened. */
@@ -43,14 +52,43 @@ interface Wave {
   size: number;
   /** Nodes not yet final. */
   left: number;
-  /** A node of it was not counted from an earlier run: this run changed something. */
-  worked: boolean;
   openedAt?: number;
   endedAt?: number;
+  /** The latest end among its final nodes (clock ms): see {@linkcode endOf}. */
+  lastEnd: number;
+  /** That latest end is a node counted from an earlier run: its Job's completion. */
+  lastCounted?: boolean;
+  /** What its soak counts from: its last node's end, or the end of a gate break inside it. */
+  soakFrom?: number;
   soakEndsAt?: number;
   soakEndedAt?: number;
   /** The hold after it resolved. */
   held?: boolean;
+  /** Each gate break that restarted its soak. */
+  restarts: { at: number; after: string }[];
+  /** What breaks the gates now, while it soaks. */
+  broken?: string;
+  /** The gates' clean stretch as last seen while it soaked. */
+  cleanSince?: number;
+}
+
+/**
+ * When a final node ended, for its wave's soak: now for a node this run saw
+ * end; for one counted from an earlier run, when its Job completed
+ * (`completedAt`, the API server's stamp), never later than now (a clock
+ * ahead of this one would make the soak longer than asked), and now when
+ * that is unknown: a soak is never cut short for want of a time.
+ *
+ * The Job's stamp, not the run record: the Job controller writes it as the
+ * Job ends, before any run can be killed, while the record is written every
+ * 10 s or more and a run SIGKILLed in between leaves its wave unrecorded. A
+ * Job removed by its `ttlSecondsAfterFinished` takes its stamp with it; its
+ * node is then run again (or, counted from a record of its success, has no
+ * stamp), so its wave soaks whole from now: what survives a TTL deletion is
+ * the rule that an unknown end never shortens a soak.
+ */
+function endOf(s: NodeState, now: number): number {
+  return s.counted ? Math.min(now, s.completedAt ?? now) : now;
 }
 
 /** Where the open wave stands. */
@@ -73,7 +111,12 @@ export class WaveState {
   constructor(targets: readonly Target[], host: WaveHost) {
     this.#h = host;
     const count = Math.max(1, ...targets.map((t) => t.wave ?? 1));
-    this.#waves = Array.from({ length: count }, () => ({ size: 0, left: 0, worked: false }));
+    this.#waves = Array.from({ length: count }, () => ({
+      size: 0,
+      left: 0,
+      lastEnd: -Infinity,
+      restarts: [],
+    }));
     for (const t of targets) {
       const w = this.#waves[(t.wave ?? 1) - 1];
       w.size++;
@@ -107,13 +150,20 @@ export class WaveState {
   settled(t: Target, s: NodeState): void {
     const wave = t.wave ?? 1;
     const w = this.#waves[wave - 1];
+    const now = this.#h.clock.now();
     w.left--;
-    if (!s.counted) w.worked = true;
-    if (w.left === 0) w.endedAt ??= this.#h.clock.now();
+    const end = endOf(s, now);
+    if (end >= w.lastEnd) {
+      w.lastEnd = end;
+      w.lastCounted = s.counted;
+    }
+    if (w.left === 0) w.endedAt ??= now;
     if (wave === this.#waves.length) return;
     const outcome = s.phase === "stillBlocked" ? "blocked" : s.phase as WaveOutcome["outcome"];
     const label = waveLabel(wave, this.#waves.length, this.#h.canary);
-    const o = { node: t.node.name, outcome, reason: s.reason };
+    // A failure before its Job (a re-check, a drain, a stale Job's wait) proved nothing.
+    const noJob = s.phase === "failed" && !s.counted && s.startedAt === undefined;
+    const o = { node: t.node.name, outcome, reason: s.reason, noJob };
     const verdict = waveVerdict(label, o, this.#h.budget);
     if (verdict) this.#h.stop(verdict);
   }
@@ -132,12 +182,15 @@ export class WaveState {
         if (w.left > 0) return Infinity;
         this.#end(w, now);
       }
-      if (now < w.soakEndsAt!) return w.soakEndsAt! - now;
-      if (w.soakEndedAt === undefined) w.soakEndedAt = w.soakEndsAt;
+      // Watched until the next wave opens: a break while the hold still
+      // holds restarts the soak too.
+      const left = this.#soakLeft(w, now);
+      if (left > 0) return left;
       if (!w.held) {
         this.#stage = "holding";
         return Infinity;
       }
+      w.soakEndedAt = w.soakEndsAt;
       this.#open++;
       this.#stage = "running";
       const opened = this.#waves[this.#open - 1];
@@ -152,14 +205,54 @@ export class WaveState {
     return Infinity;
   }
 
-  /** A wave's nodes all ended: its soak (when this run changed something) and hold begin. */
+  /**
+   * The ms left of a wave's soak, as the gates have watched it: Infinity
+   * while they are not clean (a breach, its latch, an outage, no data); once
+   * clean again after a break inside the soak, the whole soak from then.
+   */
+  #soakLeft(w: Wave, now: number): number {
+    const g = this.#h.gate?.watch();
+    const soakSecs = this.#h.soakMs / 1000;
+    if (g && !g.clean) {
+      if (w.broken === undefined) {
+        w.broken = g.why;
+        this.#h.notice(
+          this.#open,
+          `wave ${this.#open}'s soak is interrupted (${g.why}); it starts again, ${soakSecs} s, ` +
+            "once the health gates are clean",
+        );
+      }
+      this.#stage = "holding";
+      return Infinity;
+    }
+    if (g && g.since > w.soakFrom!) {
+      w.soakFrom = g.since;
+      w.restarts.push({ at: g.since, after: w.broken ?? g.after ?? "a health gate break" });
+      this.#h.notice(
+        this.#open,
+        `wave ${this.#open}'s soak starts again: the health gates are clean since ` +
+          `${new Date(g.since).toISOString()}; soaking ${soakSecs} s`,
+      );
+    }
+    w.broken = undefined;
+    w.cleanSince = g?.since;
+    w.soakEndsAt = w.soakFrom! + this.#h.soakMs;
+    this.#stage = "soaking";
+    return Math.max(0, w.soakEndsAt - now);
+  }
+
+  /** A wave's nodes all ended: its soak (from its last node's end) and hold begin. */
   #end(w: Wave, now: number): void {
     w.endedAt ??= now;
-    // A wave whose every node was counted from an earlier run changed
-    // nothing in this one: there is nothing to soak.
-    w.soakEndsAt = now + (w.worked ? this.#h.soakMs : 0);
+    // This run's own ends count from now, as the loop sees the wave end.
+    w.soakFrom = w.lastCounted ? Math.min(now, w.lastEnd) : now;
+    w.soakEndsAt = w.soakFrom + this.#h.soakMs;
     this.#stage = "soaking";
-    const soak = w.soakEndsAt > now ? `; soaking ${(w.soakEndsAt - now) / 1000} s` : "";
+    const soak = w.lastCounted
+      ? earlierSoakText(w.soakEndsAt - now, this.#h.soakMs)
+      : this.#h.soakMs > 0
+      ? `; soaking ${this.#h.soakMs / 1000} s`
+      : "";
     this.#h.notice(
       this.#open,
       `wave ${this.#open} of ${this.#waves.length} ended (${w.size} nodes)${soak} ` +
@@ -187,6 +280,7 @@ export class WaveState {
       waves: this.#waves.length,
       stage: this.#stage,
       soakLeftMs: this.#stage === "soaking" ? Math.max(0, w.soakEndsAt! - now) : undefined,
+      ...(this.#stage === "holding" && w.broken !== undefined && { soakInterrupted: true }),
     };
   }
 
@@ -201,6 +295,24 @@ export class WaveState {
         ? undefined
         : w.soakEndsAt,
       soakEndedAt: w.soakEndedAt,
+      ...(w.soakFrom !== undefined && i + 1 < this.#waves.length && {
+        soakFrom: w.soakFrom,
+        soakRestarts: w.restarts,
+        ...(w.cleanSince !== undefined && { soakCleanSince: w.cleanSince }),
+      }),
     }));
   }
+}
+
+/**
+ * The soak a wave ended by an earlier run's Job says: what is left of it,
+ * counted from that Job's completion, or that it passed.
+ */
+function earlierSoakText(leftMs: number, soakMs: number): string {
+  if (soakMs <= 0) return "";
+  if (leftMs <= 0) {
+    return `; its ${soakMs / 1000} s soak passed since its last Job completed (an earlier run)`;
+  }
+  return `; soaking ${Math.ceil(leftMs / 1000)} s (the rest of its ${soakMs / 1000} s soak ` +
+    "since its last Job completed in an earlier run)";
 }

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { dispatch, type Progress, type Target } from "./fanout.ts";
-import type { WaveEnd } from "./fanout_types.ts";
+import type { GateWatch, SoakGate, WaveEnd } from "./fanout_types.ts";
 import { instantiateJob, labelValue, parseJobTemplate, trackingKeys } from "../job.ts";
 import { FakeClock, FakeJobApi, runOn } from "../testing/fake_api.ts";
 import { parseWaves, resolveWaves, withWaves } from "./waves.ts";
@@ -77,8 +77,26 @@ Deno.test("dispatch() with waves 1,25%,100% starts no Job of a wave before the o
   ]);
   assert.deepEqual(report.results.map((r) => r.wave), [1, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3]);
   assert.deepEqual(report.waves, [
-    { wave: 1, size: 1, openedAt: 0, endedAt: 100, soakEndsAt: 1100, soakEndedAt: 1100 },
-    { wave: 2, size: 2, openedAt: 1100, endedAt: 1200, soakEndsAt: 2200, soakEndedAt: 2200 },
+    {
+      wave: 1,
+      size: 1,
+      openedAt: 0,
+      endedAt: 100,
+      soakEndsAt: 1100,
+      soakEndedAt: 1100,
+      soakFrom: 100,
+      soakRestarts: [],
+    },
+    {
+      wave: 2,
+      size: 2,
+      openedAt: 1100,
+      endedAt: 1200,
+      soakEndsAt: 2200,
+      soakEndedAt: 2200,
+      soakFrom: 1200,
+      soakRestarts: [],
+    },
     {
       wave: 3,
       size: 9,
@@ -144,14 +162,182 @@ Deno.test("dispatch() holds the next wave until holdAfterWave resolves; a string
   ]);
 });
 
-Deno.test("dispatch() with waves soaks no wave whose nodes were all counted from an earlier run", async () => {
+/** `job` as an earlier run left it: Complete, `completionTime` at clock ms `at` (whole seconds). */
+function completed(job: ReturnType<Target["job"]>, at: number) {
+  const when = new Date(at).toISOString().replace(/\.\d+Z$/, "Z");
+  return {
+    ...job,
+    status: {
+      completionTime: when as unknown as Date,
+      conditions: [{
+        type: "Complete",
+        status: "True",
+        lastTransitionTime: when as unknown as Date,
+      }],
+    },
+  };
+}
+
+Deno.test("dispatch() with waves: a re-run soaks what is left of a wave's soak since its last Job completed", async (t) => {
+  // [case, completionTime of wave 1's Job (clock ms; the clock starts at 0), creates]
+  const cases: [string, number | undefined, number[]][] = [
+    // Completed at -2 s (that whole second ends at -1 s): 4 s of the 5 s soak are left.
+    ["2 s into the soak: the rest of it", -2000, [4000, 9100]],
+    ["longer ago than the soak: wave 2 at once", -10_000, [0, 5100]],
+    // The API server's clock ahead of this one: never more than the soak from now.
+    ["a completion after now: at most the whole soak", 60_000, [5000, 10_100]],
+    // No time to count from (a Job without completionTime): the whole soak.
+    ["no completion time known: the whole soak", undefined, [5000, 10_100]],
+  ];
+  for (const [name, at, want] of cases) {
+    await t.step(name, async () => {
+      const clock = new FakeClock();
+      const api = fake(clock);
+      const targets = waved(3, "1,2");
+      const job = targets[0].job();
+      if (at === undefined) api.seed(job, "Complete");
+      else api.seed(completed(job, at));
+      const report = await engine(clock, api, targets, { waves: { soakMs: 5000 } });
+      assert.ok(report.results.every((r) => r.outcome === "succeeded"));
+      assert.deepEqual(api.createdAt, want);
+    });
+  }
+});
+
+/** A health gate as the soak sees it: its watch at each clock time, from `at`. */
+function gateOf(clock: FakeClock, at: (now: number) => GateWatch): SoakGate {
+  return { watch: () => at(clock.now()) };
+}
+
+Deno.test("dispatch() with waves restarts the soak after a gate break inside it, and reports it", async (t) => {
+  const breach = 'health gate breached: query "up == 0" returned 0';
+  const down = "health gate: Prometheus http://prom:9090 unreachable";
+  // Wave 1 (n00) ends at 100; its soak of 1000 would end at 1100.
+  const cases: [string, (now: number) => GateWatch, number, { at: number; after: string }[]][] = [
+    ["clean throughout: the soak as it was", () => ({ clean: true, since: -Infinity }), 1100, []],
+    [
+      "a breach latched and lifted inside it (600 to 800): 1000 more from 800",
+      (now) =>
+        now < 600
+          ? { clean: true, since: -Infinity }
+          : now < 800
+          ? { clean: false, why: breach }
+          : { clean: true, since: 800, after: breach },
+      1800,
+      [{ at: 800, after: breach }],
+    ],
+    [
+      "Prometheus down for the whole soak, back at 1500: not at the first clean answer",
+      (now) => now < 1500 ? { clean: false, why: down } : { clean: true, since: 1500, after: down },
+      2500,
+      [{ at: 1500, after: down }],
+    ],
+    [
+      "a break that ended before the wave did: no restart",
+      () => ({ clean: true, since: 50, after: down }),
+      1100,
+      [],
+    ],
+  ];
+  for (const [name, watch, opens, restarts] of cases) {
+    await t.step(name, async () => {
+      const clock = new FakeClock();
+      const api = fake(clock);
+      const progress: Progress[] = [];
+      const report = await engine(clock, api, waved(2, "1"), {
+        waves: { soakMs: 1000, soakGate: gateOf(clock, watch) },
+      }, progress);
+      if (watch(1100).clean === false) {
+        assert.ok(
+          progress.some((p) => p.wave?.stage === "holding" && p.wave.soakInterrupted),
+          "the progress says the soak is interrupted",
+        );
+      }
+      assert.ok(report.results.every((r) => r.outcome === "succeeded"));
+      // The loop looks again at least every progress interval (250 ms here)
+      // while the gate is not clean: wave 2 opens within that of `opens`.
+      assert.equal(api.createdAt.length, 2);
+      assert.ok(
+        api.createdAt[1] >= opens && api.createdAt[1] < opens + 250,
+        `wave 2 opened at ${api.createdAt[1]}, not at ${opens}`,
+      );
+      const w = report.waves![0];
+      assert.equal(w.soakEndsAt, opens);
+      assert.deepEqual(w.soakRestarts ?? [], restarts);
+    });
+  }
+});
+
+Deno.test("dispatch() with a canary: a canary node that got no Job stops the rest, even within a budget, and counts there", async (t) => {
+  // [case, extra options, the stop's reason]
+  const cases: [string, Record<string, unknown>, RegExp][] = [
+    [
+      "still blocked at --blocked-timeout-secs",
+      {
+        blockers: (tg: Target) =>
+          Promise.resolve(tg.node.name === "n00" ? "pod a/db-0" : undefined),
+        blockedTimeoutMs: 1000,
+      },
+      /^the canary got no Job on n00: still blocked after 1 s: pod a\/db-0$/,
+    ],
+    [
+      "skipped by the re-check before its start",
+      {
+        recheck: (tg: Target) =>
+          Promise.resolve(tg.node.name === "n00" ? "node n00 is gone" : undefined),
+      },
+      /^the canary got no Job on n00: node n00 is gone$/,
+    ],
+    [
+      "its drain timed out before its Job",
+      {
+        prepare: (tg: Target) =>
+          Promise.resolve(
+            tg.node.name === "n00"
+              ? "drain timed out after 60 s: pod a/web-0 not evicted"
+              : undefined,
+          ),
+        release: () => Promise.resolve(),
+      },
+      /^the canary got no Job on n00: drain timed out after 60 s: pod a\/web-0 not evicted$/,
+    ],
+  ];
+  for (const [name, extra, want] of cases) {
+    await t.step(name, async () => {
+      const clock = new FakeClock();
+      const api = fake(clock);
+      const targets = waved(4, "1");
+      const report = await engine(clock, api, targets, {
+        waves: { canary: true },
+        maxFailures: 5,
+        ...extra,
+      });
+      assert.match(report.stoppedBy ?? "", want);
+      assert.equal(api.created.length, 0, "nothing after the canary");
+      assert.deepEqual(report.results.slice(1).map((r) => r.outcome), [
+        "notStarted",
+        "notStarted",
+        "notStarted",
+      ]);
+    });
+  }
+});
+
+Deno.test("dispatch(): a node still blocked at its timeout counts against --max-failures", async () => {
   const clock = new FakeClock();
-  const api = fake(clock);
-  const targets = waved(3, "1,2");
-  // n00's Job succeeded in an earlier run.
-  api.seed(targets[0].job(), "Complete");
-  const report = await engine(clock, api, targets, { waves: { soakMs: 5000 } });
-  assert.ok(report.results.every((r) => r.outcome === "succeeded"));
-  // Wave 2 starts at once (nothing changed in wave 1), wave 3 after wave 2's soak.
-  assert.deepEqual(api.createdAt, [0, 5100]);
+  // n00 ends blocked at its first re-check (5 s) while n03 still waits for a slot.
+  const api = fake(clock, { runMs: 3000 });
+  const targets = waved(4, "100%");
+  const report = await engine(clock, api, targets, {
+    parallelism: 1,
+    maxFailures: 0,
+    blockers: (tg: Target) => Promise.resolve(tg.node.name === "n00" ? "pod a/db-0" : undefined),
+    blockedTimeoutMs: 1000,
+  });
+  assert.match(report.stoppedBy ?? "", /^the failure budget of 0 was exceeded/);
+  assert.equal(report.results[0].outcome, "blocked");
+  assert.ok(
+    report.results.some((r) => r.outcome === "notStarted"),
+    "the run stopped starting nodes once the blocked node counted",
+  );
 });

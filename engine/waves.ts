@@ -141,13 +141,17 @@ export interface WaveOutcome {
   outcome: "succeeded" | "failed" | "unknown" | "blocked";
   /** Why it failed or is unknown. */
   reason?: string;
+  /** It failed before it got a Job (a re-check, a drain, a stale Job's wait). */
+  noJob?: boolean;
 }
 
 /**
  * Whether a node's end stops the next wave: an unknown outcome always (the
- * wave cannot be said healthy), a failure only without a failure budget (with
- * one, failures count against `--max-failures` as anywhere in the run). A
- * node that ended blocked got no Job and proves nothing either way.
+ * wave cannot be said healthy), and so a node that got no Job (still
+ * blocked, or failed before its Job: a re-check, a drain refused), which
+ * proved nothing either way (`--canary`'s "the rest only if all of them
+ * succeed"); a failure of its Job only without a failure budget (with one,
+ * failures count against `--max-failures` as anywhere in the run).
  *
  * @returns why the rollout stops, or undefined
  * @example
@@ -161,6 +165,9 @@ export function waveVerdict(
   budget: boolean,
 ): string | undefined {
   if (o.outcome === "unknown") return `${label}'s outcome on ${o.node} is unknown: ${o.reason}`;
+  if (o.outcome === "blocked" || (o.outcome === "failed" && o.noJob)) {
+    return `${label} got no Job on ${o.node}: ${o.reason}`;
+  }
   if (o.outcome === "failed" && !budget) return `${label} failed on ${o.node}`;
   return undefined;
 }

@@ -117,7 +117,8 @@ Deno.test({
 });
 
 Deno.test({
-  name: "waveVerdict() stops on a failure without a budget and on any unknown outcome",
+  name:
+    "waveVerdict() stops on a failure without a budget, on any unknown outcome and on a node that got no Job",
   permissions: "none",
   async fn(t) {
     const canary = waveLabel(1, 2, true);
@@ -152,10 +153,24 @@ Deno.test({
         "wave 1 of 3 failed on n1",
       ],
       [
-        "a blocked node proves nothing",
+        "a node still blocked got no Job: it stops, even with a budget",
         canary,
-        { node: "c1", outcome: "blocked" },
-        false,
+        { node: "c1", outcome: "blocked", reason: "still blocked after 600 s: pod a/db-0" },
+        true,
+        "the canary got no Job on c1: still blocked after 600 s: pod a/db-0",
+      ],
+      [
+        "a node failed before its Job (a re-check, a drain) stops, even with a budget",
+        canary,
+        { node: "c1", outcome: "failed", noJob: true, reason: "node c1 is gone" },
+        true,
+        "the canary got no Job on c1: node c1 is gone",
+      ],
+      [
+        "a Job's failure within a budget goes on",
+        waveLabel(1, 3, false),
+        { node: "n1", outcome: "failed", reason: "BackoffLimitExceeded" },
+        true,
         undefined,
       ],
     ];

@@ -119,13 +119,17 @@ export function describeProgress(p: Progress): string {
 /**
  * The open wave, as the progress line begins: `wave 2/4: `, `wave 1/4 soaking
  * (40s left): `, `wave 1/4 soaked, held: ` while the hold after it (the
- * health gates) keeps the next one shut; empty without waves.
+ * health gates) keeps the next one shut, `wave 1/4 soak interrupted …: `
+ * while a gate break will restart the soak; empty without waves.
  */
 function waveWords(p: Progress): string {
   const w = p.wave;
   if (!w) return "";
   const at = `wave ${w.wave}/${w.waves}`;
   if (w.stage === "soaking") return `${at} soaking (${clock((w.soakLeftMs ?? 0) / 1000)} left): `;
+  if (w.stage === "holding" && w.soakInterrupted) {
+    return `${at} soak interrupted by the health gates, restarts once they are clean: `;
+  }
   if (w.stage === "holding") return `${at} soaked, held before the next wave: `;
   return `${at}: `;
 }

@@ -367,6 +367,11 @@ Deno.test({
         { wave: 1, waves: 3, stage: "holding" },
         `wave 1/3 soaked, held before the next wave: ${counts}`,
       ],
+      [
+        "a gate break inside the soak",
+        { wave: 1, waves: 3, stage: "holding", soakInterrupted: true },
+        `wave 1/3 soak interrupted by the health gates, restarts once they are clean: ${counts}`,
+      ],
     ];
     for (const [name, wave, want] of cases) {
       await t.step(name, () => assert.equal(describeProgress({ ...p, wave }), want));

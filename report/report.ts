@@ -167,7 +167,25 @@ function waveEntry(w: WaveRecord) {
     ended: iso(w.endedAt) ?? null,
     soak: w.soakEndsAt === undefined || w.endedAt === undefined
       ? null
-      : { start: iso(w.endedAt), end: iso(w.soakEndedAt) ?? null },
+      : { start: iso(w.endedAt), end: iso(w.soakEndedAt) ?? null, ...soakChecks(w) },
+  };
+}
+
+/**
+ * How a wave's soak was counted and watched: `from` its last Job's end (an
+ * earlier run's `completionTime` on a re-run) or the end of the last gate
+ * break inside it; each `restart` after a break; and, with health gates,
+ * since when they were clean (`null`: the whole run).
+ */
+function soakChecks(w: WaveRecord) {
+  if (w.soakFrom === undefined) return {};
+  const since = w.soakCleanSince;
+  return {
+    from: iso(w.soakFrom),
+    restarts: (w.soakRestarts ?? []).map((r) => ({ at: iso(r.at), after: r.after })),
+    ...(since !== undefined && {
+      gates: { cleanSince: Number.isFinite(since) ? iso(since) : null },
+    }),
   };
 }
 

@@ -275,6 +275,52 @@ Deno.test({
   },
 });
 
+Deno.test({
+  name:
+    "jsonReport() says what a wave's soak counted from, each gate break that restarted it, and since when the gates were clean",
+  permissions: "none",
+  fn() {
+    const wave = (extra: Partial<NonNullable<ReportInput["waves"]>[number]>) =>
+      JSON.parse(jsonReport({
+        ...INPUT,
+        waves: [
+          {
+            wave: 1,
+            size: 1,
+            openedAt: 0,
+            endedAt: 1000,
+            soakEndsAt: 61_000,
+            soakEndedAt: 61_000,
+            ...extra,
+          },
+          { wave: 2, size: 3, openedAt: 61_000 },
+        ],
+      })).waves[0].soak;
+    assert.deepEqual(wave({ soakFrom: 500, soakRestarts: [] }), {
+      start: "1970-01-01T00:00:01.000Z",
+      end: "1970-01-01T00:01:01.000Z",
+      from: "1970-01-01T00:00:00.500Z",
+      restarts: [],
+    });
+    assert.deepEqual(
+      wave({
+        soakFrom: 20_000,
+        soakRestarts: [{ at: 20_000, after: "health gate breached: up == 0" }],
+        soakCleanSince: 20_000,
+      }),
+      {
+        start: "1970-01-01T00:00:01.000Z",
+        end: "1970-01-01T00:01:01.000Z",
+        from: "1970-01-01T00:00:20.000Z",
+        restarts: [{ at: "1970-01-01T00:00:20.000Z", after: "health gate breached: up == 0" }],
+        gates: { cleanSince: "1970-01-01T00:00:20.000Z" },
+      },
+    );
+    const clean = wave({ soakFrom: 1000, soakRestarts: [], soakCleanSince: -Infinity });
+    assert.deepEqual(clean.gates, { cleanSince: null }, "clean through the whole run");
+  },
+});
+
 /** A run of two waves with a soak, a breach latched and lifted during the soak. */
 const WAVED: ReportInput = {
   ...INPUT,

@@ -44,7 +44,8 @@ import {
 import { EXIT, exitCode, summarise, writeReport } from "../report/summary.ts";
 import { afterSuccess, anyPaused, availabilityBudget } from "./run_hooks.ts";
 import { NodeVerifier } from "../verify/verify.ts";
-import type { HoldAfterWave, WaveRecord } from "../engine/fanout_types.ts";
+import type { HoldAfterWave, SoakGate, WaveRecord } from "../engine/fanout_types.ts";
+import { WatchedGate } from "./soak_gate.ts";
 import { type Plan, planRun } from "./plan.ts";
 import { bindGate, type GateRun, latchExit, latchWhere, openGate } from "./run_gate.ts";
 import type { HealthGate } from "../gates/gate.ts";
@@ -397,7 +398,9 @@ async function runMain(x: Execution, closes: number, cleanup: NodeResult[]): Pro
     ? new FilePause(opts.maintenance.pauseFile)
     : undefined;
   // The health gate first: its reason (the query and value) is the one said.
-  const gates = [x.gate, ownerPause, filePause].filter((g) => g !== undefined);
+  // Watched: the waves' soak restarts after a break of it (run/soak_gate.ts).
+  const watched = x.gate && new WatchedGate(x.gate);
+  const gates = [watched, ownerPause, filePause].filter((g) => g !== undefined);
   await ownerPause?.start();
   if (x.gate) {
     await bindGate(x.gate, { ...gateRun(x), recorder, metrics: x.metrics }, {
@@ -423,6 +426,7 @@ async function runMain(x: Execution, closes: number, cleanup: NodeResult[]): Pro
         // The gate measures through the soak and once more at its end (gates/gate.ts).
         holdAfterWave: x.gate &&
           ((end) => x.gate!.afterWave(Math.max(0, end.soakEndsAt - Date.now()), end.signal)),
+        soakGate: watched,
       }),
       recheckBeforeCreate: (t) => nodeWatch.recheckBeforeCreate(t.node.name, t.node.uid),
       closesAt: closes === Infinity ? undefined : closes,
@@ -490,7 +494,7 @@ function rolloutSafety(
   { opts, plan, ctx }: Execution,
   nodeWatch: NodeWatch,
   onNodesChange: (wake: () => void) => void,
-  hooks: { holdAfterWave?: HoldAfterWave } = {},
+  hooks: { holdAfterWave?: HoldAfterWave; soakGate?: SoakGate } = {},
 ): Partial<FanoutOptions> {
   const { maintenance } = opts;
   const maxUnavailable = maintenance.maxUnavailable;
@@ -502,6 +506,7 @@ function rolloutSafety(
       soakMs: opts.waveSoakSecs * 1000,
       canary: opts.waves.canary,
       holdAfterWave: hooks.holdAfterWave,
+      soakGate: hooks.soakGate,
     },
     retryFailed: maintenance.retryFailed,
     budget: maxUnavailable && availabilityBudget(

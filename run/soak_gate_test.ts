@@ -1,0 +1,92 @@
+import assert from "node:assert/strict";
+import { HealthGate } from "../gates/gate.ts";
+import { PrometheusUnreachable } from "../gates/prometheus.ts";
+import { WatchedGate } from "./soak_gate.ts";
+
+type Answer = { query: string; value: string } | undefined | "down";
+
+/** A gate whose measurements answer as the test says, on a clock the test moves. */
+function scripted() {
+  let now = 1_000;
+  let answer: Answer;
+  let paused = false;
+  const gate = new HealthGate({
+    config: { url: "http://prom:9090", queries: ["up == 0"], intervalSecs: 30, onBreach: "pause" },
+    measure: () =>
+      answer === "down"
+        ? Promise.reject(new PrometheusUnreachable("connection refused"))
+        : Promise.resolve(answer),
+    clock: { now: () => now, sleep: () => Promise.resolve() },
+  });
+  const watched = new WatchedGate(gate);
+  let wakes = 0;
+  watched.onChange(() => wakes++);
+  return {
+    gate,
+    watched,
+    wakes: () => wakes,
+    /** At `at`, one measurement answers `a`. */
+    async answer(at: number, a: Answer) {
+      now = at;
+      answer = a;
+      await gate.checkNow();
+    },
+    /** The run's pause as a person sets and lifts it. */
+    pause(p: boolean, at: number) {
+      now = at;
+      paused = p;
+    },
+    pauseSeen: () => paused,
+  };
+}
+
+const BREACH = { query: "up == 0", value: '{job="x"} 0' };
+
+Deno.test({
+  name:
+    "WatchedGate: clean since the first clean answer after each break (a latch lifted, an outage ended)",
+  permissions: "none",
+  async fn(t) {
+    const g = scripted();
+    await g.gate.bind({
+      onBreach: () => {},
+      latch: () => Promise.resolve(),
+      pauseSeen: g.pauseSeen,
+    });
+    await t.step("clean from the start: no break in this run", async () => {
+      await g.answer(1_000, undefined);
+      assert.deepEqual(g.watched.watch(), { clean: true, since: -Infinity });
+    });
+    await t.step("a breach breaks it, and its latch holds it past clean answers", async () => {
+      await g.answer(2_000, BREACH);
+      const w = g.watched.watch();
+      assert.equal(w.clean, false);
+      assert.match((w as { why: string }).why, /health gate breached: query "up == 0"/);
+      g.pause(true, 2_500);
+      await g.answer(3_000, undefined);
+      assert.equal(g.watched.watch().clean, false, "latched: the metric's recovery is no lift");
+    });
+    await t.step("lifted, then clean: since that clean answer, after the breach", async () => {
+      g.pause(false, 4_000);
+      assert.equal(g.watched.watch().clean, false, "lifted, no answer yet");
+      await g.answer(5_000, undefined);
+      const w = g.watched.watch();
+      assert.equal(w.clean && w.since, 5_000);
+      assert.match(w.clean ? w.after ?? "" : "", /breached: query "up == 0"/);
+    });
+    await t.step("Prometheus down, then back: since its first answer back", async () => {
+      await g.answer(6_000, "down");
+      const down = g.watched.watch();
+      assert.match(down.clean ? "" : down.why, /unreachable/);
+      await g.answer(7_000, "down");
+      await g.answer(8_000, undefined);
+      const w = g.watched.watch();
+      assert.equal(w.clean && w.since, 8_000);
+      assert.match(w.clean ? w.after ?? "" : "", /unreachable/);
+    });
+    await t.step("the engine is woken at each change, and sees it first", () => {
+      assert.ok(g.wakes() >= 4, `woken ${g.wakes()} times`);
+    });
+    await g.gate.stop();
+  },
+});
