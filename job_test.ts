@@ -1184,6 +1184,45 @@ Deno.test({
 });
 
 Deno.test({
+  name: "instantiateJob() makes a replacement pod wait until the first pod is gone, " +
+    "unless the template chose",
+  permissions: "none",
+  async fn(t) {
+    const cases: { name: string; set?: string; failurePolicy?: boolean; want: string }[] = [
+      { name: "unset: Failed, not the API's TerminatingOrFailed", want: "Failed" },
+      { name: "unset with a podFailurePolicy: Failed", failurePolicy: true, want: "Failed" },
+      { name: "Failed kept", set: "Failed", want: "Failed" },
+      {
+        name: "TerminatingOrFailed kept as written",
+        set: "TerminatingOrFailed",
+        want: "TerminatingOrFailed",
+      },
+    ];
+    for (const c of cases) {
+      await t.step(c.name, () => {
+        const tpl = template();
+        if (c.set) tpl.spec.podReplacementPolicy = c.set;
+        if (c.failurePolicy) {
+          tpl.spec.podFailurePolicy = {
+            rules: [{ action: "FailJob", onExitCodes: { operator: "In", values: [42] } }],
+          };
+        }
+        const job = instantiateJob({
+          template: tpl,
+          node: NODE,
+          prefix: "upgrade",
+          namespace: "ops",
+          keys: KEYS,
+        });
+        assert.equal(job.spec?.podReplacementPolicy, c.want);
+        // The default is not the template's: Jobs made before it stay current.
+        assert.equal(job.metadata?.annotations?.[KEYS.templateHash], templateHash(tpl));
+      });
+    }
+  },
+});
+
+Deno.test({
   name: "slimJob() keeps metadata and status, not the spec or managedFields",
   permissions: "none",
   fn() {
