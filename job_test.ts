@@ -13,6 +13,7 @@ import {
   labelValue,
   MAX_JOB_NAME,
   parseJobTemplate,
+  podReplacementRisk,
   type RunIdentity,
   sanitize,
   slimJob,
@@ -1217,6 +1218,26 @@ Deno.test({
         assert.equal(job.spec?.podReplacementPolicy, c.want);
         // The default is not the template's: Jobs made before it stay current.
         assert.equal(job.metadata?.annotations?.[KEYS.templateHash], templateHash(tpl));
+      });
+    }
+  },
+});
+
+Deno.test({
+  name: "podReplacementRisk() warns of TerminatingOrFailed only",
+  permissions: "none",
+  async fn(t) {
+    for (const set of [undefined, "Failed", "TerminatingOrFailed"]) {
+      await t.step(`${set ?? "unset"}`, () => {
+        const tpl = template();
+        if (set) tpl.spec.podReplacementPolicy = set;
+        const why = podReplacementRisk(tpl);
+        assert.equal(why !== undefined, set === "TerminatingOrFailed", why ?? "no warning");
+        if (why) {
+          assert.match(why, /podReplacementPolicy: TerminatingOrFailed/);
+          assert.match(why, /same node while the first is still terminating/);
+          assert.match(why, /set it to Failed/);
+        }
       });
     }
   },

@@ -16,6 +16,7 @@ import {
   type NodeFacts,
   type OwnerRef,
   parseJobTemplate,
+  podReplacementRisk,
   type RunIdentity,
   sanitize,
   templateHash,
@@ -370,7 +371,8 @@ function namePrefixOf(opts: RunConfig, template: JobTemplate): string {
  * The template as the run uses it, with a warning for what it should know:
  * this tool's own keys dropped (a template copied from an owner or a
  * per-node Job; see {@linkcode withoutOwnKeys}), before anything hashes it,
- * and a missing `spec.backoffLimit`.
+ * a missing `spec.backoffLimit`, and a `podReplacementPolicy` that lets two pods
+ * of a node's Job run at once.
  *
  * @param source how the template is named in the warnings (its path)
  */
@@ -397,6 +399,13 @@ export function checkedTemplate(
         "set spec.backoffLimit (0: fail at the first pod failure)",
       { event: "template-no-backoff-limit", template: source },
     );
+  }
+  const risk = podReplacementRisk(own);
+  if (risk) {
+    ctx.log.warn(`job template ${source}: ${risk}`, {
+      event: "template-pod-replacement",
+      template: source,
+    });
   }
   return own;
 }
