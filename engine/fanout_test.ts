@@ -648,6 +648,42 @@ Deno.test("dispatch() runs the post-success work for successes an earlier run co
   assert.ok(results.every((r) => r.outcome === "succeeded"));
 });
 
+Deno.test("dispatch() counts, never creates again, a node whose success an earlier run kept on it before its post-success work, once the Job's TTL removed it", async (t) => {
+  // The earlier run saw node-000's Job succeed, kept that on the node, and
+  // was killed during its post-success work; the TTL then collected the Job.
+  const cases: { name: string; seed?: "deleting" }[] = [
+    { name: "the Job is gone" },
+    { name: "the Job is being deleted by its TTL", seed: "deleting" },
+  ];
+  for (const c of cases) {
+    await t.step(c.name, async () => {
+      const h = harness({ runMs: 1000 });
+      const ts = targets(2);
+      Object.assign(ts[0], { keptSuccess: true });
+      if (c.seed) {
+        const job = h.api.seed(ts[0].job(), "Complete");
+        job.metadata!.deletionTimestamp = new Date(0);
+        job.metadata!.finalizers = ["foregroundDeletion"];
+      }
+      const seen: string[] = [];
+      const { results } = await report(h, ts, {
+        afterSuccess: (t) => {
+          seen.push(t.node.name);
+          return Promise.resolve(undefined);
+        },
+      });
+      assert.deepEqual(h.api.created, [ts[1].name], "no second Job for node-000");
+      assert.deepEqual(seen.sort(), ["node-000", "node-001"], "its post-success work ran");
+      assert.equal(results[0].outcome, "succeeded");
+      assert.ok(
+        kinds(h, "succeeded").some((e) =>
+          e.kind === "succeeded" && e.node === "node-000" && e.counted
+        ),
+      );
+    });
+  }
+});
+
 Deno.test("dispatch() leaves a node in flight when the run stops during its post-success work", async () => {
   const h = harness({ runMs: 1000 });
   const stop = h.stop;
