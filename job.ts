@@ -203,6 +203,11 @@ export interface TrackingKeys {
   record: string;
   /** ConfigMap label: the owner Job's name, so `status --owner-job-name` finds its record. */
   ownerJob: string;
+  /**
+   * Node annotation: a Job's success kept on the node before its post-success
+   * work, until that work ends (`nodes/success_mark.ts`).
+   */
+  kept: string;
 }
 
 /**
@@ -237,6 +242,7 @@ export function trackingKeys(prefix: string): TrackingKeys {
     paused: `${prefix}/paused`,
     record: `${prefix}/run-record`,
     ownerJob: `${prefix}/owner-job`,
+    kept: `${prefix}/succeeded-job`,
   };
 }
 

@@ -531,8 +531,10 @@ class Fanout {
   /** The first view of the Jobs: ours are counted or adopted, stale ones wait or go. */
   #initial(): void {
     const leftovers: string[] = [];
+    const kept = this.#keptSuccesses();
     for (const job of this.#jobs.cache.values()) {
       const name = nameOf(job);
+      if (kept.has(name)) continue;
       const target = this.#byName.get(name);
       const sight = firstSight({
         ...sightingOf(job, this.#o.run, target?.node.uid, this.#retry(job)),
@@ -549,6 +551,33 @@ class Fanout {
       ...leftovers.filter((n) => this.#nodes.get(n)?.phase === "queued"),
       ...this.#o.targets.map((t) => t.name).filter((n) => this.#nodes.get(n)!.phase === "queued"),
     ];
+  }
+
+  /**
+   * Counts the successes an earlier run kept on their nodes before it was
+   * stopped during their post-success work (`Target.keptSuccess`), whose
+   * Job is gone or being deleted (its TTL): the post-success work is done
+   * again, and the Job never created a second time. A Job of the name that
+   * is still there and not going is judged as usual instead.
+   *
+   * @returns the names counted so
+   */
+  #keptSuccesses(): Set<string> {
+    const counted = new Set<string>();
+    for (const t of this.#o.targets) {
+      if (!t.keptSuccess) continue;
+      const job = this.#jobs.cache.get(t.name);
+      if (job && !job.metadata?.deletionTimestamp) continue;
+      if (job && !adoptable(job, this.#o.run, t.node.uid)) continue;
+      counted.add(t.name);
+      const done = {
+        metadata: { name: t.name, uid: job?.metadata?.uid ?? `kept-${t.name}` },
+        status: { conditions: [{ type: "Complete", status: "True" }] },
+      } as V1Job;
+      this.#apply(t.name, { type: "adopted", uid: done.metadata!.uid!, counted: true });
+      concludeJob(this.#finisher, t.name, done, true);
+    }
+    return counted;
   }
 
   #onUpsert(job: V1Job): void {

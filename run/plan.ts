@@ -25,6 +25,7 @@ import {
   withoutOwnKeys,
 } from "../job.ts";
 import { paths } from "../kube/client.ts";
+import { keptSuccess } from "../nodes/success_mark.ts";
 import type { Target } from "../engine/fanout.ts";
 import {
   affinityMismatch,
@@ -556,10 +557,19 @@ function planTargets(
 /** A node's target: its Job's name, and its Job built only when it is created. */
 function targetOf(n: V1Node, job: Omit<InstantiateOptions, "node">): Target {
   const node = nodeFacts(n);
+  const name = jobName(job.prefix, node.name);
+  // A success an earlier run of this owner and template kept on the node
+  // before it was stopped during the node's post-success work.
+  const kept = keptSuccess(n.metadata?.annotations, job.keys.kept, {
+    job: name,
+    owner: job.owner?.uid,
+    templateHash: job.templateHash,
+  });
   return {
     node,
-    name: jobName(job.prefix, node.name),
+    name,
     job: () => instantiateJob({ ...job, node }),
+    ...(kept ? { keptSuccess: true } : {}),
   };
 }
 
