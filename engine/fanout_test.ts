@@ -794,6 +794,23 @@ Deno.test("dispatch() keeps a success through a post-success outage and never ru
   assert.ok(progress.every((p) => p.queued === 0 || p.elapsedMs === 0), "never requeued");
 });
 
+Deno.test("dispatch() runs a node's post-success work once when its Complete Job changes again meanwhile", async () => {
+  // The TTL controller's foreground deletion, a label anyone sets: a Job
+  // already Complete is MODIFIED again while its node's work runs.
+  const h = harness({ runMs: 1000 });
+  const calls: string[] = [];
+  const results = await run(h, targets(1), {
+    afterSuccess: async (t) => {
+      calls.push(t.node.name);
+      if (calls.length === 1) h.api.podFailed(t.name);
+      await h.clock.sleep(3_000);
+      return undefined;
+    },
+  });
+  assert.deepEqual(calls, ["node-000"]);
+  assert.equal(results[0].outcome, "succeeded");
+});
+
 Deno.test("dispatch() says what a slow post-success work holds the slot for", async () => {
   const h = harness({ runMs: 1000 });
   const progress: Progress[] = [];
