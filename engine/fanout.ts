@@ -589,13 +589,24 @@ class Fanout {
     if (s.phase === "running" && status.phase === "active") this.#podFailures(name, s, job);
     else if (s.phase === "running") concludeJob(this.#finisher, name, job, false);
     else if (s.phase === "finishing" && status.phase === "succeeded" && status.final) {
-      if (this.#apply(name, { type: "complete" })?.afterStarted) {
-        runAfterSuccess(this.#finisher, name, job);
-      }
+      this.#completed(name, s, job);
     } else if (s.phase === "waitingStale" && !stillRuns(job)) {
       this.#apply(name, { type: "staleFinished" });
       this.#track(deleteStale(this.#stale, name, job, "its run finished"), name);
     } else if (s.phase === "waitingStale") this.#decided(name, job);
+  }
+
+  /**
+   * A finishing node's Job is Complete: its post-success work starts, only
+   * on the edge. A Job already Complete is seen again (the TTL controller's
+   * foreground deletion, a label, a relist), and a second run of the work
+   * beside the first would write the node twice at once.
+   */
+  #completed(name: string, s: NodeState, job: V1Job): void {
+    if (s.afterStarted) return;
+    if (this.#apply(name, { type: "complete" })?.afterStarted) {
+      runAfterSuccess(this.#finisher, name, job);
+    }
   }
 
   /** Notes when the stale Job a node waits for got its decided, not yet final, outcome. */
@@ -638,9 +649,7 @@ class Fanout {
       this.#apply(name, { type: "staleGone" });
     } else if (s.phase === "finishing" && !s.afterStarted) {
       // Gone with only SuccessCriteriaMet seen: its pods are gone too.
-      if (this.#apply(name, { type: "complete" })?.afterStarted) {
-        runAfterSuccess(this.#finisher, name, job);
-      }
+      this.#completed(name, s, job);
     } else if (s.phase === "running" && how === "vanished") {
       this.#track(judgeCollected(this.#finisher, name, s.uid!), name);
     } else if (s.phase === "running") {
