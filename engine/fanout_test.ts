@@ -811,6 +811,71 @@ Deno.test("dispatch() runs a node's post-success work once when its Complete Job
   assert.equal(results[0].outcome, "succeeded");
 });
 
+Deno.test("dispatch() fails a node whose post-success write keeps failing while the API answers, after the node timeout; an unreachable API only pauses it", async (t) => {
+  const webhookDown = () =>
+    new ApiError({
+      status: 500,
+      reason: "InternalError",
+      verb: "patch",
+      resource: "nodes",
+      message: 'Internal error occurred: failed calling webhook "nodes.example.com": ' +
+        "connection refused",
+    });
+  const unreachable = () =>
+    new ApiError({
+      status: 0,
+      reason: "Unreachable",
+      verb: "patch",
+      resource: "nodes",
+      message: "connection refused",
+    });
+  const cases = [
+    {
+      name: "a node webhook that never comes back: failed at the node timeout",
+      error: webhookDown,
+      outcome: "failed",
+    },
+    {
+      name: "the API unreachable past the node timeout: paused, then done",
+      error: unreachable,
+      outcome: "succeeded",
+    },
+  ];
+  for (const c of cases) {
+    await t.step(c.name, async () => {
+      const h = harness({ runMs: 1000 });
+      const ts = targets(2);
+      let calls = 0;
+      const { results } = await report(h, ts, {
+        parallelism: 2,
+        nodeTimeoutMs: 30_000,
+        afterSuccess: (target) => {
+          if (target.node.name !== "node-000") return Promise.resolve(undefined);
+          calls++;
+          // The unreachable API answers again after 2 minutes.
+          if (c.outcome === "succeeded" && h.clock.now() > 120_000) {
+            return Promise.resolve(undefined);
+          }
+          // Stops a run that would retry forever.
+          if (h.clock.now() > 300_000) h.stop.abort();
+          return Promise.reject(c.error());
+        },
+      });
+      assert.equal(results[0].outcome, c.outcome, JSON.stringify(results[0]));
+      assert.deepEqual(h.api.created, ts.map((x) => x.name), "never a second Job");
+      assert.equal(results[1].outcome, "succeeded");
+      if (c.outcome === "failed") {
+        assert.match(
+          results[0].reason!,
+          /post-success work failed for 3\d s \(--node-timeout-secs 30\)/,
+        );
+        assert.match(results[0].reason!, /failed calling webhook "nodes\.example\.com"/);
+        assert.ok(calls >= 6 && calls <= 9, `retried every 5 s until then: ${calls}`);
+      }
+    });
+  }
+});
+
 Deno.test("dispatch() says what a slow post-success work holds the slot for", async () => {
   const h = harness({ runMs: 1000 });
   const progress: Progress[] = [];
