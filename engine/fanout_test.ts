@@ -767,7 +767,8 @@ Deno.test("dispatch() keeps a success through a post-success outage and never ru
   const started = ts.map((t) => t.name);
   const { results } = await report(h, ts, {
     parallelism: 2,
-    nodeTimeoutMs: 10_000,
+    // A webhook down 15 s, within the node timeout: retried, never failed.
+    nodeTimeoutMs: 60_000,
     afterSuccess: (t) => {
       const n = (calls.get(t.node.name) ?? 0) + 1;
       calls.set(t.node.name, n);

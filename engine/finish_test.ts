@@ -40,6 +40,7 @@ function host(options: FinishHost["options"], pods?: V1Pod[], start = RUNNING) {
     track: (work) => void tasks.push(work),
     ok: () => void steps.push("ok"),
     outageFailed: () => void steps.push("outage"),
+    answering: () => true,
   };
   const settled = async () => {
     while (tasks.length) await tasks.shift();
