@@ -400,6 +400,7 @@ Deno.test({
           paused: `${p}/paused`,
           record: `${p}/run-record`,
           ownerJob: `${p}/owner-job`,
+          kept: `${p}/succeeded-job`,
         });
       });
     }
