@@ -203,6 +203,11 @@ export interface TrackingKeys {
   record: string;
   /** ConfigMap label: the owner Job's name, so `status --owner-job-name` finds its record. */
   ownerJob: string;
+  /**
+   * Node annotation: a Job's success kept on the node before its post-success
+   * work, until that work ends (`nodes/success_mark.ts`).
+   */
+  kept: string;
 }
 
 /**
@@ -237,6 +242,7 @@ export function trackingKeys(prefix: string): TrackingKeys {
     paused: `${prefix}/paused`,
     record: `${prefix}/run-record`,
     ownerJob: `${prefix}/owner-job`,
+    kept: `${prefix}/succeeded-job`,
   };
 }
 
@@ -556,6 +562,17 @@ export function instantiateJob(opts: InstantiateOptions): V1Job {
     meta.ownerReferences = [ref];
   }
   job.metadata = meta;
+  // The API's default, TerminatingOrFailed, creates a replacement pod as soon
+  // as the first one has a deletionTimestamp (an eviction, a kubectl delete,
+  // a node-pressure kill), pinned to the same node while the first still runs
+  // its grace period: two copies of a task on one node (system-upgrade-controller
+  // PR #328). Failed waits until the first pod is Failed or Succeeded. It is
+  // the only value the API accepts with a podFailurePolicy (and that
+  // policy's default), and a Job's other fields do not constrain it; GA
+  // in Kubernetes 1.34, on by default since 1.29 (an API server with the
+  // feature off drops the field). Not part of templateHash: the template
+  // is unchanged, so Jobs made before this default stay current.
+  job.spec.podReplacementPolicy ??= "Failed";
   const template = job.spec.template;
   template.metadata = template.metadata ?? {};
   template.metadata.labels = { ...template.metadata.labels, ...tracking };
@@ -630,6 +647,25 @@ export function unobservableTtl(template: JobTemplate, pollOnlySecs?: number): s
   if (pollOnlySecs === undefined || ttl === undefined || ttl >= 2 * pollOnlySecs) return undefined;
   return `ttlSecondsAfterFinished ${ttl} is too short to see a Job's outcome with --poll-only ` +
     `(a LIST every ${pollOnlySecs} s): set it to at least ${2 * pollOnlySecs}, or drop --poll-only`;
+}
+
+/**
+ * Why the template's `spec.podReplacementPolicy` risks two pods of a node's
+ * Job on its node at once, or undefined. `TerminatingOrFailed` (which
+ * `kubectl get job -o yaml` exports, the API's default) starts the
+ * replacement pod the moment the first one is terminating; unset, the
+ * dispatcher sets `Failed` ({@linkcode instantiateJob}).
+ *
+ * @example
+ * ```ts
+ * podReplacementRisk(template); // with TerminatingOrFailed: "spec.podReplacementPolicy: ..."
+ * ```
+ */
+export function podReplacementRisk(template: JobTemplate): string | undefined {
+  if (template.spec.podReplacementPolicy !== "TerminatingOrFailed") return undefined;
+  return "spec.podReplacementPolicy: TerminatingOrFailed starts a replacement pod on the " +
+    "same node while the first is still terminating (an eviction, a deleted pod): two copies " +
+    "of the task at once; set it to Failed, or remove it and the dispatcher sets Failed";
 }
 
 /**

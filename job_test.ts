@@ -13,6 +13,7 @@ import {
   labelValue,
   MAX_JOB_NAME,
   parseJobTemplate,
+  podReplacementRisk,
   type RunIdentity,
   sanitize,
   slimJob,
@@ -399,6 +400,7 @@ Deno.test({
           paused: `${p}/paused`,
           record: `${p}/run-record`,
           ownerJob: `${p}/owner-job`,
+          kept: `${p}/succeeded-job`,
         });
       });
     }
@@ -1178,6 +1180,65 @@ Deno.test({
         const why = unobservableTtl(withTtl(c.ttl), c.poll);
         assert.equal(why !== undefined, c.refused, why ?? "accepted");
         if (why) assert.match(why, new RegExp(`at least ${2 * c.poll!}`));
+      });
+    }
+  },
+});
+
+Deno.test({
+  name: "instantiateJob() makes a replacement pod wait until the first pod is gone, " +
+    "unless the template chose",
+  permissions: "none",
+  async fn(t) {
+    const cases: { name: string; set?: string; failurePolicy?: boolean; want: string }[] = [
+      { name: "unset: Failed, not the API's TerminatingOrFailed", want: "Failed" },
+      { name: "unset with a podFailurePolicy: Failed", failurePolicy: true, want: "Failed" },
+      { name: "Failed kept", set: "Failed", want: "Failed" },
+      {
+        name: "TerminatingOrFailed kept as written",
+        set: "TerminatingOrFailed",
+        want: "TerminatingOrFailed",
+      },
+    ];
+    for (const c of cases) {
+      await t.step(c.name, () => {
+        const tpl = template();
+        if (c.set) tpl.spec.podReplacementPolicy = c.set;
+        if (c.failurePolicy) {
+          tpl.spec.podFailurePolicy = {
+            rules: [{ action: "FailJob", onExitCodes: { operator: "In", values: [42] } }],
+          };
+        }
+        const job = instantiateJob({
+          template: tpl,
+          node: NODE,
+          prefix: "upgrade",
+          namespace: "ops",
+          keys: KEYS,
+        });
+        assert.equal(job.spec?.podReplacementPolicy, c.want);
+        // The default is not the template's: Jobs made before it stay current.
+        assert.equal(job.metadata?.annotations?.[KEYS.templateHash], templateHash(tpl));
+      });
+    }
+  },
+});
+
+Deno.test({
+  name: "podReplacementRisk() warns of TerminatingOrFailed only",
+  permissions: "none",
+  async fn(t) {
+    for (const set of [undefined, "Failed", "TerminatingOrFailed"]) {
+      await t.step(`${set ?? "unset"}`, () => {
+        const tpl = template();
+        if (set) tpl.spec.podReplacementPolicy = set;
+        const why = podReplacementRisk(tpl);
+        assert.equal(why !== undefined, set === "TerminatingOrFailed", why ?? "no warning");
+        if (why) {
+          assert.match(why, /podReplacementPolicy: TerminatingOrFailed/);
+          assert.match(why, /same node while the first is still terminating/);
+          assert.match(why, /set it to Failed/);
+        }
       });
     }
   },

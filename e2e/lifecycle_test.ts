@@ -4,7 +4,8 @@
  * a required runtime handler), start-up taints are lifted only after it,
  * claims survive a killed run, cleanups remove what a run or an instance left,
  * satisfied nodes get no Job, and a node replaced under the same name is never
- * labelled. Every check reads the API server's view: node labels, taints,
+ * labelled; one pod per node at a time, and a success kept across a killed
+ * run (`_one_pod.ts`). Every check reads the API server's view: node labels, taints,
  * Jobs, and for one case kube-apiserver's audit log.
  *
  * Each step owns its own label key, node pool and namespace, since
@@ -32,6 +33,7 @@ import {
   tempFile,
 } from "./_fixtures.ts";
 import { freePorts } from "./_procs.ts";
+import { keptAcrossKill, onePodPerNode } from "./_one_pod.ts";
 
 /** Where the label keys of this suite live; each step owns `${DOMAIN}/<step>`. */
 const DOMAIN = "lifecycle.e2e.io";
@@ -963,4 +965,14 @@ clusterTest("node lifecycle on a real control plane", async (t, cluster) => {
       });
     }
   });
+
+  await t.step(
+    "a task pod deleted with a grace period: no second pod on its node until the first ended",
+    (t) => onePodPerNode(t, cluster),
+  );
+
+  await t.step(
+    "a run killed during the post-success work, its Job removed by the TTL: the re-run counts the kept success, no second Job",
+    () => keptAcrossKill(cluster),
+  );
 }, { audit: { userGroups: [`system:serviceaccounts:${AUDITED_NS}`] } });

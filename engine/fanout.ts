@@ -367,7 +367,14 @@ class Fanout {
       track: (work, name) => this.#track(work, name),
       ok: () => this.#ok(),
       outageFailed: (e, began) => this.#outageFailed(e, began),
+      answering: () => this.#answering(),
     };
+  }
+
+  /** Whether the API answered anything lately, by the silence rule of #checkSilence. */
+  #answering(): boolean {
+    const silentMs = Math.max(SILENT_MS, 3 * this.#o.pollIntervalMs);
+    return this.#now() - Math.max(this.#jobs.heardAt, this.#outage.lastOkAt) <= silentMs;
   }
 
   #now(): number {
@@ -538,8 +545,10 @@ class Fanout {
   /** The first view of the Jobs: ours are counted or adopted, stale ones wait or go. */
   #initial(): void {
     const leftovers: string[] = [];
+    const kept = this.#keptSuccesses();
     for (const job of this.#jobs.cache.values()) {
       const name = nameOf(job);
+      if (kept.has(name)) continue;
       const target = this.#byName.get(name);
       const sight = firstSight({
         ...sightingOf(job, this.#o.run, target?.node.uid, this.#retry(job)),
@@ -558,6 +567,33 @@ class Fanout {
     ];
   }
 
+  /**
+   * Counts the successes an earlier run kept on their nodes before it was
+   * stopped during their post-success work (`Target.keptSuccess`), whose
+   * Job is gone or being deleted (its TTL): the post-success work is done
+   * again, and the Job never created a second time. A Job of the name that
+   * is still there and not going is judged as usual instead.
+   *
+   * @returns the names counted so
+   */
+  #keptSuccesses(): Set<string> {
+    const counted = new Set<string>();
+    for (const t of this.#o.targets) {
+      if (!t.keptSuccess) continue;
+      const job = this.#jobs.cache.get(t.name);
+      if (job && !job.metadata?.deletionTimestamp) continue;
+      if (job && !adoptable(job, this.#o.run, t.node.uid)) continue;
+      counted.add(t.name);
+      const done = {
+        metadata: { name: t.name, uid: job?.metadata?.uid ?? `kept-${t.name}` },
+        status: { conditions: [{ type: "Complete", status: "True" }] },
+      } as V1Job;
+      this.#apply(t.name, { type: "adopted", uid: done.metadata!.uid!, counted: true });
+      concludeJob(this.#finisher, t.name, done, true);
+    }
+    return counted;
+  }
+
   #onUpsert(job: V1Job): void {
     const name = nameOf(job);
     if (this.#lost(name, job)) this.#adopt(name, job);
@@ -567,13 +603,24 @@ class Fanout {
     if (s.phase === "running" && status.phase === "active") this.#podFailures(name, s, job);
     else if (s.phase === "running") concludeJob(this.#finisher, name, job, false);
     else if (s.phase === "finishing" && status.phase === "succeeded" && status.final) {
-      if (this.#apply(name, { type: "complete" })?.afterStarted) {
-        runAfterSuccess(this.#finisher, name, job);
-      }
+      this.#completed(name, s, job);
     } else if (s.phase === "waitingStale" && !stillRuns(job)) {
       this.#apply(name, { type: "staleFinished" });
       this.#track(deleteStale(this.#stale, name, job, "its run finished"), name);
     } else if (s.phase === "waitingStale") this.#decided(name, job);
+  }
+
+  /**
+   * A finishing node's Job is Complete: its post-success work starts, only
+   * on the edge. A Job already Complete is seen again (the TTL controller's
+   * foreground deletion, a label, a relist), and a second run of the work
+   * beside the first would write the node twice at once.
+   */
+  #completed(name: string, s: NodeState, job: V1Job): void {
+    if (s.afterStarted) return;
+    if (this.#apply(name, { type: "complete" })?.afterStarted) {
+      runAfterSuccess(this.#finisher, name, job);
+    }
   }
 
   /** Notes when the stale Job a node waits for got its decided, not yet final, outcome. */
@@ -616,9 +663,7 @@ class Fanout {
       this.#apply(name, { type: "staleGone" });
     } else if (s.phase === "finishing" && !s.afterStarted) {
       // Gone with only SuccessCriteriaMet seen: its pods are gone too.
-      if (this.#apply(name, { type: "complete" })?.afterStarted) {
-        runAfterSuccess(this.#finisher, name, job);
-      }
+      this.#completed(name, s, job);
     } else if (s.phase === "running" && how === "vanished") {
       this.#track(judgeCollected(this.#finisher, name, s.uid!), name);
     } else if (s.phase === "running") {

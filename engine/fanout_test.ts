@@ -648,6 +648,42 @@ Deno.test("dispatch() runs the post-success work for successes an earlier run co
   assert.ok(results.every((r) => r.outcome === "succeeded"));
 });
 
+Deno.test("dispatch() counts, never creates again, a node whose success an earlier run kept on it before its post-success work, once the Job's TTL removed it", async (t) => {
+  // The earlier run saw node-000's Job succeed, kept that on the node, and
+  // was killed during its post-success work; the TTL then collected the Job.
+  const cases: { name: string; seed?: "deleting" }[] = [
+    { name: "the Job is gone" },
+    { name: "the Job is being deleted by its TTL", seed: "deleting" },
+  ];
+  for (const c of cases) {
+    await t.step(c.name, async () => {
+      const h = harness({ runMs: 1000 });
+      const ts = targets(2);
+      Object.assign(ts[0], { keptSuccess: true });
+      if (c.seed) {
+        const job = h.api.seed(ts[0].job(), "Complete");
+        job.metadata!.deletionTimestamp = new Date(0);
+        job.metadata!.finalizers = ["foregroundDeletion"];
+      }
+      const seen: string[] = [];
+      const { results } = await report(h, ts, {
+        afterSuccess: (t) => {
+          seen.push(t.node.name);
+          return Promise.resolve(undefined);
+        },
+      });
+      assert.deepEqual(h.api.created, [ts[1].name], "no second Job for node-000");
+      assert.deepEqual(seen.sort(), ["node-000", "node-001"], "its post-success work ran");
+      assert.equal(results[0].outcome, "succeeded");
+      assert.ok(
+        kinds(h, "succeeded").some((e) =>
+          e.kind === "succeeded" && e.node === "node-000" && e.counted
+        ),
+      );
+    });
+  }
+});
+
 Deno.test("dispatch() leaves a node in flight when the run stops during its post-success work", async () => {
   const h = harness({ runMs: 1000 });
   const stop = h.stop;
@@ -731,7 +767,8 @@ Deno.test("dispatch() keeps a success through a post-success outage and never ru
   const started = ts.map((t) => t.name);
   const { results } = await report(h, ts, {
     parallelism: 2,
-    nodeTimeoutMs: 10_000,
+    // A webhook down 15 s, within the node timeout: retried, never failed.
+    nodeTimeoutMs: 60_000,
     afterSuccess: (t) => {
       const n = (calls.get(t.node.name) ?? 0) + 1;
       calls.set(t.node.name, n);
@@ -756,6 +793,88 @@ Deno.test("dispatch() keeps a success through a post-success outage and never ru
     `the progress said what the node waits for: ${waits}`,
   );
   assert.ok(progress.every((p) => p.queued === 0 || p.elapsedMs === 0), "never requeued");
+});
+
+Deno.test("dispatch() runs a node's post-success work once when its Complete Job changes again meanwhile", async () => {
+  // The TTL controller's foreground deletion, a label anyone sets: a Job
+  // already Complete is MODIFIED again while its node's work runs.
+  const h = harness({ runMs: 1000 });
+  const calls: string[] = [];
+  const results = await run(h, targets(1), {
+    afterSuccess: async (t) => {
+      calls.push(t.node.name);
+      if (calls.length === 1) h.api.podFailed(t.name);
+      await h.clock.sleep(3_000);
+      return undefined;
+    },
+  });
+  assert.deepEqual(calls, ["node-000"]);
+  assert.equal(results[0].outcome, "succeeded");
+});
+
+Deno.test("dispatch() fails a node whose post-success write keeps failing while the API answers, after the node timeout; an unreachable API only pauses it", async (t) => {
+  const webhookDown = () =>
+    new ApiError({
+      status: 500,
+      reason: "InternalError",
+      verb: "patch",
+      resource: "nodes",
+      message: 'Internal error occurred: failed calling webhook "nodes.example.com": ' +
+        "connection refused",
+    });
+  const unreachable = () =>
+    new ApiError({
+      status: 0,
+      reason: "Unreachable",
+      verb: "patch",
+      resource: "nodes",
+      message: "connection refused",
+    });
+  const cases = [
+    {
+      name: "a node webhook that never comes back: failed at the node timeout",
+      error: webhookDown,
+      outcome: "failed",
+    },
+    {
+      name: "the API unreachable past the node timeout: paused, then done",
+      error: unreachable,
+      outcome: "succeeded",
+    },
+  ];
+  for (const c of cases) {
+    await t.step(c.name, async () => {
+      const h = harness({ runMs: 1000 });
+      const ts = targets(2);
+      let calls = 0;
+      const { results } = await report(h, ts, {
+        parallelism: 2,
+        nodeTimeoutMs: 30_000,
+        afterSuccess: (target) => {
+          if (target.node.name !== "node-000") return Promise.resolve(undefined);
+          calls++;
+          // The unreachable API answers again after 2 minutes.
+          if (c.outcome === "succeeded" && h.clock.now() > 120_000) {
+            return Promise.resolve(undefined);
+          }
+          // Stops a run that would retry forever.
+          if (h.clock.now() > 300_000) h.stop.abort();
+          return Promise.reject(c.error());
+        },
+      });
+      assert.equal(results[0].outcome, c.outcome, JSON.stringify(results[0]));
+      assert.deepEqual(h.api.created, ts.map((x) => x.name), "never a second Job");
+      assert.equal(results[1].outcome, "succeeded");
+      if (c.outcome === "failed") {
+        assert.match(
+          results[0].reason!,
+          /post-success work failed for 3\d s \(--node-timeout-secs 30\)/,
+        );
+        assert.match(results[0].reason!, /failed calling webhook "nodes\.example\.com"/);
+        assert.ok(calls >= 6 && calls <= 9, `retried every 5 s until then: ${calls}`);
+      }
+    });
+  }
 });
 
 Deno.test("dispatch() says what a slow post-success work holds the slot for", async () => {

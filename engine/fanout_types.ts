@@ -46,6 +46,13 @@ export interface Target {
   job(): V1Job;
   /** Its wave (1-based) with `--waves`/`--canary`; without, the run is one wave. */
   wave?: number;
+  /**
+   * Its node carries the success of this run's Job for it, kept by an
+   * earlier run before its post-success work (`nodes/success_mark.ts`): when
+   * the Job is gone or going (its TTL), the success is counted and the
+   * post-success work done, and the Job is never created again.
+   */
+  keptSuccess?: boolean;
 }
 
 /** Where the open wave stands, for the progress line and the owner Job. */

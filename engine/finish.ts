@@ -22,7 +22,7 @@ import { errorText } from "../base/errors.ts";
 /** What the end of a node's Job needs from the engine. */
 export interface FinishHost {
   /** The post-success work and the pause after each node. */
-  options: Pick<FanoutOptions, "afterSuccess" | "postNodeDelayMs" | "signal">;
+  options: Pick<FanoutOptions, "afterSuccess" | "postNodeDelayMs" | "signal" | "nodeTimeoutMs">;
   /** The clock. */
   clock: Clock;
   /** The pods of the Jobs, which explain failures. */
@@ -39,6 +39,8 @@ export interface FinishHost {
   ok(): void;
   /** Work begun at `began` met an outage: starts pause; the node keeps its state. */
   outageFailed(e: unknown, began: number): void;
+  /** Whether the API answered anything (the Job watch, a list, a request) lately. */
+  answering(): boolean;
 }
 
 /** What the final result says of a Job (outcome.ts), as of now. */
@@ -106,14 +108,54 @@ export function runAfterSuccess(host: FinishHost, name: string, job: V1Job): voi
 }
 
 /**
+ * Whether an outage error is an answer: the API server (or its admission
+ * webhook) answered 5xx or 429. Only an error with no answer at all (a
+ * connection refused or reset, a timeout) says the API is unreachable.
+ */
+function answered(e: unknown): boolean {
+  return ((e as { status?: number }).status ?? 0) > 0;
+}
+
+/**
+ * Why the post-success work gives up, or undefined while it retries. An API
+ * that cannot be reached is an outage: the work waits for it, however long.
+ * A write refused with an answer, 5xx or 429, while the API answers the
+ * run's other requests, is this node's (a node admission webhook down,
+ * `failurePolicy: Fail`, answers 500 to every node write and nothing else):
+ * it fails the node once it has lasted `--node-timeout-secs`.
+ *
+ * @param since when the answered failures began; undefined: none yet
+ */
+function givesUp(
+  host: FinishHost,
+  e: unknown,
+  since: number | undefined,
+): { since?: number; why?: string } {
+  if (!answered(e) || !host.answering()) return {};
+  const now = host.clock.now();
+  const first = since ?? now;
+  const limit = host.options.nodeTimeoutMs;
+  if (limit === undefined || now - first < limit) return { since: first };
+  const secs = Math.round((now - first) / 1000);
+  return {
+    since: first,
+    why: `post-success work failed for ${secs} s (--node-timeout-secs ${limit / 1000}) ` +
+      `while the API server answered: ${errorText(e)}`,
+  };
+}
+
+/**
  * The post-success work, retried through an outage while the node keeps its
  * success, its slot and its place in the budget: the Job may be gone by
  * now (`ttlSecondsAfterFinished`, a foreground deletion), so "done" is never
  * derived from the Job again, and the node never goes back to the queue.
+ * Retried forever while the API cannot be reached; a write the API refuses
+ * with 5xx or 429 while it answers fails the node at `--node-timeout-secs`.
  */
 async function afterSuccessWork(host: FinishHost, name: string, job: V1Job): Promise<void> {
   const { afterSuccess, signal } = host.options;
   let why: string | undefined;
+  let failingSince: number | undefined;
   while (afterSuccess) {
     const began = host.clock.now();
     try {
@@ -125,6 +167,12 @@ async function afterSuccessWork(host: FinishHost, name: string, job: V1Job): Pro
         break;
       }
       host.outageFailed(e, began);
+      const verdict = givesUp(host, e, failingSince);
+      failingSince = verdict.since;
+      if (verdict.why) {
+        why = verdict.why;
+        break;
+      }
       const waitingFor = `post-success work (node labels, uncordon) retrying: ${errorText(e)}`;
       host.apply(name, { type: "note", waitingFor });
       await host.clock.sleep(PROBE_INTERVAL_MS, signal);

@@ -40,6 +40,7 @@ function host(options: FinishHost["options"], pods?: V1Pod[], start = RUNNING) {
     track: (work) => void tasks.push(work),
     ok: () => void steps.push("ok"),
     outageFailed: () => void steps.push("outage"),
+    answering: () => true,
   };
   const settled = async () => {
     while (tasks.length) await tasks.shift();
@@ -164,5 +165,52 @@ Deno.test({
     );
     assert.equal(phase(), "succeeded");
     assert.equal(states.get(NAME)!.waitingFor, undefined);
+  },
+});
+
+Deno.test({
+  name: "the post-success work fails its node at the node timeout only for a refusal the API " +
+    "answered while it answers the run; an unreachable or silent API only pauses it",
+  permissions: "none",
+  async fn(t) {
+    const refusal = (status: number) =>
+      new ApiError({ status, reason: "x", verb: "patch", resource: "nodes", message: "webhook" });
+    const cases: { name: string; status: number; answering: boolean; failed: boolean }[] = [
+      { name: "500 while the API answers: failed", status: 500, answering: true, failed: true },
+      { name: "429 while the API answers: failed", status: 429, answering: true, failed: true },
+      { name: "no answer at all: paused", status: 0, answering: true, failed: false },
+      {
+        name: "503 while nothing else answers (a load balancer with no API server): paused",
+        status: 503,
+        answering: false,
+        failed: false,
+      },
+    ];
+    for (const c of cases) {
+      await t.step(c.name, async () => {
+        const stop = new AbortController();
+        let calls = 0;
+        const { h, settled, phase, states } = host({
+          signal: stop.signal,
+          nodeTimeoutMs: 20_000,
+          afterSuccess: () => {
+            // Past a minute, the test stops a work that would go on.
+            if (++calls > 12) stop.abort();
+            return Promise.reject(refusal(c.status));
+          },
+        });
+        h.answering = () => c.answering;
+        concludeJob(h, NAME, job("Complete"), false);
+        await runOn(h.clock as FakeClock, settled());
+        assert.equal(phase(), c.failed ? "failed" : "finishing");
+        if (c.failed) {
+          assert.match(
+            states.get(NAME)!.reason!,
+            /^post-success work failed for 20 s \(--node-timeout-secs 20\)/,
+          );
+          assert.equal(calls, 5, "tried every 5 s until the timeout");
+        }
+      });
+    }
   },
 });

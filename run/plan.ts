@@ -16,6 +16,7 @@ import {
   type NodeFacts,
   type OwnerRef,
   parseJobTemplate,
+  podReplacementRisk,
   type RunIdentity,
   sanitize,
   templateHash,
@@ -24,6 +25,7 @@ import {
   withoutOwnKeys,
 } from "../job.ts";
 import { paths } from "../kube/client.ts";
+import { keptSuccess } from "../nodes/success_mark.ts";
 import type { Target } from "../engine/fanout.ts";
 import {
   affinityMismatch,
@@ -370,7 +372,8 @@ function namePrefixOf(opts: RunConfig, template: JobTemplate): string {
  * The template as the run uses it, with a warning for what it should know:
  * this tool's own keys dropped (a template copied from an owner or a
  * per-node Job; see {@linkcode withoutOwnKeys}), before anything hashes it,
- * and a missing `spec.backoffLimit`.
+ * a missing `spec.backoffLimit`, and a `podReplacementPolicy` that lets two pods
+ * of a node's Job run at once.
  *
  * @param source how the template is named in the warnings (its path)
  */
@@ -397,6 +400,13 @@ export function checkedTemplate(
         "set spec.backoffLimit (0: fail at the first pod failure)",
       { event: "template-no-backoff-limit", template: source },
     );
+  }
+  const risk = podReplacementRisk(own);
+  if (risk) {
+    ctx.log.warn(`job template ${source}: ${risk}`, {
+      event: "template-pod-replacement",
+      template: source,
+    });
   }
   return own;
 }
@@ -547,10 +557,19 @@ function planTargets(
 /** A node's target: its Job's name, and its Job built only when it is created. */
 function targetOf(n: V1Node, job: Omit<InstantiateOptions, "node">): Target {
   const node = nodeFacts(n);
+  const name = jobName(job.prefix, node.name);
+  // A success an earlier run of this owner and template kept on the node
+  // before it was stopped during the node's post-success work.
+  const kept = keptSuccess(n.metadata?.annotations, job.keys.kept, {
+    job: name,
+    owner: job.owner?.uid,
+    templateHash: job.templateHash,
+  });
   return {
     node,
-    name: jobName(job.prefix, node.name),
+    name,
     job: () => instantiateJob({ ...job, node }),
+    ...(kept ? { keptSuccess: true } : {}),
   };
 }
 

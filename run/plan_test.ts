@@ -247,3 +247,35 @@ Deno.test({
     assert.ok(!set.lines.some((l) => /backoffLimit/.test(l)), set.lines.join("\n"));
   },
 });
+
+Deno.test({
+  name: "checkedTemplate() warns of a template that lets a replacement pod start on the node " +
+    "while the first still terminates",
+  permissions: { env: ["LOG_TOKENS", "LOG_STREAM"] },
+  fn() {
+    const opts = { trackingLabelPrefix: "job-dispatcher" } as RunConfig;
+    const text = (policy: string) =>
+      `apiVersion: batch/v1
+kind: Job
+metadata: { name: node-task }
+spec:
+  backoffLimit: 0
+  ${policy}
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{ name: c, image: busybox }]
+`;
+    const risky = warnings();
+    const parsed = parseJobTemplate(text("podReplacementPolicy: TerminatingOrFailed"), "job.yaml");
+    checkedTemplate(opts, risky.ctx, parsed, "job.yaml");
+    assert.equal(risky.lines.length, 1, risky.lines.join("\n"));
+    assert.match(risky.lines[0], /^job template job\.yaml: spec\.podReplacementPolicy: /);
+    assert.match(risky.lines[0], /same node while the first is still terminating/);
+    for (const policy of ["podReplacementPolicy: Failed", ""]) {
+      const quiet = warnings();
+      checkedTemplate(opts, quiet.ctx, parseJobTemplate(text(policy), "job.yaml"), "job.yaml");
+      assert.deepEqual(quiet.lines, [], policy);
+    }
+  },
+});

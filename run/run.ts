@@ -14,7 +14,7 @@
 
 import { stringify } from "yaml";
 import type { V1Node } from "@kubernetes/client-node";
-import { type JobTemplate, labelValue, type RunIdentity } from "../job.ts";
+import { type JobTemplate, labelValue, type RunIdentity, type TrackingKeys } from "../job.ts";
 import {
   dispatch,
   type DispatchReport,
@@ -29,6 +29,7 @@ import { closesAt, describeNextOpening, nextOpening } from "../maintenance/windo
 import { FilePause, OwnerPause } from "../engine/pause.ts";
 import { resolveMaxUnavailable } from "../maintenance/budget.ts";
 import { NodeWriter } from "../nodes/node_writer.ts";
+import { SuccessKeeper } from "../nodes/success_mark.ts";
 import type { RunConfig, RunContext } from "./config.ts";
 import { failureBudget } from "../engine/safety.ts";
 import { Recorder, type RecorderOptions, type ReportInput } from "../report/report.ts";
@@ -42,7 +43,7 @@ import {
   validateOnServer,
 } from "./preflight.ts";
 import { EXIT, exitCode, summarise, writeReport } from "../report/summary.ts";
-import { afterSuccess, anyPaused, availabilityBudget } from "./run_hooks.ts";
+import { afterSuccess, anyPaused, availabilityBudget, keptSuccesses } from "./run_hooks.ts";
 import { NodeVerifier } from "../verify/verify.ts";
 import type { HoldAfterWave, SoakGate, WaveRecord } from "../engine/fanout_types.ts";
 import { WatchedGate } from "./soak_gate.ts";
@@ -283,6 +284,27 @@ function recorderFor(
   });
 }
 
+/** The run's {@linkcode SuccessKeeper}: marks on the selected nodes, a refusal said once. */
+function successKeeper(
+  ctx: RunContext,
+  keys: TrackingKeys,
+  nodes: ReadonlyMap<string, V1Node>,
+): SuccessKeeper {
+  return new SuccessKeeper({
+    kube: ctx.kube,
+    key: keys.kept,
+    warn: (message) => ctx.log.warn(message),
+    node: (name) => {
+      const n = nodes.get(name);
+      return n && {
+        name,
+        uid: n.metadata!.uid!,
+        hasAnnotations: n.metadata?.annotations !== undefined,
+      };
+    },
+  });
+}
+
 /** Dispatches one phase's Jobs with the options both phases share, and `extra`. */
 async function dispatchPhase(
   { opts, plan, ctx, metrics, pauses }: Execution,
@@ -323,7 +345,13 @@ async function dispatchPhase(
     // fails its own entry and is left untouched.
     recheck: async (t) =>
       (await phase.recheck?.(t)) ?? (writer.hasBefore ? await writer.before(node(t)) : undefined),
-    afterSuccess: afterSuccess(writer, phase.maintenance, node, phase.verifier),
+    afterSuccess: afterSuccess(
+      writer,
+      phase.maintenance,
+      node,
+      phase.verifier,
+      keptSuccesses(successKeeper(ctx, plan.keys, nodes), phase.run),
+    ),
     prepare: phase.maintenance ? (t) => phase.maintenance!.prepare(t.node) : undefined,
     release: phase.maintenance ? (t, why) => phase.maintenance!.release(t.node, why) : undefined,
     nodeTimeoutMs: opts.nodeTimeoutSecs === undefined ? undefined : opts.nodeTimeoutSecs * 1000,

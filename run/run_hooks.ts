@@ -13,6 +13,8 @@ import type { Maintenance } from "../maintenance/maintenance.ts";
 import type { NodeWriter } from "../nodes/node_writer.ts";
 import type { PauseGate } from "../engine/pause.ts";
 import type { NodeWatch } from "../nodes/select.ts";
+import type { SuccessKeeper } from "../nodes/success_mark.ts";
+import type { RunIdentity } from "../job.ts";
 import type { NodeVerifier } from "../verify/verify.ts";
 
 /**
@@ -39,23 +41,55 @@ export function availabilityBudget(
   };
 }
 
+/** A success kept on its node around the post-success work (`nodes/success_mark.ts`). */
+export interface KeptSuccess {
+  /** Writes the mark before the work; an outage is thrown. */
+  keep(t: Target): Promise<void>;
+  /** Removes it once the work succeeded; never throws. */
+  release(t: Target): Promise<void>;
+}
+
 /**
- * The post-success work: the node writer's (Ready, the verification, labels,
- * taints), then the uncordon, so that a node is schedulable again only once
- * it is ready for it and verified. A node that fails its verification stays
- * cordoned, as failed nodes do, and is not labelled.
+ * The marks of one run's successes: each names the node's Job, the run's
+ * owner and template hash, as the re-run's `keptSuccess` (`nodes/success_mark.ts`) reads them.
+ */
+export function keptSuccesses(keeper: SuccessKeeper, run: RunIdentity): KeptSuccess {
+  return {
+    keep: (t) =>
+      keeper.keep(t.node.name, {
+        job: t.name,
+        owner: run.owner?.uid,
+        templateHash: run.templateHash,
+        at: new Date().toISOString(),
+      }),
+    release: (t) => keeper.release(t.node.name),
+  };
+}
+
+/**
+ * The post-success work: the success kept on the node first ("latch first,
+ * act second": a run killed during the work leaves it, and the re-run counts
+ * it even once the Job's TTL removed the Job), then the node writer's
+ * (Ready, the verification, labels, taints), then the uncordon, so that a
+ * node is schedulable again only once it is ready for it and verified. A
+ * node that fails its verification stays cordoned, as failed nodes do, and
+ * is not labelled; its mark stays, as its Job would for a re-run.
  */
 export function afterSuccess(
   writer: NodeWriter,
   maintenance: Maintenance | undefined,
   node: (t: Target) => V1Node,
   verifier?: NodeVerifier,
+  kept?: KeptSuccess,
 ): ((t: Target) => Promise<string | undefined>) | undefined {
   if (!writer.hasAfter && !maintenance && !verifier) return undefined;
   return async (t) => {
+    await kept?.keep(t);
     const verify = verifier && (() => verifier.verify(t.node, t.name));
-    const why = writer.hasAfter ? await writer.after(node(t), verify) : await verify?.();
-    return why ?? await maintenance?.afterSuccess(t.node);
+    const why = (writer.hasAfter ? await writer.after(node(t), verify) : await verify?.()) ??
+      await maintenance?.afterSuccess(t.node);
+    if (!why) await kept?.release(t);
+    return why;
   };
 }
 

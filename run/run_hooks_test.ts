@@ -71,3 +71,44 @@ Deno.test({
     assert.deepEqual(calls, ["verify n1 up-n1", "uncordon", "verify n2 up-n2"]);
   },
 });
+
+Deno.test({
+  name: "afterSuccess() keeps the success on the node before any work, and removes it only " +
+    "once the work succeeded",
+  permissions: "none",
+  async fn() {
+    const calls: string[] = [];
+    const writer = { hasAfter: false } as unknown as NodeWriter;
+    const maintenance = {
+      afterSuccess: (node: { name: string }) => {
+        calls.push(`uncordon ${node.name}`);
+        return Promise.resolve(node.name === "n2" ? "cannot uncordon" : undefined);
+      },
+    } as unknown as Maintenance;
+    const kept = {
+      keep: (t: { node: { name: string } }) => {
+        calls.push(`keep ${t.node.name}`);
+        return Promise.resolve();
+      },
+      release: (t: { node: { name: string } }) => {
+        calls.push(`release ${t.node.name}`);
+        return Promise.resolve();
+      },
+    };
+    const work = afterSuccess(writer, maintenance, () => ({}) as V1Node, undefined, kept)!;
+    const target = (name: string) => ({
+      node: { name, uid: name },
+      name: `up-${name}`,
+      job: () => ({}),
+    });
+    assert.equal(await work(target("n1")), undefined);
+    assert.equal(await work(target("n2")), "cannot uncordon");
+    assert.deepEqual(calls, ["keep n1", "uncordon n1", "release n1", "keep n2", "uncordon n2"]);
+    // An outage while keeping it: no work is done without its mark.
+    calls.length = 0;
+    const down = { ...kept, keep: () => Promise.reject(new Error("connection refused")) };
+    const held = afterSuccess(writer, maintenance, () => ({}) as V1Node, undefined, down)!;
+    await assert.rejects(held(target("n3")), /connection refused/);
+    assert.deepEqual(calls, []);
+  },
+});

@@ -1,0 +1,191 @@
+/**
+ * A Job's success kept on its node before the work that follows it ("latch
+ * first, act second"). A run that saw a node's Job succeed writes the mark,
+ * then does the node's post-success work (labels, uncordon, verification),
+ * then removes the mark. A run killed in between (SIGKILL, OOM, an evicted
+ * hook pod) leaves it, and the Job may be gone by the re-run
+ * (`ttlSecondsAfterFinished`): the re-run finds the success on the node,
+ * counts it and does the post-success work, instead of creating the Job a
+ * second time. On the node, not in the run record: the record is written
+ * every 10 s at most (a whole ConfigMap of every node), and a node mark is
+ * one small PATCH that lands before the work it guards, and is found by any
+ * later run of the prefix.
+ *
+ * The mark is an annotation whose value is JSON: the Job's name, the owner
+ * Job's UID and the template hash the Job was made from. It only counts for
+ * a run of the same Job name, owner and template, as the Job itself would
+ * ({@linkcode classifyJob}); a node replaced under its name carries no
+ * annotations of the old one. Reusable for any Job whose success must not
+ * be run twice (the smoke-test Job of verification), under its own key.
+ *
+ * @module
+ */
+
+import { ApiError, isRetryable, type Kube, paths } from "../kube/client.ts";
+import { errorText } from "../base/errors.ts";
+import { pointer } from "./lifecycle.ts";
+
+/** What a mark says: whose Job succeeded. */
+export interface SuccessMark {
+  /** The Job's name. */
+  job: string;
+  /** The owner Job's UID, when the run has one. */
+  owner?: string;
+  /** The template hash of the Job (`job.ts` `templateHash`). */
+  templateHash?: string;
+  /** When the success was kept (ISO 8601). */
+  at?: string;
+}
+
+/** The node a mark goes on, as selected. */
+export interface MarkedNode {
+  /** The node's name. */
+  name: string;
+  /** The UID selected for it: the write tests it, so a replaced node is refused. */
+  uid: string;
+  /** Whether the node had an annotations map when selected. */
+  hasAnnotations: boolean;
+}
+
+/**
+ * The JSON Patch that puts `mark` on the node under annotation `key`, or
+ * removes it (`null`), guarded by a `test` of the node's UID.
+ *
+ * @example
+ * ```ts
+ * successMarkPatch("up/succeeded", { name: "n1", uid: "u1", hasAnnotations: true },
+ *   { job: "up-n1" }).length; // 2
+ * ```
+ */
+export function successMarkPatch(
+  key: string,
+  node: MarkedNode,
+  mark: SuccessMark | null,
+): unknown[] {
+  const path = `/metadata/annotations/${pointer(key)}`;
+  const ops: unknown[] = [{ op: "test", path: "/metadata/uid", value: node.uid }];
+  if (!node.hasAnnotations) ops.push({ op: "add", path: "/metadata/annotations", value: {} });
+  if (mark) return [...ops, { op: "add", path, value: JSON.stringify(mark) }];
+  // add-then-remove: a remove of a missing key fails the whole patch.
+  return [...ops, { op: "add", path, value: "" }, { op: "remove", path }];
+}
+
+/**
+ * The mark under `key` in `annotations` when it is the success of `expected`
+ * (same Job name, same owner or none, same template hash), else undefined: a
+ * mark of another owner or template is an earlier run's, whose Job this run
+ * would replace.
+ *
+ * @example
+ * ```ts
+ * keptSuccess({ "up/succeeded": '{"job":"up-n1"}' }, "up/succeeded", { job: "up-n1" }); // { job: "up-n1" }
+ * ```
+ */
+export function keptSuccess(
+  annotations: Record<string, string> | undefined,
+  key: string,
+  expected: SuccessMark,
+): SuccessMark | undefined {
+  const text = annotations?.[key];
+  if (!text) return undefined;
+  let mark: SuccessMark;
+  try {
+    mark = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (typeof mark !== "object" || mark === null || mark.job !== expected.job) return undefined;
+  if ((mark.owner ?? "") !== (expected.owner ?? "")) return undefined;
+  if ((mark.templateHash ?? "") !== (expected.templateHash ?? "")) return undefined;
+  return mark;
+}
+
+/**
+ * Writes (or with `null` removes) the mark on the node: one PATCH. An
+ * outage or refusal is thrown for the caller to judge.
+ *
+ * @throws {ApiError} as the API server answered; a 422 when the node was replaced
+ */
+export async function writeSuccessMark(
+  kube: Pick<Kube, "request">,
+  key: string,
+  node: MarkedNode,
+  mark: SuccessMark | null,
+): Promise<void> {
+  await kube.request("patch", "PATCH", paths.node(node.name), successMarkPatch(key, node, mark));
+}
+
+/** Options of {@linkcode SuccessKeeper}. */
+export interface SuccessKeeperOptions {
+  /** The API client. */
+  kube: Pick<Kube, "request">;
+  /** The annotation key of the marks (`TrackingKeys.kept`, or a key of its own). */
+  key: string;
+  /** The node of a name, as selected; undefined: not a node of the run, nothing is written. */
+  node(name: string): MarkedNode | undefined;
+  /** Says once that marks cannot be written. */
+  warn(message: string): void;
+}
+
+/**
+ * Keeps successes on their nodes for one run: {@linkcode keep} before the
+ * work a success is owed, {@linkcode release} once it is done. An outage is
+ * thrown by `keep`, for the caller to pause and try again: the work waits
+ * for its mark. A refusal (no `nodes patch`, a webhook's denial) is said
+ * once and the work goes on without the mark, as every node record does
+ * (the README's RBAC): the mark only matters to a run killed midway.
+ */
+export class SuccessKeeper {
+  #o: SuccessKeeperOptions;
+  #refused = false;
+  #unreleased = false;
+  #written = new Set<string>();
+
+  /** @param opts where and how to write */
+  constructor(opts: SuccessKeeperOptions) {
+    this.#o = opts;
+  }
+
+  /**
+   * Writes the mark on node `name`, before the work it guards.
+   *
+   * @throws an outage error (`isRetryable`): the caller pauses and tries again
+   */
+  async keep(name: string, mark: SuccessMark): Promise<void> {
+    const node = this.#o.node(name);
+    if (!node || this.#refused) return;
+    try {
+      await writeSuccessMark(this.#o.kube, this.#o.key, node, mark);
+      this.#written.add(name);
+    } catch (e) {
+      if (isRetryable(e)) throw e;
+      // A node replaced under its name fails the UID test: its work says so.
+      if (e instanceof ApiError && e.status === 422) return;
+      this.#refused = true;
+      this.#o.warn(
+        `cannot keep successes on their nodes (annotation ${this.#o.key}: ${errorText(e)}); ` +
+          "the rollout goes on, but a run stopped during a node's post-success work leaves " +
+          "nothing that stops a re-run from running its Job again once the Job's TTL removed it",
+      );
+    }
+  }
+
+  /** Removes the mark this run wrote on node `name`, once its work is done; never throws. */
+  async release(name: string): Promise<void> {
+    const node = this.#o.node(name);
+    if (!node || !this.#written.has(name)) return;
+    try {
+      await writeSuccessMark(this.#o.kube, this.#o.key, { ...node, hasAnnotations: true }, null);
+      this.#written.delete(name);
+    } catch (e) {
+      // Left: a re-run counts the success and does the work again, as it
+      // would for the Job while it exists.
+      if (this.#unreleased) return;
+      this.#unreleased = true;
+      this.#o.warn(
+        `cannot remove annotation ${this.#o.key} from node ${name} (${errorText(e)}); ` +
+          "a re-run counts that node's success and does its post-success work again",
+      );
+    }
+  }
+}
