@@ -99,7 +99,7 @@ function tokenize(q: string): Token[] {
     const m = NUMBER.exec(q.slice(i)) ?? IDENT.exec(q.slice(i)) ?? PUNCT.exec(q.slice(i));
     if (!m) throw new SyntaxError(`an unexpected ${JSON.stringify(c)} at column ${i + 1}`);
     const kind = /^[0-9.]/.test(m[0]) ? "number" : IDENT.test(m[0]) ? "ident" : "punct";
-    out.push({ kind, text: m[0], start, end: (i += m[0].length) });
+    out.push({ kind, text: m[0], start, end: i += m[0].length });
   }
   return out;
 }
@@ -113,7 +113,9 @@ function closing(t: Token[], open: number): number {
     if (t[i].kind !== "punct") continue;
     if (pairs[x]) stack.push(pairs[x]);
     else if (x === ")" || x === "]" || x === "}") {
-      if (stack.pop() !== x) throw new SyntaxError(`an unbalanced ${x} at column ${t[i].start + 1}`);
+      if (stack.pop() !== x) {
+        throw new SyntaxError(`an unbalanced ${x} at column ${t[i].start + 1}`);
+      }
       if (!stack.length) return i + 1;
     }
   }
