@@ -586,9 +586,16 @@ async function noDataPauses(cluster: Cluster, prom: RunningPrometheus, exporter:
     assert.equal(r.code, 0, r.stderr);
     assert.match(
       r.stderr,
-      /health gate: no data: selector e2e_broken of query "e2e_broken > 0" matches no series/,
+      /health gate: no data since \S+: selector e2e_broken of query "e2e_broken > 0" matches no series; starts resume by themselves when it is back/,
     );
     assert.match(r.stderr, /health gate: data again/);
+    // The pause's own word for when the data went dark: within two gate intervals.
+    const since = Date.parse(/no data since (\S+):/.exec(r.stderr)![1]);
+    console.log(`no data: starts paused ${since - died} ms after the exporter died`);
+    assert.ok(
+      since - died <= 2 * INTERVAL_SECS * 1000,
+      `paused ${since - died} ms after the exporter died (bound ${2 * INTERVAL_SECS} s)`,
+    );
     assert.doesNotMatch(r.stderr, /breached/);
     const jobs = await nodeJobs(cluster, ns);
     assert.equal(jobs.length, 6);

@@ -11,6 +11,7 @@ import type { V1Job, V1Pod } from "@kubernetes/client-node";
 import { type JobTemplate, type OwnerRef, unobservableTtl, UsageError } from "../job.ts";
 import { ApiError, type Kube, paths } from "../kube/client.ts";
 import type { RunConfig } from "./config.ts";
+import { exitLatchName } from "../gates/latch.ts";
 
 /** Where the namespace may come from besides the options (a part of `RunContext`). */
 export interface NamespaceSources {
@@ -144,6 +145,8 @@ export interface PermissionNeed {
   subresource?: string;
   /** The namespace it is needed in; undefined: all namespaces (cluster-wide). */
   namespace?: string;
+  /** The one object it is needed on (a Role may grant it by `resourceNames`). */
+  name?: string;
   /** The flags that need it. */
   flags: string[];
   /** The README's RBAC rule that grants it. */
@@ -167,7 +170,10 @@ const RUN_ROLE = "Role job-dispatcher";
  *   .map((n) => `${n.verb} ${n.resource}`); // ["patch nodes"]
  * ```
  */
-export function permissionNeeds(opts: RunConfig, namespace?: string): PermissionNeed[] {
+export function permissionNeeds(
+  opts: RunConfig,
+  run?: { namespace: string; prefix: string },
+): PermissionNeed[] {
   const m = opts.maintenance;
   const needs: PermissionNeed[] = [];
   const need = (n: Omit<PermissionNeed, "flags">, flag: string) => {
@@ -193,18 +199,19 @@ export function permissionNeeds(opts: RunConfig, namespace?: string): Permission
   if (labels && (labels.value !== undefined || labels.claim || labels.remove)) {
     need(nodes, "--node-label-key");
   }
-  if (opts.gate && namespace !== undefined) gateNeeds(opts, namespace, need);
+  if (opts.gate && run) gateNeeds(opts, run, need);
   return needs;
 }
 
 /** What the health gates' latches need in the Jobs' namespace. */
 function gateNeeds(
   opts: RunConfig,
-  namespace: string,
+  { namespace, prefix }: { namespace: string; prefix: string },
   need: (n: Omit<PermissionNeed, "flags">, flag: string) => void,
 ): void {
   const cms = { group: "", resource: "configmaps", namespace, grant: RUN_ROLE };
-  need({ verb: "get", ...cms }, "--gate-prometheus-url");
+  // By its name: the chart grants the read of this one ConfigMap only.
+  need({ verb: "get", ...cms, name: exitLatchName(prefix) }, "--gate-prometheus-url");
   need({ verb: "create", ...cms }, `--on-gate-breach ${opts.gate!.onBreach}`);
   if (opts.gate!.onBreach === "pause" && (opts.ownerJobName || opts.ownerJobFromPod)) {
     need(
@@ -216,7 +223,9 @@ function gateNeeds(
 
 /** `list pods`, `create pods/eviction`: a need as the user reads it. */
 function describeNeed(n: PermissionNeed): string {
-  const what = `${n.verb} ${n.resource}${n.subresource ? `/${n.subresource}` : ""}`;
+  const what = `${n.verb} ${n.resource}${n.subresource ? `/${n.subresource}` : ""}${
+    n.name ? ` ${n.name}` : ""
+  }`;
   const where = n.namespace === undefined ? "all namespaces" : `in namespace ${n.namespace}`;
   return `${what} (${where}; for ${[...new Set(n.flags)].join(", ")})`;
 }
@@ -264,6 +273,7 @@ async function allowed(kube: Kube, n: PermissionNeed): Promise<boolean> {
       spec: {
         resourceAttributes: {
           ...(n.namespace === undefined ? {} : { namespace: n.namespace }),
+          ...(n.name === undefined ? {} : { name: n.name }),
           verb: n.verb,
           group: n.group,
           resource: n.resource,

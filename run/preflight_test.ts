@@ -118,7 +118,7 @@ Deno.test({
         "gates with pause and an owner: the latch's configmaps and the owner's patch, in the namespace",
         gated("pause", "hook"),
         [
-          "get configmaps@ns: --gate-prometheus-url",
+          "get configmaps@ns/drv-gate-breach: --gate-prometheus-url",
           "create configmaps@ns: --on-gate-breach pause",
           "patch jobs@ns: --on-gate-breach pause",
         ],
@@ -127,22 +127,25 @@ Deno.test({
         "gates with pause and a pause file: no patch of the owner",
         gated("pause"),
         [
-          "get configmaps@ns: --gate-prometheus-url",
+          "get configmaps@ns/drv-gate-breach: --gate-prometheus-url",
           "create configmaps@ns: --on-gate-breach pause",
         ],
       ],
       [
         "gates with exit: the exit latch read and written",
         gated("exit", "hook"),
-        ["get configmaps@ns: --gate-prometheus-url", "create configmaps@ns: --on-gate-breach exit"],
+        [
+          "get configmaps@ns/drv-gate-breach: --gate-prometheus-url",
+          "create configmaps@ns: --on-gate-breach exit",
+        ],
       ],
     ];
     for (const [name, opts, want] of cases) {
       await t.step(name, () => {
-        const got = permissionNeeds(opts, "ns").map((n) =>
+        const got = permissionNeeds(opts, { namespace: "ns", prefix: "drv" }).map((n) =>
           `${n.verb} ${n.resource}${n.subresource ? `/${n.subresource}` : ""}${
             n.namespace ? `@${n.namespace}` : ""
-          }: ${n.flags.join(" ")}`
+          }${n.name ? `/${n.name}` : ""}: ${n.flags.join(" ")}`
         );
         assert.deepEqual(got, want);
       });

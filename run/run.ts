@@ -125,7 +125,7 @@ export async function runDispatcher(
     await validateOnServer(kube, namespace, plan.verifyJob(targets[0].node));
   }
   // Before the first cordon: --drain without `list pods` would cordon every node, then fail each.
-  if (all.length) await checkPermissions(kube, permissionNeeds(opts, namespace));
+  if (all.length) await checkPermissions(kube, permissionNeeds(opts, plan));
   // Every gate query once, before the first Job: bad PromQL or a Prometheus
   // that does not answer is refused while nothing has been created.
   const gate = opts.gate && await openGate({ config: opts.gate, plan, kube, log });
