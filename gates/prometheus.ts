@@ -202,7 +202,12 @@ export function answerOf(what: string, r: { status: number; body: unknown }): An
   if (r.status !== 200 || env.status !== "success") {
     throw new PrometheusUnreachable(`${what}: HTTP ${r.status}: ${words ?? "no API answer"}`);
   }
-  const warnings = Array.isArray(env.warnings) ? env.warnings.map(String) : [];
+  // PromQL's own annotations ("PromQL warning: …", "PromQL info: …", since
+  // Prometheus 2.46) are about the query, not missing data, and would hold
+  // every start forever; the rest (a store, an ingester unreachable) say the
+  // answer is partial.
+  const warnings = (Array.isArray(env.warnings) ? env.warnings.map(String) : [])
+    .filter((w) => !/^PromQL (warning|info):/.test(w));
   return { data: env.data, warnings };
 }
 

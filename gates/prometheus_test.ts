@@ -215,6 +215,16 @@ Deno.test({
         ),
         /^a partial answer \(warnings: store gw-1 unreachable\)$/,
       ],
+      [
+        "PromQL's own annotations are no partial answer: clean",
+        withPresence([0, 1], () =>
+          Response.json({
+            status: "success",
+            warnings: ['PromQL warning: bucket label "le" is missing or has a malformed value'],
+            data: { resultType: "vector", result: [] },
+          })),
+        "clean",
+      ],
       ["400 bad_data: rejected", () => badData("parse error"), BadQueryError],
       [
         "422 execution: rejected, not an outage",
