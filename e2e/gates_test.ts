@@ -22,6 +22,7 @@ import {
   untilSamples,
 } from "./_prometheus.ts";
 import { delay, freePorts } from "./_procs.ts";
+import { DispatcherProcess } from "./_faults.ts";
 
 /** The gate's interval in these runs, and Prometheus's scrape interval. */
 const INTERVAL_SECS = 2;
@@ -148,6 +149,10 @@ clusterTest("health gates with a real Prometheus", async (t, cluster) => {
     await t.step(
       "--on-gate-breach exit: a run SIGKILLed while it waits for its Jobs in flight leaves the latch; the re-run exits 5 creating no Job",
       () => latchBeforeKill(cluster, prom, exporter),
+    );
+    await t.step(
+      "--on-gate-breach exit: a run that waited for an earlier run of its release reads the latch again when it starts: exit 5, no Job",
+      () => latchReadAfterWait(cluster, prom, exporter),
     );
     await t.step(
       "a pause that cannot be written (a ValidatingAdmissionPolicy denies it) ends the run: exit 5, the reason and the clear command; without patch jobs the pre-flight refuses (exit 3)",
@@ -612,7 +617,9 @@ async function latchBeforeKill(cluster: Cluster, prom: RunningPrometheus, export
   const watcher = await JobWatcher.start(cluster, ns);
   try {
     const run = dispatcher(cluster, [...args, ...gate, "--parallelism", "2"], {
-      signal: { name: "SIGKILL", when: /health gate breached/ },
+      // The gate's own breach line (told once its latch was tried), not the
+      // engine's "paused by" notice, which comes the moment starts stop.
+      signal: { name: "SIGKILL", when: /; the run ends once the Jobs in flight finished/ },
     });
     await eventually(() => Promise.resolve(watcher.seen.size >= 2), 60_000, "the first Jobs");
     await flip(prom, exporter, 1);
@@ -724,5 +731,48 @@ async function pauseRefused(cluster: Cluster, prom: RunningPrometheus, exporter:
     await watcher.stop();
     exporter.set(0);
     await cluster.kubectl(["delete", "-f", "-"], denyPause(ns));
+  }
+}
+
+/** Labels owner `hook` as one of the hook Jobs of release `rel`, as the chart does. */
+async function hookOf(cluster: Cluster, ns: string, hook: string, rel: string): Promise<void> {
+  await ownerJob(cluster, ns, hook);
+  const l = await cluster.kubectl(["label", "job", hook, "-n", ns, `job-dispatcher/hook=${rel}`]);
+  assert.equal(l.code, 0, l.stderr);
+}
+
+async function latchReadAfterWait(cluster: Cluster, prom: RunningPrometheus, exporter: Exporter) {
+  const { ns, args } = await suiteStep(cluster, "gwait", { nodes: 4, duration: "10s" });
+  const gate = [...args, ...gateArgs(prom, "--on-gate-breach", "exit"), "--parallelism", "2"];
+  const watcher = await JobWatcher.start(cluster, ns);
+  try {
+    await hookOf(cluster, ns, "hook-a", "gwait");
+    const a = new DispatcherProcess(cluster, [...gate, "--owner-job-name", "hook-a"]);
+    await eventually(() => Promise.resolve(watcher.seen.size >= 2), 60_000, "run A's first Jobs");
+    // A later revision's hook (an upgrade that changed its gate: it never
+    // breaches on the flip itself) opens its gate, no latch yet, and waits for A.
+    await hookOf(cluster, ns, "hook-b", "gwait");
+    const b = new DispatcherProcess(cluster, [
+      ...gate.map((x) => (x === QUERY ? "e2e_broken > 100" : x)),
+      ...["--owner-job-name", "hook-b"],
+    ]);
+    assert.ok(await b.waitFor(/waiting for the run of earlier hook job hook-a/), b.stderr);
+    await flip(prom, exporter, 1);
+    const ra = await a.ended;
+    assert.equal(ra.code, 5, ra.stderr);
+    await flip(prom, exporter, 0);
+    const jobs = (await nodeJobs(cluster, ns)).length;
+    assert.ok(jobs < 4, `${jobs} Jobs: the breach stopped run A`);
+    // Run A is over; its hook Job goes, as Helm's hook deletion would take it.
+    const del = await cluster.kubectl(["delete", "job", "hook-a", "-n", ns, "--cascade=orphan"]);
+    assert.equal(del.code, 0, del.stderr);
+    const rb = await b.ended;
+    assert.ok(!rb.timedOut, rb.stderr);
+    assert.equal(rb.code, 5, rb.stderr);
+    assert.match(rb.stderr, /Refusing to start: a health gate stopped an earlier run/);
+    assert.equal((await nodeJobs(cluster, ns)).length, jobs, "run B created no Job");
+  } finally {
+    await watcher.stop();
+    exporter.set(0);
   }
 }
