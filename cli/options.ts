@@ -24,6 +24,7 @@ import { parseWindow } from "../maintenance/window.ts";
 import type { DrainConfig, MaintenanceConfig, PodSelector } from "../maintenance/config.ts";
 import type { RunConfig } from "../run/config.ts";
 import type { GateConfig } from "../gates/config.ts";
+import { selectors } from "../gates/promql.ts";
 
 /** Everything the command line says: the run's configuration, `--help` and `--version`. */
 export interface Options extends RunConfig {
@@ -301,10 +302,13 @@ HEALTH GATES
   Prometheus watches the fleet while it rolls: checked before every Job start
   (on a result at most --gate-interval-secs old), a breach stops the line and
   keeps it stopped until a person says go on. Every query is evaluated once
-  before the first Job: a query Prometheus rejects exits 2, a Prometheus that
-  does not answer exits 3, nothing created either way. Mid-run, a Prometheus
-  that does not answer is an outage, not a breach: starts pause, say so, and
-  resume by themselves when it answers.
+  before the first Job: a query Prometheus rejects (400, 422) or a selector
+  that matches no series exits 2, a Prometheus that does not answer exits 3,
+  nothing created either way. Mid-run, a Prometheus that does not answer is
+  an outage and a selector gone dark is no data, neither a breach: starts
+  pause, say so, and resume by themselves; a query Prometheus rejects stops
+  the line as a breach does. A latch that cannot be written (the pause
+  refused by RBAC or a policy) ends the run with exit 5.
   --gate-prometheus-url URL  Prometheus's base URL (http://prometheus:9090), or
                             the API server's service proxy to it
                             (https://API/api/v1/namespaces/NS/services/NAME:9090/proxy),
@@ -313,7 +317,16 @@ HEALTH GATES
                             returns a non-empty vector, as an alerting rule
                             fires, e.g. 'sum(kube_deployment_status_replicas_unavailable) > 0'.
   --gate-alerts REGEX       Breached while an alert whose name matches REGEX
-                            (anchored, as in PromQL) is firing (/api/v1/alerts).
+                            (anchored, as in PromQL) is firing (/api/v1/alerts);
+                            a REGEX that names no alerting rule is refused (exit 2).
+  --gate-allow-empty X      May match no series (repeatable): X is a --gate-query
+                            as given (all its selectors), one selector as the
+                            refusal names it, or the --gate-alerts REGEX. Every
+                            other selector must match data: before the first Job
+                            one that matches none exits 2; mid-run one that goes
+                            dark (or a partial answer with warnings) is no data:
+                            starts pause and resume when it is back. absent()
+                            and ALERTS selectors are never checked.
   --gate-interval-secs S    Prometheus is asked every S/2 seconds; a Job starts
                             only on an answer at most S seconds old (default 30).
   --gate-bearer-token-file PATH  Sent as "Authorization: Bearer"; read again
@@ -469,6 +482,7 @@ export const GATE_FLAGS = {
   "gate-prometheus-url": { type: "string" },
   "gate-query": { type: "string", multiple: true },
   "gate-alerts": { type: "string" },
+  "gate-allow-empty": { type: "string", multiple: true },
   "gate-interval-secs": { type: "string" },
   "gate-bearer-token-file": { type: "string" },
   "gate-ca-file": { type: "string" },
@@ -904,11 +918,37 @@ function gateOptions(v: GateValues): GateConfig | undefined {
     url: url.replace(/\/+$/, ""),
     queries,
     alerts,
+    allowEmpty: gateAllowEmpty(v["gate-allow-empty"] ?? [], queries, alerts),
     intervalSecs: number("gate-interval-secs", v["gate-interval-secs"], 30, 1, false),
     bearerTokenFile: nonEmpty("gate-bearer-token-file", v["gate-bearer-token-file"]),
     caFile: nonEmpty("gate-ca-file", v["gate-ca-file"]),
     onBreach: oneOf("on-gate-breach", v["on-gate-breach"], ["pause", "exit"]) ?? "pause",
   };
+}
+
+/**
+ * `--gate-allow-empty`, each a `--gate-query` as given, one of their
+ * selectors as the refusal names it, or the `--gate-alerts` pattern:
+ * anything else (a typo) would exempt nothing, and is refused.
+ */
+function gateAllowEmpty(values: string[], queries: string[], alerts?: string): string[] {
+  const known = new Set([...queries, ...(alerts === undefined ? [] : [alerts])]);
+  for (const q of queries) {
+    try {
+      for (const s of selectors(q)) known.add(s.text);
+    } catch {
+      // A query the scanner cannot read is exempted whole, by its text.
+    }
+  }
+  const stray = values.find((x) => !known.has(x));
+  if (stray !== undefined) {
+    throw new UsageError(
+      `Invalid --gate-allow-empty ${JSON.stringify(stray)}: it is no --gate-query, none of ` +
+        `their selectors (${[...known].map((k) => JSON.stringify(k)).join(", ")}) and not ` +
+        "--gate-alerts; give one of them as written",
+    );
+  }
+  return values;
 }
 
 /** `--gate-alerts`, refused unless it is a regex. */

@@ -585,6 +585,7 @@ const FLAGS: Record<string, string[]> = {
   "--gate-interval-secs": ["5", "--gate-query", "up", ...GATED],
   "--gate-bearer-token-file": ["/t", "--gate-query", "up", ...GATED],
   "--gate-ca-file": ["/ca.pem", "--gate-query", "up", ...GATED],
+  "--gate-allow-empty": ["up", "--gate-query", "up", ...GATED],
   "--on-gate-breach": [
     "pause",
     "--gate-query",
@@ -1042,6 +1043,7 @@ Deno.test({
         url: "http://prom:9090",
         queries: ["up == 0"],
         alerts: undefined,
+        allowEmpty: [],
         intervalSecs: 30,
         bearerTokenFile: undefined,
         caFile: undefined,
@@ -1065,17 +1067,40 @@ Deno.test({
         "/ca.pem",
         "--on-gate-breach",
         "exit",
+        "--gate-allow-empty",
+        "b",
+        "--gate-allow-empty=a > 0",
       ]).gate;
       assert.deepEqual(o, {
         url: "http://prom:9090",
         queries: ["a > 0", "b > 0"],
         alerts: "Node.*",
+        allowEmpty: ["b", "a > 0"],
         intervalSecs: 2.5,
         bearerTokenFile: "/t",
         caFile: "/ca.pem",
         onBreach: "exit",
       });
     });
+    await t.step(
+      "--gate-allow-empty names a query, a selector of one, or the alerts pattern; nothing else",
+      () => {
+        const q = [
+          ...url,
+          "--gate-query",
+          'sum(rate(x_total{a="b"}[5m])) > 0',
+          "--gate-alerts",
+          "N.*",
+        ];
+        for (const ok of ['sum(rate(x_total{a="b"}[5m])) > 0', 'x_total{a="b"}[5m]', "N.*"]) {
+          assert.deepEqual(parseGateOptions([...q, "--gate-allow-empty", ok])?.allowEmpty, [ok]);
+        }
+        assert.throws(
+          () => parseGateOptions([...q, "--gate-allow-empty", "x_totl"]),
+          /^UsageError: Invalid --gate-allow-empty "x_totl": it is no --gate-query, none of their selectors \(.*"x_total\{a=\\"b\\"\}\[5m\]".*\) and not --gate-alerts/,
+        );
+      },
+    );
     await t.step("pause with an owner or a pause file", () => {
       const q = [...T, ...url, "--gate-alerts", "X"];
       assert.ok(parseOptions([...q, "--owner-job-name", "hook"]).gate);

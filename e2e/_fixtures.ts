@@ -192,7 +192,7 @@ export interface Rbac {
   pods: string[];
   /** `create` on events in the Jobs' namespace and in "default". @default true */
   events: boolean;
-  /** In the Jobs' namespace: the run record (report/record.ts). @default get, create, update */
+  /** In the Jobs' namespace: the run record (report/record.ts), the gates' exit latch. @default get, create, update */
   configmaps?: string[];
   /** `get` on nodes/proxy, the README's optional rule for --kubelet-timeout-warn-secs. */
   nodesProxy?: boolean;

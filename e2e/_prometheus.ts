@@ -127,6 +127,12 @@ export interface Exporter {
   target: string;
   /** Sets the gauge. */
   set(value: number): void;
+  /**
+   * Takes the exporter down (every scrape answered 503, as a crashed
+   * exporter behind its Service) or brings it back: a failed scrape makes
+   * Prometheus mark the target's series stale, so they match nothing.
+   */
+  down(down: boolean): void;
   /** Stops serving. */
   stop(): Promise<void>;
 }
@@ -136,16 +142,21 @@ export interface Exporter {
  */
 export function startExporter(name = "e2e_broken"): Exporter {
   let value = 0;
+  let isDown = false;
   const server = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen: () => {} },
     () =>
-      new Response(`# HELP ${name} Set by the test.\n# TYPE ${name} gauge\n${name} ${value}\n`, {
-        headers: { "Content-Type": "text/plain; version=0.0.4" },
-      }),
+      isDown ? new Response("down\n", { status: 503 }) : new Response(
+        `# HELP ${name} Set by the test.\n# TYPE ${name} gauge\n${name} ${value}\n`,
+        {
+          headers: { "Content-Type": "text/plain; version=0.0.4" },
+        },
+      ),
   );
   return {
     target: `127.0.0.1:${server.addr.port}`,
     set: (v) => (value = v),
+    down: (d) => (isDown = d),
     stop: () => server.shutdown(),
   };
 }

@@ -12,7 +12,7 @@
 
 import assert from "node:assert/strict";
 import type { Cluster } from "./cluster.ts";
-import { clusterTest, ownerJob, suiteStep } from "./_fixtures.ts";
+import { clusterTest, ownerJob, serviceAccount, suiteStep } from "./_fixtures.ts";
 import { dispatcher, eventually, jobsIn, JobWatcher } from "./_dispatcher.ts";
 import {
   type Exporter,
@@ -22,6 +22,7 @@ import {
   untilSamples,
 } from "./_prometheus.ts";
 import { delay, freePorts } from "./_procs.ts";
+import { DispatcherProcess } from "./_faults.ts";
 
 /** The gate's interval in these runs, and Prometheus's scrape interval. */
 const INTERVAL_SECS = 2;
@@ -136,6 +137,26 @@ clusterTest("health gates with a real Prometheus", async (t, cluster) => {
     await t.step(
       "bad input: bad PromQL, a gate flag without URL, no Prometheus: nothing created",
       () => badInput(cluster, prom),
+    );
+    await t.step(
+      "no data: a query over a series that does not exist is refused (exit 2, the selector named), no Job created; --gate-allow-empty lets it run",
+      () => noDataRefused(cluster, prom),
+    );
+    await t.step(
+      "no data mid-run: the exporter dies, starts pause within two gate intervals and the log names the selector; back, the run finishes by itself",
+      () => noDataPauses(cluster, prom, exporter),
+    );
+    await t.step(
+      "--on-gate-breach exit: a run SIGKILLed while it waits for its Jobs in flight leaves the latch; the re-run exits 5 creating no Job",
+      () => latchBeforeKill(cluster, prom, exporter),
+    );
+    await t.step(
+      "--on-gate-breach exit: a run that waited for an earlier run of its release reads the latch again when it starts: exit 5, no Job",
+      () => latchReadAfterWait(cluster, prom, exporter),
+    );
+    await t.step(
+      "a pause that cannot be written (a ValidatingAdmissionPolicy denies it) ends the run: exit 5, the reason and the clear command; without patch jobs the pre-flight refuses (exit 3)",
+      () => pauseRefused(cluster, prom, exporter),
     );
   } finally {
     await prom.stop();
@@ -530,4 +551,243 @@ async function badInput(cluster: Cluster, prom: RunningPrometheus) {
     /Cannot reach Prometheus http:\/\/127\.0\.0\.1:\d+ .*nothing was created/,
   );
   await nothing();
+}
+
+/** A query over a series no exporter has. */
+const MISSING = "e2e_no_such_series > 0";
+
+async function noDataRefused(cluster: Cluster, prom: RunningPrometheus) {
+  const { ns, args } = await suiteStep(cluster, "gnodata", { nodes: 2, duration: "200ms" });
+  const gate = [
+    ...["--gate-prometheus-url", prom.url, "--gate-query", MISSING],
+    ...["--gate-interval-secs", String(INTERVAL_SECS), "--on-gate-breach", "exit"],
+  ];
+  const r = await dispatcher(cluster, [...args, ...gate]);
+  assert.equal(r.code, 2, r.stderr);
+  assert.match(
+    r.stderr,
+    /Invalid --gate-query "e2e_no_such_series > 0": its selector e2e_no_such_series matches no series/,
+  );
+  assert.match(r.stderr, /--gate-allow-empty e2e_no_such_series/);
+  // Independently of the dispatcher's word: the API server has no Job of the namespace.
+  const jobs = await cluster.kubectl(["get", "jobs", "-n", ns, "-o", "name"]);
+  assert.equal(jobs.code, 0, jobs.stderr);
+  assert.equal(jobs.stdout.trim(), "", "no Job created");
+  // Meant to be absent: allowed by name, and ALERTS of an alert that never fires needs no flag.
+  const ok = await dispatcher(cluster, [
+    ...args,
+    ...gate,
+    ...["--gate-allow-empty", "e2e_no_such_series"],
+    ...["--gate-query", 'ALERTS{alertname="E2ENeverFires"}'],
+  ]);
+  assert.equal(ok.code, 0, ok.stderr);
+  assert.equal((await nodeJobs(cluster, ns)).length, 2);
+}
+
+async function noDataPauses(cluster: Cluster, prom: RunningPrometheus, exporter: Exporter) {
+  const { ns, watcher, run } = await ownedRun(cluster, "gdark", prom);
+  try {
+    exporter.down(true);
+    const died = Date.now();
+    await untilSamples(prom, "e2e_broken", (n) => n === 0);
+    await delay(BOUND_MS + 10_000);
+    const atBack = watcher.seen.size;
+    console.log(
+      `no data: last Job created ${lastCreated(watcher) - died} ms after the exporter died ` +
+        `(bound ${BOUND_MS} ms); ${atBack} Jobs while it was down`,
+    );
+    assert.ok(atBack < 6, `${atBack} Jobs: starts paused while the series was stale`);
+    assert.ok(
+      lastCreated(watcher) <= died + BOUND_MS,
+      `a Job was created ${lastCreated(watcher) - died} ms after the exporter died`,
+    );
+    exporter.down(false);
+    const r = await run;
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(
+      r.stderr,
+      /health gate: no data since \S+: selector e2e_broken of query "e2e_broken > 0" matches no series; starts resume by themselves when it is back/,
+    );
+    assert.match(r.stderr, /health gate: data again/);
+    // The pause's own word for when the data went dark: within two gate intervals.
+    const since = Date.parse(/no data since (\S+):/.exec(r.stderr)![1]);
+    console.log(`no data: starts paused ${since - died} ms after the exporter died`);
+    assert.ok(
+      since - died <= 2 * INTERVAL_SECS * 1000,
+      `paused ${since - died} ms after the exporter died (bound ${2 * INTERVAL_SECS} s)`,
+    );
+    assert.doesNotMatch(r.stderr, /breached/);
+    const jobs = await nodeJobs(cluster, ns);
+    assert.equal(jobs.length, 6);
+    assert.ok(jobs.every((j) => j.complete), "no node failed");
+  } finally {
+    exporter.down(false);
+    await watcher.stop();
+  }
+}
+
+async function latchBeforeKill(cluster: Cluster, prom: RunningPrometheus, exporter: Exporter) {
+  const { ns, args } = await suiteStep(cluster, "gkill", { nodes: 4, duration: "30s" });
+  const gate = gateArgs(prom, "--on-gate-breach", "exit");
+  const watcher = await JobWatcher.start(cluster, ns);
+  try {
+    const run = dispatcher(cluster, [...args, ...gate, "--parallelism", "2"], {
+      // The gate's own breach line (told once its latch was tried), not the
+      // engine's "paused by" notice, which comes the moment starts stop.
+      signal: { name: "SIGKILL", when: /; the run ends once the Jobs in flight finished/ },
+    });
+    await eventually(() => Promise.resolve(watcher.seen.size >= 2), 60_000, "the first Jobs");
+    await flip(prom, exporter, 1);
+    const r = await run;
+    assert.notEqual(r.code, 0, "killed");
+    const jobs = (await nodeJobs(cluster, ns)).length;
+    assert.ok(jobs < 4, `${jobs} Jobs: the breach held the rest`);
+    const cm = await cluster.kubectl(["get", "configmap", "-n", ns, "gkill-gate-breach"]);
+    assert.equal(cm.code, 0, `the latch outlived the SIGKILL: ${cm.stderr}`);
+
+    await flip(prom, exporter, 0);
+    const again = await dispatcher(cluster, [...args, ...gate, "--parallelism", "2"]);
+    assert.equal(again.code, 5, again.stderr);
+    assert.match(again.stderr, /Refusing to start: a health gate stopped an earlier run/);
+    assert.equal((await nodeJobs(cluster, ns)).length, jobs, "the re-run created no Job");
+  } finally {
+    await watcher.stop();
+    exporter.set(0);
+  }
+}
+
+/** A ValidatingAdmissionPolicy (and binding) that denies the `paused` annotation on Jobs of `ns`. */
+function denyPause(ns: string): string {
+  return `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: e2e-deny-pause-${ns}}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+      - {apiGroups: [batch], apiVersions: [v1], operations: [UPDATE], resources: [jobs]}
+  validations:
+    - expression: "!has(object.metadata.annotations) || !('job-dispatcher/paused' in object.metadata.annotations)"
+      message: pausing is not allowed here
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: e2e-deny-pause-${ns}}
+spec:
+  policyName: e2e-deny-pause-${ns}
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: ${ns}}}
+`;
+}
+
+async function pauseRefused(cluster: Cluster, prom: RunningPrometheus, exporter: Exporter) {
+  const { ns, args } = await suiteStep(cluster, "gdeny", { nodes: 4, duration: "2s" });
+  await ownerJob(cluster, ns, "hook");
+  const owned = [...args, ...gateArgs(prom), "--owner-job-name", "hook", "--parallelism", "1"];
+  // The pre-flight: without patch jobs, refused before anything is created.
+  const { kubeconfig } = await serviceAccount(cluster, ns, "nopatch", {
+    rbac: { jobs: ["get", "list", "watch", "create", "delete"] },
+  });
+  const pre = await dispatcher(cluster, owned, { env: { KUBECONFIG: kubeconfig } });
+  assert.equal(pre.code, 3, pre.stderr);
+  assert.match(
+    pre.stderr,
+    /Missing permission: cannot patch jobs \(in namespace gdeny; for --on-gate-breach pause\)/,
+  );
+  assert.equal((await nodeJobs(cluster, ns)).length, 0, "the pre-flight created nothing");
+
+  const applied = await cluster.kubectl(["apply", "-f", "-"], denyPause(ns));
+  assert.equal(applied.code, 0, applied.stderr);
+  // The policy takes effect a moment after it is written.
+  await eventually(
+    async () => {
+      const a = await cluster.kubectl([
+        "annotate",
+        "job",
+        "hook",
+        "-n",
+        ns,
+        "job-dispatcher/paused=true",
+      ]);
+      if (a.code === 0) {
+        await cluster.kubectl([
+          "annotate",
+          "job",
+          "hook",
+          "-n",
+          ns,
+          "job-dispatcher/paused-",
+        ]);
+      }
+      return a.code !== 0;
+    },
+    30_000,
+    "the policy to deny the pause",
+  );
+  const watcher = await JobWatcher.start(cluster, ns);
+  try {
+    const run = dispatcher(cluster, owned);
+    await eventually(() => Promise.resolve(watcher.seen.size >= 1), 60_000, "the first Job");
+    await flip(prom, exporter, 1);
+    const r = await Promise.race([run, delay(90_000).then(() => undefined)]);
+    assert.ok(
+      r,
+      "the run ended by itself once its pause could not be written (held forever before)",
+    );
+    assert.equal(r.code, 5, r.stderr);
+    assert.match(
+      r.stderr,
+      /Cannot pause the run for the health gate's breach: .*pausing is not allowed here/,
+    );
+    assert.ok(r.stderr.includes(`kubectl delete configmap -n ${ns} gdeny-gate-breach`), r.stderr);
+    assert.ok((await nodeJobs(cluster, ns)).length < 4, "the breach stopped the rest");
+  } finally {
+    await watcher.stop();
+    exporter.set(0);
+    await cluster.kubectl(["delete", "-f", "-"], denyPause(ns));
+  }
+}
+
+/** Labels owner `hook` as one of the hook Jobs of release `rel`, as the chart does. */
+async function hookOf(cluster: Cluster, ns: string, hook: string, rel: string): Promise<void> {
+  await ownerJob(cluster, ns, hook);
+  const l = await cluster.kubectl(["label", "job", hook, "-n", ns, `job-dispatcher/hook=${rel}`]);
+  assert.equal(l.code, 0, l.stderr);
+}
+
+async function latchReadAfterWait(cluster: Cluster, prom: RunningPrometheus, exporter: Exporter) {
+  const { ns, args } = await suiteStep(cluster, "gwait", { nodes: 4, duration: "10s" });
+  const gate = [...args, ...gateArgs(prom, "--on-gate-breach", "exit"), "--parallelism", "2"];
+  const watcher = await JobWatcher.start(cluster, ns);
+  try {
+    await hookOf(cluster, ns, "hook-a", "gwait");
+    const a = new DispatcherProcess(cluster, [...gate, "--owner-job-name", "hook-a"]);
+    await eventually(() => Promise.resolve(watcher.seen.size >= 2), 60_000, "run A's first Jobs");
+    // A later revision's hook (an upgrade that changed its gate: it never
+    // breaches on the flip itself) opens its gate, no latch yet, and waits for A.
+    await hookOf(cluster, ns, "hook-b", "gwait");
+    const b = new DispatcherProcess(cluster, [
+      ...gate.map((x) => (x === QUERY ? "e2e_broken > 100" : x)),
+      ...["--owner-job-name", "hook-b"],
+    ]);
+    assert.ok(await b.waitFor(/waiting for the run of earlier hook job hook-a/), b.stderr);
+    await flip(prom, exporter, 1);
+    const ra = await a.ended;
+    assert.equal(ra.code, 5, ra.stderr);
+    await flip(prom, exporter, 0);
+    const jobs = (await nodeJobs(cluster, ns)).length;
+    assert.ok(jobs < 4, `${jobs} Jobs: the breach stopped run A`);
+    // Run A is over; its hook Job goes, as Helm's hook deletion would take it.
+    const del = await cluster.kubectl(["delete", "job", "hook-a", "-n", ns, "--cascade=orphan"]);
+    assert.equal(del.code, 0, del.stderr);
+    const rb = await b.ended;
+    assert.ok(!rb.timedOut, rb.stderr);
+    assert.equal(rb.code, 5, rb.stderr);
+    assert.match(rb.stderr, /Refusing to start: a health gate stopped an earlier run/);
+    assert.equal((await nodeJobs(cluster, ns)).length, jobs, "run B created no Job");
+  } finally {
+    await watcher.stop();
+    exporter.set(0);
+  }
 }

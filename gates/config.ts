@@ -17,6 +17,13 @@ export interface GateConfig {
   queries: string[];
   /** Breached while an alert whose name matches this (anchored) regex is firing. */
   alerts?: string;
+  /**
+   * What may match no series (`--gate-allow-empty`): a query as given (all
+   * its selectors), one selector as the refusal names it, or the
+   * `--gate-alerts` pattern. Every other selector must match data, or the
+   * gate has no answer (no data), not a clean one.
+   */
+  allowEmpty?: string[];
   /** How old a result may be when a Job starts, in seconds. @default 30 */
   intervalSecs: number;
   /** A file holding a bearer token, read again before every request. */

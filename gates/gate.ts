@@ -11,7 +11,14 @@
  * every start, as it asks the other pause gates. A breach latches: with
  * `--on-gate-breach pause` the run sets its pause (the owner's `<P>/paused`,
  * or the pause file) and the gate holds until that pause was seen and
- * lifted; with `exit`, {@linkcode HealthGate.stopsBy} stops the rollout.
+ * lifted; with `exit`, the exit latch is written and
+ * {@linkcode HealthGate.stopsBy} stops the rollout. The latch is written the
+ * moment the breach is seen, before anything else is told or waited for
+ * (latch first, act second); one that cannot be written stops the run.
+ *
+ * Whoever must know whether the gate was clean over a span (a soak) asks
+ * {@linkcode HealthGate.cleanSince}, or follows every change of state with
+ * {@linkcode HealthGate.subscribe}.
  *
  * The waves call {@linkcode HealthGate.breached} throughout a soak and
  * {@linkcode HealthGate.checkNow} when a wave ends.
@@ -21,32 +28,72 @@
 
 import { type Clock, SYSTEM_CLOCK } from "../base/clock.ts";
 import type { GateConfig } from "./config.ts";
-import { BadQueryError, type Measure } from "./prometheus.ts";
-import { blockedBy, type Breach, describeBreach, type GateState, next } from "./state.ts";
+import { BadQueryError, type Measure, type Measurement, noDataOf } from "./prometheus.ts";
+import {
+  blockedBy,
+  type Breach,
+  describeBreach,
+  type GateEvent,
+  type GateState,
+  isBreached,
+  isClean,
+  next,
+  stopsBy,
+} from "./state.ts";
 
 /** What a {@linkcode HealthGate} is built from. */
 export interface HealthGateOptions {
   /** The gates' configuration. */
   config: GateConfig;
-  /** One measurement: the first breach, if any (`prometheus.ts` `measure`). */
+  /** One measurement: the first breach, and what data it lacked (`prometheus.ts` `measure`). */
   measure: Measure;
   /** The clock. @default SYSTEM_CLOCK */
   clock?: Clock;
 }
 
+/**
+ * A latch that cannot be written, for good (403, a webhook or a policy
+ * denied it, the owner is gone): the run stops instead of holding a pause
+ * no one can lift. Its message says why and what to run.
+ */
+export class LatchRefused extends Error {
+  /** @param message why, and the command that clears what was left */
+  constructor(message: string) {
+    super(message);
+    this.name = "LatchRefused";
+  }
+}
+
+/** A start held, or let go again, by an outage or by no data. */
+export interface HoldChange {
+  /** What holds: Prometheus unreachable, or an answer without its data. */
+  kind: "outage" | "nodata";
+  /** Whether starts pause now or resume. */
+  state: "paused" | "resumed";
+  /** In words: the gate's reason, or what came back. */
+  detail: string;
+}
+
 /** What the run hooks the gate to, once it is under way ({@linkcode HealthGate.bind}). */
 export interface GateHooks {
-  /** Told once per breach, before the latch is set: the log line and the owner's Event. */
-  onBreach: (b: Breach) => void;
   /**
-   * Sets the run's pause for a breach (`--on-gate-breach pause`); tried again
-   * at every measurement until it succeeds. Undefined with `exit`.
+   * Told once per breach, after its latch was tried (latch first): the log
+   * line and the owner's Event. `latch` is the state that attempt left:
+   * `latched`, `unlatched` (refused for good), or `breached` (to be tried
+   * again, or no latch to write).
+   */
+  onBreach: (b: Breach, latch: "breached" | "latched" | "unlatched") => void;
+  /**
+   * Writes the latch of a breach: the run's pause (`--on-gate-breach
+   * pause`) or the exit latch (`exit`). A {@linkcode LatchRefused} stops the
+   * run; another error is tried again at every measurement, and stops the
+   * run once it has failed for three intervals.
    */
   latch?: (b: Breach) => Promise<void>;
-  /** Whether the pause the latch set is seen now (the owner's watch, the file). */
+  /** Whether the pause the latch set is seen now (the owner's watch, the file); undefined with `exit`. */
   pauseSeen?: () => boolean;
-  /** Told when Prometheus stops answering mid-run, and when it answers again. */
-  onOutage?: (state: "paused" | "resumed", detail: string) => void;
+  /** Told when starts pause for an outage or for no data, and when they resume. */
+  onHold?: (change: HoldChange) => void;
 }
 
 /**
@@ -54,11 +101,17 @@ export interface GateHooks {
  * run's pause for it was set and lifted (a person's "go on").
  */
 export interface BreachRecord extends Breach {
-  /** When the run's pause (the latch) was set; undefined while not (or with `exit`). */
+  /** When the latch was set; undefined while not. */
   latchedAt?: number;
   /** When that pause was seen lifted and the gate let go; undefined while it holds. */
   liftedAt?: number;
 }
+
+/** A change of the gate's state, as {@linkcode HealthGate.subscribe} tells it. */
+export type GateListener = (state: GateState, at: number) => void;
+
+/** How many intervals a latch may keep failing (an API outage) before the run stops. */
+const LATCH_RETRY_INTERVALS = 3;
 
 /** The gate a run checks before every start, through a soak and when a wave ends. */
 export class HealthGate {
@@ -70,7 +123,11 @@ export class HealthGate {
   #running?: Promise<void>;
   #stopped = false;
   #latching = false;
+  #latchFailingSince?: number;
+  #told = new Set<Breach>();
   #history: BreachRecord[] = [];
+  #listeners = new Set<GateListener>();
+  #cleanSince?: number;
 
   /** @param o what the gate is built from */
   constructor(o: HealthGateOptions) {
@@ -80,13 +137,11 @@ export class HealthGate {
 
   /**
    * Hooks the gate to the run: a breach seen so far (at the first
-   * measurement, say) is told and latched now.
+   * measurement, say) is latched and told now.
    */
   async bind(hooks: GateHooks): Promise<void> {
     this.#o = { ...this.#o, ...hooks };
-    const s = this.#state;
-    if (s.kind === "breached") hooks.onBreach(s.breach);
-    await this.#latch();
+    await this.#settle();
   }
 
   /**
@@ -99,8 +154,9 @@ export class HealthGate {
   }
 
   /**
-   * The latch was set outside the gate (`--on-gate-breach exit`'s ConfigMap,
-   * after the rollout stopped): the last breach's `latchedAt` is now.
+   * The latch was set outside the gate (the exit latch written when the
+   * run ended, the gate's own write having failed): the last breach's
+   * `latchedAt` is now.
    */
   latchedOutside(): void {
     const last = this.#history.at(-1);
@@ -122,17 +178,39 @@ export class HealthGate {
   }
 
   /**
-   * Evaluates every query once before the first Job, then measures every
-   * half interval.
+   * Since when every answer was clean (nothing breached, all data there,
+   * Prometheus answering), in ms since the epoch; undefined while the gate
+   * is not clean now. A soak is clean when this is at or before its start.
+   */
+  cleanSince(): number | undefined {
+    return isClean(this.state) ? this.#cleanSince : undefined;
+  }
+
+  /**
+   * Calls `listener` at every change of the state's kind (breached,
+   * latched, outage, no data, fresh, …) from now on.
    *
-   * @throws {BadQueryError} when Prometheus rejects a query (bad PromQL)
+   * @returns what unsubscribes it
+   */
+  subscribe(listener: GateListener): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /**
+   * Measures once before the first Job (also whether `--gate-alerts` names
+   * an alerting rule), then every half interval.
+   *
+   * @returns that first measurement: the caller refuses a dark selector
+   * @throws {BadQueryError} when Prometheus rejects a query (bad PromQL, 422)
    * @throws {PrometheusUnreachable} when it gives no usable answer
    */
-  async start(): Promise<void> {
-    const found = await this.#o.measure();
-    this.#answered(found);
-    await this.#latch();
+  async start(): Promise<Measurement> {
+    const m = await this.#o.measure({ first: true });
+    this.#answered(m);
+    await this.#settle();
     this.#schedule();
+    return m;
   }
 
   /**
@@ -148,10 +226,9 @@ export class HealthGate {
    * The hold after a wave (the waves' `holdAfterWave`), called as its soak
    * begins: throughout the soak the gate goes on measuring, and a breach
    * latches and holds every start as before any Job; when the soak ends it
-   * measures once more. Resolves with why the rollout stops
-   * (`--on-gate-breach exit`), or undefined: the next wave may open as far
-   * as the gate's stop goes (a latched pause or an outage still holds its
-   * starts, as the pause gate they are).
+   * measures once more. Resolves with why the rollout stops, or undefined:
+   * the next wave may open as far as the gate's stop goes (a latched pause,
+   * an outage or no data still holds its starts, as the pause gate they are).
    *
    * @param soakMs the soak (`--wave-soak-secs`), in ms
    */
@@ -164,7 +241,7 @@ export class HealthGate {
   /** The breach that holds the rollout, in words (query and value); undefined while none. */
   breached(): string | undefined {
     const s = this.state;
-    return s.kind === "breached" || s.kind === "latched" ? describeBreach(s.breach) : undefined;
+    return isBreached(s) ? describeBreach(s.breach) : undefined;
   }
 
   /** Why no Job may start now; undefined when one may. The engine asks before every start. */
@@ -172,11 +249,9 @@ export class HealthGate {
     return blockedBy(this.state, this.#o.config.url);
   }
 
-  /** With `--on-gate-breach exit`: why the rollout stops; undefined while nothing breached. */
+  /** Why the rollout stops (a breach with `exit`, a latch that cannot be written); undefined else. */
   stopsBy(): string | undefined {
-    if (this.#o.config.onBreach !== "exit") return undefined;
-    const b = this.breached();
-    return b === undefined ? undefined : `a health gate was breached: ${b}`;
+    return stopsBy(this.state, this.#o.config.onBreach);
   }
 
   /** Calls `wake` whenever the answer of {@linkcode pausedBy} may have changed. */
@@ -191,25 +266,42 @@ export class HealthGate {
     await this.#running;
   }
 
-  /** The state's kind, unnarrowed (each `#apply` may change it). */
-  #kind(): GateState["kind"] {
-    return this.#state.kind;
+  #apply(e: GateEvent): void {
+    const before = this.#state;
+    const at = this.#clock.now();
+    this.#state = next(before, e);
+    const after = this.#state;
+    if (after === before) return;
+    this.#remember(before, after, at);
+    if (isClean(after) && !isClean(before)) this.#cleanSince = at;
+    this.#holds(before, after);
+    if (after.kind !== before.kind) { for (const l of this.#listeners) l(after, at); }
   }
 
-  #apply(e: Parameters<typeof next>[1]): void {
-    const before = this.#state;
-    this.#state = next(before, e);
-    this.#remember(before, this.#state);
-    if (before.kind === "outage" && this.#state.kind !== "outage") {
-      this.#o.onOutage?.("resumed", `Prometheus ${this.#o.config.url} answers again`);
+  /** Tells the outages and the spells of no data, as they begin and end. */
+  #holds(before: GateState, after: GateState): void {
+    const url = this.#o.config.url;
+    for (const kind of ["outage", "nodata"] as const) {
+      const was = before.kind === kind;
+      const is = after.kind === kind;
+      if (
+        is && (!was || (after.kind === "nodata" && before.kind === "nodata" &&
+          after.detail !== before.detail))
+      ) {
+        this.#o.onHold?.({ kind, state: "paused", detail: blockedBy(after, url)! });
+      } else if (was && !is) {
+        const detail = kind === "outage"
+          ? `Prometheus ${url} answers again`
+          : "data again for every selector";
+        this.#o.onHold?.({ kind, state: "resumed", detail });
+      }
     }
   }
 
   /** Keeps the history of breaches: a new breach, its latch set, its latch lifted. */
-  #remember(before: GateState, after: GateState): void {
+  #remember(before: GateState, after: GateState, at: number): void {
     const last = this.#history.at(-1);
-    const at = this.#clock.now();
-    if (after.kind === "breached" && before.kind !== "breached") {
+    if (isBreached(after) && !isBreached(before)) {
       this.#history.push({ ...after.breach });
     } else if (after.kind === "latched" && before.kind === "breached" && last) {
       last.latchedAt = at;
@@ -226,47 +318,62 @@ export class HealthGate {
     }, this.intervalMs / 2);
   }
 
-  /** One measurement, its answer applied; an error is an outage, never a breach. */
+  /** One measurement, its answer applied; then the latch of a new breach. */
   async #measure(): Promise<void> {
     const before = this.pausedBy();
+    const at = this.#clock.now();
     try {
       this.#answered(await this.#o.measure());
     } catch (e) {
-      const error = e instanceof BadQueryError
-        ? `a query was rejected: ${e.message}`
-        : (e as Error).message;
-      const was = this.#state.kind;
-      this.#apply({ type: "failed", at: this.#clock.now(), error });
-      if (was !== "outage" && this.#kind() === "outage") {
-        this.#o.onOutage?.("paused", `${this.pausedBy()}`);
-      }
+      if (e instanceof BadQueryError) {
+        // Deterministic: asking again gets the same; a stop a person lifts.
+        const query = e.query ?? `--gate-alerts ${this.#o.config.alerts}`;
+        this.#apply({ type: "rejected", at, query, error: e.message });
+      } else this.#apply({ type: "failed", at, error: (e as Error).message });
     }
-    await this.#latch();
+    if (this.pausedBy() !== before) this.#wake();
+    await this.#settle();
     if (this.pausedBy() !== before) this.#wake();
   }
 
-  #answered(found: { query: string; value: string } | undefined): void {
+  #answered(m: Measurement): void {
     const at = this.#clock.now();
-    const was = this.#state.kind;
-    this.#apply({ type: "answered", at, breach: found && { ...found, at } });
-    const s: GateState = this.#state;
-    if (s.kind === "breached" && was !== "breached") {
-      this.#o.onBreach?.(s.breach);
+    this.#apply({
+      type: "answered",
+      at,
+      breach: m.breach && { ...m.breach, at },
+      noData: noDataOf(m),
+    });
+  }
+
+  /** A breach not latched yet: its latch written first, then it is told. */
+  async #settle(): Promise<void> {
+    const s = this.#state;
+    if (s.kind === "breached" && this.#o.latch && !this.#latching) await this.#tryLatch(s.breach);
+    const now = this.#state;
+    if (isBreached(now) && this.#o.onBreach && !this.#told.has(now.breach)) {
+      this.#told.add(now.breach);
+      this.#o.onBreach(now.breach, now.kind);
       this.#wake();
     }
   }
 
-  /** Sets the run's pause for a breach not latched yet; a failure is tried again later. */
-  async #latch(): Promise<void> {
-    const s = this.#state;
-    if (s.kind !== "breached" || !this.#o.latch || this.#latching) return;
+  /** Writes the latch; a refusal (or failing for three intervals) is the state `unlatched`. */
+  async #tryLatch(b: Breach): Promise<void> {
     this.#latching = true;
     try {
-      await this.#o.latch(s.breach);
+      await this.#o.latch!(b);
+      this.#latchFailingSince = undefined;
       this.#apply({ type: "latched" });
-    } catch {
-      // The API may be out: the breach still holds every start, and the
-      // next measurement tries the latch again.
+    } catch (e) {
+      const now = this.#clock.now();
+      this.#latchFailingSince ??= now;
+      const tooLong = now - this.#latchFailingSince >= LATCH_RETRY_INTERVALS * this.intervalMs;
+      if (e instanceof LatchRefused || tooLong) {
+        this.#apply({ type: "latchRefused", error: (e as Error).message });
+      }
+      // Else the API may be out for a moment: the breach still holds
+      // every start, and the next measurement tries the latch again.
     } finally {
       this.#latching = false;
     }

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { HealthGate } from "./gate.ts";
+import { HealthGate, LatchRefused } from "./gate.ts";
 import { directGet, measure } from "./prometheus.ts";
 import type { GateConfig } from "./config.ts";
 import type { Breach } from "./state.ts";
@@ -7,11 +7,19 @@ import type { Clock } from "../base/clock.ts";
 
 /** A loopback Prometheus whose one gauge the test flips, or takes down (503). */
 async function withPrometheus(
-  fn: (url: string, set: (s: { value?: number; down?: boolean }) => void) => Promise<void>,
+  fn: (
+    url: string,
+    set: (s: { value?: number; down?: boolean; dark?: boolean }) => void,
+  ) => Promise<void>,
 ): Promise<void> {
-  let state: { value?: number; down?: boolean } = {};
-  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, () => {
+  let state: { value?: number; down?: boolean; dark?: boolean } = {};
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, (req) => {
     if (state.down) return new Response("down", { status: 503 });
+    if (new URL(req.url).searchParams.get("query")?.includes("gate_selector")) {
+      // The selector's presence: there, unless the test took its exporter away.
+      const result = state.dark ? [] : [{ metric: { gate_selector: "0" }, value: [1, "1"] }];
+      return Response.json({ status: "success", data: { resultType: "vector", result } });
+    }
     const result = state.value === undefined
       ? []
       : [{ metric: { __name__: "broken" }, value: [1, String(state.value)] }];
@@ -111,7 +119,10 @@ Deno.test("HealthGate: an unanswering Prometheus is an outage that pauses and re
     const gate = gateOn(url);
     const told: string[] = [];
     await gate.start();
-    await gate.bind({ onBreach: () => told.push("breach"), onOutage: (s) => told.push(s) });
+    await gate.bind({
+      onBreach: () => told.push("breach"),
+      onHold: (c) => told.push(c.state),
+    });
     try {
       set({ down: true });
       await until("the outage", () => gate.state.kind === "outage");
@@ -195,6 +206,85 @@ Deno.test("HealthGate.breaches records each breach with its query, value and whe
       set({ value: 5 });
       await until("a second breach", () => gate.breaches.length === 2);
       assert.equal(gate.breaches[1].value, "broken 5");
+    } finally {
+      await gate.stop();
+    }
+  });
+});
+
+Deno.test("HealthGate: a selector gone dark is no data: starts pause, say which, and resume when it is back", async () => {
+  await withPrometheus(async (url, set) => {
+    const gate = gateOn(url);
+    const told: string[] = [];
+    await gate.start();
+    await gate.bind({
+      onBreach: () => told.push("breach"),
+      onHold: (c) => told.push(`${c.kind} ${c.state}`),
+    });
+    try {
+      const cleanFrom = gate.cleanSince();
+      assert.ok(cleanFrom !== undefined, "clean since the first answer");
+      set({ dark: true });
+      await until("no data", () => gate.state.kind === "nodata");
+      assert.match(
+        gate.pausedBy() ?? "",
+        /no data since .*: selector broken of query "broken > 0" matches no series/,
+      );
+      assert.equal(gate.cleanSince(), undefined, "not clean while dark");
+      assert.equal(gate.stopsBy(), undefined);
+      set({});
+      await until("the data back", () => gate.pausedBy() === undefined);
+      assert.deepEqual(told, ["nodata paused", "nodata resumed"]);
+      assert.ok(gate.cleanSince()! > cleanFrom, "clean again, since the data came back");
+    } finally {
+      await gate.stop();
+    }
+  });
+});
+
+Deno.test("HealthGate writes the latch before it tells the breach, and a latch refused stops the run", async () => {
+  await withPrometheus(async (url, set) => {
+    const gate = gateOn(url);
+    const order: string[] = [];
+    const kinds: string[] = [];
+    gate.subscribe((s) => kinds.push(s.kind));
+    await gate.start();
+    await gate.bind({
+      onBreach: (_, latch) => order.push(`told ${latch}`),
+      latch: () => {
+        order.push("latch");
+        return Promise.reject(new LatchRefused("denied by policy"));
+      },
+      pauseSeen: () => false,
+    });
+    try {
+      set({ value: 1 });
+      await until("the refusal", () => gate.state.kind === "unlatched");
+      assert.deepEqual(order, ["latch", "told unlatched"]);
+      assert.match(gate.stopsBy() ?? "", /the run cannot pause itself: denied by policy/);
+      assert.equal(kinds[0], "fresh", "subscribers see every change");
+      assert.deepEqual(kinds.slice(-2), ["breached", "unlatched"]);
+    } finally {
+      await gate.stop();
+    }
+  });
+});
+
+Deno.test("HealthGate: a latch that keeps failing (API out) is tried again, then stops the run after three intervals", async () => {
+  await withPrometheus(async (url, set) => {
+    const gate = gateOn(url);
+    let tries = 0;
+    await gate.start();
+    await gate.bind({
+      onBreach: () => {},
+      latch: () => Promise.reject(new Error(`HTTP 503 (try ${++tries})`)),
+      pauseSeen: () => false,
+    });
+    try {
+      set({ value: 1 });
+      await until("the stop", () => gate.state.kind === "unlatched");
+      assert.ok(tries >= 3, `${tries} tries`);
+      assert.match(gate.stopsBy() ?? "", /cannot pause itself: HTTP 503/);
     } finally {
       await gate.stop();
     }

@@ -17,6 +17,18 @@ import type { OwnerRef } from "../job.ts";
 import { pointer } from "../nodes/lifecycle.ts";
 import { type Breach, describeBreach } from "./state.ts";
 
+/**
+ * Whether an API error refuses a latch for good: a 4xx other than a
+ * timeout (408) or a throttle (429): RBAC's 403, a webhook's or a
+ * ValidatingAdmissionPolicy's denial (400, 403, 422), the owner gone (404).
+ * Asking again gets the same, so the run stops instead of holding a pause
+ * it could not set.
+ */
+export function refusesLatch(e: unknown): boolean {
+  return e instanceof ApiError && e.status >= 400 && e.status < 500 && e.status !== 408 &&
+    e.status !== 429;
+}
+
 /** The annotation beside `<P>/paused` that says why the gate set it. */
 export function pausedReasonKey(pausedKey: string): string {
   return `${pausedKey}-reason`;

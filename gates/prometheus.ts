@@ -6,15 +6,20 @@
  * is picked up; a CA file), or through the API server's service proxy with
  * the kubeconfig's credentials, so a bastion needs no port-forward.
  *
- * Two kinds of failure, kept apart: a query Prometheus rejects (400
- * `bad_data`: bad PromQL) is the user's input; anything else (no answer, a
- * 5xx, a 401) is an outage, inconclusive, never a breach.
+ * Three kinds of trouble, kept apart: a query Prometheus rejects (400
+ * `bad_data`: bad PromQL; 422 `execution`: it cannot evaluate it, which
+ * will not change by asking again) is the user's input; an answer without
+ * its data (a selector that matches no series, `warnings` of a partial
+ * answer) is no data; anything else (no answer, a 5xx, a timeout, a 401 or
+ * 403 of a token being rotated, a 404 of a proxy whose Service restarts) is
+ * an outage. None of them is a clean answer.
  *
  * @module
  */
 
 import { ApiError, type Kube } from "../kube/client.ts";
 import type { GateConfig } from "./config.ts";
+import { presenceQuery, type Selector, selectors } from "./promql.ts";
 
 /** One sample of an instant vector. */
 export interface Sample {
@@ -34,18 +39,24 @@ export interface Alert {
   value?: string;
 }
 
-/** Prometheus rejected a query (400 `bad_data`): bad PromQL. */
+/** Prometheus rejected a query (400 `bad_data`, 422 `execution`). */
 export class BadQueryError extends Error {
   /** The query it rejected, once known. */
   query?: string;
+  /** The HTTP status (400, 422); undefined when the answer was no vector. */
+  status?: number;
 
   /** @param message Prometheus's own words */
-  constructor(message: string, query?: string) {
+  constructor(message: string, query?: string, status?: number) {
     super(message);
     this.name = "BadQueryError";
     this.query = query;
+    this.status = status;
   }
 }
+
+/** The statuses by which Prometheus rejects a query: asking again gets the same. */
+const REJECTED = new Set([400, 422]);
 
 /** Prometheus gave no usable answer: unreachable, an error status, a body that is no API answer. */
 export class PrometheusUnreachable extends Error {
@@ -161,38 +172,63 @@ interface Envelope {
   errorType?: string;
   error?: string;
   data?: unknown;
+  warnings?: string[];
+}
+
+/** An API answer's `data`, and its `warnings` (a partial answer: a store or ingester missing). */
+export interface Answer {
+  /** The `data` field. */
+  data: unknown;
+  /** The `warnings` field; empty when there are none. */
+  warnings: string[];
 }
 
 /**
- * The `data` of an API answer.
+ * The `data` and `warnings` of an API answer.
  *
- * @throws {BadQueryError} on 400 `bad_data`
+ * @throws {BadQueryError} on 400 `bad_data` and 422 `execution`
  * @throws {PrometheusUnreachable} on any other error or a body that is no answer
  */
-export function dataOf(what: string, r: { status: number; body: unknown }): unknown {
+export function answerOf(what: string, r: { status: number; body: unknown }): Answer {
   const env: Envelope = typeof r.body === "object" && r.body !== null ? r.body : {};
-  if (r.status === 400) {
-    throw new BadQueryError(env.error ?? (typeof r.body === "string" ? r.body : "bad_data"));
+  const words = env.error ?? (typeof r.body === "string" && r.body ? r.body : undefined);
+  if (REJECTED.has(r.status)) {
+    throw new BadQueryError(
+      `HTTP ${r.status}: ${words ?? env.errorType ?? "rejected"}`,
+      undefined,
+      r.status,
+    );
   }
   if (r.status !== 200 || env.status !== "success") {
-    const detail = env.error ?? (typeof r.body === "string" && r.body ? r.body : "no API answer");
-    throw new PrometheusUnreachable(`${what}: HTTP ${r.status}: ${detail}`);
+    throw new PrometheusUnreachable(`${what}: HTTP ${r.status}: ${words ?? "no API answer"}`);
   }
-  return env.data;
+  // PromQL's own annotations ("PromQL warning: …", "PromQL info: …", since
+  // Prometheus 2.46) are about the query, not missing data, and would hold
+  // every start forever; the rest (a store, an ingester unreachable) say the
+  // answer is partial.
+  const warnings = (Array.isArray(env.warnings) ? env.warnings.map(String) : [])
+    .filter((w) => !/^PromQL (warning|info):/.test(w));
+  return { data: env.data, warnings };
+}
+
+/** A vector and its answer's warnings. */
+export interface VectorAnswer {
+  /** The samples. */
+  samples: Sample[];
+  /** The answer's `warnings`. */
+  warnings: string[];
 }
 
 /**
- * Evaluates an instant query: the vector it returns.
+ * Evaluates an instant query: the vector it returns, and the answer's warnings.
  *
  * @throws {BadQueryError} when Prometheus rejects it, or it returns no vector
  * (a gate's query is an alerting rule's expression, which must be one)
  * @throws {PrometheusUnreachable} without a usable answer
  */
-export async function instantQuery(get: PromGet, query: string): Promise<Sample[]> {
-  const data = dataOf("query", await get(`/api/v1/query?query=${encodeURIComponent(query)}`)) as {
-    resultType?: string;
-    result?: Sample[];
-  };
+export async function instantQuery(get: PromGet, query: string): Promise<VectorAnswer> {
+  const a = answerOf("query", await get(`/api/v1/query?query=${encodeURIComponent(query)}`));
+  const data = a.data as { resultType?: string; result?: Sample[] } | undefined;
   if (data?.resultType !== "vector") {
     throw new BadQueryError(
       `it returns a ${
@@ -200,7 +236,7 @@ export async function instantQuery(get: PromGet, query: string): Promise<Sample[
       }, not a vector (write it as an alerting rule's expression)`,
     );
   }
-  return data.result ?? [];
+  return { samples: data.result ?? [], warnings: a.warnings };
 }
 
 /**
@@ -209,8 +245,21 @@ export async function instantQuery(get: PromGet, query: string): Promise<Sample[
  * @throws {PrometheusUnreachable} without a usable answer
  */
 export async function alerts(get: PromGet): Promise<Alert[]> {
-  const data = dataOf("alerts", await get("/api/v1/alerts")) as { alerts?: Alert[] };
+  const data = answerOf("alerts", await get("/api/v1/alerts")).data as { alerts?: Alert[] };
   return data?.alerts ?? [];
+}
+
+/**
+ * The names of the alerting rules Prometheus has (`/api/v1/rules?type=alert`).
+ *
+ * @throws {PrometheusUnreachable} without a usable answer
+ */
+export async function alertRuleNames(get: PromGet): Promise<string[]> {
+  const data = answerOf("rules", await get("/api/v1/rules?type=alert")).data as {
+    groups?: { rules?: { name?: string; type?: string }[] }[];
+  };
+  return (data?.groups ?? []).flatMap((g) => g.rules ?? [])
+    .filter((r) => r.type === undefined || r.type === "alerting").map((r) => r.name ?? "");
 }
 
 /**
@@ -241,41 +290,188 @@ export function firing(list: readonly Alert[], pattern: string): Alert[] {
   return list.filter((a) => a.state === "firing" && re.test(a.labels.alertname ?? ""));
 }
 
+/** A selector of a gate query that matches no series now. */
+export interface DarkSelector {
+  /** The `--gate-query` it is in, or `--gate-alerts`'s pattern. */
+  query: string;
+  /** The selector as written (for `--gate-alerts`: the pattern, which names no alerting rule). */
+  selector: string;
+  /** It is `--gate-alerts`'s pattern, which names no alerting rule. */
+  alerts?: boolean;
+}
+
+/** One measurement: the first breach, and what data it lacked. */
+export interface Measurement {
+  /** The first breach, in words (query and value); undefined when nothing breached. */
+  breach?: { query: string; value: string };
+  /** The selectors that matched no series (checked ones only). */
+  dark: DarkSelector[];
+  /** The `warnings` of the answers: a partial answer. */
+  warnings: string[];
+}
+
 /** The gate's measurement: every query and the alerts, read once. */
 export interface Measure {
-  /** The first breach, in words (query and value); undefined when nothing breached. */
-  (): Promise<{ query: string; value: string } | undefined>;
+  /**
+   * One measurement. `first`: also whether `--gate-alerts` names an alerting
+   * rule Prometheus has (its alerts are empty while healthy, as meant, but
+   * a pattern that names no rule can never fire).
+   */
+  (opts?: { first?: boolean }): Promise<Measurement>;
+}
+
+/** The selectors of every query the gate checks for data, with their queries. */
+interface Checked {
+  query: string;
+  selector: Selector;
 }
 
 /**
- * One measurement over `get`: each query in order, then the alerts; the
- * first breach found is the answer.
+ * The selectors whose data the gate checks: every one of every query, but
+ * those meant to be empty (`absent()`, `ALERTS`) and those `allowEmpty`
+ * names (by the selector, or by its whole query).
  *
+ * @throws {SyntaxError} naming the query the scanner cannot read
+ */
+export function checkedSelectors(
+  cfg: Pick<GateConfig, "queries" | "allowEmpty">,
+): Checked[] {
+  const allowed = new Set(cfg.allowEmpty ?? []);
+  return cfg.queries.filter((q) => !allowed.has(q)).flatMap((query) => {
+    let found: Selector[];
+    try {
+      found = selectors(query);
+    } catch (e) {
+      throw new SyntaxError(
+        `Cannot read the selectors of --gate-query ${JSON.stringify(query)}: ${
+          (e as Error).message
+        }; write it without that, or exempt it with --gate-allow-empty ${JSON.stringify(query)}`,
+      );
+    }
+    return found.filter((s) => !s.exempt && !allowed.has(s.text)).map((selector) => ({
+      query,
+      selector,
+    }));
+  });
+}
+
+/**
+ * One instant query that answers which of `checked` match data now: each
+ * selector's presence query, labelled with its index, joined by `or`
+ * (one request per measurement, however many selectors).
+ */
+export function presenceOf(checked: readonly Checked[]): string {
+  return checked.map((c, i) =>
+    `label_replace(${presenceQuery(c.selector)}, "gate_selector", "${i}", "", "")`
+  ).join(" or ");
+}
+
+/**
+ * One measurement over `get`: each query in order, then which checked
+ * selectors match no series (one query), then the alerts; the first breach
+ * found is the breach, and all the answers' warnings are kept.
+ *
+ * @throws {SyntaxError} when a query's selectors cannot be read (at the
+ * first measurement, once Prometheus accepted every query)
  * @throws {BadQueryError} when Prometheus rejects a query
  * @throws {PrometheusUnreachable} without a usable answer
  */
-export function measure(get: PromGet, cfg: Pick<GateConfig, "queries" | "alerts">): Measure {
-  return async () => {
+export function measure(
+  get: PromGet,
+  cfg: Pick<GateConfig, "queries" | "alerts" | "allowEmpty">,
+): Measure {
+  // Read once the queries were accepted: bad PromQL is Prometheus's to name.
+  let checked: Checked[] | undefined;
+  return async (opts = {}) => {
+    const m: Measurement = { dark: [], warnings: [] };
     for (const query of cfg.queries) {
-      let samples: Sample[];
-      try {
-        samples = await instantQuery(get, query);
-      } catch (e) {
-        if (!(e instanceof BadQueryError)) throw e;
-        throw new BadQueryError(e.message, query);
-      }
-      if (samples.length) {
+      const { samples, warnings } = await queryOf(get, query, query);
+      m.warnings.push(...warnings);
+      if (samples.length && !m.breach) {
         const more = samples.length > 1 ? ` (and ${samples.length - 1} more)` : "";
-        return { query, value: describeSample(samples[0]) + more };
+        m.breach = { query, value: describeSample(samples[0]) + more };
       }
     }
-    if (cfg.alerts === undefined) return undefined;
-    const hit = firing(await alerts(get), cfg.alerts);
-    if (!hit.length) return undefined;
-    const names = [...new Set(hit.map((a) => a.labels.alertname))].join(", ");
-    return {
-      query: `ALERTS{alertstate="firing",alertname=~${JSON.stringify(cfg.alerts)}}`,
-      value: `firing: ${names}${hit[0].value === undefined ? "" : ` (value ${hit[0].value})`}`,
-    };
+    checked ??= checkedSelectors(cfg);
+    if (checked.length) {
+      const presence = presenceOf(checked);
+      const a = await queryOf(get, presence, presence);
+      const present = new Set(a.samples.map((s) => Number(s.metric.gate_selector)));
+      m.dark = checked.filter((_, i) => !present.has(i)).map((c) => ({
+        query: c.query,
+        selector: c.selector.text,
+      }));
+      m.warnings.push(...a.warnings);
+    }
+    if (cfg.alerts !== undefined) {
+      await measureAlerts(
+        get,
+        cfg.alerts,
+        m,
+        opts.first === true && !cfg.allowEmpty?.includes(cfg.alerts),
+      );
+    }
+    return m;
   };
+}
+
+/**
+ * The alerts' part of a measurement: a breach when one matching fires
+ * (unless a query breached first); with `rules`, a pattern that names no
+ * alerting rule is dark.
+ */
+async function measureAlerts(
+  get: PromGet,
+  pattern: string,
+  m: Measurement,
+  rules: boolean,
+): Promise<void> {
+  if (rules) {
+    const re = new RegExp(`^(?:${pattern})$`);
+    if (!(await alertRuleNames(get)).some((n) => re.test(n))) {
+      m.dark.push({ query: pattern, selector: pattern, alerts: true });
+    }
+  }
+  const hit = firing(await alerts(get), pattern);
+  if (!hit.length || m.breach) return;
+  const names = [...new Set(hit.map((a) => a.labels.alertname))].join(", ");
+  m.breach = {
+    query: `ALERTS{alertstate="firing",alertname=~${JSON.stringify(pattern)}}`,
+    value: `firing: ${names}${hit[0].value === undefined ? "" : ` (value ${hit[0].value})`}`,
+  };
+}
+
+/**
+ * An instant query whose rejection names `query` (the gate query it is, or
+ * of which it checks the selectors).
+ */
+async function queryOf(get: PromGet, expr: string, query: string): Promise<VectorAnswer> {
+  try {
+    return await instantQuery(get, expr);
+  } catch (e) {
+    if (!(e instanceof BadQueryError)) throw e;
+    throw new BadQueryError(e.message, query, e.status);
+  }
+}
+
+/**
+ * What a measurement lacked, in words: the dark selectors and the warnings;
+ * undefined when it had all its data.
+ *
+ * @example
+ * ```ts
+ * noDataOf({ dark: [{ query: "x > 0", selector: "x" }], warnings: [] });
+ * // 'selector x of query "x > 0" matches no series'
+ * ```
+ */
+export function noDataOf(m: Pick<Measurement, "dark" | "warnings">): string | undefined {
+  const parts = m.dark.map((d) =>
+    d.alerts
+      ? `--gate-alerts ${JSON.stringify(d.selector)} names no alerting rule`
+      : `selector ${d.selector} of query ${JSON.stringify(d.query)} matches no series`
+  );
+  if (m.warnings.length) {
+    parts.push(`a partial answer (warnings: ${[...new Set(m.warnings)].join("; ")})`);
+  }
+  return parts.length ? parts.join(", ") : undefined;
 }

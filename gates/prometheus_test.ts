@@ -1,10 +1,12 @@
 import assert from "node:assert/strict";
 import {
+  answerOf,
   BadQueryError,
   describeSample,
   directGet,
   firing,
   measure,
+  noDataOf,
   PrometheusUnreachable,
   proxyGet,
   viaApiServer,
@@ -42,8 +44,8 @@ Deno.test("measure() is breached by a non-empty vector and names the query and t
         : vector([]),
     async (url) => {
       const { get } = directGet({ url, timeoutMs: 2000 });
-      assert.equal(await measure(get, { queries: ["ok_query"] })(), undefined);
-      assert.deepEqual(await measure(get, { queries: ["ok_query", "up == 0"] })(), {
+      assert.equal((await measure(get, { queries: ["ok_query"] })()).breach, undefined);
+      assert.deepEqual((await measure(get, { queries: ["ok_query", "up == 0"] })()).breach, {
         query: "up == 0",
         value: 'up{job="web"} 0',
       });
@@ -88,8 +90,8 @@ Deno.test("measure() is breached by a firing alert whose name matches, not a pen
         : vector([]),
     async (url) => {
       const { get } = directGet({ url, timeoutMs: 2000 });
-      assert.equal(await measure(get, { queries: [], alerts: "Node.*" })(), undefined);
-      const b = await measure(get, { queries: [], alerts: "Disk.*|Node.*" })();
+      assert.equal((await measure(get, { queries: [], alerts: "Node.*" })()).breach, undefined);
+      const b = (await measure(get, { queries: [], alerts: "Disk.*|Node.*" })()).breach;
       assert.equal(b?.value, "firing: DiskFull (value 1e+00)");
       assert.match(b?.query ?? "", /ALERTS\{alertstate="firing",alertname=~"Disk\.\*\|Node\.\*"\}/);
     },
@@ -157,7 +159,7 @@ Deno.test("proxyGet() asks through the API server with the kubeconfig's credenti
     async (kube, hits) => {
       const url = `${kube.server}/api/v1/namespaces/mon/services/prom:9090/proxy`;
       const get = proxyGet(kube, url);
-      const b = await measure(get, { queries: ["up > 1"] })();
+      const b = (await measure(get, { queries: ["up > 1"] })()).breach;
       assert.deepEqual(b, { query: "up > 1", value: '{job="x"} 3' });
       const u = new URL(hits[0].url);
       assert.equal(u.pathname, "/api/v1/namespaces/mon/services/prom:9090/proxy/api/v1/query");
@@ -171,4 +173,143 @@ Deno.test("proxyGet() asks through the API server with the kubeconfig's credenti
 Deno.test("describeSample() writes a sample as Prometheus shows it", () => {
   assert.equal(describeSample({ metric: {}, value: [0, "1"] }), "{} 1");
   assert.equal(describeSample({ metric: { __name__: "up" }, value: [0, "1"] }), "up 1");
+});
+
+/** A Prometheus whose selectors' presence query answers `present` (indices), every other query `other`. */
+function withPresence(present: number[], other: () => Response) {
+  return (u: URL) =>
+    u.searchParams.get("query")?.includes("gate_selector")
+      ? vector(present.map((i) => ({ metric: { gate_selector: String(i) }, value: [1, "1"] })))
+      : other();
+}
+
+Deno.test({
+  name: "measure() and answerOf() classify every answer: clean, no data, rejected, outage",
+  async fn(t) {
+    const q = { queries: ["a > 0", "b > 0"] };
+    const cases: [
+      string,
+      (u: URL) => Response,
+      RegExp | "clean" | typeof BadQueryError | typeof PrometheusUnreachable,
+    ][] = [
+      [
+        "every selector matches and the vectors are empty: clean",
+        withPresence([0, 1], () => vector([])),
+        "clean",
+      ],
+      [
+        "an empty vector over a selector that matches nothing: no data, the selector named",
+        withPresence([0], () => vector([])),
+        /^selector b of query "b > 0" matches no series$/,
+      ],
+      [
+        "an answer with warnings (partial, Thanos/Mimir): no data",
+        withPresence(
+          [0, 1],
+          () =>
+            Response.json({
+              status: "success",
+              warnings: ["store gw-1 unreachable"],
+              data: { resultType: "vector", result: [] },
+            }),
+        ),
+        /^a partial answer \(warnings: store gw-1 unreachable\)$/,
+      ],
+      [
+        "PromQL's own annotations are no partial answer: clean",
+        withPresence([0, 1], () =>
+          Response.json({
+            status: "success",
+            warnings: ['PromQL warning: bucket label "le" is missing or has a malformed value'],
+            data: { resultType: "vector", result: [] },
+          })),
+        "clean",
+      ],
+      ["400 bad_data: rejected", () => badData("parse error"), BadQueryError],
+      [
+        "422 execution: rejected, not an outage",
+        () =>
+          Response.json({
+            status: "error",
+            errorType: "execution",
+            error: "many-to-many matching not allowed",
+          }, { status: 422 }),
+        BadQueryError,
+      ],
+      ["500: an outage", () => new Response("boom", { status: 500 }), PrometheusUnreachable],
+      [
+        "503 timeout: an outage",
+        () =>
+          Response.json({ status: "error", errorType: "timeout", error: "query timed out" }, {
+            status: 503,
+          }),
+        PrometheusUnreachable,
+      ],
+    ];
+    for (const [what, handler, want] of cases) {
+      await t.step(what, async () => {
+        await prometheus(handler, async (url) => {
+          const got = await measure(directGet({ url, timeoutMs: 2000 }).get, q)().catch((e) => e);
+          if (want === BadQueryError || want === PrometheusUnreachable) {
+            assert.ok(got instanceof want, String(got));
+          } else if (want === "clean") {
+            assert.equal(noDataOf(got), undefined);
+            assert.equal(got.breach, undefined);
+          } else assert.match(noDataOf(got) ?? "", want as RegExp);
+        });
+      });
+    }
+    await t.step("a request that times out: an outage", async () => {
+      await prometheus(() => new Response(new ReadableStream()), async (url) => {
+        const got = await measure(directGet({ url, timeoutMs: 200 }).get, q)().catch((e) => e);
+        assert.ok(got instanceof PrometheusUnreachable, String(got));
+      });
+    });
+    await t.step("a 422 keeps Prometheus's words and status", () => {
+      const e = (() => {
+        try {
+          answerOf("query", { status: 422, body: { status: "error", error: "too many samples" } });
+        } catch (e) {
+          return e;
+        }
+      })();
+      assert.ok(e instanceof BadQueryError);
+      assert.equal(e.status, 422);
+      assert.match(e.message, /HTTP 422: too many samples/);
+    });
+  },
+});
+
+Deno.test("measure() checks no selector meant to be empty: absent(), ALERTS, --gate-allow-empty", async () => {
+  const asked: string[] = [];
+  await prometheus((u) => {
+    asked.push(u.searchParams.get("query") ?? "");
+    return withPresence([], () => vector([]))(u);
+  }, async (url) => {
+    const m = await measure(directGet({ url, timeoutMs: 2000 }).get, {
+      queries: ["absent(x)", 'ALERTS{alertname="A"}', "y > 0", "z > 0 or w"],
+      allowEmpty: ["y > 0", "w"],
+    })();
+    assert.deepEqual(m.dark, [{ query: "z > 0 or w", selector: "z" }]);
+    assert.equal(asked.filter((q) => q.includes("gate_selector")).length, 1, "one presence query");
+  });
+});
+
+Deno.test("measure({ first }) finds a --gate-alerts pattern that names no alerting rule", async () => {
+  const rules = { groups: [{ rules: [{ name: "NodeDown", type: "alerting" }] }] };
+  await prometheus(
+    (u) =>
+      u.pathname === "/api/v1/rules"
+        ? Response.json({ status: "success", data: rules })
+        : Response.json({ status: "success", data: { alerts: [] } }),
+    async (url) => {
+      const { get } = directGet({ url, timeoutMs: 2000 });
+      assert.deepEqual(
+        (await measure(get, { queries: [], alerts: "Node.*" })({ first: true })).dark,
+        [],
+      );
+      const m = await measure(get, { queries: [], alerts: "Nod" })({ first: true });
+      assert.match(noDataOf(m) ?? "", /--gate-alerts "Nod" names no alerting rule/);
+    },
+  );
 });

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { blockedBy, type Breach, type GateEvent, type GateState, next } from "./state.ts";
+import { blockedBy, type Breach, type GateEvent, type GateState, next, stopsBy } from "./state.ts";
 
 const B: Breach = { query: "up == 0", value: '{job="x"} 0', at: 5 };
 const URL = "http://prom:9090";
@@ -104,6 +104,87 @@ Deno.test({
         kind: "fresh",
         at: 0,
       }],
+      [
+        "an answer with a dark selector is no data, not healthy",
+        { kind: "fresh", at: 0 },
+        { type: "answered", at: 3, noData: "selector x matches no series" },
+        { kind: "nodata", since: 3, detail: "selector x matches no series" },
+      ],
+      [
+        "no data keeps its start and says what is dark now",
+        { kind: "nodata", since: 3, detail: "selector x matches no series" },
+        { type: "answered", at: 8, noData: "warnings: store down" },
+        { kind: "nodata", since: 3, detail: "warnings: store down" },
+      ],
+      [
+        "no data ends with a clean answer",
+        { kind: "nodata", since: 3, detail: "d" },
+        { type: "answered", at: 9 },
+        { kind: "fresh", at: 9 },
+      ],
+      [
+        "a breach wins over no data in the same answer",
+        { kind: "fresh", at: 0 },
+        { type: "answered", at: 5, breach: B, noData: "d" },
+        { kind: "breached", breach: B },
+      ],
+      [
+        "no data, then Prometheus gone, is an outage",
+        { kind: "nodata", since: 3, detail: "d" },
+        { type: "failed", at: 9, error: "refused" },
+        { kind: "outage", since: 9, error: "refused" },
+      ],
+      [
+        "an outage, then an answer without data, is no data",
+        { kind: "outage", since: 7, error: "x" },
+        { type: "answered", at: 12, noData: "d" },
+        { kind: "nodata", since: 12, detail: "d" },
+      ],
+      [
+        "a rejected query (4xx) stops the line as a breach, not an outage",
+        { kind: "fresh", at: 0 },
+        { type: "rejected", at: 4, query: "q", error: "HTTP 422: many-to-many" },
+        {
+          kind: "breached",
+          breach: { query: "q", value: "HTTP 422: many-to-many", at: 4, rejected: true },
+        },
+      ],
+      [
+        "a rejected query during an outage stops the line",
+        { kind: "outage", since: 1, error: "x" },
+        { type: "rejected", at: 4, query: "q", error: "e" },
+        { kind: "breached", breach: { query: "q", value: "e", at: 4, rejected: true } },
+      ],
+      [
+        "a breach holds through no data",
+        { kind: "breached", breach: B },
+        { type: "answered", at: 9, noData: "d" },
+        { kind: "breached", breach: B },
+      ],
+      [
+        "a latch holds through a rejection",
+        { kind: "latched", breach: B, seen: true },
+        { type: "rejected", at: 9, query: "q", error: "e" },
+        { kind: "latched", breach: B, seen: true },
+      ],
+      [
+        "a latch that cannot be written is unlatched",
+        { kind: "breached", breach: B },
+        { type: "latchRefused", error: "403" },
+        { kind: "unlatched", breach: B, error: "403" },
+      ],
+      [
+        "unlatched holds through a clean answer and a pause's absence",
+        { kind: "unlatched", breach: B, error: "403" },
+        { type: "pause", paused: false },
+        { kind: "unlatched", breach: B, error: "403" },
+      ],
+      [
+        "a refusal means nothing once latched",
+        { kind: "latched", breach: B, seen: false },
+        { type: "latchRefused", error: "403" },
+        { kind: "latched", breach: B, seen: false },
+      ],
     ];
     for (const [what, from, event, want] of cases) {
       await t.step(what, () => assert.deepEqual(next(from, event), want));
@@ -134,10 +215,54 @@ Deno.test({
         /breached: query "up == 0" returned \{job="x"\} 0/,
       ],
       ["latched", { kind: "latched", breach: B, seen: true }, /breached: query "up == 0"/],
+      [
+        "no data",
+        { kind: "nodata", since: 0, detail: "selector x matches no series" },
+        /no data since 1970-01-01T00:00:00.000Z: selector x matches no series; starts resume by themselves when it is back/,
+      ],
+      [
+        "rejected",
+        { kind: "breached", breach: { query: "q", value: "bad", at: 0, rejected: true } },
+        /breached: query "q" was rejected by Prometheus: bad/,
+      ],
+      ["unlatched", { kind: "unlatched", breach: B, error: "403" }, /breached: query "up == 0"/],
     ];
     for (const [what, s, want] of cases) {
       await t.step(what, () => {
         const by = blockedBy(s, URL);
+        if (want === undefined) assert.equal(by, undefined);
+        else assert.match(by ?? "", want);
+      });
+    }
+  },
+});
+
+Deno.test({
+  name: "stopsBy() stops on a breach with exit, and on a latch that cannot be written in any mode",
+  permissions: "none",
+  async fn(t) {
+    const cases: [string, GateState, "pause" | "exit", RegExp | undefined][] = [
+      ["fresh never stops", { kind: "fresh", at: 0 }, "exit", undefined],
+      ["an outage pauses only", { kind: "outage", since: 0, error: "x" }, "exit", undefined],
+      ["no data pauses only", { kind: "nodata", since: 0, detail: "d" }, "exit", undefined],
+      ["a breach with pause pauses", { kind: "breached", breach: B }, "pause", undefined],
+      [
+        "a breach with exit stops",
+        { kind: "breached", breach: B },
+        "exit",
+        /^a health gate was breached: query "up == 0"/,
+      ],
+      ["latched with exit stops", { kind: "latched", breach: B, seen: false }, "exit", /breached/],
+      [
+        "unlatched stops with pause",
+        { kind: "unlatched", breach: B, error: "denied" },
+        "pause",
+        /the run cannot pause itself: denied$/,
+      ],
+    ];
+    for (const [what, s, mode, want] of cases) {
+      await t.step(what, () => {
+        const by = stopsBy(s, mode);
         if (want === undefined) assert.equal(by, undefined);
         else assert.match(by ?? "", want);
       });

@@ -104,7 +104,7 @@ export async function runPlanPreview(
   // A plan of a run that would stop at once says so, with the run's words and exit code.
   let gate: PreviewSource["gate"];
   if (plan.targets.length + plan.cleanupTargets.length) {
-    await checkPermissions(ctx.kube, permissionNeeds(opts));
+    await checkPermissions(ctx.kube, permissionNeeds(opts, plan));
     const held = opts.gate && await gateNow(opts, plan, ctx);
     if (typeof held === "number") return held;
     gate = held;

@@ -279,10 +279,14 @@ Deno.test("--dry-run=plan with a gate refuses as the run refuses while an earlie
 Deno.test("--dry-run=plan with a gate measures every query once, as the run does before its first Job, and says it holds every start", async () => {
   const prom = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    // One sample for every query: the breach, and its selector's presence.
     () =>
       Response.json({
         status: "success",
-        data: { resultType: "vector", result: [{ metric: {}, value: [1, "2"] }] },
+        data: {
+          resultType: "vector",
+          result: [{ metric: { gate_selector: "0" }, value: [1, "2"] }],
+        },
       }),
   );
   try {

@@ -11,6 +11,7 @@ import type { V1Job, V1Pod } from "@kubernetes/client-node";
 import { type JobTemplate, type OwnerRef, unobservableTtl, UsageError } from "../job.ts";
 import { ApiError, type Kube, paths } from "../kube/client.ts";
 import type { RunConfig } from "./config.ts";
+import { exitLatchName } from "../gates/latch.ts";
 
 /** Where the namespace may come from besides the options (a part of `RunContext`). */
 export interface NamespaceSources {
@@ -142,6 +143,10 @@ export interface PermissionNeed {
   resource: string;
   /** The subresource, e.g. `eviction`. */
   subresource?: string;
+  /** The namespace it is needed in; undefined: all namespaces (cluster-wide). */
+  namespace?: string;
+  /** The one object it is needed on (a Role may grant it by `resourceNames`). */
+  name?: string;
   /** The flags that need it. */
   flags: string[];
   /** The README's RBAC rule that grants it. */
@@ -150,6 +155,7 @@ export interface PermissionNeed {
 
 const DRAIN_ROLE = "ClusterRole job-dispatcher-drain (chart: rbac.drain=true)";
 const NODES_ROLE = "ClusterRole job-dispatcher-nodes";
+const RUN_ROLE = "Role job-dispatcher";
 
 /**
  * The permissions the flags need to work at all, each once with every flag
@@ -164,12 +170,16 @@ const NODES_ROLE = "ClusterRole job-dispatcher-nodes";
  *   .map((n) => `${n.verb} ${n.resource}`); // ["patch nodes"]
  * ```
  */
-export function permissionNeeds(opts: RunConfig): PermissionNeed[] {
+export function permissionNeeds(
+  opts: RunConfig,
+  run?: { namespace: string; prefix: string },
+): PermissionNeed[] {
   const m = opts.maintenance;
   const needs: PermissionNeed[] = [];
   const need = (n: Omit<PermissionNeed, "flags">, flag: string) => {
     const same = needs.find((x) =>
-      x.verb === n.verb && x.resource === n.resource && x.subresource === n.subresource
+      x.verb === n.verb && x.resource === n.resource && x.subresource === n.subresource &&
+      x.namespace === n.namespace
     );
     if (same) same.flags.push(flag);
     else needs.push({ ...n, flags: [flag] });
@@ -189,13 +199,35 @@ export function permissionNeeds(opts: RunConfig): PermissionNeed[] {
   if (labels && (labels.value !== undefined || labels.claim || labels.remove)) {
     need(nodes, "--node-label-key");
   }
+  if (opts.gate && run) gateNeeds(opts, run, need);
   return needs;
+}
+
+/** What the health gates' latches need in the Jobs' namespace. */
+function gateNeeds(
+  opts: RunConfig,
+  { namespace, prefix }: { namespace: string; prefix: string },
+  need: (n: Omit<PermissionNeed, "flags">, flag: string) => void,
+): void {
+  const cms = { group: "", resource: "configmaps", namespace, grant: RUN_ROLE };
+  // By its name: the chart grants the read of this one ConfigMap only.
+  need({ verb: "get", ...cms, name: exitLatchName(prefix) }, "--gate-prometheus-url");
+  need({ verb: "create", ...cms }, `--on-gate-breach ${opts.gate!.onBreach}`);
+  if (opts.gate!.onBreach === "pause" && (opts.ownerJobName || opts.ownerJobFromPod)) {
+    need(
+      { verb: "patch", group: "batch", resource: "jobs", namespace, grant: RUN_ROLE },
+      "--on-gate-breach pause",
+    );
+  }
 }
 
 /** `list pods`, `create pods/eviction`: a need as the user reads it. */
 function describeNeed(n: PermissionNeed): string {
-  const what = `${n.verb} ${n.resource}${n.subresource ? `/${n.subresource}` : ""}`;
-  return `${what} (all namespaces; for ${[...new Set(n.flags)].join(", ")})`;
+  const what = `${n.verb} ${n.resource}${n.subresource ? `/${n.subresource}` : ""}${
+    n.name ? ` ${n.name}` : ""
+  }`;
+  const where = n.namespace === undefined ? "all namespaces" : `in namespace ${n.namespace}`;
+  return `${what} (${where}; for ${[...new Set(n.flags)].join(", ")})`;
 }
 
 /**
@@ -240,6 +272,8 @@ async function allowed(kube: Kube, n: PermissionNeed): Promise<boolean> {
       kind: "SelfSubjectAccessReview",
       spec: {
         resourceAttributes: {
+          ...(n.namespace === undefined ? {} : { namespace: n.namespace }),
+          ...(n.name === undefined ? {} : { name: n.name }),
           verb: n.verb,
           group: n.group,
           resource: n.resource,

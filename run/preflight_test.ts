@@ -61,6 +61,15 @@ function withFlags(m: Partial<RunConfig["maintenance"]>, nodeLabels?: RunConfig[
   } as unknown as RunConfig;
 }
 
+/** A gated RunConfig: `--on-gate-breach onBreach`, with the owner `owner` if given. */
+function gated(onBreach: "pause" | "exit", owner?: string): RunConfig {
+  return {
+    ...withFlags({}),
+    ownerJobName: owner,
+    gate: { url: "http://p", queries: ["up == 0"], intervalSecs: 30, onBreach },
+  } as unknown as RunConfig;
+}
+
 const DRAIN = {
   deleteEmptyDirData: false,
   force: false,
@@ -105,11 +114,38 @@ Deno.test({
       ["--remove-node-label", withFlags({}, { ...label, remove: true }), [
         "patch nodes: --node-label-key",
       ]],
+      [
+        "gates with pause and an owner: the latch's configmaps and the owner's patch, in the namespace",
+        gated("pause", "hook"),
+        [
+          "get configmaps@ns/drv-gate-breach: --gate-prometheus-url",
+          "create configmaps@ns: --on-gate-breach pause",
+          "patch jobs@ns: --on-gate-breach pause",
+        ],
+      ],
+      [
+        "gates with pause and a pause file: no patch of the owner",
+        gated("pause"),
+        [
+          "get configmaps@ns/drv-gate-breach: --gate-prometheus-url",
+          "create configmaps@ns: --on-gate-breach pause",
+        ],
+      ],
+      [
+        "gates with exit: the exit latch read and written",
+        gated("exit", "hook"),
+        [
+          "get configmaps@ns/drv-gate-breach: --gate-prometheus-url",
+          "create configmaps@ns: --on-gate-breach exit",
+        ],
+      ],
     ];
     for (const [name, opts, want] of cases) {
       await t.step(name, () => {
-        const got = permissionNeeds(opts).map((n) =>
-          `${n.verb} ${n.resource}${n.subresource ? `/${n.subresource}` : ""}: ${n.flags.join(" ")}`
+        const got = permissionNeeds(opts, { namespace: "ns", prefix: "drv" }).map((n) =>
+          `${n.verb} ${n.resource}${n.subresource ? `/${n.subresource}` : ""}${
+            n.namespace ? `@${n.namespace}` : ""
+          }${n.name ? `/${n.name}` : ""}: ${n.flags.join(" ")}`
         );
         assert.deepEqual(got, want);
       });

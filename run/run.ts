@@ -48,7 +48,14 @@ import { NodeVerifier } from "../verify/verify.ts";
 import type { HoldAfterWave, SoakGate, WaveRecord } from "../engine/fanout_types.ts";
 import { WatchedGate } from "./soak_gate.ts";
 import { type Plan, planRun } from "./plan.ts";
-import { bindGate, type GateRun, latchExit, latchWhere, openGate } from "./run_gate.ts";
+import {
+  bindGate,
+  type GateRun,
+  latchExit,
+  latchWhere,
+  openGate,
+  refuseIfLatched,
+} from "./run_gate.ts";
 import type { HealthGate } from "../gates/gate.ts";
 import type { RunMetrics } from "../report/metrics.ts";
 import { withMetrics } from "./run_metrics.ts";
@@ -120,7 +127,7 @@ export async function runDispatcher(
     await validateOnServer(kube, namespace, plan.verifyJob(targets[0].node));
   }
   // Before the first cordon: --drain without `list pods` would cordon every node, then fail each.
-  if (all.length) await checkPermissions(kube, permissionNeeds(opts));
+  if (all.length) await checkPermissions(kube, permissionNeeds(opts, plan));
   // Every gate query once, before the first Job: bad PromQL or a Prometheus
   // that does not answer is refused while nothing has been created.
   const gate = opts.gate && await openGate({ config: opts.gate, plan, kube, log });
@@ -183,6 +190,9 @@ async function executeRun(
   const guard = owner &&
     { kube: ctx.kube, namespace, owner, keys, log: ctx.log, signal: ctx.signal };
   if (guard && !await waitForEarlierRuns(guard)) return EXIT.ok;
+  // An earlier run waited for may have latched a breach meanwhile: read it again.
+  const latched = guard && x.gate && await refuseIfLatched(gateRun(x));
+  if (latched) return latched;
   const started = Date.now();
   let main: MainOutcome, cleanup: NodeResult[];
   try {

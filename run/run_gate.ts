@@ -1,8 +1,10 @@
 /**
  * The health gate of a run (`--gate-*`, gates/): opened before the first
- * Job (the exit latch of an earlier run, every query evaluated once), hooked
- * to the run's pause, log and owner Job, and its exit latch set when it
- * stopped the rollout.
+ * Job (the exit latch of an earlier run, every query evaluated once, every
+ * selector found in data), hooked to the run's pause, log and owner Job,
+ * and its latch written the moment a breach is seen: the owner's pause, or
+ * with `--on-gate-breach exit` the exit latch ConfigMap; a pause that
+ * cannot be written stops the run, with the exit latch left in its place.
  *
  * @module
  */
@@ -14,11 +16,12 @@ import type { Recorder } from "../report/report.ts";
 import type { RunMetrics } from "../report/metrics.ts";
 import type { PauseGate } from "../engine/pause.ts";
 import type { GateConfig } from "../gates/config.ts";
-import { HealthGate } from "../gates/gate.ts";
+import { HealthGate, LatchRefused } from "../gates/gate.ts";
 import {
   BadQueryError,
   directGet,
   measure,
+  type Measurement,
   PrometheusUnreachable,
   proxyGet,
   viaApiServer,
@@ -29,10 +32,11 @@ import {
   pauseFile,
   pauseOwner,
   readExitLatch,
+  refusesLatch,
   resumeOwnerCommand,
   setExitLatch,
 } from "../gates/latch.ts";
-import { describeBreach } from "../gates/state.ts";
+import { type Breach, describeBreach, isBreached } from "../gates/state.ts";
 import { EXIT } from "../report/summary.ts";
 import type { Plan } from "./plan.ts";
 
@@ -60,42 +64,90 @@ function timeoutMs(c: GateConfig): number {
 }
 
 /**
+ * Refuses (exit 5, said in one line) while an earlier run's exit latch is
+ * set: read before the gate opens, and again when a run that waited for an
+ * earlier one (the owner guard) actually starts, since that run may have
+ * latched meanwhile.
+ *
+ * @returns the exit code of the refusal, or undefined: no latch
+ */
+export async function refuseIfLatched(
+  g: Pick<GateRun, "plan" | "kube" | "log">,
+): Promise<number | undefined> {
+  const { plan, kube, log } = g;
+  const latched = await readExitLatch(kube, plan.namespace, plan.prefix);
+  if (latched === undefined) return undefined;
+  log.error(
+    `Refusing to start: a health gate stopped an earlier run (${latched}); ` +
+      `once the fleet is healthy, clear the latch: ${
+        clearExitLatchCommand(plan.namespace, plan.prefix)
+      }`,
+  );
+  return EXIT.gate;
+}
+
+/**
  * Opens the gate before anything is created: refuses while an earlier run's
- * exit latch is set, then evaluates every query once.
+ * exit latch is set, then evaluates every query once and finds data for
+ * every selector.
  *
  * @returns the gate under way, or the exit code of a refusal (5: latched; 3:
  * Prometheus does not answer), said in one line
- * @throws {UsageError} for a query Prometheus rejects, or a flag that does not fit the URL
+ * @throws {UsageError} for a query Prometheus rejects (400, 422), a selector
+ * that matches no series, a query whose selectors cannot be read, or a flag
+ * that does not fit the URL
  */
 export async function openGate(g: GateRun): Promise<HealthGate | number> {
-  const { config, plan, kube, log } = g;
-  const latched = await readExitLatch(kube, plan.namespace, plan.prefix);
-  if (latched !== undefined) {
-    log.error(
-      `Refusing to start: a health gate stopped an earlier run (${latched}); ` +
-        `once the fleet is healthy, clear the latch: ${
-          clearExitLatchCommand(plan.namespace, plan.prefix)
-        }`,
-    );
-    return EXIT.gate;
-  }
+  const { config, log } = g;
+  const refused = await refuseIfLatched(g);
+  if (refused !== undefined) return refused;
   const gate = new HealthGate({ config, measure: measure(transport(g), config) });
+  let first: Measurement;
   try {
-    await gate.start();
+    first = await gate.start();
   } catch (e) {
+    await gate.stop();
     if (e instanceof BadQueryError) {
       const what = e.query === undefined
         ? "--gate-alerts"
         : `--gate-query ${JSON.stringify(e.query)}`;
       throw new UsageError(`Invalid ${what}: Prometheus rejected it: ${e.message}`);
     }
+    if (e instanceof SyntaxError) throw new UsageError(e.message);
     if (!(e instanceof PrometheusUnreachable)) throw e;
     log.error(
       `Cannot reach Prometheus ${config.url} (--gate-prometheus-url): ${e.message}; nothing was created`,
     );
     return EXIT.cluster;
   }
+  if (first.dark.length) {
+    await gate.stop();
+    throw new UsageError(darkRefusal(first, config.url));
+  }
   return gate;
+}
+
+/**
+ * A refusal of selectors that match no series, one line: each selector and
+ * its query, and the two ways out.
+ */
+function darkRefusal(m: Measurement, url: string): string {
+  const [d, ...more] = m.dark;
+  const also = more.length
+    ? ` (and ${more.map((x) => JSON.stringify(x.selector)).join(", ")})`
+    : "";
+  if (d.alerts) {
+    return `Invalid --gate-alerts ${JSON.stringify(d.selector)}: it names no alerting rule of ` +
+      `Prometheus ${url} (/api/v1/rules), so it could never fire${also}; fix the name, or, ` +
+      `if that is meant, --gate-allow-empty ${JSON.stringify(d.selector)}`;
+  }
+  const allow = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/.test(d.selector)
+    ? d.selector
+    : `'${d.selector.replaceAll("'", "'\\''")}'`;
+  return `Invalid --gate-query ${JSON.stringify(d.query)}: its selector ${d.selector} matches ` +
+    `no series in Prometheus ${url}${also}, so an empty answer would say nothing about health; ` +
+    `fix the metric or labels (a typo, an exporter not scraped), or, if it is meant to be ` +
+    `absent while healthy, --gate-allow-empty ${allow}`;
 }
 
 /** How Prometheus is reached: through the API server's service proxy, or directly. */
@@ -119,9 +171,11 @@ function transport({ config, kube }: GateRun) {
 }
 
 /**
- * Hooks the gate to the run's main phase: a breach is logged and recorded
- * on the owner Job, and (`--on-gate-breach pause`) latched by the run's own
- * pause, which the gate watches to know when a person lifted it.
+ * Hooks the gate to the run's main phase: a breach is latched first (the
+ * owner's pause or the pause file, or with `--on-gate-breach exit` the exit
+ * latch), then logged and recorded on the owner Job; the gate watches the
+ * pause to know when a person lifted it. A pause refused for good leaves the
+ * exit latch in its place and stops the run.
  *
  * @param pauses the owner's annotation and the pause file, as the run follows them
  */
@@ -130,35 +184,101 @@ export async function bindGate(
   g: GateRun & { recorder: Recorder; metrics?: RunMetrics },
   pauses: { owner?: PauseGate; file?: PauseGate },
 ): Promise<void> {
-  const { config, plan, kube, log, recorder } = g;
-  const owner = plan.owner;
-  const resume = owner
-    ? resumeOwnerCommand({ namespace: plan.namespace, owner, pausedKey: plan.keys.paused })
-    : `rm ${g.pauseFilePath}`;
-  const then = config.onBreach === "exit"
-    ? "the run ends once the Jobs in flight finished (exit 5)"
-    : `the run pauses itself and stays paused; once the fleet is healthy, resume: ${resume}`;
-  const pause = owner ? pauses.owner : pauses.file;
+  const { config, plan, log, recorder } = g;
+  const pause = plan.owner ? pauses.owner : pauses.file;
   await gate.bind({
-    onBreach: (b) => {
+    onBreach: (b, latch) => {
       const msg = `health gate breached: ${describeBreach(b)}; no new Job starts, ` +
-        `Jobs in flight finish; ${then}`;
-      log.warn(msg, { event: "gateBreached", query: b.query, value: b.value });
+        `Jobs in flight finish; ${breachThen(g, latch)}`;
+      log.warn(msg, { event: "gateBreached", query: b.query, value: b.value, latch });
       recorder.ownerWarning("GateBreached", msg);
       g.metrics?.breach();
     },
-    latch: config.onBreach === "exit"
-      ? undefined
-      : owner
-      ? (b) =>
-        pauseOwner({ kube, namespace: plan.namespace, owner, pausedKey: plan.keys.paused }, b)
-      : (b) => pauseFile(g.pauseFilePath!, b),
-    pauseSeen: () => pause?.pausedBy() !== undefined,
-    onOutage: (state, detail) =>
+    latch: config.onBreach === "exit" ? (b) => writeExitLatch(g, b) : (b) => writePause(g, b),
+    pauseSeen: config.onBreach === "exit" ? undefined : () => pause?.pausedBy() !== undefined,
+    onHold: ({ kind, state, detail }) =>
       state === "paused"
-        ? log.warn(`${detail}; no node fails for it`, { event: "gateOutage", state, detail })
-        : log.info(`health gate: ${detail}; starts resume`, { event: "gateOutage", state, detail }),
+        ? log.warn(`${detail}; no node fails for it`, { event: "gateOutage", kind, state, detail })
+        : log.info(`health gate: ${detail}; starts resume`, {
+          event: "gateOutage",
+          kind,
+          state,
+          detail,
+        }),
   });
+}
+
+/** What follows a breach, in words, by what its latch became. */
+function breachThen({ config, plan, pauseFilePath }: GateRun, latch: string): string {
+  const clear = clearExitLatchCommand(plan.namespace, plan.prefix);
+  if (latch === "unlatched") {
+    return "the run could not pause itself and stops (exit 5)";
+  }
+  if (config.onBreach === "exit") {
+    return `the run ends once the Jobs in flight finished (exit 5); ` +
+      (latch === "latched"
+        ? `latched: the next run refuses to start until it is cleared: ${clear}`
+        : "the latch is not written yet (tried again)");
+  }
+  const owner = plan.owner;
+  const resume = owner
+    ? resumeOwnerCommand({ namespace: plan.namespace, owner, pausedKey: plan.keys.paused })
+    : `rm ${pauseFilePath}`;
+  return `the run pauses itself and stays paused; once the fleet is healthy, resume: ${resume}`;
+}
+
+/** The exit latch ConfigMap; a refusal for good is a {@linkcode LatchRefused}. */
+async function writeExitLatch(g: GateRun, b: Breach): Promise<void> {
+  const { plan, kube } = g;
+  try {
+    await setExitLatch(kube, {
+      namespace: plan.namespace,
+      prefix: plan.prefix,
+      labels: { [plan.keys.owner]: labelValue(plan.prefix) },
+    }, b);
+  } catch (e) {
+    if (!refusesLatch(e)) throw e;
+    throw new LatchRefused(
+      `Cannot write the health gate's exit latch ConfigMap ${plan.namespace}/` +
+        `${exitLatchName(plan.prefix)}: ${(e as Error).message}; nothing holds the next run: ` +
+        `grant create configmaps in ${plan.namespace} (README: RBAC)`,
+    );
+  }
+}
+
+/**
+ * The run's pause for a breach (the owner's `<P>/paused`, or the pause
+ * file). Refused for good (RBAC, a webhook or policy, the owner gone), the
+ * exit latch is written in its place, so that the next run does not roll on
+ * once the metric recovered, and the refusal says how to clear it.
+ */
+async function writePause(g: GateRun, b: Breach): Promise<void> {
+  const { plan, kube, log } = g;
+  const owner = plan.owner;
+  try {
+    if (owner) {
+      await pauseOwner({ kube, namespace: plan.namespace, owner, pausedKey: plan.keys.paused }, b);
+    } else await pauseFile(g.pauseFilePath!, b);
+  } catch (e) {
+    if (owner ? !refusesLatch(e) : false) throw e;
+    const where = owner
+      ? `PATCH of ${plan.keys.paused} on owner Job ${plan.namespace}/${owner.name} refused`
+      : `cannot create --pause-file ${g.pauseFilePath}`;
+    let held: string;
+    try {
+      await writeExitLatch(g, b);
+      held = `the exit latch holds the next run until it is cleared: ${
+        clearExitLatchCommand(plan.namespace, plan.prefix)
+      }`;
+    } catch (x) {
+      held = (x as Error).message;
+    }
+    const msg = `Cannot pause the run for the health gate's breach: ${where}: ${
+      (e as Error).message
+    }; the run stops (exit 5); ${held}`;
+    log.error(msg, { event: "gateLatchRefused" });
+    throw new LatchRefused(msg);
+  }
 }
 
 /**
@@ -176,22 +296,22 @@ export function latchWhere({ config, plan, pauseFilePath }: GateRun): string {
 }
 
 /**
- * After a rollout the gate stopped (`--on-gate-breach exit`): sets the exit
- * latch the next run reads, and says how to clear it.
+ * After a rollout the gate stopped: makes sure the exit latch the next run
+ * reads is there (the gate writes it the moment it breaches; a write that
+ * failed then is tried once more), and says how to clear it.
  *
  * @returns whether the gate stopped the rollout
  */
 export async function latchExit(gate: HealthGate | undefined, g: GateRun): Promise<boolean> {
   const s = gate?.state;
-  if (!gate?.stopsBy() || !(s?.kind === "breached" || s?.kind === "latched")) return false;
-  const { plan, kube, log } = g;
+  if (!gate?.stopsBy() || !s || !isBreached(s)) return false;
+  const { plan, log } = g;
+  if (s.kind === "unlatched") return true; // said when it was refused
   try {
-    await setExitLatch(kube, {
-      namespace: plan.namespace,
-      prefix: plan.prefix,
-      labels: { [plan.keys.owner]: labelValue(plan.prefix) },
-    }, s.breach);
-    gate.latchedOutside();
+    if (s.kind === "breached") {
+      await writeExitLatch(g, s.breach);
+      gate.latchedOutside();
+    }
     log.warn(
       `stopped by a health gate: ${describeBreach(s.breach)}; the next run refuses to start ` +
         `until the latch is cleared: ${clearExitLatchCommand(plan.namespace, plan.prefix)}`,

@@ -6,17 +6,26 @@ import { EXIT } from "../report/summary.ts";
 import { status, withServer } from "../testing/loopback.ts";
 import type { GateConfig } from "../gates/config.ts";
 import { HealthGate } from "../gates/gate.ts";
-import { latchExit, openGate } from "./run_gate.ts";
+import { bindGate, latchExit, openGate } from "./run_gate.ts";
+import type { Recorder } from "../report/report.ts";
 import type { Plan } from "./plan.ts";
 
 const PLAN = { namespace: "ops", prefix: "drv", keys: trackingKeys("job-dispatcher") } as Plan;
 
-/** A loopback Prometheus: `answer` for every query. */
+/**
+ * A loopback Prometheus: `answer` for every query, but the selectors'
+ * presence query, which finds each selector in data unless `dark`.
+ */
 async function withPrometheus(
   answer: () => Response,
   fn: (url: string) => Promise<void>,
+  dark = false,
 ): Promise<void> {
-  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, answer);
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, (req) => {
+    if (!new URL(req.url).searchParams.get("query")?.includes("gate_selector")) return answer();
+    const result = dark ? [] : [{ metric: { gate_selector: "0" }, value: [1, "1"] }];
+    return Response.json({ status: "success", data: { resultType: "vector", result } });
+  });
   try {
     await fn(`http://127.0.0.1:${server.addr.port}`);
   } finally {
@@ -70,7 +79,7 @@ Deno.test("openGate() evaluates every query before the first Job: bad PromQL is 
         assert.ok(e instanceof UsageError);
         assert.equal(
           e.message,
-          'Invalid --gate-query "bad > 0": Prometheus rejected it: parse error',
+          'Invalid --gate-query "bad > 0": Prometheus rejected it: HTTP 400: parse error',
         );
       },
     );
@@ -143,4 +152,102 @@ Deno.test("latchExit() sets nothing for a gate that did not breach", async () =>
     });
     assert.ok(hits.every((h) => h.method === "GET"), "no write");
   });
+});
+
+Deno.test("openGate() refuses a selector that matches no series: a UsageError naming it and --gate-allow-empty", async () => {
+  await withServer(() => status(404, "NotFound"), async (kube, hits) => {
+    const log = new Logger("text", () => {});
+    await withPrometheus(empty, async (url) => {
+      const e = await openGate({ config: config(url), plan: PLAN, kube, log }).catch((e) => e);
+      assert.ok(e instanceof UsageError, String(e));
+      assert.match(
+        e.message,
+        /^Invalid --gate-query "bad > 0": its selector bad matches no series in Prometheus http:\/\/127\.0\.0\.1:\d+, .*--gate-allow-empty bad$/,
+      );
+      const allowed = await openGate({
+        config: { ...config(url), allowEmpty: ["bad"] },
+        plan: PLAN,
+        kube,
+        log,
+      });
+      assert.ok(allowed instanceof HealthGate);
+      await allowed.stop();
+    }, true);
+    assert.ok(hits.every((h) => h.method === "GET"), "nothing written");
+  });
+});
+
+const RECORDER = { ownerWarning: () => {} } as unknown as Recorder;
+
+Deno.test("bindGate() with exit writes the exit latch the moment the breach is seen, before the run ends", async () => {
+  const created: string[] = [];
+  await withServer(
+    (req) => {
+      if (req.method === "POST") {
+        created.push(new URL(req.url).pathname);
+        return Response.json({}, { status: 201 });
+      }
+      return status(404, "NotFound");
+    },
+    async (kube) => {
+      const lines: string[] = [];
+      const log = new Logger("text", (l) => lines.push(l));
+      await withPrometheus(breached, async (url) => {
+        const g = { config: config(url), plan: PLAN, kube, log };
+        const gate = await openGate(g);
+        assert.ok(gate instanceof HealthGate);
+        try {
+          await bindGate(gate, { ...g, recorder: RECORDER }, {});
+          assert.deepEqual(created, ["/api/v1/namespaces/ops/configmaps"], "latched at once");
+          assert.equal(gate.state.kind, "latched");
+          assert.match(
+            lines.join("\n"),
+            /health gate breached: .*latched: the next run refuses to start until it is cleared: kubectl delete configmap -n ops drv-gate-breach/,
+          );
+        } finally {
+          await gate.stop();
+        }
+      });
+    },
+  );
+});
+
+Deno.test("bindGate(): a pause the API refuses (403) stops the run and leaves the exit latch, naming the command that clears it", async () => {
+  const created: string[] = [];
+  await withServer(
+    (req) => {
+      if (req.method === "PATCH") return status(403, "Forbidden");
+      if (req.method === "POST") {
+        created.push(new URL(req.url).pathname);
+        return Response.json({}, { status: 201 });
+      }
+      return status(404, "NotFound");
+    },
+    async (kube) => {
+      const lines: string[] = [];
+      const log = new Logger("text", (l) => lines.push(l));
+      const plan = { ...PLAN, owner: { name: "hook", uid: "u1" } } as Plan;
+      await withPrometheus(breached, async (url) => {
+        const g = { config: config(url, "pause"), plan, kube, log };
+        const gate = await openGate(g);
+        assert.ok(gate instanceof HealthGate);
+        try {
+          await bindGate(gate, { ...g, recorder: RECORDER }, {});
+          assert.equal(gate.state.kind, "unlatched");
+          assert.match(gate.stopsBy() ?? "", /the run cannot pause itself: Cannot pause the run/);
+          assert.deepEqual(
+            created,
+            ["/api/v1/namespaces/ops/configmaps"],
+            "the exit latch instead",
+          );
+          assert.match(
+            lines.join("\n"),
+            /Cannot pause the run for the health gate's breach: PATCH of job-dispatcher\/paused on owner Job ops\/hook refused: .*; the run stops \(exit 5\); the exit latch holds the next run until it is cleared: kubectl delete configmap -n ops drv-gate-breach/,
+          );
+        } finally {
+          await gate.stop();
+        }
+      });
+    },
+  );
 });

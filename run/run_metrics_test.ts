@@ -53,7 +53,11 @@ Deno.test({
     const gate = new HealthGate({
       config: { url: "http://prom", queries: ["broken > 0"], intervalSecs: 0.1, onBreach: "pause" },
       measure: () =>
-        Promise.resolve(broken ? { query: "broken > 0", value: "broken 1" } : undefined),
+        Promise.resolve({
+          breach: broken ? { query: "broken > 0", value: "broken 1" } : undefined,
+          dark: [],
+          warnings: [],
+        }),
     });
     await gate.start();
     await gate.bind({

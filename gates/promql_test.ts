@@ -1,0 +1,80 @@
+import assert from "node:assert/strict";
+import { presenceQuery, selectors } from "./promql.ts";
+
+Deno.test({
+  name: "selectors() finds each vector selector of valid PromQL, and what is meant to be empty",
+  permissions: "none",
+  async fn(t) {
+    const cases: [string, string, string[], string[]][] = [
+      ["a bare metric", "up == 0", ["up"], []],
+      [
+        "inside an aggregation with by, a function and a range",
+        'sum by (ns) (rate(errors_total{job="api"}[5m])) > 0',
+        ['errors_total{job="api"}[5m]'],
+        [],
+      ],
+      [
+        "grouping labels and group_left's list are no metrics",
+        "rate(foo[5m] offset 1h @ start())[30m:1m] > 2 and on(instance) group_left(node) bar",
+        ["foo[5m] offset 1h @ start()", "bar"],
+        [],
+      ],
+      [
+        "a selector with no name, and a negative offset",
+        '{__name__=~"foo.*", job="x"} offset -5m',
+        ['{__name__=~"foo.*", job="x"} offset -5m'],
+        [],
+      ],
+      [
+        "strings and comments are skipped",
+        'label_replace(up, "a", "$1", "b", "(.*)") unless count_values("v", build_info) > 1e3 # x_total',
+        ["up", "build_info"],
+        [],
+      ],
+      ["aggregation with the clause after", "topk(3, sum(x) by (a)) > bool 5", ["x"], []],
+      [
+        "absent() and ALERTS are meant to be empty",
+        'absent(up{job="x"}) or ALERTS{alertname="X"} or y',
+        ['up{job="x"}', 'ALERTS{alertname="X"}', "y"],
+        ['up{job="x"}', 'ALERTS{alertname="X"}'],
+      ],
+      ["the same selector twice is one", "a > 0 or a < -1", ["a"], []],
+      ["a number-only query has none", "vector(1) > 0", [], []],
+    ];
+    for (const [what, q, want, exempt] of cases) {
+      await t.step(what, () => {
+        const got = selectors(q);
+        assert.deepEqual(got.map((s) => s.text), want);
+        assert.deepEqual(got.filter((s) => s.exempt).map((s) => s.text), exempt);
+      });
+    }
+  },
+});
+
+Deno.test({
+  name: "selectors() refuses what it cannot read instead of passing a selector by",
+  permissions: "none",
+  async fn(t) {
+    const cases: [string, string, RegExp][] = [
+      ["a duration expression", "foo offset (1h + 5m)", /offset that is no duration/],
+      ["an unclosed bracket", "sum(foo", /unclosed \(/],
+      ["an unterminated string", 'foo{a="b}', /unterminated string/],
+      ["a character outside PromQL", "foo ? 1", /unexpected "\?"/],
+    ];
+    for (const [what, q, want] of cases) {
+      await t.step(what, () => assert.throws(() => selectors(q), want));
+    }
+  },
+});
+
+Deno.test({
+  name: "presenceQuery() asks for the data as the query reads it, range and modifiers included",
+  permissions: "none",
+  fn() {
+    assert.equal(presenceQuery({ text: "up", range: false, exempt: false }), "count(up)");
+    assert.equal(
+      presenceQuery({ text: "x[5m] offset 1h", range: true, exempt: false }),
+      "count(count_over_time(x[5m] offset 1h))",
+    );
+  },
+});
