@@ -15,7 +15,7 @@ function scripted() {
     measure: () =>
       answer === "down"
         ? Promise.reject(new PrometheusUnreachable("connection refused"))
-        : Promise.resolve(answer),
+        : Promise.resolve({ breach: answer, dark: [], warnings: [] }),
     clock: { now: () => now, sleep: () => Promise.resolve() },
   });
   const watched = new WatchedGate(gate);
