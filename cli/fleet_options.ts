@@ -1,0 +1,122 @@
+/**
+ * `job-dispatcher fleet …` on the command line: `-f FLEET.yaml`, for
+ * `approve` the stage, and the run flags (cli/options.ts), which apply to
+ * every cluster of the fleet.
+ *
+ * @module
+ */
+
+import { UsageError } from "../job.ts";
+import { type Options, parseOptions } from "./options.ts";
+
+/** `job-dispatcher fleet --help`. */
+export const FLEET_HELP = `job-dispatcher fleet: one rollout across many clusters, in stages.
+
+USAGE
+  job-dispatcher fleet -f FLEET.yaml --job-template PATH [run flags]
+  job-dispatcher fleet approve -f FLEET.yaml STAGE --job-template PATH [run flags]
+
+  Each cluster is a kubeconfig context. Stages run in order; a stage's
+  clusters are rolled out with the run flags (the same run as
+  job-dispatcher's, with its record in that cluster), at most
+  maxParallelClusters at once. The next stage starts once every cluster of
+  the stage ended, its soakSecs passed (from the latest recorded end), and,
+  with approval: true, "fleet approve" recorded the approval in each of the
+  next stage's clusters (for this template; who approved is the API
+  server's whoami).
+
+  Stop-the-line: the first cluster whose run exits non-zero (a failed node,
+  the failure budget, a gate breach, a refusal) lets no further cluster
+  start; the fleet exits with that run's exit code.
+
+  Every cluster is reached before the first Job anywhere. A re-run of the
+  same command (after a crash, kill -9) counts each cluster whose run
+  record says its rollout of this template ended cleanly, honours a
+  stage's soak from its recorded end, and resumes the rest.
+
+FLEET.yaml
+  stages:
+    - name: canary               # lower-case letters, digits, "-"
+      clusters: [dev-eu1]        # kubeconfig context names
+      soakSecs: 1800             # default 0
+    - name: eu
+      clusters: [prod-eu1, prod-eu2]
+      maxParallelClusters: 1     # default: the whole stage at once
+      approval: true             # waits for "fleet approve -f FLEET.yaml eu"
+  clusters:                      # optional, per context
+    prod-eu2: { kubeconfig: /etc/kube/eu2.yaml, namespace: ops }
+
+  An unknown key, a cluster in two stages, an empty stage, a context the
+  kubeconfig lacks: one line naming it, exit 2, nothing created anywhere. A
+  cluster that does not answer at start: exit 3 naming it.
+
+FLAGS
+  -f, --fleet-file PATH     The fleet (required).
+  Run flags: as job-dispatcher's (job-dispatcher --help), for every cluster;
+  --report PATH is written once per cluster, as PATH with the context's
+  name before its ending. Not taken here: --context (FLEET.yaml names the
+  contexts), --dry-run and --metrics-addr (not built for fleets yet).
+  -h, --help                This text.
+`;
+
+/** A parsed `fleet` command line. */
+export interface FleetOptions {
+  /** `fleet` runs the rollout; `approve` records a stage's approval. */
+  action: "run" | "approve";
+  /** `-f`: the FLEET.yaml path. */
+  fleetFile: string;
+  /** The stage of `approve`. */
+  stage?: string;
+  /** The run flags. */
+  run: Options;
+  /** `--help`. */
+  help: boolean;
+}
+
+/** Takes `-f PATH` / `--fleet-file[=]PATH` out of argv. */
+function takeFleetFile(argv: string[]): { file?: string; rest: string[] } {
+  const rest: string[] = [];
+  let file: string | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === "-f" || a === "--fleet-file") file = argv[++i] ?? "";
+    else if (a.startsWith("--fleet-file=")) file = a.slice("--fleet-file=".length);
+    else rest.push(a);
+  }
+  return { file, rest };
+}
+
+/**
+ * Parses `fleet`'s arguments (after the word `fleet`).
+ *
+ * @example
+ * ```ts
+ * parseFleetOptions(["approve", "-f", "f.yaml", "eu", "--job-template", "t.yaml"]).stage; // "eu"
+ * ```
+ *
+ * @throws {UsageError} naming the flag or argument at fault
+ */
+export function parseFleetOptions(argv: string[]): FleetOptions {
+  const action = argv[0] === "approve" ? "approve" : "run";
+  const { file, rest } = takeFleetFile(action === "approve" ? argv.slice(1) : argv);
+  const help = rest.includes("-h") || rest.includes("--help");
+  let stage: string | undefined;
+  if (action === "approve" && !help) {
+    const at = rest.findIndex((a) => !a.startsWith("-"));
+    if (at !== 0) throw new UsageError("Missing STAGE: fleet approve -f FLEET.yaml STAGE");
+    stage = rest.splice(at, 1)[0];
+  }
+  const run = parseOptions(rest);
+  if (help) return { action, fleetFile: file ?? "", stage, run, help };
+  if (!file) throw new UsageError("Missing -f FLEET.yaml: the fleet to roll out");
+  if (run.context !== undefined) {
+    throw new UsageError("Invalid --context with fleet: FLEET.yaml names the contexts");
+  }
+  if (run.dryRun !== undefined) {
+    throw new UsageError("Invalid --dry-run with fleet: not built for fleets yet");
+  }
+  if (run.metricsAddr !== undefined) {
+    throw new UsageError("Invalid --metrics-addr with fleet: not built for fleets yet");
+  }
+  return { action, fleetFile: file, stage, run, help };
+}

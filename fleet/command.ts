@@ -1,0 +1,234 @@
+/**
+ * `job-dispatcher fleet` and `fleet approve`, wired: one client per
+ * cluster, every cluster reached before the first Job anywhere, and each
+ * cluster's rollout the run the CLI carries out (`runDispatcher`), with the
+ * run flags and the cluster's context, kubeconfig and namespace.
+ *
+ * @module
+ */
+
+import { type JobTemplate, templateHash, UsageError } from "../job.ts";
+import { ConfigError, type Kube } from "../kube/client.ts";
+import { whoAmI } from "../kube/whoami.ts";
+import type { Logger } from "../report/log.ts";
+import type { RunConfig, RunContext } from "../run/config.ts";
+import { EXIT, resolveNamespace, runDispatcher } from "../run/run.ts";
+import {
+  approvedBy,
+  endedCleanly,
+  readRecord,
+  recordApproval,
+  recordCause,
+  type RolloutKey,
+} from "./cluster.ts";
+import { type ClusterRunner, runFleet } from "./fleet.ts";
+import { fleetClusters, type FleetSpec } from "./spec.ts";
+
+/** What the command needs from the process (main.ts gives it). */
+export interface FleetEnv {
+  /** Connects to one cluster as the CLI does (no request made). */
+  connect: (cfg: RunConfig, log: Logger) => Promise<Kube>;
+  /** The run's surroundings in one cluster. */
+  context: (kube: Kube, log: Logger) => RunContext;
+  /** Says an error as the CLI does, on `log`, and returns its exit code. */
+  errorCode: (e: unknown, log: Logger) => number;
+  /** The log of one cluster's run (its lines name the cluster). */
+  logFor: (cluster: string) => Logger;
+  /** The fleet's own log. */
+  log: Logger;
+  /** Aborted by SIGINT/SIGTERM. */
+  signal: AbortSignal;
+  /** How to call `fleet approve` for a stage, for the waiting line. */
+  approveHint: (stage: string) => string;
+}
+
+/** One cluster, connected. */
+interface Member {
+  name: string;
+  cfg: RunConfig;
+  kube: Kube;
+  log: Logger;
+  key: RolloutKey;
+}
+
+/**
+ * The run flags as one cluster applies them: its context, and FLEET.yaml's
+ * kubeconfig and namespace for it; `--report` gets the cluster's name
+ * before its ending (`r.json` → `r.prod-eu1.json`).
+ */
+export function clusterConfig(opts: RunConfig, spec: FleetSpec, name: string): RunConfig {
+  const o = spec.clusters[name] ?? {};
+  const report = opts.report?.replace(/(\.[^./]*)?$/, (ext) => `.${name}${ext}`);
+  return {
+    ...opts,
+    context: name,
+    kubeconfig: o.kubeconfig ?? opts.kubeconfig,
+    namespace: o.namespace ?? opts.namespace,
+    report,
+  };
+}
+
+function prefixOf(opts: RunConfig, template: JobTemplate): string {
+  const prefix = opts.namePrefix ?? template.metadata?.name;
+  if (!prefix) {
+    throw new UsageError(
+      `Invalid job template ${opts.jobTemplate}: it has no metadata.name; set it or --name-prefix`,
+    );
+  }
+  return prefix;
+}
+
+/**
+ * Connects to each cluster and asks each who we are: a context the
+ * kubeconfig lacks is bad input (exit 2), a cluster that does not answer
+ * is exit 3; either way nothing was created anywhere.
+ */
+async function connectAll(
+  names: string[],
+  opts: RunConfig,
+  template: JobTemplate,
+  spec: FleetSpec,
+  env: FleetEnv,
+): Promise<{ members: Member[]; code?: number }> {
+  const members: Member[] = [];
+  for (const name of names) {
+    const cfg = clusterConfig(opts, spec, name);
+    const log = env.logFor(name);
+    try {
+      const kube = await env.connect(cfg, log);
+      const ctx = env.context(kube, log);
+      const key = {
+        namespace: resolveNamespace(cfg, ctx),
+        prefix: prefixOf(opts, template),
+        templateHash: templateHash(template, opts.pin),
+      };
+      members.push({ name, cfg, kube, log, key });
+    } catch (e) {
+      for (const x of members) x.kube.close();
+      if (!(e instanceof ConfigError)) throw e;
+      throw new UsageError(`Invalid fleet file ${spec.source}: cluster ${name}: ${e.message}`);
+    }
+  }
+  const reached = await Promise.all(members.map(async (m) => {
+    try {
+      const user = await whoAmI(m.kube);
+      m.log.info(`connected to ${m.kube.server}${user ? ` as ${user}` : ""}`);
+      return EXIT.ok;
+    } catch (e) {
+      const code = env.errorCode(e, m.log);
+      env.log.error(
+        `fleet: cluster ${m.name} cannot be reached at start; nothing was created in any cluster`,
+        { event: "fleetUnreachable", cluster: m.name },
+      );
+      return code;
+    }
+  }));
+  return { members, code: reached.find((c) => c !== EXIT.ok) };
+}
+
+/** The fleet's questions, answered by the members' clusters. */
+function runnerOf(
+  members: Map<string, Member>,
+  template: JobTemplate,
+  cleanup: JobTemplate | undefined,
+  env: FleetEnv,
+): ClusterRunner {
+  const m = (name: string) => members.get(name)!;
+  return {
+    endedAt: async (c) =>
+      endedCleanly(await readRecord(m(c).kube, m(c).key), m(c).key.templateHash),
+    run: async (c) => {
+      try {
+        return await runDispatcher(m(c).cfg, template, env.context(m(c).kube, m(c).log), cleanup);
+      } catch (e) {
+        return env.errorCode(e, m(c).log);
+      }
+    },
+    cause: async (c, code) => {
+      const said = await readRecord(m(c).kube, m(c).key).catch(() => undefined);
+      return recordCause(said) ?? `exit ${code} (see its lines above)`;
+    },
+    approvedBy: (stage, c) => approvedBy(m(c).kube, m(c).key, stage),
+  };
+}
+
+/**
+ * `job-dispatcher fleet -f FLEET.yaml [run flags]`: rolls the template out
+ * to every cluster of the fleet, stage by stage. Returns the exit code.
+ *
+ * @throws {UsageError} on bad input (a context the kubeconfig lacks), before anything is created
+ */
+export async function fleetCommand(
+  spec: FleetSpec,
+  opts: RunConfig,
+  template: JobTemplate,
+  cleanup: JobTemplate | undefined,
+  env: FleetEnv,
+): Promise<number> {
+  const { members, code } = await connectAll(fleetClusters(spec), opts, template, spec, env);
+  try {
+    if (code !== undefined) return code;
+    const runner = runnerOf(new Map(members.map((x) => [x.name, x])), template, cleanup, env);
+    return await runFleet(spec, {
+      runner,
+      log: env.log,
+      signal: env.signal,
+      now: Date.now,
+      sleep,
+      approvalPollMs: Math.max(1000, opts.pollIntervalSecs * 1000),
+      approveHint: env.approveHint,
+    });
+  } finally {
+    for (const x of members) x.kube.close();
+  }
+}
+
+/**
+ * `job-dispatcher fleet approve -f FLEET.yaml STAGE [run flags]`: records
+ * the approval of the stage, for this template, in each of its clusters,
+ * with who approved (the API server's whoami). Returns the exit code.
+ */
+export async function fleetApprove(
+  spec: FleetSpec,
+  stage: string,
+  opts: RunConfig,
+  template: JobTemplate,
+  env: FleetEnv,
+): Promise<number> {
+  const s = spec.stages.find((x) => x.name === stage);
+  if (!s) {
+    throw new UsageError(
+      `Invalid stage ${stage}: ${spec.source} has ${spec.stages.map((x) => x.name).join(", ")}`,
+    );
+  }
+  const { members, code } = await connectAll(s.clusters, opts, template, spec, env);
+  try {
+    if (code !== undefined) return code;
+    for (const m of members) {
+      const by = (await whoAmI(m.kube)) ?? "an unnamed user";
+      await recordApproval(m.kube, m.key, stage, by, Date.now());
+      env.log.info(`fleet: stage ${stage} approved in cluster ${m.name} by ${by}`, {
+        event: "fleetApproval",
+        stage,
+        cluster: m.name,
+        by,
+      });
+    }
+    return EXIT.ok;
+  } finally {
+    for (const x of members) x.kube.close();
+  }
+}
+
+/** Waits `ms`, or until `signal` aborts. */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
+}
