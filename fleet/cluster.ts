@@ -72,7 +72,8 @@ export function recordCause(record: RunRecord | undefined): string | undefined {
  * ```
  */
 export function approvalName(prefix: string, stage: string): string {
-  return `fleet-approval.${labelValue(prefix).toLowerCase()}.${stage}`;
+  // A ConfigMap name is a DNS subdomain: a label value may have capitals and "_".
+  return `fleet-approval.${labelValue(prefix).toLowerCase().replace(/[^a-z0-9.-]/g, "-")}.${stage}`;
 }
 
 const configMaps = (ns: string) => `/api/v1/namespaces/${encodeURIComponent(ns)}/configmaps`;

@@ -72,8 +72,8 @@ function nonNegative(v: unknown, where: string, bad: (m: string) => never, min =
 function readStage(raw: unknown, i: number, bad: (m: string) => never): Stage {
   if (!isObject(raw)) bad(`stage ${i + 1} must be a mapping with name and clusters`);
   const s = raw as Obj;
-  onlyKeys(s, STAGE_KEYS, `stage ${i + 1}`, bad);
   const name = s.name;
+  onlyKeys(s, STAGE_KEYS, typeof name === "string" ? `stage ${name}` : `stage ${i + 1}`, bad);
   if (typeof name !== "string" || !isDnsLabel(name)) {
     bad(
       `stage ${i + 1} needs a name of lower-case letters, digits and "-" (got ${
