@@ -17,7 +17,7 @@ import { runStatus } from "./status/status.ts";
 import { StopSignals } from "./cli/signals.ts";
 import { FLEET_HELP, type FleetOptions, parseFleetOptions } from "./cli/fleet_options.ts";
 import { parseFleet } from "./fleet/spec.ts";
-import { fleetApprove, fleetCommand, type FleetEnv } from "./fleet/command.ts";
+import { fleetApprove, fleetCommand, type FleetEnv, fleetStatus } from "./fleet/command.ts";
 
 /** The release version; `--version` prints it. */
 export const VERSION = "0.1.0";
@@ -229,6 +229,7 @@ function fleetEnv(f: FleetOptions, stop: StopSignals, log: Logger): FleetEnv {
     log,
     signal,
     approveHint: (stage) => `job-dispatcher fleet approve -f ${f.fleetFile} ${stage} [run flags]`,
+    stdout: writeStdout,
   };
 }
 
@@ -251,6 +252,8 @@ async function fleetMain(args: string[]): Promise<number> {
     const env = fleetEnv(f, stop, log);
     const code = f.action === "approve"
       ? await fleetApprove(spec, f.stage!, f.run, template, env)
+      : f.action === "status"
+      ? await fleetStatus(spec, f.run, template, f.output, env)
       : await fleetCommand(spec, f.run, template, cleanup, env);
     return stop.exitFor(code);
   } catch (e) {

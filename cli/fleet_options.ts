@@ -15,6 +15,7 @@ export const FLEET_HELP = `job-dispatcher fleet: one rollout across many cluster
 USAGE
   job-dispatcher fleet -f FLEET.yaml --job-template PATH [run flags]
   job-dispatcher fleet approve -f FLEET.yaml STAGE --job-template PATH [run flags]
+  job-dispatcher fleet status -f FLEET.yaml --job-template PATH [run flags] [-o json]
 
   Each cluster is a kubeconfig context. Stages run in order; a stage's
   clusters are rolled out with the run flags (the same run as
@@ -34,6 +35,12 @@ USAGE
   record says its rollout of this template ended cleanly, honours a
   stage's soak from its recorded end, and resumes the rest.
 
+  "fleet status" reads the same records and approvals (read-only: configmaps
+  get in each cluster): one row per cluster (stage, phase, nodes succeeded /
+  failed / total, ETA, pause or stop), and the fleet's stage and what it
+  waits for (its clusters, a soak, an approval, a stopped line). Exit 3 when
+  a cluster could not be read.
+
 FLEET.yaml
   stages:
     - name: canary               # lower-case letters, digits, "-"
@@ -52,6 +59,7 @@ FLEET.yaml
 
 FLAGS
   -f, --fleet-file PATH     The fleet (required).
+  -o, --output text|json    How "fleet status" prints. Default: text.
   Run flags: as job-dispatcher's (job-dispatcher --help), for every cluster;
   --report PATH is written once per cluster, as PATH with the context's
   name before its ending. Not taken here: --context (FLEET.yaml names the
@@ -61,8 +69,10 @@ FLAGS
 
 /** A parsed `fleet` command line. */
 export interface FleetOptions {
-  /** `fleet` runs the rollout; `approve` records a stage's approval. */
-  action: "run" | "approve";
+  /** `fleet` runs the rollout; `approve` records a stage's approval; `status` shows the fleet. */
+  action: "run" | "approve" | "status";
+  /** How `status` prints. */
+  output: "text" | "json";
   /** `-f`: the FLEET.yaml path. */
   fleetFile: string;
   /** The stage of `approve`. */
@@ -73,17 +83,23 @@ export interface FleetOptions {
   help: boolean;
 }
 
-/** Takes `-f PATH` / `--fleet-file[=]PATH` out of argv. */
-function takeFleetFile(argv: string[]): { file?: string; rest: string[] } {
+/** Takes `-f PATH` (`--fleet-file`) and, for status, `-o FORMAT` (`--output`) out of argv. */
+function takeOwnFlags(argv: string[], status: boolean) {
   const rest: string[] = [];
   let file: string | undefined;
+  let output: string | undefined;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === "-f" || a === "--fleet-file") file = argv[++i] ?? "";
     else if (a.startsWith("--fleet-file=")) file = a.slice("--fleet-file=".length);
+    else if (status && (a === "-o" || a === "--output")) output = argv[++i] ?? "";
+    else if (status && a.startsWith("--output=")) output = a.slice("--output=".length);
     else rest.push(a);
   }
-  return { file, rest };
+  if (output !== undefined && output !== "text" && output !== "json") {
+    throw new UsageError(`Invalid --output ${JSON.stringify(output)}: text or json`);
+  }
+  return { file, output: (output ?? "text") as "text" | "json", rest };
 }
 
 /**
@@ -97,8 +113,11 @@ function takeFleetFile(argv: string[]): { file?: string; rest: string[] } {
  * @throws {UsageError} naming the flag or argument at fault
  */
 export function parseFleetOptions(argv: string[]): FleetOptions {
-  const action = argv[0] === "approve" ? "approve" : "run";
-  const { file, rest } = takeFleetFile(action === "approve" ? argv.slice(1) : argv);
+  const action = argv[0] === "approve" || argv[0] === "status" ? argv[0] : "run";
+  const { file, output, rest } = takeOwnFlags(
+    action === "run" ? argv : argv.slice(1),
+    action === "status",
+  );
   const help = rest.includes("-h") || rest.includes("--help");
   let stage: string | undefined;
   if (action === "approve" && !help) {
@@ -107,7 +126,7 @@ export function parseFleetOptions(argv: string[]): FleetOptions {
     stage = rest.splice(at, 1)[0];
   }
   const run = parseOptions(rest);
-  if (help) return { action, fleetFile: file ?? "", stage, run, help };
+  if (help) return { action, fleetFile: file ?? "", stage, run, help, output };
   if (!file) throw new UsageError("Missing -f FLEET.yaml: the fleet to roll out");
   if (run.context !== undefined) {
     throw new UsageError("Invalid --context with fleet: FLEET.yaml names the contexts");
@@ -118,5 +137,5 @@ export function parseFleetOptions(argv: string[]): FleetOptions {
   if (run.metricsAddr !== undefined) {
     throw new UsageError("Invalid --metrics-addr with fleet: not built for fleets yet");
   }
-  return { action, fleetFile: file, stage, run, help };
+  return { action, fleetFile: file, stage, run, help, output };
 }

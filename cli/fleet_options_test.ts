@@ -17,9 +17,16 @@ Deno.test("parseFleetOptions reads approve's stage", () => {
   assert.equal(f.fleetFile, "f.yaml");
 });
 
+Deno.test("parseFleetOptions reads status's -o", () => {
+  const f = parseFleetOptions(["status", "-f", "f.yaml", "-o", "json", "--job-template", "t"]);
+  assert.equal(f.action, "status");
+  assert.equal(f.output, "json");
+});
+
 const BAD: [string, string[], RegExp][] = [
   ["no fleet file", ["--job-template", "t"], /Missing -f FLEET\.yaml/],
   ["approve without a stage", ["approve", "-f", "f", "--job-template", "t"], /Missing STAGE/],
+  ["status -o yaml", ["status", "-f", "f", "--job-template", "t", "-o", "yaml"], /--output/],
   ["--context", ["-f", "f", "--job-template", "t", "--context", "x"], /--context with fleet/],
   ["--dry-run", ["-f", "f", "--job-template", "t", "--dry-run=plan"], /--dry-run with fleet/],
   ["--metrics-addr", ["-f", "f", "--job-template", "t", "--metrics-addr", ":9"], /metrics-addr/],

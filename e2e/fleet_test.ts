@@ -96,6 +96,21 @@ function spawnDispatcher(args: string[], env: Record<string, string>) {
   return { stderr: () => stderr, done };
 }
 
+/** `fleet status -o json` for the fleet command line `args`. */
+async function fleetStatus(
+  run: (args: string[]) => Promise<CommandResult>,
+  args: string[],
+): Promise<
+  {
+    stage?: string;
+    clusters: { cluster: string; phase: string; succeeded: number; total: number }[];
+  }
+> {
+  const r = await run(["fleet", "status", ...args.slice(1), "-o", "json"]);
+  assert.equal(r.code, 0, r.stderr);
+  return JSON.parse(r.stdout);
+}
+
 Deno.test({
   name: "fleet: staged rollouts across three real control planes",
   sanitizeOps: false,
@@ -197,6 +212,14 @@ Deno.test({
         assert.equal(before.length, 3);
         assert.ok((await jobsOf(c2, "resume")).length >= 1);
         assert.deepEqual(await jobsOf(c3, "resume"), [], "stage 2's second cluster not begun");
+        // The view of a fleet cut short, from the clusters alone.
+        const mid = await fleetStatus(run, args);
+        assert.equal(mid.stage, "two");
+        assert.deepEqual(mid.clusters.map((r) => [r.cluster, r.phase]).slice(0, 1), [[
+          "c1",
+          "ended",
+        ]]);
+        assert.equal(mid.clusters[2].phase, "notStarted");
         const again = await run(args);
         assert.equal(again.code, 0, again.stderr);
         assert.match(again.stderr, /fleet: stage one counted/);
@@ -209,6 +232,17 @@ Deno.test({
           (await jobsOf(c1, "resume")).map((j) => j.uid).sort(),
           before.map((j) => j.uid).sort(),
         );
+        // fleet status agrees with an independent kubectl's count of each cluster's Jobs.
+        const view = await fleetStatus(run, args);
+        assert.equal(view.stage, undefined);
+        for (const [i, c] of clusters.entries()) {
+          const jobs = await jobsOf(c, "resume");
+          const row = view.clusters[i];
+          assert.deepEqual(
+            [row.cluster, row.phase, row.succeeded, row.total],
+            [CONTEXTS[i], "ended", jobs.filter((j) => j.succeeded).length, jobs.length],
+          );
+        }
       });
 
       await t.step("an approval is waited for, recorded with who gave it", async () => {

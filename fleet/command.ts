@@ -23,6 +23,7 @@ import {
 } from "./cluster.ts";
 import { type ClusterRunner, runFleet } from "./fleet.ts";
 import { fleetClusters, type FleetSpec } from "./spec.ts";
+import { type ClusterFacts, fleetView, renderFleetView } from "./status.ts";
 
 /** What the command needs from the process (main.ts gives it). */
 export interface FleetEnv {
@@ -40,6 +41,8 @@ export interface FleetEnv {
   signal: AbortSignal;
   /** How to call `fleet approve` for a stage, for the waiting line. */
   approveHint: (stage: string) => string;
+  /** Writes the status view. */
+  stdout: (text: string) => void;
 }
 
 /** One cluster, connected. */
@@ -79,6 +82,36 @@ function prefixOf(opts: RunConfig, template: JobTemplate): string {
 }
 
 /**
+ * Connects to one cluster (no request made) and works out where its rollout lives.
+ *
+ * @throws {UsageError} when the kubeconfig lacks the context (or cannot serve it)
+ */
+async function connectOne(
+  name: string,
+  opts: RunConfig,
+  template: JobTemplate,
+  spec: FleetSpec,
+  env: FleetEnv,
+): Promise<Member> {
+  const cfg = clusterConfig(opts, spec, name);
+  const log = env.logFor(name);
+  const prefix = prefixOf(opts, template);
+  let kube: Kube;
+  try {
+    kube = await env.connect(cfg, log);
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+    throw new UsageError(`Invalid fleet file ${spec.source}: cluster ${name}: ${e.message}`);
+  }
+  const key = {
+    namespace: resolveNamespace(cfg, env.context(kube, log)),
+    prefix,
+    templateHash: templateHash(template, opts.pin),
+  };
+  return { name, cfg, kube, log, key };
+}
+
+/**
  * Connects to each cluster and asks each who we are: a context the
  * kubeconfig lacks is bad input (exit 2), a cluster that does not answer
  * is exit 3; either way nothing was created anywhere.
@@ -92,21 +125,11 @@ async function connectAll(
 ): Promise<{ members: Member[]; code?: number }> {
   const members: Member[] = [];
   for (const name of names) {
-    const cfg = clusterConfig(opts, spec, name);
-    const log = env.logFor(name);
     try {
-      const kube = await env.connect(cfg, log);
-      const ctx = env.context(kube, log);
-      const key = {
-        namespace: resolveNamespace(cfg, ctx),
-        prefix: prefixOf(opts, template),
-        templateHash: templateHash(template, opts.pin),
-      };
-      members.push({ name, cfg, kube, log, key });
+      members.push(await connectOne(name, opts, template, spec, env));
     } catch (e) {
       for (const x of members) x.kube.close();
-      if (!(e instanceof ConfigError)) throw e;
-      throw new UsageError(`Invalid fleet file ${spec.source}: cluster ${name}: ${e.message}`);
+      throw e;
     }
   }
   const reached = await Promise.all(members.map(async (m) => {
@@ -215,6 +238,45 @@ export async function fleetApprove(
       });
     }
     return EXIT.ok;
+  } finally {
+    for (const x of members) x.kube.close();
+  }
+}
+
+/**
+ * `job-dispatcher fleet status -f FLEET.yaml [run flags] [-o json]`: reads
+ * each cluster's run record and its stage's approval (read-only) and prints
+ * where the fleet stands. A cluster that cannot be read is a row that says
+ * so, and the exit code is 3; else 0.
+ */
+export async function fleetStatus(
+  spec: FleetSpec,
+  opts: RunConfig,
+  template: JobTemplate,
+  output: "text" | "json",
+  env: FleetEnv,
+): Promise<number> {
+  const members: Member[] = [];
+  try {
+    for (const name of fleetClusters(spec)) {
+      members.push(await connectOne(name, opts, template, spec, env));
+    }
+    const stageOf = new Map(spec.stages.flatMap((s) => s.clusters.map((c) => [c, s.name])));
+    const facts = new Map<string, ClusterFacts>();
+    await Promise.all(members.map(async (m) => {
+      try {
+        const record = await readRecord(m.kube, m.key);
+        facts.set(m.name, {
+          record,
+          approvedBy: await approvedBy(m.kube, m.key, stageOf.get(m.name)!),
+        });
+      } catch (e) {
+        facts.set(m.name, { error: (e as Error).message });
+      }
+    }));
+    const view = fleetView(spec, facts, members[0].key.templateHash, Date.now());
+    env.stdout(output === "json" ? JSON.stringify(view, null, 2) + "\n" : renderFleetView(view));
+    return view.clusters.some((r) => r.phase === "unreadable") ? EXIT.cluster : EXIT.ok;
   } finally {
     for (const x of members) x.kube.close();
   }
