@@ -145,34 +145,46 @@ Deno.test({
       await t.step(
         "a bad FLEET.yaml or an unreachable cluster creates nothing anywhere",
         async () => {
-          const cases: [string, number, RegExp][] = [
+          // [FLEET.yaml, exit code, the error, whether it is the one line said]
+          const cases: [string, number, RegExp, boolean][] = [
             [
               "stages: [{name: one, clusters: [c1]}, {name: two, clusters: [c2, nope]}]",
               2,
               /cluster nope: .*context.*nope/i,
+              true,
             ],
             [
               "stages: [{name: one, clusters: [c1, c2]}, {name: two, clusters: [c2]}]",
               2,
               /cluster c2 is in two stages \(one, two\)/,
+              true,
             ],
-            ["stages: [{name: one, clusters: []}]", 2, /stage one is empty/],
+            ["stages: [{name: one, clusters: []}]", 2, /stage one is empty/, true],
             [
               "stages: [{name: one, clusters: [c1], soak: 5}]",
               2,
               /stage one has unknown key "soak"/,
+              true,
             ],
             [
               "stages: [{name: one, clusters: [c1]}, {name: two, clusters: [c2, gone]}]",
               3,
               /fleet: cluster gone cannot be reached at start; nothing was created/,
+              false,
+            ],
+            [
+              "stages: [{name: one, clusters: [c1]}, {name: two, clusters: [c2]}]\n" +
+              "clusters: {c2: {namespace: missing}}",
+              2,
+              /\[c2\] .*Invalid namespace missing: it does not exist[^]*fleet: cluster c2 refused/,
+              false,
             ],
           ];
-          for (const [yaml, code, want] of cases) {
+          for (const [yaml, code, want, oneLine] of cases) {
             const r = await run(await fleet(yaml, "bad", ["--api-wait-secs", "0"]));
             assert.equal(r.code, code, r.stderr);
             assert.match(r.stderr, want);
-            if (code === 2) assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
+            if (oneLine) assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
           }
           for (const c of clusters) assert.deepEqual(await jobsOf(c, "bad"), []);
         },

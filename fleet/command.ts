@@ -7,12 +7,20 @@
  * @module
  */
 
-import { type JobTemplate, templateHash, UsageError } from "../job.ts";
+import {
+  checkTemplateNamespace,
+  instantiateJob,
+  type JobTemplate,
+  templateHash,
+  trackingKeys,
+  UsageError,
+} from "../job.ts";
 import { ConfigError, type Kube } from "../kube/client.ts";
 import { whoAmI } from "../kube/whoami.ts";
 import type { Logger } from "../report/log.ts";
 import type { RunConfig, RunContext } from "../run/config.ts";
 import { EXIT, resolveNamespace, runDispatcher } from "../run/run.ts";
+import { validateOnServer } from "../run/preflight.ts";
 import {
   approvedBy,
   endedCleanly,
@@ -149,6 +157,45 @@ async function connectAll(
   return { members, code: reached.find((c) => c !== EXIT.ok) };
 }
 
+/**
+ * The template checked by each cluster's API server (a dry-run create, as a
+ * run does before its first Job): a stage-3 cluster without the namespace,
+ * or that refuses the template or our right to create Jobs, is found before
+ * stage 1 creates anything. Returns the first failure's exit code.
+ */
+async function checkTemplateEverywhere(
+  members: Member[],
+  opts: RunConfig,
+  template: JobTemplate,
+  env: FleetEnv,
+): Promise<number | undefined> {
+  const codes = await Promise.all(members.map(async (m) => {
+    try {
+      checkTemplateNamespace(template, m.key.namespace, opts.jobTemplate);
+      // A node name no cluster has: a dry run validates and stores nothing.
+      const job = instantiateJob({
+        template,
+        node: { name: "fleet-preflight", uid: "00000000-0000-0000-0000-000000000000" },
+        prefix: m.key.prefix,
+        namespace: m.key.namespace,
+        keys: trackingKeys(opts.trackingLabelPrefix),
+        pin: opts.pin,
+        templateHash: m.key.templateHash,
+      });
+      await validateOnServer(m.kube, m.key.namespace, job);
+      return undefined;
+    } catch (e) {
+      const code = env.errorCode(e, m.log);
+      env.log.error(
+        `fleet: cluster ${m.name} refused the rollout at start; nothing was created in any cluster`,
+        { event: "fleetRefused", cluster: m.name },
+      );
+      return code;
+    }
+  }));
+  return codes.find((c) => c !== undefined);
+}
+
 /** The fleet's questions, answered by the members' clusters. */
 function runnerOf(
   members: Map<string, Member>,
@@ -191,6 +238,8 @@ export async function fleetCommand(
   const { members, code } = await connectAll(fleetClusters(spec), opts, template, spec, env);
   try {
     if (code !== undefined) return code;
+    const refused = await checkTemplateEverywhere(members, opts, template, env);
+    if (refused !== undefined) return refused;
     const runner = runnerOf(new Map(members.map((x) => [x.name, x])), template, cleanup, env);
     return await runFleet(spec, {
       runner,
