@@ -208,6 +208,9 @@ Deno.test({
           `stage two began ${stageTwoStart - stageOneEnd} ms after stage one ended\n${r.stderr}`,
         );
         assert.match(r.stderr, /soaking after stage one until/);
+        console.log(
+          `soak: stage two began ${stageTwoStart - stageOneEnd} ms after stage one ended`,
+        );
       });
 
       await t.step("kill -9 in stage 2, then a re-run: one Job per node everywhere", async () => {
@@ -289,6 +292,39 @@ Deno.test({
         ]);
         assert.ok(cm.stdout.length > 0, cm.stderr);
       });
+
+      await t.step(
+        "one cluster's API server stopped 60 s mid-stage: the others finish",
+        async () => {
+          const yaml = "stages: [{name: one, clusters: [c2, c3]}]";
+          const args = await fleet(yaml, "outage", ["--parallelism", "1"], "3s");
+          const live = spawnDispatcher(args, env);
+          await eventually(
+            () => Promise.resolve(/\[c2\] .*created job outage-/.test(live.stderr())),
+            60_000,
+            "c2's first Job",
+          );
+          c2.signalApiServer("SIGSTOP");
+          const stopped = Date.now();
+          try {
+            // c3 goes on while c2 cannot be asked anything.
+            await eventually(
+              async () => (await jobsOf(c3, "outage")).filter((j) => j.succeeded).length === 3,
+              55_000,
+              "c3's three Jobs succeeded during c2's outage",
+            );
+            await new Promise((r) => setTimeout(r, Math.max(0, 60_000 - (Date.now() - stopped))));
+          } finally {
+            c2.signalApiServer("SIGCONT");
+          }
+          const r = await live.done;
+          assert.equal(r.code, 0, r.stderr);
+          const jobs = await jobsOf(c2, "outage");
+          assert.deepEqual(jobs.map((j) => j.node).sort(), ["node-000", "node-001", "node-002"]);
+          assert.ok(jobs.every((j) => j.succeeded), "no node failed");
+          console.log(`outage: c3 ended during c2's 60 s outage; c2 resumed, exit ${r.code}`);
+        },
+      );
 
       await t.step("a failure in stage 1 stops the line: stage 2 untouched", async () => {
         await c1.createNodes([{ name: "bad-000", labels: { [OUTCOME_LABEL]: "fail" } }]);
