@@ -30,7 +30,9 @@ USAGE
   the failure budget, a gate breach, a refusal) lets no further cluster
   start; the fleet exits with that run's exit code.
 
-  Every cluster is reached before the first Job anywhere. A re-run of the
+  Before the first Job anywhere, every cluster is reached and its API
+  server checks the template in its namespace (a dry-run create). An API
+  outage of one cluster pauses that cluster's run only. A re-run of the
   same command (after a crash, kill -9) counts each cluster whose run
   record says its rollout of this template ended cleanly, honours a
   stage's soak from its recorded end, and resumes the rest.

@@ -322,6 +322,9 @@ Deno.test({
           const jobs = await jobsOf(c2, "outage");
           assert.deepEqual(jobs.map((j) => j.node).sort(), ["node-000", "node-001", "node-002"]);
           assert.ok(jobs.every((j) => j.succeeded), "no node failed");
+          assert.match(r.stderr, /\[c2\] .*API outage: .*starts paused/);
+          assert.match(r.stderr, /\[c2\] .*starts resume/);
+          assert.doesNotMatch(r.stderr, /\[c3\] .*API outage/);
           console.log(`outage: c3 ended during c2's 60 s outage; c2 resumed, exit ${r.code}`);
         },
       );
