@@ -10,21 +10,21 @@ import assert from "node:assert/strict";
 import { parse, stringify } from "yaml";
 import { build, type Cluster, type CommandResult, OUTCOME_LABEL, startCluster } from "./cluster.ts";
 import { dispatcher, dispatcherCommand, eventually, jobTemplate } from "./_dispatcher.ts";
-import { namespace, removeScratch, tempFile } from "./_fixtures.ts";
+import { namespace, removeScratch, serviceAccount, tempFile } from "./_fixtures.ts";
 import { freePorts } from "./_procs.ts";
 
 const NS = "fleet";
 const CONTEXTS = ["c1", "c2", "c3"] as const;
 
 /** One kubeconfig with a context per cluster (`c1`…), and `gone`: a port nothing listens on. */
-async function fleetKubeconfig(clusters: Cluster[]): Promise<string> {
+async function fleetKubeconfig(clusters: Cluster[], paths?: string[]): Promise<string> {
   const merged = { apiVersion: "v1", kind: "Config", clusters: [], users: [], contexts: [] } as {
     clusters: unknown[];
     users: unknown[];
     contexts: unknown[];
   };
   for (const [i, c] of clusters.entries()) {
-    const k = parse(await Deno.readTextFile(c.kubeconfig));
+    const k = parse(await Deno.readTextFile(paths?.[i] ?? c.kubeconfig));
     const name = CONTEXTS[i];
     merged.clusters.push({ name, cluster: k.clusters[0].cluster });
     merged.users.push({ name, user: k.users[0].user });
@@ -247,8 +247,19 @@ Deno.test({
           (await jobsOf(c1, "resume")).map((j) => j.uid).sort(),
           before.map((j) => j.uid).sort(),
         );
-        // fleet status agrees with an independent kubectl's count of each cluster's Jobs.
-        const view = await fleetStatus(run, args);
+        // fleet status, with read-only rights in each cluster, agrees with an
+        // independent kubectl's count of each cluster's Jobs.
+        const readOnly = { nodes: ["get"], jobs: ["get"], pods: ["get"], events: false };
+        const viewers = await Promise.all(
+          clusters.map((c) =>
+            serviceAccount(c, NS, "viewer", { rbac: { ...readOnly, configmaps: ["get"] } })
+          ),
+        );
+        const viewerConfig = await fleetKubeconfig(clusters, viewers.map((v) => v.kubeconfig));
+        const view = await fleetStatus(
+          (a) => dispatcher(c1, a, { env: { KUBECONFIG: viewerConfig } }),
+          args,
+        );
         assert.equal(view.stage, undefined);
         for (const [i, c] of clusters.entries()) {
           const jobs = await jobsOf(c, "resume");
