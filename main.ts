@@ -230,6 +230,7 @@ function fleetEnv(f: FleetOptions, stop: StopSignals, log: Logger): FleetEnv {
     signal,
     approveHint: (stage) => `job-dispatcher fleet approve -f ${f.fleetFile} ${stage} [run flags]`,
     stdout: writeStdout,
+    home: Deno.env.get("HOME"),
   };
 }
 

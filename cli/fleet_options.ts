@@ -53,7 +53,8 @@ FLEET.yaml
       maxParallelClusters: 1     # default: the whole stage at once
       approval: true             # waits for "fleet approve -f FLEET.yaml eu"
   clusters:                      # optional, per context
-    prod-eu2: { kubeconfig: /etc/kube/eu2.yaml, namespace: ops }
+    prod-eu2: { kubeconfig: ~/.kube/eu2.yaml, namespace: ops }
+                                 # a relative kubeconfig: from FLEET.yaml's folder
 
   An unknown key, a cluster in two stages, an empty stage, a context the
   kubeconfig lacks: one line naming it, exit 2, nothing created anywhere. A

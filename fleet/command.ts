@@ -51,6 +51,8 @@ export interface FleetEnv {
   approveHint: (stage: string) => string;
   /** Writes the status view. */
   stdout: (text: string) => void;
+  /** `$HOME`, for FLEET.yaml's `~/` paths. */
+  home?: string;
 }
 
 /** One cluster, connected. */
@@ -63,17 +65,41 @@ interface Member {
 }
 
 /**
+ * A kubeconfig path of FLEET.yaml as kubectl reads one in a kubeconfig: `~/`
+ * is the home folder, and a relative path is relative to the file that
+ * names it (FLEET.yaml's folder), not to wherever the command runs.
+ *
+ * @example
+ * ```ts
+ * fleetPath("eu2.yaml", "/etc/fleet/FLEET.yaml", "/root"); // "/etc/fleet/eu2.yaml"
+ * ```
+ */
+export function fleetPath(path: string, source: string, home: string | undefined): string {
+  if (path.startsWith("~/") && home) return `${home}/${path.slice(2)}`;
+  if (path.startsWith("/") || path.startsWith("~")) return path;
+  const dir = source.includes("/") ? source.slice(0, source.lastIndexOf("/")) : ".";
+  return `${dir}/${path}`;
+}
+
+/**
  * The run flags as one cluster applies them: its context, and FLEET.yaml's
  * kubeconfig and namespace for it; `--report` gets the cluster's name
  * before its ending (`r.json` → `r.prod-eu1.json`).
  */
-export function clusterConfig(opts: RunConfig, spec: FleetSpec, name: string): RunConfig {
+export function clusterConfig(
+  opts: RunConfig,
+  spec: FleetSpec,
+  name: string,
+  home?: string,
+): RunConfig {
   const o = spec.clusters[name] ?? {};
   const report = opts.report?.replace(/(\.[^./]*)?$/, (ext) => `.${name}${ext}`);
   return {
     ...opts,
     context: name,
-    kubeconfig: o.kubeconfig ?? opts.kubeconfig,
+    kubeconfig: o.kubeconfig === undefined
+      ? opts.kubeconfig
+      : fleetPath(o.kubeconfig, spec.source, home),
     namespace: o.namespace ?? opts.namespace,
     report,
   };
@@ -101,7 +127,7 @@ async function connectOne(
   spec: FleetSpec,
   env: FleetEnv,
 ): Promise<Member> {
-  const cfg = clusterConfig(opts, spec, name);
+  const cfg = clusterConfig(opts, spec, name, env.home);
   const log = env.logFor(name);
   const prefix = prefixOf(opts, template);
   let kube: Kube;

@@ -1,0 +1,40 @@
+import assert from "node:assert/strict";
+import type { RunConfig } from "../run/config.ts";
+import { clusterConfig, fleetPath } from "./command.ts";
+import { parseFleet } from "./spec.ts";
+
+const PATHS: [string, string, string][] = [
+  ["~/.kube/eu2.yaml", "FLEET.yaml", "/home/ops/.kube/eu2.yaml"],
+  ["/etc/kube/eu2.yaml", "conf/FLEET.yaml", "/etc/kube/eu2.yaml"],
+  ["eu2.yaml", "/etc/fleet/FLEET.yaml", "/etc/fleet/eu2.yaml"],
+  ["kube/eu2.yaml", "FLEET.yaml", "./kube/eu2.yaml"],
+];
+
+for (const [path, source, want] of PATHS) {
+  Deno.test(`fleetPath reads ${path} in ${source} as ${want}`, () => {
+    assert.equal(fleetPath(path, source, "/home/ops"), want);
+  });
+}
+
+const SPEC = parseFleet(
+  "stages: [{name: s, clusters: [a, b]}]\nclusters: {b: {kubeconfig: b.yaml, namespace: ops}}",
+  "/f/FLEET.yaml",
+);
+const OPTS = { kubeconfig: "/k.yaml", namespace: "jobs", report: "out/r.json" } as RunConfig;
+
+Deno.test("clusterConfig gives each cluster its context, overrides and report", () => {
+  const a = clusterConfig(OPTS, SPEC, "a");
+  assert.deepEqual([a.context, a.kubeconfig, a.namespace, a.report], [
+    "a",
+    "/k.yaml",
+    "jobs",
+    "out/r.a.json",
+  ]);
+  const b = clusterConfig({ ...OPTS, report: "out/report" }, SPEC, "b");
+  assert.deepEqual([b.context, b.kubeconfig, b.namespace, b.report], [
+    "b",
+    "/f/b.yaml",
+    "ops",
+    "out/report.b",
+  ]);
+});
