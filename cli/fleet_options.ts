@@ -66,7 +66,12 @@ FLAGS
   Run flags: as job-dispatcher's (job-dispatcher --help), for every cluster;
   --report PATH is written once per cluster, as PATH with the context's
   name before its ending. Not taken here: --context (FLEET.yaml names the
-  contexts), --dry-run and --metrics-addr (not built for fleets yet).
+  contexts), --metrics-addr (not built for fleets yet).
+  --dry-run=plan|client|server  Each cluster's dry run in stage order, each
+                            headed by "# cluster C (stage S)" after the
+                            fleet's order; no wait, nothing created. With
+                            --dry-run=plan -o json: one document, the stages
+                            and each cluster's plan.
   -h, --help                This text.
 `;
 
@@ -134,8 +139,8 @@ export function parseFleetOptions(argv: string[]): FleetOptions {
   if (run.context !== undefined) {
     throw new UsageError("Invalid --context with fleet: FLEET.yaml names the contexts");
   }
-  if (run.dryRun !== undefined) {
-    throw new UsageError("Invalid --dry-run with fleet: not built for fleets yet");
+  if (run.dryRun !== undefined && action !== "run") {
+    throw new UsageError(`Invalid --dry-run with fleet ${action}: it is a flag of the rollout`);
   }
   if (run.metricsAddr !== undefined) {
     throw new UsageError("Invalid --metrics-addr with fleet: not built for fleets yet");

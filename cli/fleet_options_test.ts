@@ -28,7 +28,11 @@ const BAD: [string, string[], RegExp][] = [
   ["approve without a stage", ["approve", "-f", "f", "--job-template", "t"], /Missing STAGE/],
   ["status -o yaml", ["status", "-f", "f", "--job-template", "t", "-o", "yaml"], /--output/],
   ["--context", ["-f", "f", "--job-template", "t", "--context", "x"], /--context with fleet/],
-  ["--dry-run", ["-f", "f", "--job-template", "t", "--dry-run=plan"], /--dry-run with fleet/],
+  [
+    "--dry-run with approve",
+    ["approve", "-f", "f", "s", "--job-template", "t", "--dry-run=plan"],
+    /--dry-run with fleet approve/,
+  ],
   ["--metrics-addr", ["-f", "f", "--job-template", "t", "--metrics-addr", ":9"], /metrics-addr/],
 ];
 

@@ -190,6 +190,32 @@ Deno.test({
         },
       );
 
+      await t.step(
+        "a dry run prints each cluster's plan in stage order, creates nothing",
+        async () => {
+          const yaml = `stages:
+  - {name: one, clusters: [c1], soakSecs: 600}
+  - {name: two, clusters: [c2, c3], approval: true}
+`;
+          const text = await run(await fleet(yaml, "dry", ["--dry-run=plan"]));
+          assert.equal(text.code, 0, text.stderr);
+          const heads = text.stdout.split("\n").filter((l) => l.startsWith("# "));
+          assert.deepEqual(heads.slice(1), [
+            "# cluster c1 (stage one)",
+            "# cluster c2 (stage two)",
+            "# cluster c3 (stage two)",
+          ]);
+          assert.match(
+            heads[0],
+            /stage one: c1, then a soak of 600 s; stage two \(after approval\)/,
+          );
+          const json = await run(await fleet(yaml, "dry", ["--dry-run=plan", "-o", "json"]));
+          assert.equal(json.code, 0, json.stderr);
+          assert.deepEqual(Object.keys(JSON.parse(json.stdout).clusters), ["c1", "c2", "c3"]);
+          for (const c of clusters) assert.deepEqual(await jobsOf(c, "dry"), []);
+        },
+      );
+
       await t.step("stages in order, the soak at least its length between them", async () => {
         const soakSecs = 15;
         const yaml = `stages:

@@ -264,6 +264,7 @@ export async function fleetCommand(
   const { members, code } = await connectAll(fleetClusters(spec), opts, template, spec, env);
   try {
     if (code !== undefined) return code;
+    if (opts.dryRun) return await dryRunFleet(spec, members, opts, { template, cleanup }, env);
     const refused = await checkTemplateEverywhere(members, opts, template, env);
     if (refused !== undefined) return refused;
     const runner = runnerOf(new Map(members.map((x) => [x.name, x])), template, cleanup, env);
@@ -279,6 +280,66 @@ export async function fleetCommand(
   } finally {
     for (const x of members) x.kube.close();
   }
+}
+
+/**
+ * The fleet's order in one line.
+ *
+ * @example
+ * ```ts
+ * fleetOrder(parseFleet("stages: [{name: a, clusters: [x], soakSecs: 5}, {name: b, clusters: [y]}]", "f"));
+ * // "stage a: x, then a soak of 5 s; stage b: y"
+ * ```
+ */
+export function fleetOrder(spec: FleetSpec): string {
+  return spec.stages.map((s, i) => {
+    const soak = s.soakSecs > 0 && i < spec.stages.length - 1
+      ? `, then a soak of ${s.soakSecs} s`
+      : "";
+    return `stage ${s.name}${s.approval ? " (after approval)" : ""}: ${
+      s.clusters.join(", ")
+    }${soak}`;
+  }).join("; ");
+}
+
+/**
+ * \`--dry-run\` across the fleet: each cluster's dry run (its plan, its Jobs
+ * or their server validation), in stage order, with no wait and nothing
+ * created; in text each headed by a comment line naming the cluster (a YAML
+ * stream stays one), with \`-o json\` one document of the order and every
+ * cluster's plan. Returns the first non-zero exit code, else 0.
+ */
+async function dryRunFleet(
+  spec: FleetSpec,
+  members: Member[],
+  opts: RunConfig,
+  templates: { template: JobTemplate; cleanup?: JobTemplate },
+  env: FleetEnv,
+): Promise<number> {
+  const json = opts.dryRun === "plan" && opts.output === "json";
+  const plans: Record<string, unknown> = {};
+  let first = 0;
+  if (!json) env.stdout(`# fleet ${spec.source}: ${fleetOrder(spec)}\n`);
+  for (const s of spec.stages) {
+    for (const c of s.clusters) {
+      const m = members.find((x) => x.name === c)!;
+      let out = "";
+      const ctx = { ...env.context(m.kube, m.log), stdout: (t: string) => (out += t + "\n") };
+      let code: number;
+      try {
+        code = await runDispatcher(m.cfg, templates.template, ctx, templates.cleanup);
+      } catch (e) {
+        code = env.errorCode(e, m.log);
+      }
+      first ||= code;
+      if (json) plans[c] = out.trim() ? JSON.parse(out) : null;
+      else env.stdout(`# cluster ${c} (stage ${s.name})\n${out}`);
+    }
+  }
+  if (json) {
+    env.stdout(JSON.stringify({ stages: spec.stages, clusters: plans }, null, 2) + "\n");
+  }
+  return first;
 }
 
 /**

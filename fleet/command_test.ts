@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { RunConfig } from "../run/config.ts";
-import { clusterConfig, fleetPath } from "./command.ts";
+import { clusterConfig, fleetOrder, fleetPath } from "./command.ts";
 import { parseFleet } from "./spec.ts";
 
 const PATHS: [string, string, string][] = [
@@ -37,4 +37,18 @@ Deno.test("clusterConfig gives each cluster its context, overrides and report", 
     "ops",
     "out/report.b",
   ]);
+});
+
+Deno.test("fleetOrder says the stages, their clusters, soaks and approvals in one line", () => {
+  const spec = parseFleet(
+    `stages:
+  - {name: one, clusters: [a], soakSecs: 30}
+  - {name: two, clusters: [b, c], approval: true, soakSecs: 9}
+`,
+    "f",
+  );
+  assert.equal(
+    fleetOrder(spec),
+    "stage one: a, then a soak of 30 s; stage two (after approval): b, c",
+  );
 });
