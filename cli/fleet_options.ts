@@ -28,7 +28,9 @@ USAGE
 
   Stop-the-line: the first cluster whose run exits non-zero (a failed node,
   the failure budget, a gate breach, a refusal) lets no further cluster
-  start; the fleet exits with that run's exit code.
+  start, and the stage's runs in flight create no further Job (their Jobs
+  in flight run on; a re-run adopts them); the fleet exits with that run's
+  exit code.
 
   Before the first Job anywhere, every cluster is reached and its API
   server checks the template in its namespace (a dry-run create). An API

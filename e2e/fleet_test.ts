@@ -378,6 +378,19 @@ Deno.test({
         assert.deepEqual(await jobsOf(c2, "breach"), []);
         assert.deepEqual(await jobsOf(c3, "breach"), []);
       });
+      await t.step("a stop in one cluster stops the other clusters in flight", async () => {
+        // c1 has bad-000 (the step above), first by name: it fails first, and
+        // --max-failures 0 stops c1's run there; c2 runs at the same time.
+        const yaml = "stages: [{name: one, clusters: [c1, c2]}]";
+        const args = await fleet(yaml, "halt", ["--parallelism", "1", "--max-failures", "0"], "6s");
+        const r = await run(args);
+        assert.equal(r.code, 1, r.stderr);
+        assert.match(r.stderr, /fleet: stopped the line: cluster c1 \(stage one\) exited 1/);
+        assert.match(r.stderr, /fleet: cluster c2 creates no further Job \(the line is stopped\)/);
+        const jobs = await jobsOf(c2, "halt");
+        assert.ok(jobs.length < 3, `c2 went on creating Jobs: ${jobs.length}\n${r.stderr}`);
+        console.log(`halt: c2 had ${jobs.length} of 3 Jobs when c1 stopped the line`);
+      });
       ok = true;
     } finally {
       removeScratch();

@@ -233,9 +233,14 @@ function runnerOf(
   return {
     endedAt: async (c) =>
       endedCleanly(await readRecord(m(c).kube, m(c).key), m(c).key.templateHash),
-    run: async (c) => {
+    run: async (c, stop) => {
+      // The fleet's stop-the-line stops this run as a signal would: no further Job.
+      const ctx = {
+        ...env.context(m(c).kube, m(c).log),
+        signal: AbortSignal.any([env.signal, stop]),
+      };
       try {
-        return await runDispatcher(m(c).cfg, template, env.context(m(c).kube, m(c).log), cleanup);
+        return await runDispatcher(m(c).cfg, template, ctx, cleanup);
       } catch (e) {
         return env.errorCode(e, m(c).log);
       }

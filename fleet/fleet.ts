@@ -20,8 +20,12 @@ import type { FleetSpec, Stage } from "./spec.ts";
 export interface ClusterRunner {
   /** When the cluster's rollout of this template ended cleanly, as its run record says; undefined when it did not. */
   endedAt(cluster: string): Promise<number | undefined>;
-  /** Runs the cluster's rollout (the CLI's run) and returns its exit code; never throws. */
-  run(cluster: string): Promise<number>;
+  /**
+   * Runs the cluster's rollout (the CLI's run) and returns its exit code;
+   * never throws. `stop` aborts when another cluster stopped the line: the
+   * run creates no further Job, as after SIGINT.
+   */
+  run(cluster: string, stop: AbortSignal): Promise<number>;
   /** Why the cluster's run exited `code`, in a few words (its record's reason, if any). */
   cause(cluster: string, code: number): Promise<string>;
   /** Who approved `stage` in the cluster, for this template; undefined while no one has. */
@@ -163,8 +167,9 @@ async function approval(stage: Stage, deps: FleetDeps): Promise<boolean> {
 
 /**
  * Rolls out the clusters of one stage, at most `maxParallelClusters` at once:
- * the first run that exits non-zero stops the line (no further cluster
- * starts; those in flight run to their own end).
+ * the first run that exits non-zero stops the line: no further cluster
+ * starts, and the runs in flight create no further Job (their Jobs in
+ * flight run on; a re-run adopts them).
  */
 async function rollStage(
   stage: Stage,
@@ -173,6 +178,8 @@ async function rollStage(
 ): Promise<{ code: number; ended: Map<string, number> }> {
   const queue = [...clusters];
   const ended = new Map<string, number>();
+  const inFlight = new Set<string>();
+  const line = new AbortController();
   let code = 0;
   const worker = async () => {
     while (queue.length && code === 0 && !deps.signal.aborted) {
@@ -182,8 +189,10 @@ async function rollStage(
         stage: stage.name,
         cluster: c,
       });
-      const rc = await deps.runner.run(c);
-      if (rc === 0) {
+      inFlight.add(c);
+      const rc = await deps.runner.run(c, line.signal);
+      inFlight.delete(c);
+      if (rc === 0 && !line.signal.aborted) {
         ended.set(c, (await deps.runner.endedAt(c)) ?? deps.now());
         continue;
       }
@@ -195,6 +204,14 @@ async function rollStage(
           `no further cluster starts (${queue.length} left in this stage)`,
         { event: "fleetStopped", cluster: c, stage: stage.name, exitCode: rc, cause },
       );
+      for (const other of inFlight) {
+        deps.log.warn(
+          `fleet: cluster ${other} creates no further Job (the line is stopped); ` +
+            "its Jobs in flight run on, a re-run adopts them",
+          { event: "fleetClusterStopped", cluster: other, stage: stage.name },
+        );
+      }
+      line.abort();
     }
   };
   const width = Math.max(1, Math.min(stage.maxParallelClusters, clusters.length));

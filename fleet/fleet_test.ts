@@ -131,6 +131,23 @@ Deno.test("runFleet waits for a stage's approval, said once, after the soak", as
   assert.ok(f.lines.some((l) => l === "fleet: stage two approved by alice"));
 });
 
+Deno.test("runFleet stops the runs in flight when another cluster stops the line", async () => {
+  const spec = parseFleet("stages: [{name: s, clusters: [a, b]}]", "f");
+  const f = fakeFleet();
+  let bStopped = false;
+  f.deps.runner.run = async (c, stop) => {
+    if (c === "a") return await Promise.resolve(1);
+    await new Promise<void>((resolve) => stop.addEventListener("abort", () => resolve()));
+    bStopped = true;
+    return 0;
+  };
+  assert.equal(await runFleet(spec, f.deps), 1);
+  assert.ok(bStopped);
+  assert.ok(
+    f.lines.some((l) => /cluster b creates no further Job \(the line is stopped\)/.test(l)),
+  );
+});
+
 Deno.test("runFleet starts no cluster once stopped by a signal", async () => {
   const f = fakeFleet();
   f.abort.abort();
