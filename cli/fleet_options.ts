@@ -55,7 +55,8 @@ FLEET.yaml
       maxParallelClusters: 1     # default: the whole stage at once
       approval: true             # waits for "fleet approve -f FLEET.yaml eu"
   clusters:                      # optional, per context
-    prod-eu2: { kubeconfig: ~/.kube/eu2.yaml, namespace: ops }
+    prod-eu2: { kubeconfig: ~/.kube/eu2.yaml, namespace: ops,
+                gatePrometheusUrl: "http://prom.eu2:9090" }  # needs the --gate-* flags
                                  # a relative kubeconfig: from FLEET.yaml's folder
 
   An unknown key, a cluster in two stages, an empty stage, a context the

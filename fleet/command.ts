@@ -83,7 +83,7 @@ export function fleetPath(path: string, source: string, home: string | undefined
 
 /**
  * The run flags as one cluster applies them: its context, and FLEET.yaml's
- * kubeconfig and namespace for it; `--report` gets the cluster's name
+ * kubeconfig, namespace and Prometheus for it; `--report` gets the cluster's name
  * before its ending (`r.json` → `r.prod-eu1.json`).
  */
 export function clusterConfig(
@@ -93,6 +93,13 @@ export function clusterConfig(
   home?: string,
 ): RunConfig {
   const o = spec.clusters[name] ?? {};
+  if (o.gatePrometheusUrl !== undefined && !opts.gate) {
+    throw new UsageError(
+      `Invalid fleet file ${spec.source}: cluster ${name}: gatePrometheusUrl replaces ` +
+        "--gate-prometheus-url for it; pass the --gate-* flags (with the other clusters' URL)",
+    );
+  }
+  const gate = opts.gate && { ...opts.gate, url: o.gatePrometheusUrl ?? opts.gate.url };
   const report = opts.report?.replace(/(\.[^./]*)?$/, (ext) => `.${name}${ext}`);
   return {
     ...opts,
@@ -101,6 +108,7 @@ export function clusterConfig(
       ? opts.kubeconfig
       : fleetPath(o.kubeconfig, spec.source, home),
     namespace: o.namespace ?? opts.namespace,
+    gate,
     report,
   };
 }

@@ -39,6 +39,24 @@ Deno.test("clusterConfig gives each cluster its context, overrides and report", 
   ]);
 });
 
+Deno.test("clusterConfig gives a cluster its own Prometheus for the gates", () => {
+  const spec = parseFleet(
+    "stages: [{name: s, clusters: [a, b]}]\nclusters: {b: {gatePrometheusUrl: 'http://b:9090'}}",
+    "f",
+  );
+  const gate = {
+    url: "http://all:9090",
+    queries: ["up == 0"],
+    intervalSecs: 30,
+    onBreach: "pause",
+  };
+  const opts = { ...OPTS, gate } as RunConfig;
+  assert.equal(clusterConfig(opts, spec, "a").gate?.url, "http://all:9090");
+  assert.equal(clusterConfig(opts, spec, "b").gate?.url, "http://b:9090");
+  assert.deepEqual(clusterConfig(opts, spec, "b").gate?.queries, ["up == 0"]);
+  assert.throws(() => clusterConfig(OPTS, spec, "b"), /cluster b: gatePrometheusUrl replaces/);
+});
+
 Deno.test("fleetOrder says the stages, their clusters, soaks and approvals in one line", () => {
   const spec = parseFleet(
     `stages:

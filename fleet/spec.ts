@@ -34,6 +34,8 @@ export interface ClusterOverrides {
   kubeconfig?: string;
   /** Its Jobs' namespace; default: `--namespace`, or the context's. */
   namespace?: string;
+  /** Its Prometheus for the gates; default: `--gate-prometheus-url`. */
+  gatePrometheusUrl?: string;
 }
 
 /** A parsed FLEET.yaml. */
@@ -47,7 +49,7 @@ export interface FleetSpec {
 }
 
 const STAGE_KEYS = ["name", "clusters", "soakSecs", "maxParallelClusters", "approval"];
-const CLUSTER_KEYS = ["kubeconfig", "namespace"];
+const CLUSTER_KEYS = ["kubeconfig", "namespace", "gatePrometheusUrl"];
 
 type Obj = Record<string, unknown>;
 

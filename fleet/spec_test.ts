@@ -56,8 +56,8 @@ const BAD: [string, string, RegExp][] = [
   ["approval not boolean", "stages: [{name: a, clusters: [x], approval: yes}]", /approval must be/],
   [
     "unknown cluster key",
-    "stages: [{name: a, clusters: [x]}]\nclusters: {x: {gatePrometheusUrl: u}}",
-    /cluster x has unknown key "gatePrometheusUrl"/,
+    "stages: [{name: a, clusters: [x]}]\nclusters: {x: {prometheus: u}}",
+    /cluster x has unknown key "prometheus"/,
   ],
   [
     "overrides of a cluster in no stage",
