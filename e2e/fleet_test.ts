@@ -7,7 +7,7 @@
  */
 
 import assert from "node:assert/strict";
-import { parse, stringify } from "yaml";
+import { parse, parseAllDocuments, stringify } from "yaml";
 import { build, type Cluster, type CommandResult, OUTCOME_LABEL, startCluster } from "./cluster.ts";
 import { dispatcher, dispatcherCommand, eventually, jobTemplate } from "./_dispatcher.ts";
 import { namespace, removeScratch, serviceAccount, tempFile } from "./_fixtures.ts";
@@ -212,6 +212,11 @@ Deno.test({
           const json = await run(await fleet(yaml, "dry", ["--dry-run=plan", "-o", "json"]));
           assert.equal(json.code, 0, json.stderr);
           assert.deepEqual(Object.keys(JSON.parse(json.stdout).clusters), ["c1", "c2", "c3"]);
+          // --dry-run=client: one YAML stream of every cluster's Jobs.
+          const yamlRun = await run(await fleet(yaml, "dry", ["--dry-run=client"]));
+          assert.equal(yamlRun.code, 0, yamlRun.stderr);
+          const docs = parseAllDocuments(yamlRun.stdout).map((d) => d.toJS());
+          assert.equal(docs.filter((d) => d?.kind === "Job").length, 9, yamlRun.stdout);
           for (const c of clusters) assert.deepEqual(await jobsOf(c, "dry"), []);
         },
       );

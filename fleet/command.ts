@@ -346,7 +346,11 @@ async function dryRunFleet(
       }
       first ||= code;
       if (json) plans[c] = out.trim() ? JSON.parse(out) : null;
-      else env.stdout(`# cluster ${c} (stage ${s.name})\n${out}`);
+      else {
+        // Client mode prints a YAML stream per cluster: one stream across them.
+        const sep = opts.dryRun === "client" && out.trim() ? "---\n" : "";
+        env.stdout(`${sep}# cluster ${c} (stage ${s.name})\n${out}`);
+      }
     }
   }
   if (json) {

@@ -193,7 +193,8 @@ async function rollStage(
       const rc = await deps.runner.run(c, line.signal);
       inFlight.delete(c);
       if (rc === 0 && !line.signal.aborted) {
-        ended.set(c, (await deps.runner.endedAt(c)) ?? deps.now());
+        // Its record unread (an API hiccup) must not end the others' runs: now is its end.
+        ended.set(c, (await deps.runner.endedAt(c).catch(() => undefined)) ?? deps.now());
         continue;
       }
       if (code !== 0 || deps.signal.aborted) continue;

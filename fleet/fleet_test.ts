@@ -148,6 +148,25 @@ Deno.test("runFleet stops the runs in flight when another cluster stops the line
   );
 });
 
+Deno.test("runFleet takes now as a cluster's end when its record cannot be read after its run", async () => {
+  const f = fakeFleet();
+  const endedAt = f.deps.runner.endedAt;
+  const reads = new Map<string, number>();
+  // Each cluster's second read is the one after its run: it fails.
+  f.deps.runner.endedAt = (c) => {
+    reads.set(c, (reads.get(c) ?? 0) + 1);
+    return reads.get(c) === 2 ? Promise.reject(new Error("503")) : endedAt(c);
+  };
+  assert.equal(await runFleet(THREE, f.deps), 0);
+  // a ended at 1010000 (now, then); the soak of 30 s runs from there.
+  assert.deepEqual(f.calls, [
+    "run a at 1000000",
+    "sleep 30000",
+    "run b at 1040000",
+    "run c at 1040000",
+  ]);
+});
+
 Deno.test("runFleet starts no cluster once stopped by a signal", async () => {
   const f = fakeFleet();
   f.abort.abort();
