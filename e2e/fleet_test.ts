@@ -385,9 +385,15 @@ Deno.test({
       });
       await t.step("a stop in one cluster stops the other clusters in flight", async () => {
         // c1 has bad-000 (the step above), first by name: it fails first, and
-        // --max-failures 0 stops c1's run there; c2 runs at the same time.
+        // --max-failures 0 stops c1's run there (at ~10 s); c2, at the same time, would
+        // start its third Job at ~20 s.
         const yaml = "stages: [{name: one, clusters: [c1, c2]}]";
-        const args = await fleet(yaml, "halt", ["--parallelism", "1", "--max-failures", "0"], "6s");
+        const args = await fleet(
+          yaml,
+          "halt",
+          ["--parallelism", "1", "--max-failures", "0"],
+          "10s",
+        );
         const r = await run(args);
         assert.equal(r.code, 1, r.stderr);
         assert.match(r.stderr, /fleet: stopped the line: cluster c1 \(stage one\) exited 1/);
