@@ -15,6 +15,9 @@ import { connectedLine, whoAmI } from "./kube/whoami.ts";
 import { parseStatusOptions, STATUS_HELP } from "./cli/status_options.ts";
 import { runStatus } from "./status/status.ts";
 import { StopSignals } from "./cli/signals.ts";
+import { FLEET_HELP, type FleetOptions, parseFleetOptions } from "./cli/fleet_options.ts";
+import { parseFleet } from "./fleet/spec.ts";
+import { fleetApprove, fleetCommand, type FleetEnv, fleetStatus } from "./fleet/command.ts";
 
 /** The release version; `--version` prints it. */
 export const VERSION = "0.1.0";
@@ -206,9 +209,65 @@ async function statusMain(args: string[]): Promise<number> {
   }
 }
 
+/** A cluster's log: each line names the cluster (text: a `[context]` tag; JSON: a field). */
+function clusterLogger(opts: Options, cluster: string): Logger {
+  const sink = opts.logFormat === "json"
+    ? (line: string) => STDERR(line.replace(/^\{/, `{"cluster":${JSON.stringify(cluster)},`))
+    : (line: string) => STDERR(`[${cluster}] ${line}`);
+  return new Logger(opts.logFormat, sink);
+}
+
+/** What `fleet/` needs of the process: the CLI's own connect, context and error lines. */
+function fleetEnv(f: FleetOptions, stop: StopSignals, log: Logger): FleetEnv {
+  const signal = stop.controller.signal;
+  return {
+    connect: (cfg, clusterLog) => connect(cfg as Options, signal, clusterLog),
+    context: (kube, clusterLog) => processContext(kube, clusterLog, signal, false),
+    errorCode: (e, clusterLog) =>
+      exitForError(e, { log: clusterLog, stopped: stop.stopped, exitCode: stop.exitCode }),
+    logFor: (cluster) => clusterLogger(f.run, cluster),
+    log,
+    signal,
+    approveHint: (stage) => `job-dispatcher fleet approve -f ${f.fleetFile} ${stage} [run flags]`,
+    stdout: writeStdout,
+    home: Deno.env.get("HOME"),
+  };
+}
+
+/**
+ * `job-dispatcher fleet …`: reads FLEET.yaml and the templates, then rolls
+ * out (or approves a stage) through fleet/. Errors end as a run's do.
+ */
+async function fleetMain(args: string[]): Promise<number> {
+  const stop = new StopSignals(new Logger(requestedLogFormat(args)));
+  try {
+    const f = parseFleetOptions(args);
+    if (f.help) {
+      console.log(FLEET_HELP);
+      return EXIT.ok;
+    }
+    const log = stop.log = new Logger(f.run.logFormat, STDERR);
+    const spec = parseFleet(await readTemplate(f.fleetFile, "fleet file"), f.fleetFile);
+    if (f.run.report) checkWritableDir(f.run.report);
+    const { template, cleanup } = await readTemplates(f.run);
+    const env = fleetEnv(f, stop, log);
+    const code = f.action === "approve"
+      ? await fleetApprove(spec, f.stage!, f.run, template, env)
+      : f.action === "status"
+      ? await fleetStatus(spec, f.run, template, f.output, env)
+      : await fleetCommand(spec, f.run, template, cleanup, env);
+    return stop.exitFor(code);
+  } catch (e) {
+    return exitForError(e, stop);
+  } finally {
+    stop.close();
+  }
+}
+
 /** Runs the CLI with `args` and returns the process exit code. */
 export async function main(args: string[]): Promise<number> {
   if (args[0] === "status") return await statusMain(args.slice(1));
+  if (args[0] === "fleet") return await fleetMain(args.slice(1));
   const stop = new StopSignals(new Logger(requestedLogFormat(args)));
   let kube: Kube | undefined;
   try {

@@ -41,6 +41,8 @@ USAGE
   job-dispatcher --job-template PATH [selection] [flags]
   job-dispatcher status (--name-prefix P | --owner-job-name JOB) [-n NS] [-o wide|json] [-w]
                             a run seen from anywhere, read-only (status --help)
+  job-dispatcher fleet -f FLEET.yaml --job-template PATH [flags]
+                            one rollout across kubeconfig contexts, in stages (fleet --help)
 
   Flags as kubectl's: a value follows a space or "="; a switch also takes
   "=true" or "=false".

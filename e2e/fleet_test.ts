@@ -1,0 +1,413 @@
+/**
+ * `job-dispatcher fleet` on three real control planes at once (each its own
+ * etcd, kube-apiserver, controllers and kwok, 3 nodes; they share the built
+ * binaries), reached through one kubeconfig with a context per cluster.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { parse, parseAllDocuments, stringify } from "yaml";
+import { build, type Cluster, type CommandResult, OUTCOME_LABEL, startCluster } from "./cluster.ts";
+import { dispatcher, dispatcherCommand, eventually, jobTemplate } from "./_dispatcher.ts";
+import { namespace, removeScratch, serviceAccount, tempFile } from "./_fixtures.ts";
+import { freePorts } from "./_procs.ts";
+
+const NS = "fleet";
+const CONTEXTS = ["c1", "c2", "c3"] as const;
+
+/** One kubeconfig with a context per cluster (`c1`…), and `gone`: a port nothing listens on. */
+async function fleetKubeconfig(clusters: Cluster[], paths?: string[]): Promise<string> {
+  const merged = { apiVersion: "v1", kind: "Config", clusters: [], users: [], contexts: [] } as {
+    clusters: unknown[];
+    users: unknown[];
+    contexts: unknown[];
+  };
+  for (const [i, c] of clusters.entries()) {
+    const k = parse(await Deno.readTextFile(paths?.[i] ?? c.kubeconfig));
+    const name = CONTEXTS[i];
+    merged.clusters.push({ name, cluster: k.clusters[0].cluster });
+    merged.users.push({ name, user: k.users[0].user });
+    merged.contexts.push({ name, context: { cluster: name, user: name, namespace: NS } });
+  }
+  const gone = { ...(merged.clusters[0] as { cluster: Record<string, string> }).cluster };
+  gone.server = `https://127.0.0.1:${freePorts(1)[0]}`;
+  merged.clusters.push({ name: "gone", cluster: gone });
+  merged.contexts.push({ name: "gone", context: { cluster: "gone", user: "c1" } });
+  return await tempFile(stringify(merged));
+}
+
+interface JobSeen {
+  name: string;
+  node: string;
+  uid: string;
+  /** creationTimestamp, ms. */
+  created: number;
+  /** When the Job was first seen to have succeeded (SuccessCriteriaMet or Complete), ms. */
+  succeeded?: number;
+}
+
+/** The Jobs of `prefix` in a cluster, as an independent kubectl sees them. */
+async function jobsOf(cluster: Cluster, prefix: string): Promise<JobSeen[]> {
+  const r = await cluster.kubectl(["get", "jobs", "-n", NS, "-o", "json"]);
+  assert.equal(r.code, 0, r.stderr);
+  type Cond = { type: string; status: string; lastTransitionTime: string };
+  const items = JSON.parse(r.stdout).items as {
+    metadata: {
+      name: string;
+      uid: string;
+      creationTimestamp: string;
+      annotations?: Record<string, string>;
+    };
+    status?: { conditions?: Cond[] };
+  }[];
+  return items.filter((j) => j.metadata.name.startsWith(`${prefix}-`)).map((j) => {
+    const done = (j.status?.conditions ?? []).filter((c) =>
+      c.status === "True" && ["SuccessCriteriaMet", "Complete"].includes(c.type)
+    ).map((c) => Date.parse(c.lastTransitionTime));
+    return {
+      name: j.metadata.name,
+      uid: j.metadata.uid,
+      node: j.metadata.annotations?.["job-dispatcher/node-name"] ?? "",
+      created: Date.parse(j.metadata.creationTimestamp),
+      succeeded: done.length ? Math.min(...done) : undefined,
+    };
+  });
+}
+
+/** The dispatcher in the background: its stderr so far, and its end. */
+function spawnDispatcher(args: string[], env: Record<string, string>) {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [...dispatcherCommand(), ...args],
+    env: { ...env, NO_COLOR: "1" },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  let stderr = "";
+  const read = (async () => {
+    for await (const chunk of child.stderr.pipeThrough(new TextDecoderStream())) stderr += chunk;
+  })();
+  const stdout = new Response(child.stdout).text();
+  const done = (async (): Promise<CommandResult> => {
+    const [status] = await Promise.all([child.status, read]);
+    return { code: status.code, stdout: await stdout, stderr };
+  })();
+  return { stderr: () => stderr, done };
+}
+
+/** `fleet status -o json` for the fleet command line `args`. */
+async function fleetStatus(
+  run: (args: string[]) => Promise<CommandResult>,
+  args: string[],
+): Promise<
+  {
+    stage?: string;
+    clusters: { cluster: string; phase: string; succeeded: number; total: number }[];
+  }
+> {
+  const r = await run(["fleet", "status", ...args.slice(1), "-o", "json"]);
+  assert.equal(r.code, 0, r.stderr);
+  return JSON.parse(r.stdout);
+}
+
+Deno.test({
+  name: "fleet: staged rollouts across three real control planes",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn(t) {
+    const started = Date.now();
+    await build();
+    const clusters = await Promise.all(
+      CONTEXTS.map(() => startCluster({ nodes: 3, build: false })),
+    );
+    let ok = false;
+    try {
+      await Promise.all(clusters.map((c) => namespace(c, NS)));
+      const kubeconfig = await fleetKubeconfig(clusters);
+      const env = { KUBECONFIG: kubeconfig };
+      const [c1, c2, c3] = clusters;
+      const fleet = async (yaml: string, prefix: string, extra: string[] = [], duration = "1s") => [
+        "fleet",
+        "-f",
+        await tempFile(yaml),
+        "--job-template",
+        await tempFile(jobTemplate(prefix, duration)),
+        "--progress-interval-secs",
+        "2",
+        "--poll-interval-secs",
+        "1",
+        ...extra,
+      ];
+      const run = (args: string[], opts: Parameters<typeof dispatcher>[2] = {}) =>
+        dispatcher(c1, args, { ...opts, env: { ...env, ...opts.env } });
+
+      await t.step(
+        "a bad FLEET.yaml or an unreachable cluster creates nothing anywhere",
+        async () => {
+          // [FLEET.yaml, exit code, the error, whether it is the one line said]
+          const cases: [string, number, RegExp, boolean][] = [
+            [
+              "stages: [{name: one, clusters: [c1]}, {name: two, clusters: [c2, nope]}]",
+              2,
+              /cluster nope: .*context.*nope/i,
+              true,
+            ],
+            [
+              "stages: [{name: one, clusters: [c1, c2]}, {name: two, clusters: [c2]}]",
+              2,
+              /cluster c2 is in two stages \(one, two\)/,
+              true,
+            ],
+            ["stages: [{name: one, clusters: []}]", 2, /stage one is empty/, true],
+            [
+              "stages: [{name: one, clusters: [c1], soak: 5}]",
+              2,
+              /stage one has unknown key "soak"/,
+              true,
+            ],
+            [
+              "stages: [{name: one, clusters: [c1]}, {name: two, clusters: [c2, gone]}]",
+              3,
+              /fleet: cluster gone cannot be reached at start; nothing was created/,
+              false,
+            ],
+            [
+              "stages: [{name: one, clusters: [c1]}, {name: two, clusters: [c2]}]\n" +
+              "clusters: {c2: {namespace: missing}}",
+              2,
+              /\[c2\] .*Invalid namespace missing: it does not exist[^]*fleet: cluster c2 refused/,
+              false,
+            ],
+          ];
+          for (const [yaml, code, want, oneLine] of cases) {
+            const r = await run(await fleet(yaml, "bad", ["--api-wait-secs", "0"]));
+            assert.equal(r.code, code, r.stderr);
+            assert.match(r.stderr, want);
+            if (oneLine) assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
+          }
+          for (const c of clusters) assert.deepEqual(await jobsOf(c, "bad"), []);
+        },
+      );
+
+      await t.step(
+        "a dry run prints each cluster's plan in stage order, creates nothing",
+        async () => {
+          const yaml = `stages:
+  - {name: one, clusters: [c1], soakSecs: 600}
+  - {name: two, clusters: [c2, c3], approval: true}
+`;
+          const text = await run(await fleet(yaml, "dry", ["--dry-run=plan"]));
+          assert.equal(text.code, 0, text.stderr);
+          const heads = text.stdout.split("\n").filter((l) => l.startsWith("# "));
+          assert.deepEqual(heads.slice(1), [
+            "# cluster c1 (stage one)",
+            "# cluster c2 (stage two)",
+            "# cluster c3 (stage two)",
+          ]);
+          assert.match(
+            heads[0],
+            /stage one: c1, then a soak of 600 s; stage two \(after approval\)/,
+          );
+          const json = await run(await fleet(yaml, "dry", ["--dry-run=plan", "-o", "json"]));
+          assert.equal(json.code, 0, json.stderr);
+          assert.deepEqual(Object.keys(JSON.parse(json.stdout).clusters), ["c1", "c2", "c3"]);
+          // --dry-run=client: one YAML stream of every cluster's Jobs.
+          const yamlRun = await run(await fleet(yaml, "dry", ["--dry-run=client"]));
+          assert.equal(yamlRun.code, 0, yamlRun.stderr);
+          const docs = parseAllDocuments(yamlRun.stdout).map((d) => d.toJS());
+          assert.equal(docs.filter((d) => d?.kind === "Job").length, 9, yamlRun.stdout);
+          for (const c of clusters) assert.deepEqual(await jobsOf(c, "dry"), []);
+        },
+      );
+
+      await t.step("stages in order, the soak at least its length between them", async () => {
+        const soakSecs = 15;
+        const yaml = `stages:
+  - {name: one, clusters: [c1], soakSecs: ${soakSecs}}
+  - {name: two, clusters: [c2, c3]}
+`;
+        const r = await run(await fleet(yaml, "order"));
+        assert.equal(r.code, 0, r.stderr);
+        const [j1, j2, j3] = await Promise.all(clusters.map((c) => jobsOf(c, "order")));
+        for (const jobs of [j1, j2, j3]) assert.equal(jobs.length, 3, r.stderr);
+        // Whole seconds both: a gap of whole seconds at least soakSecs means at least soakSecs.
+        const stageOneEnd = Math.max(...j1.map((j) => j.succeeded!));
+        const stageTwoStart = Math.min(...[...j2, ...j3].map((j) => j.created));
+        assert.ok(
+          stageTwoStart - stageOneEnd >= soakSecs * 1000,
+          `stage two began ${stageTwoStart - stageOneEnd} ms after stage one ended\n${r.stderr}`,
+        );
+        assert.match(r.stderr, /soaking after stage one until/);
+        console.log(
+          `soak: stage two began ${stageTwoStart - stageOneEnd} ms after stage one ended`,
+        );
+      });
+
+      await t.step("kill -9 in stage 2, then a re-run: one Job per node everywhere", async () => {
+        const yaml = `stages:
+  - {name: one, clusters: [c1]}
+  - {name: two, clusters: [c2, c3], maxParallelClusters: 1}
+`;
+        const args = await fleet(yaml, "resume", [], "4s");
+        const killed = await run(args, {
+          signal: { name: "SIGKILL", when: /\[c2\] .*created job resume-/ },
+        });
+        assert.notEqual(killed.code, 0, killed.stderr);
+        const before = await jobsOf(c1, "resume");
+        assert.equal(before.length, 3);
+        assert.ok((await jobsOf(c2, "resume")).length >= 1);
+        assert.deepEqual(await jobsOf(c3, "resume"), [], "stage 2's second cluster not begun");
+        // The view of a fleet cut short, from the clusters alone.
+        const mid = await fleetStatus(run, args);
+        assert.equal(mid.stage, "two");
+        assert.deepEqual(mid.clusters.map((r) => [r.cluster, r.phase]).slice(0, 1), [[
+          "c1",
+          "ended",
+        ]]);
+        assert.equal(mid.clusters[2].phase, "notStarted");
+        const again = await run(args);
+        assert.equal(again.code, 0, again.stderr);
+        assert.match(again.stderr, /fleet: stage one counted/);
+        assert.doesNotMatch(again.stderr, /starting cluster c1|\[c1\] .*created job/);
+        for (const c of clusters) {
+          const jobs = await jobsOf(c, "resume");
+          assert.deepEqual(jobs.map((j) => j.node).sort(), ["node-000", "node-001", "node-002"]);
+        }
+        assert.deepEqual(
+          (await jobsOf(c1, "resume")).map((j) => j.uid).sort(),
+          before.map((j) => j.uid).sort(),
+        );
+        // fleet status, with read-only rights in each cluster, agrees with an
+        // independent kubectl's count of each cluster's Jobs.
+        const readOnly = { nodes: ["get"], jobs: ["get"], pods: ["get"], events: false };
+        const viewers = await Promise.all(
+          clusters.map((c) =>
+            serviceAccount(c, NS, "viewer", { rbac: { ...readOnly, configmaps: ["get"] } })
+          ),
+        );
+        const viewerConfig = await fleetKubeconfig(clusters, viewers.map((v) => v.kubeconfig));
+        const view = await fleetStatus(
+          (a) => dispatcher(c1, a, { env: { KUBECONFIG: viewerConfig } }),
+          args,
+        );
+        assert.equal(view.stage, undefined);
+        for (const [i, c] of clusters.entries()) {
+          const jobs = await jobsOf(c, "resume");
+          const row = view.clusters[i];
+          assert.deepEqual(
+            [row.cluster, row.phase, row.succeeded, row.total],
+            [CONTEXTS[i], "ended", jobs.filter((j) => j.succeeded).length, jobs.length],
+          );
+        }
+      });
+
+      await t.step("an approval is waited for, recorded with who gave it", async () => {
+        const yaml = `stages:
+  - {name: one, clusters: [c1]}
+  - {name: two, clusters: [c2], approval: true}
+`;
+        const args = await fleet(yaml, "approve");
+        const approveArgs = ["fleet", "approve", "-f", args[2], "two", ...args.slice(3)];
+        const live = spawnDispatcher(args, env);
+        await eventually(
+          () => Promise.resolve(/stage two waits for approval/.test(live.stderr())),
+          120_000,
+          "the fleet waiting for stage two's approval",
+        );
+        assert.deepEqual(await jobsOf(c2, "approve"), [], "no Job before the approval");
+        const approved = await run(approveArgs);
+        assert.equal(approved.code, 0, approved.stderr);
+        assert.match(approved.stderr, /stage two approved in cluster c2 by /);
+        const r = await live.done;
+        assert.equal(r.code, 0, r.stderr);
+        assert.match(r.stderr, /fleet: stage two approved by /);
+        assert.equal((await jobsOf(c2, "approve")).length, 3);
+        const cm = await c2.kubectl([
+          "get",
+          "configmap",
+          "-n",
+          NS,
+          "fleet-approval.approve.two",
+          "-o",
+          "jsonpath={.data.approvedBy}",
+        ]);
+        assert.ok(cm.stdout.length > 0, cm.stderr);
+      });
+
+      await t.step(
+        "one cluster's API server stopped 60 s mid-stage: the others finish",
+        async () => {
+          const yaml = "stages: [{name: one, clusters: [c2, c3]}]";
+          const args = await fleet(yaml, "outage", ["--parallelism", "1"], "3s");
+          const live = spawnDispatcher(args, env);
+          await eventually(
+            () => Promise.resolve(/\[c2\] .*created job outage-/.test(live.stderr())),
+            60_000,
+            "c2's first Job",
+          );
+          c2.signalApiServer("SIGSTOP");
+          const stopped = Date.now();
+          try {
+            // c3 goes on while c2 cannot be asked anything.
+            await eventually(
+              async () => (await jobsOf(c3, "outage")).filter((j) => j.succeeded).length === 3,
+              55_000,
+              "c3's three Jobs succeeded during c2's outage",
+            );
+            await new Promise((r) => setTimeout(r, Math.max(0, 60_000 - (Date.now() - stopped))));
+          } finally {
+            c2.signalApiServer("SIGCONT");
+          }
+          const r = await live.done;
+          assert.equal(r.code, 0, r.stderr);
+          const jobs = await jobsOf(c2, "outage");
+          assert.deepEqual(jobs.map((j) => j.node).sort(), ["node-000", "node-001", "node-002"]);
+          assert.ok(jobs.every((j) => j.succeeded), "no node failed");
+          assert.match(r.stderr, /\[c2\] .*API outage: .*starts paused/);
+          assert.match(r.stderr, /\[c2\] .*starts resume/);
+          assert.doesNotMatch(r.stderr, /\[c3\] .*API outage/);
+          console.log(`outage: c3 ended during c2's 60 s outage; c2 resumed, exit ${r.code}`);
+        },
+      );
+
+      await t.step("a failure in stage 1 stops the line: stage 2 untouched", async () => {
+        await c1.createNodes([{ name: "bad-000", labels: { [OUTCOME_LABEL]: "fail" } }]);
+        const yaml = `stages:
+  - {name: one, clusters: [c1]}
+  - {name: two, clusters: [c2, c3]}
+`;
+        const r = await run(await fleet(yaml, "breach"));
+        assert.equal(r.code, 1, r.stderr);
+        assert.match(r.stderr, /fleet: stopped the line: cluster c1 \(stage one\) exited 1/);
+        assert.deepEqual(await jobsOf(c2, "breach"), []);
+        assert.deepEqual(await jobsOf(c3, "breach"), []);
+      });
+      await t.step("a stop in one cluster stops the other clusters in flight", async () => {
+        // c1 has bad-000 (the step above), first by name: it fails first, and
+        // --max-failures 0 stops c1's run there (at ~10 s); c2, at the same time, would
+        // start its third Job at ~20 s.
+        const yaml = "stages: [{name: one, clusters: [c1, c2]}]";
+        const args = await fleet(
+          yaml,
+          "halt",
+          ["--parallelism", "1", "--max-failures", "0"],
+          "10s",
+        );
+        const r = await run(args);
+        assert.equal(r.code, 1, r.stderr);
+        assert.match(r.stderr, /fleet: stopped the line: cluster c1 \(stage one\) exited 1/);
+        assert.match(r.stderr, /fleet: cluster c2 creates no further Job \(the line is stopped\)/);
+        const jobs = await jobsOf(c2, "halt");
+        assert.ok(jobs.length < 3, `c2 went on creating Jobs: ${jobs.length}\n${r.stderr}`);
+        console.log(`halt: c2 had ${jobs.length} of 3 Jobs when c1 stopped the line`);
+      });
+      ok = true;
+    } finally {
+      removeScratch();
+      if (!ok) { for (const c of clusters) console.error(await c.logs(20)); }
+      await Promise.all(clusters.map((c) => c.stop({ removeDir: ok })));
+      console.log(`fleet: ${((Date.now() - started) / 1000).toFixed(0)} s`);
+    }
+  },
+});

@@ -1,0 +1,127 @@
+/**
+ * What the fleet reads and writes in one cluster: the run record the run
+ * keeps there (report/record.ts; read, never written here) and the stage
+ * approvals `fleet approve` records.
+ *
+ * An approval is a ConfigMap of its own, `fleet-approval.<prefix>.<stage>`
+ * in the Jobs' namespace, not an annotation on the run record: a stage's
+ * clusters have no record before their run begins, and the run replaces
+ * its record's ConfigMap whole when it writes it. It carries the template
+ * hash, so an approval given for one rollout never lets the next one pass.
+ *
+ * @module
+ */
+
+import { labelValue } from "../job.ts";
+import { ApiError, type Kube } from "../kube/client.ts";
+import { decodeRecord, recordPath, type RunRecord } from "../report/record.ts";
+
+/** Where one cluster's rollout lives: its namespace, the Jobs' prefix and the template's hash. */
+export interface RolloutKey {
+  /** The Jobs' namespace in that cluster. */
+  namespace: string;
+  /** The Jobs' name prefix. */
+  prefix: string;
+  /** The template's hash (job.ts `templateHash`). */
+  templateHash: string;
+}
+
+/** The run record of the prefix in the cluster, or undefined when there is none (or it is unreadable). */
+export async function readRecord(kube: Kube, key: RolloutKey): Promise<RunRecord | undefined> {
+  const cm = await kube.get<{ data?: Record<string, string>; binaryData?: Record<string, string> }>(
+    recordPath(key.namespace, key.prefix),
+  );
+  if (!cm) return undefined;
+  try {
+    return await decodeRecord(cm.data, cm.binaryData);
+  } catch {
+    // Another version's record: not ours to count; the run will say more.
+    return undefined;
+  }
+}
+
+/**
+ * When a record says its rollout of this template ended cleanly: finished
+ * (not stopped, not running), not stopped early, no node failed. A record
+ * of another template, or one that ended otherwise, is not counted: the
+ * cluster is run again, and the run adopts what is there.
+ *
+ * @example
+ * ```ts
+ * endedCleanly(undefined, "abc"); // undefined
+ * ```
+ */
+export function endedCleanly(record: RunRecord | undefined, hash: string): number | undefined {
+  if (!record || record.state !== "finished" || record.templateHash !== hash) return undefined;
+  if (record.stoppedBy || record.nodes.some((n) => n.phase === "failed")) return undefined;
+  return record.updatedAt;
+}
+
+/** Why a record's run ended as it did, in a few words. */
+export function recordCause(record: RunRecord | undefined): string | undefined {
+  if (!record) return undefined;
+  return record.stoppedBy ? `stopped: ${record.stoppedBy}` : record.summary;
+}
+
+/**
+ * The approval's ConfigMap name.
+ *
+ * @example
+ * ```ts
+ * approvalName("upgrade", "eu"); // "fleet-approval.upgrade.eu"
+ * ```
+ */
+export function approvalName(prefix: string, stage: string): string {
+  // A ConfigMap name is a DNS subdomain: a label value may have capitals and "_".
+  return `fleet-approval.${labelValue(prefix).toLowerCase().replace(/[^a-z0-9.-]/g, "-")}.${stage}`;
+}
+
+const configMaps = (ns: string) => `/api/v1/namespaces/${encodeURIComponent(ns)}/configmaps`;
+
+/** Who approved the stage for this rollout in the cluster, or undefined while no one has. */
+export async function approvedBy(
+  kube: Kube,
+  key: RolloutKey,
+  stage: string,
+): Promise<string | undefined> {
+  const cm = await kube.get<{ data?: Record<string, string> }>(
+    `${configMaps(key.namespace)}/${approvalName(key.prefix, stage)}`,
+  );
+  if (cm?.data?.templateHash !== key.templateHash) return undefined;
+  return cm.data.approvedBy || "an unnamed user";
+}
+
+/**
+ * Records the approval of `stage` in the cluster: creates the ConfigMap, or
+ * replaces an earlier one (another rollout's).
+ *
+ * @throws {ApiError} when the cluster refuses it
+ */
+export async function recordApproval(
+  kube: Kube,
+  key: RolloutKey,
+  stage: string,
+  by: string,
+  at: number,
+): Promise<void> {
+  const name = approvalName(key.prefix, stage);
+  const body = {
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: { name, namespace: key.namespace },
+    data: {
+      stage,
+      prefix: key.prefix,
+      templateHash: key.templateHash,
+      approvedBy: by,
+      approvedAt: new Date(at).toISOString(),
+    },
+  };
+  try {
+    await kube.request("create", "POST", configMaps(key.namespace), body);
+  } catch (e) {
+    if (!(e instanceof ApiError) || e.status !== 409) throw e;
+    // No resourceVersion: an approval replaces whatever approval was there.
+    await kube.request("update", "PUT", `${configMaps(key.namespace)}/${name}`, body);
+  }
+}

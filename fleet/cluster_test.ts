@@ -1,0 +1,48 @@
+import assert from "node:assert/strict";
+import type { RunRecord } from "../report/record.ts";
+import { approvalName, endedCleanly, recordCause } from "./cluster.ts";
+
+const RECORD: RunRecord = {
+  version: 1,
+  prefix: "drv",
+  templateHash: "h1",
+  namespace: "ops",
+  state: "finished",
+  startedAt: 1_000,
+  updatedAt: 9_000,
+  heartbeatMs: 20_000,
+  parallelism: 2,
+  summary: "2 succeeded of 2 nodes",
+  nodes: [{ node: "n1", phase: "succeeded" }, { node: "n2", phase: "succeeded" }],
+};
+
+const CASES: [string, RunRecord | undefined, number | undefined][] = [
+  ["finished, this template, every node succeeded: its last write", RECORD, 9_000],
+  ["no record", undefined, undefined],
+  ["still running", { ...RECORD, state: "running" }, undefined],
+  ["stopped by a signal", { ...RECORD, state: "stopped" }, undefined],
+  ["another template's", { ...RECORD, templateHash: "h0" }, undefined],
+  ["stopped early", { ...RECORD, stoppedBy: "failure budget" }, undefined],
+  [
+    "a node failed",
+    { ...RECORD, nodes: [{ node: "n1", phase: "failed", reason: "exit 1" }] },
+    undefined,
+  ],
+];
+
+for (const [name, record, want] of CASES) {
+  Deno.test(`endedCleanly: ${name}`, () => {
+    assert.equal(endedCleanly(record, "h1"), want);
+  });
+}
+
+Deno.test("recordCause says why the run stopped, else its summary", () => {
+  assert.equal(recordCause({ ...RECORD, stoppedBy: "gate breach" }), "stopped: gate breach");
+  assert.equal(recordCause(RECORD), "2 succeeded of 2 nodes");
+  assert.equal(recordCause(undefined), undefined);
+});
+
+Deno.test("approvalName is a ConfigMap name of the prefix and the stage", () => {
+  assert.equal(approvalName("upgrade", "eu"), "fleet-approval.upgrade.eu");
+  assert.match(approvalName("Up_Grade", "eu"), /^[a-z0-9.-]+$/);
+});

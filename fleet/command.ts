@@ -1,0 +1,449 @@
+/**
+ * `job-dispatcher fleet` and `fleet approve`, wired: one client per
+ * cluster, every cluster reached before the first Job anywhere, and each
+ * cluster's rollout the run the CLI carries out (`runDispatcher`), with the
+ * run flags and the cluster's context, kubeconfig and namespace.
+ *
+ * @module
+ */
+
+import {
+  checkTemplateNamespace,
+  instantiateJob,
+  type JobTemplate,
+  templateHash,
+  trackingKeys,
+  UsageError,
+} from "../job.ts";
+import { ConfigError, type Kube } from "../kube/client.ts";
+import { whoAmI } from "../kube/whoami.ts";
+import type { Logger } from "../report/log.ts";
+import type { RunConfig, RunContext } from "../run/config.ts";
+import { EXIT, resolveNamespace, runDispatcher } from "../run/run.ts";
+import { validateOnServer } from "../run/preflight.ts";
+import {
+  approvedBy,
+  endedCleanly,
+  readRecord,
+  recordApproval,
+  recordCause,
+  type RolloutKey,
+} from "./cluster.ts";
+import { type ClusterRunner, runFleet } from "./fleet.ts";
+import { fleetClusters, type FleetSpec } from "./spec.ts";
+import { type ClusterFacts, fleetView, renderFleetView } from "./status.ts";
+
+/** What the command needs from the process (main.ts gives it). */
+export interface FleetEnv {
+  /** Connects to one cluster as the CLI does (no request made). */
+  connect: (cfg: RunConfig, log: Logger) => Promise<Kube>;
+  /** The run's surroundings in one cluster. */
+  context: (kube: Kube, log: Logger) => RunContext;
+  /** Says an error as the CLI does, on `log`, and returns its exit code. */
+  errorCode: (e: unknown, log: Logger) => number;
+  /** The log of one cluster's run (its lines name the cluster). */
+  logFor: (cluster: string) => Logger;
+  /** The fleet's own log. */
+  log: Logger;
+  /** Aborted by SIGINT/SIGTERM. */
+  signal: AbortSignal;
+  /** How to call `fleet approve` for a stage, for the waiting line. */
+  approveHint: (stage: string) => string;
+  /** Writes the status view. */
+  stdout: (text: string) => void;
+  /** `$HOME`, for FLEET.yaml's `~/` paths. */
+  home?: string;
+}
+
+/** One cluster, connected. */
+interface Member {
+  name: string;
+  cfg: RunConfig;
+  kube: Kube;
+  log: Logger;
+  key: RolloutKey;
+}
+
+/**
+ * A kubeconfig path of FLEET.yaml as kubectl reads one in a kubeconfig: `~/`
+ * is the home folder, and a relative path is relative to the file that
+ * names it (FLEET.yaml's folder), not to wherever the command runs.
+ *
+ * @example
+ * ```ts
+ * fleetPath("eu2.yaml", "/etc/fleet/FLEET.yaml", "/root"); // "/etc/fleet/eu2.yaml"
+ * ```
+ */
+export function fleetPath(path: string, source: string, home: string | undefined): string {
+  if (path.startsWith("~/") && home) return `${home}/${path.slice(2)}`;
+  if (path.startsWith("/") || path.startsWith("~")) return path;
+  const dir = source.includes("/") ? source.slice(0, source.lastIndexOf("/")) : ".";
+  return `${dir}/${path}`;
+}
+
+/**
+ * The run flags as one cluster applies them: its context, and FLEET.yaml's
+ * kubeconfig, namespace and Prometheus for it; `--report` gets the cluster's name
+ * before its ending (`r.json` → `r.prod-eu1.json`).
+ */
+export function clusterConfig(
+  opts: RunConfig,
+  spec: FleetSpec,
+  name: string,
+  home?: string,
+): RunConfig {
+  const o = spec.clusters[name] ?? {};
+  if (o.gatePrometheusUrl !== undefined && !opts.gate) {
+    throw new UsageError(
+      `Invalid fleet file ${spec.source}: cluster ${name}: gatePrometheusUrl replaces ` +
+        "--gate-prometheus-url for it; pass the --gate-* flags (with the other clusters' URL)",
+    );
+  }
+  const gate = opts.gate && { ...opts.gate, url: o.gatePrometheusUrl ?? opts.gate.url };
+  const report = opts.report?.replace(/(\.[^./]*)?$/, (ext) => `.${name}${ext}`);
+  return {
+    ...opts,
+    context: name,
+    kubeconfig: o.kubeconfig === undefined
+      ? opts.kubeconfig
+      : fleetPath(o.kubeconfig, spec.source, home),
+    namespace: o.namespace ?? opts.namespace,
+    gate,
+    report,
+  };
+}
+
+function prefixOf(opts: RunConfig, template: JobTemplate): string {
+  const prefix = opts.namePrefix ?? template.metadata?.name;
+  if (!prefix) {
+    throw new UsageError(
+      `Invalid job template ${opts.jobTemplate}: it has no metadata.name; set it or --name-prefix`,
+    );
+  }
+  return prefix;
+}
+
+/**
+ * Connects to one cluster (no request made) and works out where its rollout lives.
+ *
+ * @throws {UsageError} when the kubeconfig lacks the context (or cannot serve it)
+ */
+async function connectOne(
+  name: string,
+  opts: RunConfig,
+  template: JobTemplate,
+  spec: FleetSpec,
+  env: FleetEnv,
+): Promise<Member> {
+  const cfg = clusterConfig(opts, spec, name, env.home);
+  const log = env.logFor(name);
+  const prefix = prefixOf(opts, template);
+  let kube: Kube;
+  try {
+    kube = await env.connect(cfg, log);
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+    throw new UsageError(`Invalid fleet file ${spec.source}: cluster ${name}: ${e.message}`);
+  }
+  const key = {
+    namespace: resolveNamespace(cfg, env.context(kube, log)),
+    prefix,
+    templateHash: templateHash(template, opts.pin),
+  };
+  return { name, cfg, kube, log, key };
+}
+
+/**
+ * Connects to each cluster and asks each who we are: a context the
+ * kubeconfig lacks is bad input (exit 2), a cluster that does not answer
+ * is exit 3; either way nothing was created anywhere.
+ */
+async function connectAll(
+  names: string[],
+  opts: RunConfig,
+  template: JobTemplate,
+  spec: FleetSpec,
+  env: FleetEnv,
+): Promise<{ members: Member[]; code?: number }> {
+  const members: Member[] = [];
+  for (const name of names) {
+    try {
+      members.push(await connectOne(name, opts, template, spec, env));
+    } catch (e) {
+      for (const x of members) x.kube.close();
+      throw e;
+    }
+  }
+  const reached = await Promise.all(members.map(async (m) => {
+    try {
+      const user = await whoAmI(m.kube);
+      m.log.info(`connected to ${m.kube.server}${user ? ` as ${user}` : ""}`);
+      return EXIT.ok;
+    } catch (e) {
+      const code = env.errorCode(e, m.log);
+      env.log.error(
+        `fleet: cluster ${m.name} cannot be reached at start; nothing was created in any cluster`,
+        { event: "fleetUnreachable", cluster: m.name },
+      );
+      return code;
+    }
+  }));
+  return { members, code: reached.find((c) => c !== EXIT.ok) };
+}
+
+/**
+ * The template checked by each cluster's API server (a dry-run create, as a
+ * run does before its first Job): a stage-3 cluster without the namespace,
+ * or that refuses the template or our right to create Jobs, is found before
+ * stage 1 creates anything. Returns the first failure's exit code.
+ */
+async function checkTemplateEverywhere(
+  members: Member[],
+  opts: RunConfig,
+  template: JobTemplate,
+  env: FleetEnv,
+): Promise<number | undefined> {
+  const codes = await Promise.all(members.map(async (m) => {
+    try {
+      checkTemplateNamespace(template, m.key.namespace, opts.jobTemplate);
+      // A node name no cluster has: a dry run validates and stores nothing.
+      const job = instantiateJob({
+        template,
+        node: { name: "fleet-preflight", uid: "00000000-0000-0000-0000-000000000000" },
+        prefix: m.key.prefix,
+        namespace: m.key.namespace,
+        keys: trackingKeys(opts.trackingLabelPrefix),
+        pin: opts.pin,
+        templateHash: m.key.templateHash,
+      });
+      await validateOnServer(m.kube, m.key.namespace, job);
+      return undefined;
+    } catch (e) {
+      const code = env.errorCode(e, m.log);
+      env.log.error(
+        `fleet: cluster ${m.name} refused the rollout at start; nothing was created in any cluster`,
+        { event: "fleetRefused", cluster: m.name },
+      );
+      return code;
+    }
+  }));
+  return codes.find((c) => c !== undefined);
+}
+
+/** The fleet's questions, answered by the members' clusters. */
+function runnerOf(
+  members: Map<string, Member>,
+  template: JobTemplate,
+  cleanup: JobTemplate | undefined,
+  env: FleetEnv,
+): ClusterRunner {
+  const m = (name: string) => members.get(name)!;
+  return {
+    endedAt: async (c) =>
+      endedCleanly(await readRecord(m(c).kube, m(c).key), m(c).key.templateHash),
+    run: async (c, stop) => {
+      // The fleet's stop-the-line stops this run as a signal would: no further Job.
+      const ctx = {
+        ...env.context(m(c).kube, m(c).log),
+        signal: AbortSignal.any([env.signal, stop]),
+      };
+      try {
+        return await runDispatcher(m(c).cfg, template, ctx, cleanup);
+      } catch (e) {
+        return env.errorCode(e, m(c).log);
+      }
+    },
+    cause: async (c, code) => {
+      const said = await readRecord(m(c).kube, m(c).key).catch(() => undefined);
+      return recordCause(said) ?? `exit ${code} (see its lines above)`;
+    },
+    approvedBy: (stage, c) => approvedBy(m(c).kube, m(c).key, stage),
+  };
+}
+
+/**
+ * `job-dispatcher fleet -f FLEET.yaml [run flags]`: rolls the template out
+ * to every cluster of the fleet, stage by stage. Returns the exit code.
+ *
+ * @throws {UsageError} on bad input (a context the kubeconfig lacks), before anything is created
+ */
+export async function fleetCommand(
+  spec: FleetSpec,
+  opts: RunConfig,
+  template: JobTemplate,
+  cleanup: JobTemplate | undefined,
+  env: FleetEnv,
+): Promise<number> {
+  const { members, code } = await connectAll(fleetClusters(spec), opts, template, spec, env);
+  try {
+    if (code !== undefined) return code;
+    if (opts.dryRun) return await dryRunFleet(spec, members, opts, { template, cleanup }, env);
+    const refused = await checkTemplateEverywhere(members, opts, template, env);
+    if (refused !== undefined) return refused;
+    const runner = runnerOf(new Map(members.map((x) => [x.name, x])), template, cleanup, env);
+    return await runFleet(spec, {
+      runner,
+      log: env.log,
+      signal: env.signal,
+      now: Date.now,
+      sleep,
+      approvalPollMs: Math.max(1000, opts.pollIntervalSecs * 1000),
+      approveHint: env.approveHint,
+    });
+  } finally {
+    for (const x of members) x.kube.close();
+  }
+}
+
+/**
+ * The fleet's order in one line.
+ *
+ * @example
+ * ```ts
+ * fleetOrder(parseFleet("stages: [{name: a, clusters: [x], soakSecs: 5}, {name: b, clusters: [y]}]", "f"));
+ * // "stage a: x, then a soak of 5 s; stage b: y"
+ * ```
+ */
+export function fleetOrder(spec: FleetSpec): string {
+  return spec.stages.map((s, i) => {
+    const soak = s.soakSecs > 0 && i < spec.stages.length - 1
+      ? `, then a soak of ${s.soakSecs} s`
+      : "";
+    return `stage ${s.name}${s.approval ? " (after approval)" : ""}: ${
+      s.clusters.join(", ")
+    }${soak}`;
+  }).join("; ");
+}
+
+/**
+ * \`--dry-run\` across the fleet: each cluster's dry run (its plan, its Jobs
+ * or their server validation), in stage order, with no wait and nothing
+ * created; in text each headed by a comment line naming the cluster (a YAML
+ * stream stays one), with \`-o json\` one document of the order and every
+ * cluster's plan. Returns the first non-zero exit code, else 0.
+ */
+async function dryRunFleet(
+  spec: FleetSpec,
+  members: Member[],
+  opts: RunConfig,
+  templates: { template: JobTemplate; cleanup?: JobTemplate },
+  env: FleetEnv,
+): Promise<number> {
+  const json = opts.dryRun === "plan" && opts.output === "json";
+  const plans: Record<string, unknown> = {};
+  let first = 0;
+  if (!json) env.stdout(`# fleet ${spec.source}: ${fleetOrder(spec)}\n`);
+  for (const s of spec.stages) {
+    for (const c of s.clusters) {
+      const m = members.find((x) => x.name === c)!;
+      let out = "";
+      const ctx = { ...env.context(m.kube, m.log), stdout: (t: string) => (out += t + "\n") };
+      let code: number;
+      try {
+        code = await runDispatcher(m.cfg, templates.template, ctx, templates.cleanup);
+      } catch (e) {
+        code = env.errorCode(e, m.log);
+      }
+      first ||= code;
+      if (json) plans[c] = out.trim() ? JSON.parse(out) : null;
+      else {
+        // Client mode prints a YAML stream per cluster: one stream across them.
+        const sep = opts.dryRun === "client" && out.trim() ? "---\n" : "";
+        env.stdout(`${sep}# cluster ${c} (stage ${s.name})\n${out}`);
+      }
+    }
+  }
+  if (json) {
+    env.stdout(JSON.stringify({ stages: spec.stages, clusters: plans }, null, 2) + "\n");
+  }
+  return first;
+}
+
+/**
+ * `job-dispatcher fleet approve -f FLEET.yaml STAGE [run flags]`: records
+ * the approval of the stage, for this template, in each of its clusters,
+ * with who approved (the API server's whoami). Returns the exit code.
+ */
+export async function fleetApprove(
+  spec: FleetSpec,
+  stage: string,
+  opts: RunConfig,
+  template: JobTemplate,
+  env: FleetEnv,
+): Promise<number> {
+  const s = spec.stages.find((x) => x.name === stage);
+  if (!s) {
+    throw new UsageError(
+      `Invalid stage ${stage}: ${spec.source} has ${spec.stages.map((x) => x.name).join(", ")}`,
+    );
+  }
+  const { members, code } = await connectAll(s.clusters, opts, template, spec, env);
+  try {
+    if (code !== undefined) return code;
+    for (const m of members) {
+      const by = (await whoAmI(m.kube)) ?? "an unnamed user";
+      await recordApproval(m.kube, m.key, stage, by, Date.now());
+      env.log.info(`fleet: stage ${stage} approved in cluster ${m.name} by ${by}`, {
+        event: "fleetApproval",
+        stage,
+        cluster: m.name,
+        by,
+      });
+    }
+    return EXIT.ok;
+  } finally {
+    for (const x of members) x.kube.close();
+  }
+}
+
+/**
+ * `job-dispatcher fleet status -f FLEET.yaml [run flags] [-o json]`: reads
+ * each cluster's run record and its stage's approval (read-only) and prints
+ * where the fleet stands. A cluster that cannot be read is a row that says
+ * so, and the exit code is 3; else 0.
+ */
+export async function fleetStatus(
+  spec: FleetSpec,
+  opts: RunConfig,
+  template: JobTemplate,
+  output: "text" | "json",
+  env: FleetEnv,
+): Promise<number> {
+  const members: Member[] = [];
+  try {
+    for (const name of fleetClusters(spec)) {
+      members.push(await connectOne(name, opts, template, spec, env));
+    }
+    const stageOf = new Map(spec.stages.flatMap((s) => s.clusters.map((c) => [c, s.name])));
+    const facts = new Map<string, ClusterFacts>();
+    await Promise.all(members.map(async (m) => {
+      try {
+        const record = await readRecord(m.kube, m.key);
+        facts.set(m.name, {
+          record,
+          approvedBy: await approvedBy(m.kube, m.key, stageOf.get(m.name)!),
+        });
+      } catch (e) {
+        facts.set(m.name, { error: (e as Error).message });
+      }
+    }));
+    const view = fleetView(spec, facts, members[0].key.templateHash, Date.now());
+    env.stdout(output === "json" ? JSON.stringify(view, null, 2) + "\n" : renderFleetView(view));
+    return view.clusters.some((r) => r.phase === "unreadable") ? EXIT.cluster : EXIT.ok;
+  } finally {
+    for (const x of members) x.kube.close();
+  }
+}
+
+/** Waits `ms`, or until `signal` aborts. */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
+}

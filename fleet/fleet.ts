@@ -1,0 +1,221 @@
+/**
+ * The fleet's order: stages one after another, a stage's clusters rolled
+ * out (at most `maxParallelClusters` at once), then its soak, then the next
+ * stage's approval. One stop-the-line: the first cluster whose run exits
+ * non-zero (a gate breach, the failure budget, a failed node, a refusal)
+ * lets no further cluster start, and the fleet exits with that run's code.
+ *
+ * Where the fleet stands is read from the clusters, never kept by the
+ * process: a cluster whose run record says its rollout of this template
+ * ended is counted (and not run again), and a stage's soak runs from the
+ * latest recorded end of its clusters, so a re-run after `kill -9` goes on
+ * where the fleet was.
+ *
+ * @module
+ */
+
+import type { FleetSpec, Stage } from "./spec.ts";
+
+/** What the fleet asks of each cluster (fleet/cluster.ts and main.ts answer it). */
+export interface ClusterRunner {
+  /** When the cluster's rollout of this template ended cleanly, as its run record says; undefined when it did not. */
+  endedAt(cluster: string): Promise<number | undefined>;
+  /**
+   * Runs the cluster's rollout (the CLI's run) and returns its exit code;
+   * never throws. `stop` aborts when another cluster stopped the line: the
+   * run creates no further Job, as after SIGINT.
+   */
+  run(cluster: string, stop: AbortSignal): Promise<number>;
+  /** Why the cluster's run exited `code`, in a few words (its record's reason, if any). */
+  cause(cluster: string, code: number): Promise<string>;
+  /** Who approved `stage` in the cluster, for this template; undefined while no one has. */
+  approvedBy(stage: string, cluster: string): Promise<string | undefined>;
+}
+
+/** The fleet's log: one line per decision. */
+export interface FleetLog {
+  /** A step taken. */
+  info(msg: string, fields?: Record<string, unknown>): void;
+  /** A wait or a stop. */
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  /** The stop-the-line. */
+  error(msg: string, fields?: Record<string, unknown>): void;
+}
+
+/** What the fleet needs around it. */
+export interface FleetDeps {
+  /** The clusters. */
+  runner: ClusterRunner;
+  /** The log. */
+  log: FleetLog;
+  /** Aborted by SIGINT/SIGTERM: no further cluster starts, no wait goes on. */
+  signal: AbortSignal;
+  /** The clock (ms since the epoch). */
+  now: () => number;
+  /** Waits `ms`, or less when `signal` aborts. */
+  sleep: (ms: number, signal: AbortSignal) => Promise<void>;
+  /** How often an awaited approval is looked for. */
+  approvalPollMs: number;
+  /** The approve command, for the waiting line. */
+  approveHint: (stage: string) => string;
+}
+
+const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, "Z");
+
+/**
+ * Rolls the fleet out, stage by stage, and returns the exit code: 0 when
+ * every cluster ended cleanly, else the code of the first cluster's run
+ * that did not (the stop-the-line), or 0 after a stop by signal (the caller
+ * turns it into 130/143).
+ */
+export async function runFleet(spec: FleetSpec, deps: FleetDeps): Promise<number> {
+  const { log } = deps;
+  let before: { stage: Stage; endedAt: number } | undefined;
+  for (const stage of spec.stages) {
+    const ended = await recordedEnds(stage, deps);
+    const left = stage.clusters.filter((c) => !ended.has(c));
+    if (left.length === 0) {
+      const at = Math.max(...ended.values());
+      log.info(`fleet: stage ${stage.name} counted: every cluster ended at or before ${iso(at)}`, {
+        event: "fleetStageCounted",
+        stage: stage.name,
+        endedAt: iso(at),
+      });
+      before = { stage, endedAt: at };
+      continue;
+    }
+    if (before && !await soak(before, deps)) return 0;
+    if (stage.approval && !await approval(stage, deps)) return 0;
+    const outcome = await rollStage(stage, left, deps);
+    if (outcome.code !== 0 || deps.signal.aborted) return outcome.code;
+    for (const [c, at] of outcome.ended) ended.set(c, at);
+    const at = Math.max(...ended.values());
+    log.info(`fleet: stage ${stage.name} ended at ${iso(at)}`, {
+      event: "fleetStageEnded",
+      stage: stage.name,
+      endedAt: iso(at),
+    });
+    before = { stage, endedAt: at };
+  }
+  log.info(`fleet: every stage ended (${spec.stages.length} stages)`, { event: "fleetEnded" });
+  return 0;
+}
+
+/** The clusters of a stage whose record says they ended, with when; each counted one is said. */
+async function recordedEnds(stage: Stage, deps: FleetDeps): Promise<Map<string, number>> {
+  const ended = new Map<string, number>();
+  for (const c of stage.clusters) {
+    const at = await deps.runner.endedAt(c);
+    if (at === undefined) continue;
+    ended.set(c, at);
+    deps.log.info(
+      `fleet: cluster ${c} (stage ${stage.name}) counted: its run record says it ended at ${
+        iso(at)
+      }`,
+      { event: "fleetClusterCounted", cluster: c, stage: stage.name, endedAt: iso(at) },
+    );
+  }
+  return ended;
+}
+
+/** Waits out the soak after the stage before; false when stopped. */
+async function soak(
+  before: { stage: Stage; endedAt: number },
+  deps: FleetDeps,
+): Promise<boolean> {
+  const until = before.endedAt + before.stage.soakSecs * 1000;
+  const wait = until - deps.now();
+  if (wait > 0) {
+    deps.log.info(
+      `fleet: soaking after stage ${before.stage.name} until ${
+        iso(until)
+      } (soakSecs ${before.stage.soakSecs} from its end ${iso(before.endedAt)})`,
+      { event: "fleetSoak", stage: before.stage.name, until: iso(until) },
+    );
+    await deps.sleep(wait, deps.signal);
+  }
+  return !deps.signal.aborted;
+}
+
+/** Waits until every cluster of the stage has the approval recorded; false when stopped. */
+async function approval(stage: Stage, deps: FleetDeps): Promise<boolean> {
+  let said = false;
+  while (!deps.signal.aborted) {
+    const by = await Promise.all(stage.clusters.map((c) => deps.runner.approvedBy(stage.name, c)));
+    const missing = stage.clusters.filter((_, i) => by[i] === undefined);
+    if (missing.length === 0) {
+      const who = [...new Set(by)].join(", ");
+      deps.log.info(`fleet: stage ${stage.name} approved by ${who}`, {
+        event: "fleetApproved",
+        stage: stage.name,
+        by: who,
+      });
+      return true;
+    }
+    if (!said) {
+      deps.log.warn(
+        `fleet: stage ${stage.name} waits for approval (not yet in ${missing.join(", ")}): ` +
+          deps.approveHint(stage.name),
+        { event: "fleetAwaitsApproval", stage: stage.name, missing },
+      );
+      said = true;
+    }
+    await deps.sleep(deps.approvalPollMs, deps.signal);
+  }
+  return false;
+}
+
+/**
+ * Rolls out the clusters of one stage, at most `maxParallelClusters` at once:
+ * the first run that exits non-zero stops the line: no further cluster
+ * starts, and the runs in flight create no further Job (their Jobs in
+ * flight run on; a re-run adopts them).
+ */
+async function rollStage(
+  stage: Stage,
+  clusters: string[],
+  deps: FleetDeps,
+): Promise<{ code: number; ended: Map<string, number> }> {
+  const queue = [...clusters];
+  const ended = new Map<string, number>();
+  const inFlight = new Set<string>();
+  const line = new AbortController();
+  let code = 0;
+  const worker = async () => {
+    while (queue.length && code === 0 && !deps.signal.aborted) {
+      const c = queue.shift()!;
+      deps.log.info(`fleet: stage ${stage.name}: starting cluster ${c}`, {
+        event: "fleetClusterStarted",
+        stage: stage.name,
+        cluster: c,
+      });
+      inFlight.add(c);
+      const rc = await deps.runner.run(c, line.signal);
+      inFlight.delete(c);
+      if (rc === 0 && !line.signal.aborted) {
+        // Its record unread (an API hiccup) must not end the others' runs: now is its end.
+        ended.set(c, (await deps.runner.endedAt(c).catch(() => undefined)) ?? deps.now());
+        continue;
+      }
+      if (code !== 0 || deps.signal.aborted) continue;
+      code = rc;
+      const cause = await deps.runner.cause(c, rc);
+      deps.log.error(
+        `fleet: stopped the line: cluster ${c} (stage ${stage.name}) exited ${rc}: ${cause}; ` +
+          `no further cluster starts (${queue.length} left in this stage)`,
+        { event: "fleetStopped", cluster: c, stage: stage.name, exitCode: rc, cause },
+      );
+      for (const other of inFlight) {
+        deps.log.warn(
+          `fleet: cluster ${other} creates no further Job (the line is stopped); ` +
+            "its Jobs in flight run on, a re-run adopts them",
+          { event: "fleetClusterStopped", cluster: other, stage: stage.name },
+        );
+      }
+      line.abort();
+    }
+  };
+  const width = Math.max(1, Math.min(stage.maxParallelClusters, clusters.length));
+  await Promise.all(Array.from({ length: width }, worker));
+  return { code, ended };
+}

@@ -1,0 +1,175 @@
+import assert from "node:assert/strict";
+import { type ClusterRunner, type FleetDeps, runFleet } from "./fleet.ts";
+import { parseFleet } from "./spec.ts";
+
+/** A fleet of fake clusters on a fake clock: each run takes 10 s and ends as `codes` says. */
+function fakeFleet(opts: {
+  ended?: Record<string, number>;
+  codes?: Record<string, number>;
+  approvals?: Record<string, number>;
+} = {}) {
+  let now = 1_000_000;
+  const ended = new Map(Object.entries(opts.ended ?? {}));
+  const calls: string[] = [];
+  const lines: string[] = [];
+  const inFlight = new Set<string>();
+  let widest = 0;
+  const runner: ClusterRunner = {
+    endedAt: (c) => Promise.resolve(ended.get(c)),
+    run: async (c) => {
+      calls.push(`run ${c} at ${now}`);
+      inFlight.add(c);
+      widest = Math.max(widest, inFlight.size);
+      await Promise.resolve();
+      await Promise.resolve();
+      now += 10_000;
+      inFlight.delete(c);
+      const code = opts.codes?.[c] ?? 0;
+      if (code === 0) ended.set(c, now);
+      return code;
+    },
+    cause: (c, code) => Promise.resolve(`${c} said ${code}`),
+    approvedBy: (stage) =>
+      Promise.resolve(
+        opts.approvals?.[stage] !== undefined && now >= opts.approvals[stage] ? "alice" : undefined,
+      ),
+  };
+  const abort = new AbortController();
+  const deps: FleetDeps = {
+    runner,
+    log: {
+      info: (m) => lines.push(m),
+      warn: (m) => lines.push(m),
+      error: (m) => lines.push(`error: ${m}`),
+    },
+    signal: abort.signal,
+    now: () => now,
+    sleep: (ms) => {
+      calls.push(`sleep ${ms}`);
+      now += ms;
+      return Promise.resolve();
+    },
+    approvalPollMs: 5_000,
+    approveHint: (s) => `fleet approve ${s}`,
+  };
+  return { deps, calls, lines, abort, widest: () => widest };
+}
+
+const THREE = parseFleet(
+  `stages:
+  - {name: one, clusters: [a], soakSecs: 30}
+  - {name: two, clusters: [b, c]}
+`,
+  "f.yaml",
+);
+
+Deno.test("runFleet keeps stage order and soaks from the stage's end before the next", async () => {
+  const f = fakeFleet();
+  assert.equal(await runFleet(THREE, f.deps), 0);
+  assert.deepEqual(f.calls, [
+    "run a at 1000000",
+    "sleep 30000",
+    "run b at 1040000",
+    "run c at 1040000",
+  ]);
+});
+
+Deno.test("runFleet runs a stage's clusters at most maxParallelClusters at once", async () => {
+  const spec = parseFleet("stages: [{name: s, clusters: [a, b, c], maxParallelClusters: 2}]", "f");
+  const f = fakeFleet();
+  assert.equal(await runFleet(spec, f.deps), 0);
+  assert.equal(f.widest(), 2);
+  assert.equal(f.calls.length, 3);
+});
+
+Deno.test("runFleet stops the line at the first cluster that exits non-zero, with its code", async () => {
+  const f = fakeFleet({ codes: { a: 5 } });
+  assert.equal(await runFleet(THREE, f.deps), 5);
+  assert.deepEqual(f.calls, ["run a at 1000000"]);
+  const stop = f.lines.find((l) => l.startsWith("error: "));
+  assert.match(stop!, /stopped the line: cluster a \(stage one\) exited 5: a said 5/);
+});
+
+Deno.test("runFleet starts no further cluster of the stage after a stop, in-flight ones end", async () => {
+  const spec = parseFleet("stages: [{name: s, clusters: [a, b, c], maxParallelClusters: 1}]", "f");
+  const f = fakeFleet({ codes: { b: 1 } });
+  assert.equal(await runFleet(spec, f.deps), 1);
+  assert.deepEqual(f.calls, ["run a at 1000000", "run b at 1010000"]);
+});
+
+Deno.test("runFleet counts what the clusters' records say ended, and soaks from the recorded end", async () => {
+  // a ended 5 s before now: 25 s of the 30 s soak are left; b ended too, only c runs.
+  const f = fakeFleet({ ended: { a: 995_000, b: 999_000 } });
+  assert.equal(await runFleet(THREE, f.deps), 0);
+  assert.deepEqual(f.calls, ["sleep 25000", "run c at 1025000"]);
+  assert.ok(f.lines.some((l) => /stage one counted/.test(l)));
+  assert.ok(f.lines.some((l) => /cluster b \(stage two\) counted/.test(l)));
+});
+
+Deno.test("runFleet runs nothing when every cluster is counted, and waits no soak then", async () => {
+  const f = fakeFleet({ ended: { a: 990_000, b: 995_000, c: 996_000 } });
+  assert.equal(await runFleet(THREE, f.deps), 0);
+  assert.deepEqual(f.calls, []);
+});
+
+Deno.test("runFleet waits for a stage's approval, said once, after the soak", async () => {
+  const spec = parseFleet(
+    "stages: [{name: one, clusters: [a]}, {name: two, clusters: [b], approval: true}]",
+    "f",
+  );
+  const f = fakeFleet({ approvals: { two: 1_030_000 } });
+  assert.equal(await runFleet(spec, f.deps), 0);
+  assert.deepEqual(f.calls, [
+    "run a at 1000000",
+    "sleep 5000",
+    "sleep 5000",
+    "sleep 5000",
+    "sleep 5000",
+    "run b at 1030000",
+  ]);
+  assert.equal(f.lines.filter((l) => /two waits for approval/.test(l)).length, 1);
+  assert.ok(f.lines.some((l) => l === "fleet: stage two approved by alice"));
+});
+
+Deno.test("runFleet stops the runs in flight when another cluster stops the line", async () => {
+  const spec = parseFleet("stages: [{name: s, clusters: [a, b]}]", "f");
+  const f = fakeFleet();
+  let bStopped = false;
+  f.deps.runner.run = async (c, stop) => {
+    if (c === "a") return await Promise.resolve(1);
+    await new Promise<void>((resolve) => stop.addEventListener("abort", () => resolve()));
+    bStopped = true;
+    return 0;
+  };
+  assert.equal(await runFleet(spec, f.deps), 1);
+  assert.ok(bStopped);
+  assert.ok(
+    f.lines.some((l) => /cluster b creates no further Job \(the line is stopped\)/.test(l)),
+  );
+});
+
+Deno.test("runFleet takes now as a cluster's end when its record cannot be read after its run", async () => {
+  const f = fakeFleet();
+  const endedAt = f.deps.runner.endedAt;
+  const reads = new Map<string, number>();
+  // Each cluster's second read is the one after its run: it fails.
+  f.deps.runner.endedAt = (c) => {
+    reads.set(c, (reads.get(c) ?? 0) + 1);
+    return reads.get(c) === 2 ? Promise.reject(new Error("503")) : endedAt(c);
+  };
+  assert.equal(await runFleet(THREE, f.deps), 0);
+  // a ended at 1010000 (now, then); the soak of 30 s runs from there.
+  assert.deepEqual(f.calls, [
+    "run a at 1000000",
+    "sleep 30000",
+    "run b at 1040000",
+    "run c at 1040000",
+  ]);
+});
+
+Deno.test("runFleet starts no cluster once stopped by a signal", async () => {
+  const f = fakeFleet();
+  f.abort.abort();
+  assert.equal(await runFleet(THREE, f.deps), 0);
+  assert.deepEqual(f.calls, []);
+});

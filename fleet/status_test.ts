@@ -1,0 +1,105 @@
+import assert from "node:assert/strict";
+import type { RunRecord } from "../report/record.ts";
+import { parseFleet } from "./spec.ts";
+import { type ClusterFacts, fleetView, renderFleetView } from "./status.ts";
+
+const NOW = 1_000_000;
+const SPEC = parseFleet(
+  `stages:
+  - {name: one, clusters: [a], soakSecs: 60}
+  - {name: two, clusters: [b, c], approval: true}
+`,
+  "f.yaml",
+);
+
+function record(over: Partial<RunRecord> = {}): RunRecord {
+  return {
+    version: 1,
+    prefix: "drv",
+    templateHash: "h",
+    namespace: "ops",
+    state: "finished",
+    startedAt: NOW - 100_000,
+    updatedAt: NOW - 10_000,
+    heartbeatMs: 20_000,
+    parallelism: 2,
+    summary: "",
+    nodes: [{ node: "n1", phase: "succeeded" }, { node: "n2", phase: "succeeded" }],
+    ...over,
+  };
+}
+
+const CASES: [string, Record<string, ClusterFacts>, string | undefined, RegExp][] = [
+  ["nothing begun", {}, "one", /the fleet command to start its clusters/],
+  [
+    "stage one running, paused",
+    { a: { record: record({ state: "running", updatedAt: NOW, paused: "gate breach" }) } },
+    "one",
+    /cluster a paused: gate breach/,
+  ],
+  [
+    "stage one's run gone",
+    { a: { record: record({ state: "running", updatedAt: NOW - 60_000 }) } },
+    "one",
+    /cluster a's run is gone/,
+  ],
+  [
+    "stage one failed: the line is stopped",
+    { a: { record: record({ nodes: [{ node: "n1", phase: "failed" }] }) } },
+    "one",
+    /cluster a failed \(the line is stopped\)/,
+  ],
+  ["stage one ended 10 s ago: soak left", { a: { record: record() } }, "two", /soak, 50 s left/],
+  [
+    "soak over, no approval",
+    { a: { record: record({ updatedAt: NOW - 70_000 }) } },
+    "two",
+    /approval \(fleet approve two\)/,
+  ],
+  [
+    "another template's record is not started",
+    { a: { record: record({ templateHash: "old" }) } },
+    "one",
+    /start its clusters/,
+  ],
+  [
+    "every stage ended",
+    { a: { record: record() }, b: { record: record() }, c: { record: record() } },
+    undefined,
+    /every stage ended/,
+  ],
+  ["a cluster unreadable", { a: { error: "refused" } }, "one", /cluster a could not be read/],
+];
+
+for (const [name, facts, stage, waits] of CASES) {
+  Deno.test(`fleetView: ${name}`, () => {
+    const v = fleetView(SPEC, new Map(Object.entries(facts)), "h", NOW);
+    assert.equal(v.stage, stage);
+    assert.match(v.waitsFor, waits);
+    assert.deepEqual(v.clusters.map((r) => r.cluster), ["a", "b", "c"]);
+  });
+}
+
+Deno.test("fleetView counts a cluster's nodes from its record", () => {
+  const facts = {
+    a: {
+      record: record({
+        nodes: [{ node: "n1", phase: "failed" }, { node: "n2", phase: "succeeded" }],
+      }),
+    },
+  };
+  const row = fleetView(SPEC, new Map(Object.entries(facts)), "h", NOW).clusters[0];
+  assert.deepEqual(
+    { phase: row.phase, succeeded: row.succeeded, failed: row.failed, total: row.total },
+    { phase: "failed", succeeded: 1, failed: 1, total: 2 },
+  );
+});
+
+Deno.test("renderFleetView prints one row per cluster and the fleet's line", () => {
+  const text = renderFleetView(fleetView(SPEC, new Map([["a", { record: record() }]]), "h", NOW));
+  const lines = text.trimEnd().split("\n");
+  assert.match(lines[0], /^CLUSTER\s+STAGE\s+PHASE\s+SUCCEEDED\s+FAILED\s+TOTAL\s+ETA\s+REASON$/);
+  assert.match(lines[1], /^a\s+one\s+ended\s+2\s+0\s+2\s+-$/);
+  assert.match(lines[2], /^b\s+two\s+notStarted\s+0\s+0\s+0/);
+  assert.equal(lines.at(-1), "fleet: stage two; waits for soak, 50 s left");
+});
