@@ -169,3 +169,20 @@ Deno.test("NodeVerifier throws an outage instead of failing the node: the engine
     );
   });
 });
+
+Deno.test("NodeVerifier reads the Job's end from the engine: a pod Ready after it passes once the Job's TTL removed the Job", async () => {
+  // The engine saw the Job end at 10:00:05; its ttlSecondsAfterFinished then
+  // removed it, and the validator pod turned Ready at 10:00:07, before this
+  // verification began (now): that is proof, not "Ready before the Job".
+  const ended = new Date(DONE).getTime();
+  await withServer((req) => {
+    if (new URL(req.url).pathname.includes("/jobs/")) return status(404, "NotFound");
+    return podList("True", "2026-12-01T10:00:07Z");
+  }, async (kube) => {
+    const why = await verifier(kube, { podSelector: "app=validator", timeoutSecs: 0.2 }).verify(
+      NODE,
+      ended,
+    );
+    assert.equal(why, undefined);
+  });
+});
