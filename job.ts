@@ -612,6 +612,34 @@ export function interpretStatus(job: Pick<V1Job, "status">): JobOutcome {
 }
 
 /**
+ * When the Job controller decided a Job's outcome (ms since the epoch): its
+ * `completionTime` once `Complete`, else the `lastTransitionTime` of the
+ * condition {@linkcode interpretStatus} reads it from (`SuccessCriteriaMet`,
+ * `Failed`, `FailureTarget`); undefined while it runs or when the Job says no
+ * time. Work on the node after its Job (verification) is judged against this
+ * time, which the Job's TTL may remove with the Job: the engine keeps it.
+ *
+ * @example
+ * ```ts
+ * outcomeAt({ status: { completionTime: new Date("2026-12-01T10:00:05Z"),
+ *   conditions: [{ type: "Complete", status: "True" }] } }); // 1796119205000
+ * ```
+ */
+export function outcomeAt(job: Pick<V1Job, "status">): number | undefined {
+  const outcome = interpretStatus(job);
+  if (outcome.phase === "active") return undefined;
+  const type = outcome.phase === "succeeded"
+    ? (outcome.final ? "Complete" : "SuccessCriteriaMet")
+    : (outcome.final ? "Failed" : "FailureTarget");
+  const cond = job.status?.conditions?.find((c) => c.type === type && c.status === "True");
+  const completion = outcome.phase === "succeeded" && outcome.final
+    ? job.status?.completionTime
+    : undefined;
+  const at = completion ?? cond?.lastTransitionTime;
+  return at === undefined ? undefined : new Date(at).getTime();
+}
+
+/**
  * Why the template's `ttlSecondsAfterFinished` is too short for the run to
  * see a Job's outcome, or undefined. Only polling can miss it: a Job that
  * finishes just after one LIST is seen by the next, one interval later (and a

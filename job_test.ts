@@ -12,6 +12,7 @@ import {
   type JobTemplate,
   labelValue,
   MAX_JOB_NAME,
+  outcomeAt,
   parseJobTemplate,
   type RunIdentity,
   sanitize,
@@ -1136,6 +1137,50 @@ Deno.test({
     ];
     for (const c of cases) {
       await t.step(c.name, () => assert.deepEqual(interpretStatus(c.job), c.want));
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "outcomeAt() says when a Job's outcome was decided, from the condition interpretStatus reads",
+  permissions: "none",
+  async fn(t) {
+    const T1 = "2026-12-01T10:00:01Z", T2 = "2026-12-01T10:00:02Z", T3 = "2026-12-01T10:00:03Z";
+    const cond = (type: string, at: string) => ({
+      type,
+      status: "True",
+      lastTransitionTime: at as unknown as Date,
+    });
+    const cases: [string, Pick<V1Job, "status">, string | undefined][] = [
+      ["active: none", { status: { active: 1 } }, undefined],
+      [
+        "Complete: its completionTime",
+        { status: { completionTime: T3 as unknown as Date, conditions: [cond("Complete", T2)] } },
+        T3,
+      ],
+      ["Complete without a completionTime: the condition's time", {
+        status: { conditions: [cond("Complete", T2)] },
+      }, T2],
+      ["SuccessCriteriaMet: its time", {
+        status: { conditions: [cond("SuccessCriteriaMet", T1)] },
+      }, T1],
+      ["SuccessCriteriaMet then Complete: the completionTime", {
+        status: {
+          completionTime: T3 as unknown as Date,
+          conditions: [cond("SuccessCriteriaMet", T1), cond("Complete", T2)],
+        },
+      }, T3],
+      ["FailureTarget: its time", { status: { conditions: [cond("FailureTarget", T1)] } }, T1],
+      ["FailureTarget then Failed: Failed's time", {
+        status: { conditions: [cond("FailureTarget", T1), cond("Failed", T2)] },
+      }, T2],
+      ["a condition without a time: none", {
+        status: { conditions: [{ type: "Complete", status: "True" }] },
+      }, undefined],
+    ];
+    for (const [name, job, want] of cases) {
+      await t.step(name, () => assert.equal(outcomeAt(job), want && Date.parse(want)));
     }
   },
 });

@@ -50,10 +50,10 @@ export function afterSuccess(
   maintenance: Maintenance | undefined,
   node: (t: Target) => V1Node,
   verifier?: NodeVerifier,
-): ((t: Target) => Promise<string | undefined>) | undefined {
+): ((t: Target, jobEndedAt: number) => Promise<string | undefined>) | undefined {
   if (!writer.hasAfter && !maintenance && !verifier) return undefined;
-  return async (t) => {
-    const verify = verifier && (() => verifier.verify(t.node, t.name));
+  return async (t, jobEndedAt) => {
+    const verify = verifier && (() => verifier.verify(t.node, jobEndedAt));
     const why = writer.hasAfter ? await writer.after(node(t), verify) : await verify?.();
     return why ?? await maintenance?.afterSuccess(t.node);
   };

@@ -55,8 +55,8 @@ Deno.test({
       "verification: pod gpu/v not Ready after 5 s",
     ]]);
     const verifier = {
-      verify: (node: { name: string }, job: string) => {
-        calls.push(`verify ${node.name} ${job}`);
+      verify: (node: { name: string }, jobEndedAt: number) => {
+        calls.push(`verify ${node.name} ${jobEndedAt}`);
         return Promise.resolve(verdicts.get(node.name));
       },
     } as unknown as NodeVerifier;
@@ -66,8 +66,8 @@ Deno.test({
       name: `up-${name}`,
       job: () => ({}),
     });
-    assert.equal(await work(target("n1")), undefined);
-    assert.equal(await work(target("n2")), "verification: pod gpu/v not Ready after 5 s");
-    assert.deepEqual(calls, ["verify n1 up-n1", "uncordon", "verify n2 up-n2"]);
+    assert.equal(await work(target("n1"), 5_000), undefined);
+    assert.equal(await work(target("n2"), 7_000), "verification: pod gpu/v not Ready after 5 s");
+    assert.deepEqual(calls, ["verify n1 5000", "uncordon", "verify n2 7000"]);
   },
 });

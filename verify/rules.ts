@@ -64,18 +64,6 @@ export function podsVerdict(
   return { ok: true };
 }
 
-/**
- * When a Job finished (ms since the epoch): its `completionTime`, else the
- * time of its success condition; undefined when it says neither.
- */
-export function jobFinishedAt(job: V1Job | undefined): number | undefined {
-  const at = job?.status?.completionTime ??
-    job?.status?.conditions?.find((c) =>
-      (c.type === "Complete" || c.type === "SuccessCriteriaMet") && c.status === "True"
-    )?.lastTransitionTime;
-  return at === undefined ? undefined : new Date(at).getTime();
-}
-
 /** What a smoke-test Job says: still running, succeeded, or failed with a reason. */
 export type SmokeState = { state: "running" } | { state: "succeeded" } | {
   state: "failed";

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { V1Job, V1Pod } from "@kubernetes/client-node";
-import { existingSmoke, jobFinishedAt, podsVerdict, smokeState } from "./rules.ts";
+import { existingSmoke, podsVerdict, smokeState } from "./rules.ts";
 
 const FINISHED = Date.parse("2026-12-01T10:00:05.700Z");
 
@@ -59,26 +59,6 @@ Deno.test({
     for (const [name, pods, want] of cases) {
       await t.step(name, () => assert.deepEqual(podsVerdict(pods, FINISHED, "app=v"), want));
     }
-  },
-});
-
-Deno.test({
-  name: "jobFinishedAt() reads completionTime, else the success condition's time",
-  permissions: "none",
-  fn() {
-    const at = "2026-12-01T10:00:05Z";
-    assert.equal(
-      jobFinishedAt({ status: { completionTime: at as unknown as Date } }),
-      Date.parse(at),
-    );
-    const cond = {
-      type: "SuccessCriteriaMet",
-      status: "True",
-      lastTransitionTime: at as unknown as Date,
-    };
-    assert.equal(jobFinishedAt({ status: { conditions: [cond] } }), Date.parse(at));
-    assert.equal(jobFinishedAt(undefined), undefined);
-    assert.equal(jobFinishedAt({ status: {} }), undefined);
   },
 });
 

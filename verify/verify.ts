@@ -14,7 +14,7 @@ import type { V1Job, V1Pod } from "@kubernetes/client-node";
 import type { NodeFacts, TrackingKeys } from "../job.ts";
 import { isRetryable, type Kube, paths } from "../kube/client.ts";
 import { errorText } from "../base/errors.ts";
-import { existingSmoke, jobFinishedAt, podsVerdict, smokeState } from "./rules.ts";
+import { existingSmoke, podsVerdict, smokeState } from "./rules.ts";
 
 /** What `--verify-pod-selector`, `--verify-job-template` and `--verify-timeout-secs` ask. */
 export interface VerifyConfig {
@@ -62,24 +62,22 @@ export class NodeVerifier {
   }
 
   /**
-   * Verifies one node whose Job `jobName` succeeded: the pods, then the
-   * smoke-test Job, within one deadline.
+   * Verifies one node whose Job succeeded: the pods, then the smoke-test
+   * Job, within one deadline.
    *
+   * @param jobEndedAt when the node's Job succeeded (ms since the epoch), as
+   *   the engine saw it: the Job itself may be gone by its TTL
    * @throws an outage error (see `isRetryable`): the caller pauses and retries
    */
-  async verify(node: NodeFacts, jobName: string): Promise<string | undefined> {
-    const began = Date.now();
+  async verify(node: NodeFacts, jobEndedAt: number): Promise<string | undefined> {
     const { config } = this.#o;
-    const deadline = began + config.timeoutSecs * 1000;
+    const deadline = Date.now() + config.timeoutSecs * 1000;
     try {
-      const job = await this.#o.kube.get<V1Job>(paths.job(this.#o.namespace, jobName));
-      // A Job already collected by its TTL: it finished before this began.
-      const finishedAt = jobFinishedAt(job) ?? began;
       if (config.podSelector) {
-        const why = await this.#pods(node.name, config.podSelector, finishedAt, deadline);
+        const why = await this.#pods(node.name, config.podSelector, jobEndedAt, deadline);
         if (why) return why;
       }
-      if (this.#o.smokeJob) return await this.#smoke(node, finishedAt, deadline);
+      if (this.#o.smokeJob) return await this.#smoke(node, jobEndedAt, deadline);
       return undefined;
     } catch (e) {
       if (this.#o.signal.aborted) return STOPPED;

@@ -6,10 +6,8 @@ import { NodeVerifier, type VerifyConfig } from "./verify.ts";
 
 const NODE = { name: "n1", uid: "node-uid" };
 const DONE = "2026-12-01T10:00:05Z";
-const MAIN: V1Job = {
-  metadata: { name: "up-n1" },
-  status: { completionTime: DONE as unknown as Date },
-};
+/** When the engine saw the node's Job end (`jobEndedAt`). */
+const ENDED = Date.parse(DONE);
 
 function verifier(
   kube: ConstructorParameters<typeof NodeVerifier>[0]["kube"],
@@ -51,14 +49,13 @@ function podList(ready: string, at: string) {
 Deno.test("NodeVerifier fails a node whose validator pod never becomes Ready, naming the pod and the timeout", async () => {
   await withServer((req) => {
     const url = new URL(req.url);
-    if (url.pathname === "/apis/batch/v1/namespaces/ops/jobs/up-n1") return Response.json(MAIN);
     assert.equal(url.pathname, "/api/v1/pods");
     assert.equal(url.searchParams.get("fieldSelector"), "spec.nodeName=n1");
     assert.equal(url.searchParams.get("labelSelector"), "app=validator");
     return podList("False", DONE);
   }, async (kube) => {
     const why = await verifier(kube, { podSelector: "app=validator", timeoutSecs: 0.3 })
-      .verify(NODE, "up-n1");
+      .verify(NODE, ENDED);
     assert.equal(why, "verification: pod gpu/validator-x not Ready after 0.3 s");
   });
 });
@@ -66,7 +63,6 @@ Deno.test("NodeVerifier fails a node whose validator pod never becomes Ready, na
 Deno.test("NodeVerifier passes once the pod's Ready transition comes after the Job finished", async () => {
   let reads = 0;
   await withServer((req) => {
-    if (new URL(req.url).pathname.endsWith("/jobs/up-n1")) return Response.json(MAIN);
     // Ready since before the Job at first (it proves nothing), then restarted and Ready.
     return ++reads < 3
       ? podList("True", "2026-12-01T09:00:00Z")
@@ -74,7 +70,7 @@ Deno.test("NodeVerifier passes once the pod's Ready transition comes after the J
   }, async (kube) => {
     const why = await verifier(kube, { podSelector: "app=validator", timeoutSecs: 5 }).verify(
       NODE,
-      "up-n1",
+      ENDED,
     );
     assert.equal(why, undefined);
     assert.equal(reads, 3);
@@ -83,12 +79,11 @@ Deno.test("NodeVerifier passes once the pod's Ready transition comes after the J
 
 Deno.test("NodeVerifier says a pod Ready only since before the Job, at the timeout", async () => {
   await withServer((req) => {
-    if (new URL(req.url).pathname.endsWith("/jobs/up-n1")) return Response.json(MAIN);
     return podList("True", "2026-12-01T09:00:00Z");
   }, async (kube) => {
     const why = await verifier(kube, { podSelector: "app=validator", timeoutSecs: 0.2 }).verify(
       NODE,
-      "up-n1",
+      ENDED,
     );
     assert.match(
       why!,
@@ -102,7 +97,6 @@ Deno.test("NodeVerifier creates the smoke-test Job and fails the node when it fa
   let gets = 0;
   await withServer((req, _n, body) => {
     const path = new URL(req.url).pathname;
-    if (path.endsWith("/jobs/up-n1")) return Response.json(MAIN);
     if (req.method === "POST" && path === "/apis/batch/v1/namespaces/ops/jobs") {
       smoke = {
         ...(body as V1Job),
@@ -128,7 +122,7 @@ Deno.test("NodeVerifier creates the smoke-test Job and fails the node when it fa
   }, async (kube, hits) => {
     const why = await verifier(kube, { jobTemplate: "smoke.yaml", timeoutSecs: 5 }, true).verify(
       NODE,
-      "up-n1",
+      ENDED,
     );
     assert.equal(
       why,
@@ -142,7 +136,6 @@ Deno.test("NodeVerifier fails a node whose smoke-test Job has not succeeded at t
   let smoke: V1Job | undefined;
   await withServer((req, _n, body) => {
     const path = new URL(req.url).pathname;
-    if (path.endsWith("/jobs/up-n1")) return Response.json(MAIN);
     if (req.method === "POST") {
       smoke = body as V1Job;
       return Response.json(smoke, { status: 201 });
@@ -152,7 +145,7 @@ Deno.test("NodeVerifier fails a node whose smoke-test Job has not succeeded at t
   }, async (kube) => {
     const why = await verifier(kube, { jobTemplate: "smoke.yaml", timeoutSecs: 0.2 }, true).verify(
       NODE,
-      "up-n1",
+      ENDED,
     );
     assert.equal(why, "verification: job ops/up-verify-n1 not succeeded after 0.2 s");
   });
@@ -160,11 +153,10 @@ Deno.test("NodeVerifier fails a node whose smoke-test Job has not succeeded at t
 
 Deno.test("NodeVerifier throws an outage instead of failing the node: the engine pauses and retries", async () => {
   await withServer((req) => {
-    if (new URL(req.url).pathname.endsWith("/jobs/up-n1")) return Response.json(MAIN);
     return status(503, "ServiceUnavailable");
   }, async (kube) => {
     await assert.rejects(
-      verifier(kube, { podSelector: "app=validator", timeoutSecs: 0.2 }).verify(NODE, "up-n1"),
+      verifier(kube, { podSelector: "app=validator", timeoutSecs: 0.2 }).verify(NODE, ENDED),
       (e) => isRetryable(e),
     );
   });
@@ -174,14 +166,13 @@ Deno.test("NodeVerifier reads the Job's end from the engine: a pod Ready after i
   // The engine saw the Job end at 10:00:05; its ttlSecondsAfterFinished then
   // removed it, and the validator pod turned Ready at 10:00:07, before this
   // verification began (now): that is proof, not "Ready before the Job".
-  const ended = new Date(DONE).getTime();
   await withServer((req) => {
     if (new URL(req.url).pathname.includes("/jobs/")) return status(404, "NotFound");
     return podList("True", "2026-12-01T10:00:07Z");
   }, async (kube) => {
     const why = await verifier(kube, { podSelector: "app=validator", timeoutSecs: 0.2 }).verify(
       NODE,
-      ended,
+      ENDED,
     );
     assert.equal(why, undefined);
   });
