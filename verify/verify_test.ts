@@ -62,7 +62,7 @@ Deno.test("NodeVerifier fails a node whose validator pod never becomes Ready, na
 
 Deno.test("NodeVerifier passes once the pod's Ready transition comes after the Job finished", async () => {
   let reads = 0;
-  await withServer((req) => {
+  await withServer(() => {
     // Ready since before the Job at first (it proves nothing), then restarted and Ready.
     return ++reads < 3
       ? podList("True", "2026-12-01T09:00:00Z")
@@ -78,7 +78,7 @@ Deno.test("NodeVerifier passes once the pod's Ready transition comes after the J
 });
 
 Deno.test("NodeVerifier says a pod Ready only since before the Job, at the timeout", async () => {
-  await withServer((req) => {
+  await withServer(() => {
     return podList("True", "2026-12-01T09:00:00Z");
   }, async (kube) => {
     const why = await verifier(kube, { podSelector: "app=validator", timeoutSecs: 0.2 }).verify(
@@ -135,7 +135,6 @@ Deno.test("NodeVerifier creates the smoke-test Job and fails the node when it fa
 Deno.test("NodeVerifier fails a node whose smoke-test Job has not succeeded at the timeout, naming the Job", async () => {
   let smoke: V1Job | undefined;
   await withServer((req, _n, body) => {
-    const path = new URL(req.url).pathname;
     if (req.method === "POST") {
       smoke = body as V1Job;
       return Response.json(smoke, { status: 201 });
@@ -152,7 +151,7 @@ Deno.test("NodeVerifier fails a node whose smoke-test Job has not succeeded at t
 });
 
 Deno.test("NodeVerifier throws an outage instead of failing the node: the engine pauses and retries", async () => {
-  await withServer((req) => {
+  await withServer(() => {
     return status(503, "ServiceUnavailable");
   }, async (kube) => {
     await assert.rejects(
