@@ -323,3 +323,31 @@ Deno.test({
     assert.deepEqual(unhashed.counts, { succeeded: 3 }, "an older record: no hash to judge by");
   },
 });
+
+Deno.test({
+  name:
+    "status keeps finishing a node of a dead run whose Job is Complete: its post-success work never ended, and --require-ended fails",
+  permissions: "none",
+  async fn(t) {
+    const nodes = [
+      { node: "n0", phase: "succeeded" as const },
+      { node: "n1", phase: "finishing" as const, since: T0 + 30_000 },
+    ];
+    const jobs = [job("n0", "Complete"), job("n1", "Complete")];
+    const cases: [string, RunRecord, number][] = [
+      ["killed (gone)", record({ nodes }), T0 + 200_000],
+      ["stopped by a signal", record({ nodes, state: "stopped" }), T0 + 70_000],
+    ];
+    for (const [name, rec, now] of cases) {
+      await t.step(name, () => {
+        const v = viewOf({ record: rec, jobs, now });
+        assert.notEqual(v.life, "running");
+        assert.deepEqual(v.counts, { succeeded: 1, finishing: 1 });
+        assert.equal(v.nodes[1].jobStatus, "Complete", "-o wide still shows its Job's word");
+        assert.equal(statusExitCode(v), 1, "not every node succeeded");
+        assert.equal(statusExitCode(v, { requireEnded: true }), 1, "helm test fails");
+        assert.match(renderText(v, now), /^n1 +finishing .*post-success work never ended/m);
+      });
+    }
+  },
+});
