@@ -153,8 +153,10 @@ function mergeNode(
   if (REPLACING.has(n.phase)) return n;
   if (n.phase === "queued" && job && stale(job)) return n;
   if (n.jobStatus === "Complete") {
-    // The run's post-success work (labels, taints) may still be under way.
-    if (!(live && n.phase === "finishing")) n.phase = "succeeded";
+    // Only the run does the post-success work (verification, labels,
+    // taints, uncordon): a node it left finishing still owes it, whether the
+    // run is under way or died in it. A Complete Job does not say it was done.
+    if (n.phase !== "finishing") n.phase = "succeeded";
   } else if (n.jobStatus === "Failed") {
     if (!(live && n.phase === "explaining")) {
       n.phase = "failed";
@@ -358,6 +360,15 @@ function section(title: string, rows: string[][]): string[] {
   return rows.length > 1 ? ["", title, ...table(rows)] : [];
 }
 
+/** The NOTE of a node in flight: its stall, or post-success work a dead run left owed. */
+function note(n: StatusNode, life: RunLife): string {
+  if (n.stalled) return `stalled: ${n.reason}`;
+  if (n.phase === "finishing" && life !== "running") {
+    return "its post-success work never ended (verification, labels, uncordon): a re-run does it";
+  }
+  return "";
+}
+
 /**
  * The text view: header, counts, then the nodes in flight (age, phase), the
  * failed ones with their reasons and the blocked ones with their pods;
@@ -382,7 +393,7 @@ export function renderText(view: StatusView, now: number, wide = false): string 
         age(now, n.since),
         n.job,
         ...extra(n),
-        n.stalled ? `stalled: ${n.reason}` : "",
+        note(n, view.life),
       ]),
     ]),
     ...section("FAILED", [
