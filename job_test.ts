@@ -1185,6 +1185,25 @@ Deno.test({
   },
 });
 
+Deno.test({
+  name: "no module but job.ts reads a Job's conditions: the engine, status and verify/ ask job.ts",
+  permissions: { read: true },
+  async fn() {
+    const root = new URL("./", import.meta.url);
+    const reads =
+      /\.type === "(Complete|Failed|SuccessCriteriaMet|FailureTarget|Suspended)"|\bon\("(Complete|Failed|SuccessCriteriaMet|FailureTarget)"\)/;
+    const found: string[] = [];
+    for (const dir of ["engine", "status", "verify", "run", "report", "gates", "nodes"]) {
+      for await (const f of Deno.readDir(new URL(`${dir}/`, root))) {
+        if (!f.name.endsWith(".ts") || f.name.endsWith("_test.ts")) continue;
+        const text = await Deno.readTextFile(new URL(`${dir}/${f.name}`, root));
+        if (reads.test(text)) found.push(`${dir}/${f.name}`);
+      }
+    }
+    assert.deepEqual(found, []);
+  },
+});
+
 // ---------------------------------------------------------------------------
 // classifyJob
 
