@@ -612,6 +612,21 @@ export function interpretStatus(job: Pick<V1Job, "status">): JobOutcome {
 }
 
 /**
+ * Whether a Job is finished: `Complete` or `Failed`, which the Job
+ * controller sets only once every pod is gone (`SuccessCriteriaMet` and
+ * `FailureTarget` come earlier, while a pod may still run its grace period).
+ *
+ * @example
+ * ```ts
+ * jobFinished({ status: { conditions: [{ type: "SuccessCriteriaMet", status: "True" }] } }); // false
+ * ```
+ */
+export function jobFinished(job: Pick<V1Job, "status">): boolean {
+  const outcome = interpretStatus(job);
+  return outcome.phase !== "active" && outcome.final;
+}
+
+/**
  * When the Job controller decided a Job's outcome (ms since the epoch): its
  * `completionTime` once `Complete`, else the `lastTransitionTime` of the
  * condition {@linkcode interpretStatus} reads it from (`SuccessCriteriaMet`,
@@ -705,10 +720,9 @@ export function slimJob(job: V1Job): V1Job {
  */
 export function stillRuns(job: Pick<V1Job, "metadata" | "spec" | "status">): boolean {
   if (job.metadata?.deletionTimestamp) return false;
-  const status = interpretStatus(job);
   // Decided: the Job controller no longer heeds suspend (syncJob skips
   // manageJob once an outcome is set) and sets the final condition itself.
-  if (status.phase !== "active") return !status.final;
+  if (interpretStatus(job).phase !== "active") return !jobFinished(job);
   const idle = !job.status?.active && !job.status?.terminating;
   return !(job.spec?.suspend === true && idle);
 }

@@ -8,6 +8,7 @@ import {
   identityHash,
   instantiateJob,
   interpretStatus,
+  jobFinished,
   jobName,
   type JobTemplate,
   labelValue,
@@ -1181,6 +1182,89 @@ Deno.test({
     ];
     for (const [name, job, want] of cases) {
       await t.step(name, () => assert.equal(outcomeAt(job), want && Date.parse(want)));
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "a Job's conditions, suspend and deletion read in one place: what the engine, status and verification each take of them",
+  permissions: "none",
+  async fn(t) {
+    const on = (...types: string[]) => ({
+      conditions: types.map((type) => ({ type, status: "True" })),
+    });
+    // [name, job, interpretStatus phase, decided-and-final (jobFinished), stillRuns]
+    const cases: [string, Pick<V1Job, "metadata" | "spec" | "status">, string, boolean, boolean][] =
+      [
+        ["running", { status: { active: 1 } }, "active", false, true],
+        [
+          "SuccessCriteriaMet: decided, pods may still run",
+          {
+            status: on("SuccessCriteriaMet"),
+          },
+          "succeeded",
+          false,
+          true,
+        ],
+        ["Complete", { status: on("SuccessCriteriaMet", "Complete") }, "succeeded", true, false],
+        [
+          "FailureTarget: decided, pods may still run",
+          {
+            status: on("FailureTarget"),
+          },
+          "failed",
+          false,
+          true,
+        ],
+        ["Failed", { status: on("FailureTarget", "Failed") }, "failed", true, false],
+        [
+          "suspended, no pod left",
+          {
+            spec: { suspend: true } as V1Job["spec"],
+            status: on("Suspended"),
+          },
+          "active",
+          false,
+          false,
+        ],
+        [
+          "suspended with a pod still terminating",
+          {
+            spec: { suspend: true } as V1Job["spec"],
+            status: { terminating: 1 },
+          },
+          "active",
+          false,
+          true,
+        ],
+        [
+          "suspended after SuccessCriteriaMet: the controller finishes it anyway",
+          {
+            spec: { suspend: true } as V1Job["spec"],
+            status: on("SuccessCriteriaMet"),
+          },
+          "succeeded",
+          false,
+          true,
+        ],
+        [
+          "being deleted while it runs",
+          {
+            metadata: { deletionTimestamp: new Date(0) },
+            status: { active: 1 },
+          },
+          "active",
+          false,
+          false,
+        ],
+      ];
+    for (const [name, job, phase, finished, runs] of cases) {
+      await t.step(name, () => {
+        assert.equal(interpretStatus(job).phase, phase);
+        assert.equal(jobFinished(job), finished);
+        assert.equal(stillRuns(job), runs);
+      });
     }
   },
 });

@@ -19,6 +19,7 @@ import type { Phase } from "../engine/node_state.ts";
 import { FINAL, IN_FLIGHT } from "../engine/node_state.ts";
 import {
   classifyJob,
+  interpretStatus,
   jobName,
   type OwnerRef,
   type RunIdentity,
@@ -113,20 +114,21 @@ export interface ViewInput {
 /** A record older than this past its heartbeat belongs to a run that died. */
 const GONE_GRACE_MS = 5_000;
 
-/** What a Job's conditions say, as the Job controller decided them. */
+/**
+ * What a Job's conditions say, as the Job controller decided them (job.ts
+ * `interpretStatus`): a decided outcome (`SuccessCriteriaMet`,
+ * `FailureTarget`) is the Job's word already, as the engine counts it.
+ */
 export function jobStatusOf(job: V1Job | undefined): StatusNode["jobStatus"] {
   if (!job) return "None";
-  const on = (t: string) =>
-    job.status?.conditions?.some((c) => c.type === t && c.status === "True");
-  if (on("Complete") || on("SuccessCriteriaMet")) return "Complete";
-  if (on("Failed") || on("FailureTarget")) return "Failed";
-  return "Active";
+  const phase = interpretStatus(job).phase;
+  return phase === "succeeded" ? "Complete" : phase === "failed" ? "Failed" : "Active";
 }
 
 function failedMessage(job: V1Job): string | undefined {
-  const c = job.status?.conditions?.find((c) => c.type === "Failed" && c.status === "True");
-  return c && `job ${job.metadata?.name} failed: ${c.message ?? c.reason ?? "Failed"}` +
-      (c.reason ? ` [${c.reason}]` : "");
+  const s = interpretStatus(job);
+  if (s.phase !== "failed") return undefined;
+  return `job ${job.metadata?.name} failed: ${s.message ? `${s.message} [${s.reason}]` : s.reason}`;
 }
 
 /**

@@ -58,7 +58,17 @@ function job(node: string, condition?: string, message = ""): V1Job {
       annotations: { [keys.nodeName]: node },
       creationTimestamp: new Date(T0) as unknown as Date,
     },
-    status: condition ? { conditions: [{ type: condition, status: "True", message }] } : {},
+    status: condition
+      ? {
+        conditions: [{
+          type: condition,
+          status: "True",
+          message,
+          // As the Job controller words a Failed condition: a reason always.
+          ...(condition === "Failed" && { reason: "BackoffLimitExceeded" }),
+        }],
+      }
+      : {},
   } as V1Job;
 }
 
@@ -83,7 +93,11 @@ function viewOf(
 function view(rec = record(), now = T0 + 70_000) {
   return viewOf({
     record: rec,
-    jobs: [job("n0", "Complete"), job("n1", "Failed", "BackoffLimitExceeded"), job("n2")],
+    jobs: [
+      job("n0", "Complete"),
+      job("n1", "Failed", "Job has reached the specified backoff limit"),
+      job("n2"),
+    ],
     nodes: new Map([["n1", cordoned]]),
     now,
   });
@@ -103,7 +117,10 @@ Deno.test({
     assert.equal(v.life, "running");
     assert.deepEqual(v.counts, { succeeded: 1, failed: 1, running: 1, queued: 2, blocked: 1 });
     const n = Object.fromEntries(v.nodes.map((x) => [x.node, x]));
-    assert.equal(n.n1.reason, "job up-n1 failed: BackoffLimitExceeded");
+    assert.equal(
+      n.n1.reason,
+      "job up-n1 failed: Job has reached the specified backoff limit [BackoffLimitExceeded]",
+    );
     assert.equal(n.n1.cordoned, "ours");
     assert.equal(n.n1.mark, "failed");
     assert.equal(n.n2.stalled, true);
@@ -126,7 +143,7 @@ Deno.test({
     );
     assert.match(
       text,
-      /^FAILED\nNODE +JOB +REASON\nn1 +up-n1 +job up-n1 failed: BackoffLimitExceeded$/m,
+      /^FAILED\nNODE +JOB +REASON\nn1 +up-n1 +job up-n1 failed: Job has reached the specified backoff limit \[BackoffLimitExceeded\]$/m,
     );
     assert.match(
       text,
