@@ -204,6 +204,47 @@ clusterTest("job-dispatcher status reads a rollout from the cluster alone", asyn
     },
   );
 
+  await t.step(
+    "a run SIGKILLed while a node is in its verification: status shows it finishing, cordoned, and --require-ended exits 1",
+    async () => {
+      const ns = await namespace(cluster, "stv");
+      await cluster.createNodes(suiteNodes("stv", 1));
+      const kubeconfig = await viewer(cluster, ns, "stv-viewer");
+      // No pod matches: the verification waits its 600 s, the node cordoned.
+      const p = new DispatcherProcess(cluster, [
+        ...await suiteArgs("stv", ns, "1s"),
+        ...["--cordon", "--verify-pod-selector", "app=stv-never", "--verify-timeout-secs", "600"],
+        ...["--progress-interval-secs", "1"],
+      ], { timeoutMs: 120_000 });
+      const args = ["-n", ns, "--name-prefix", "stv"];
+      await eventually(
+        async () =>
+          (await cluster.kubectl(["get", "cm", "run-record.stv", "-n", ns])).code === 0 &&
+          (await statusJson(cluster, kubeconfig, args)).counts.finishing === 1,
+        60_000,
+        "the record with the node finishing (in its verification)",
+      );
+      p.kill("SIGKILL");
+      await p.ended;
+      const jobs = await jobConditions(cluster, ns);
+      assert.equal(jobs.complete, 1, "its Job is Complete");
+      let text = "";
+      await eventually(
+        async () => /gone: /.test(text = (await status(cluster, kubeconfig, args)).stdout),
+        90_000,
+        "status to say the run is gone",
+      );
+      assert.match(text, /^stv-000 +finishing .*its post-success work never ended/m, text);
+      const s = await statusJson(cluster, kubeconfig, args);
+      assert.deepEqual(s.counts, { finishing: 1 });
+      assert.equal(s.nodes[0].jobStatus, "Complete");
+      assert.equal(s.nodes[0].cordoned, "ours", "the uncordon never ran");
+      assert.equal((await status(cluster, kubeconfig, args)).code, 1);
+      const helmTest = await status(cluster, kubeconfig, [...args, "--require-ended"]);
+      assert.equal(helmTest.code, 1, "helm test's status fails on it");
+    },
+  );
+
   await t.step("bad input: one line and the exit code", async () => {
     const ns = await namespace(cluster, "stb");
     const kubeconfig = await viewer(cluster, ns, "stb-viewer");
