@@ -176,3 +176,44 @@ Deno.test("NodeVerifier reads the Job's end from the engine: a pod Ready after i
     assert.equal(why, undefined);
   });
 });
+
+Deno.test("NodeVerifier does not run the smoke-test Job twice: a re-run after its TTL removed the Job reads the verdict kept on the node", async () => {
+  // The cluster: the node (its annotations as the PATCHes leave them) and
+  // the smoke-test Job, which its TTL removes once it succeeded.
+  const annotations: Record<string, string> = {};
+  let smoke: V1Job | undefined;
+  await withServer((req, _n, body) => {
+    const path = new URL(req.url).pathname;
+    if (path === "/api/v1/nodes/n1") {
+      if (req.method === "PATCH") {
+        for (const op of body as { op: string; path: string; value?: string }[]) {
+          const key = op.path.replace("/metadata/annotations/", "").replace("~1", "/");
+          if (op.op === "add" && op.path.startsWith("/metadata/annotations/")) {
+            annotations[key] = op.value!;
+          }
+        }
+      }
+      return Response.json({ metadata: { name: "n1", uid: NODE.uid, annotations } });
+    }
+    if (req.method === "POST") {
+      smoke = {
+        ...(body as V1Job),
+        metadata: {
+          ...(body as V1Job).metadata,
+          creationTimestamp: "2026-12-01T10:00:07Z" as unknown as Date,
+        },
+        status: { conditions: [{ type: "Complete", status: "True" }] },
+      };
+      return Response.json(smoke, { status: 201 });
+    }
+    if (path.endsWith("/jobs/up-verify-n1") && smoke) return Response.json(smoke);
+    return status(404, "NotFound");
+  }, async (kube, hits) => {
+    const config = { jobTemplate: "smoke.yaml", timeoutSecs: 5 };
+    assert.equal(await verifier(kube, config, true).verify(NODE, ENDED), undefined);
+    smoke = undefined; // ttlSecondsAfterFinished: the Job is gone; the run was killed
+    assert.equal(await verifier(kube, config, true).verify(NODE, ENDED), undefined);
+    const posts = hits.filter((h) => h.method === "POST").length;
+    assert.equal(posts, 1, "one smoke-test Job for one success of the node's Job");
+  });
+});
