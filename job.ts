@@ -203,6 +203,8 @@ export interface TrackingKeys {
   record: string;
   /** ConfigMap label: the owner Job's name, so `status --owner-job-name` finds its record. */
   ownerJob: string;
+  /** Node annotation: the verdict of the node's smoke-test Job (`verify/rules.ts` `SmokeVerdict`). */
+  verified: string;
 }
 
 /**
@@ -237,6 +239,7 @@ export function trackingKeys(prefix: string): TrackingKeys {
     paused: `${prefix}/paused`,
     record: `${prefix}/run-record`,
     ownerJob: `${prefix}/owner-job`,
+    verified: `${prefix}/verified-job`,
   };
 }
 

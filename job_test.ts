@@ -401,6 +401,7 @@ Deno.test({
           paused: `${p}/paused`,
           record: `${p}/run-record`,
           ownerJob: `${p}/owner-job`,
+          verified: `${p}/verified-job`,
         });
       });
     }

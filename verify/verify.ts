@@ -10,11 +10,18 @@
  * @module
  */
 
-import type { V1Job, V1Pod } from "@kubernetes/client-node";
+import type { V1Job, V1Node, V1Pod } from "@kubernetes/client-node";
 import type { NodeFacts, TrackingKeys } from "../job.ts";
 import { isRetryable, type Kube, paths } from "../kube/client.ts";
 import { errorText } from "../base/errors.ts";
-import { existingSmoke, podsVerdict, smokeState } from "./rules.ts";
+import {
+  existingSmoke,
+  keptVerdict,
+  podsVerdict,
+  smokeState,
+  verdictOf,
+  verdictPatch,
+} from "./rules.ts";
 
 /** What `--verify-pod-selector`, `--verify-job-template` and `--verify-timeout-secs` ask. */
 export interface VerifyConfig {
@@ -32,8 +39,13 @@ export interface VerifierOptions {
   kube: Pick<Kube, "get" | "list" | "request">;
   /** The namespace of the Jobs. */
   namespace: string;
-  /** The tracking keys (the node UID annotation of a smoke-test Job). */
-  keys: Pick<TrackingKeys, "nodeUid">;
+  /**
+   * The tracking keys: the node UID and template hash annotations of a
+   * smoke-test Job, and the node annotation that keeps its verdict.
+   */
+  keys: Pick<TrackingKeys, "nodeUid" | "templateHash" | "verified">;
+  /** Says once that a verdict cannot be kept on its node. */
+  warn?: (message: string) => void;
   /** What to verify. */
   config: VerifyConfig;
   /** The smoke-test Job for a node, with `--verify-job-template`. */
@@ -55,6 +67,7 @@ export const STOPPED = "the run was stopped during verification";
  */
 export class NodeVerifier {
   #o: VerifierOptions;
+  #refused = false;
 
   /** A verifier with its options. */
   constructor(opts: VerifierOptions) {
@@ -109,9 +122,54 @@ export class NodeVerifier {
     }
   }
 
-  /** Creates (or adopts) the node's smoke-test Job and waits for its outcome. */
+  /**
+   * The node's smoke-test verdict: the one kept on the node for this success
+   * of its Job, else the smoke-test Job's, then kept there.
+   */
   async #smoke(node: NodeFacts, finishedAt: number, deadline: number): Promise<string | undefined> {
     const job = this.#o.smokeJob!(node);
+    const keys = this.#o.keys;
+    const seen = await this.#o.kube.get<V1Node>(paths.node(node.name));
+    const kept = seen?.metadata?.uid === node.uid
+      ? keptVerdict(seen, keys.verified, job, keys, finishedAt)
+      : undefined;
+    if (kept) return kept.failed;
+    const { why, decided } = await this.#runSmoke(node, job, finishedAt, deadline);
+    // A timeout is not kept: the Job may yet succeed, and a re-run waits for it.
+    if (seen && decided) {
+      await this.#keep(seen, verdictOf(job, keys, new Date().toISOString(), why));
+    }
+    return why;
+  }
+
+  /**
+   * Keeps a verdict on its node, before the post-success work goes on: an
+   * outage is thrown (the work is done again); a refusal (no `nodes patch`,
+   * a webhook) is said once, and the run goes on without it.
+   */
+  async #keep(node: V1Node, verdict: ReturnType<typeof verdictOf>): Promise<void> {
+    const patch = verdictPatch(this.#o.keys.verified, node, verdict);
+    try {
+      await this.#o.kube.request("patch", "PATCH", paths.node(node.metadata!.name!), patch);
+    } catch (e) {
+      if (isRetryable(e)) throw e;
+      if (this.#refused) return;
+      this.#refused = true;
+      this.#o.warn?.(
+        `cannot keep smoke-test verdicts on their nodes (annotation ${this.#o.keys.verified}: ` +
+          `${errorText(e)}); a run stopped before a node's post-success work ended runs its ` +
+          "smoke-test Job again once the Job's TTL removed it",
+      );
+    }
+  }
+
+  /** Creates (or adopts) the node's smoke-test Job and waits for its outcome, or the deadline. */
+  async #runSmoke(
+    node: NodeFacts,
+    job: V1Job,
+    finishedAt: number,
+    deadline: number,
+  ): Promise<{ why?: string; decided: boolean }> {
     const name = job.metadata!.name!;
     const ns = this.#o.namespace;
     const secs = this.#o.config.timeoutSecs;
@@ -124,8 +182,10 @@ export class NodeVerifier {
       ) {
         created = true;
         const s = smokeState(seen);
-        if (s.state === "succeeded") return undefined;
-        if (s.state === "failed") return `verification: job ${ns}/${name} failed: ${s.reason}`;
+        if (s.state === "succeeded") return { decided: true };
+        if (s.state === "failed") {
+          return { why: `verification: job ${ns}/${name} failed: ${s.reason}`, decided: true };
+        }
       } else if (
         seen && existingSmoke(seen, node.uid, this.#o.keys.nodeUid, finishedAt) === "replace"
       ) {
@@ -134,7 +194,10 @@ export class NodeVerifier {
         created = await this.#create(job);
       }
       if (Date.now() >= deadline) {
-        return `verification: job ${ns}/${name} not succeeded after ${secs} s`;
+        return {
+          why: `verification: job ${ns}/${name} not succeeded after ${secs} s`,
+          decided: false,
+        };
       }
       if (!(await this.#sleep(deadline))) throw new Error(STOPPED);
     }

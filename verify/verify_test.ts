@@ -17,7 +17,11 @@ function verifier(
   return new NodeVerifier({
     kube,
     namespace: "ops",
-    keys: { nodeUid: "job-dispatcher/node-uid" },
+    keys: {
+      nodeUid: "job-dispatcher/node-uid",
+      templateHash: "job-dispatcher/template-hash",
+      verified: "job-dispatcher/verified-job",
+    },
     config,
     smokeJob: smoke
       ? (node) => ({
