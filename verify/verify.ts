@@ -129,7 +129,7 @@ export class NodeVerifier {
   async #smoke(node: NodeFacts, finishedAt: number, deadline: number): Promise<string | undefined> {
     const job = this.#o.smokeJob!(node);
     const keys = this.#o.keys;
-    const seen = await this.#o.kube.get<V1Node>(paths.node(node.name));
+    const seen = await this.#node(node.name);
     const kept = seen?.metadata?.uid === node.uid
       ? keptVerdict(seen, keys.verified, job, keys, finishedAt)
       : undefined;
@@ -140,6 +140,27 @@ export class NodeVerifier {
       await this.#keep(seen, verdictOf(job, keys, new Date().toISOString(), why));
     }
     return why;
+  }
+
+  /** The node, to read and keep a verdict on; undefined when it cannot be read (said once). */
+  async #node(name: string): Promise<V1Node | undefined> {
+    try {
+      return await this.#o.kube.get<V1Node>(paths.node(name));
+    } catch (e) {
+      if (isRetryable(e)) throw e;
+      this.#cannotKeep(e);
+      return undefined;
+    }
+  }
+
+  #cannotKeep(e: unknown): void {
+    if (this.#refused) return;
+    this.#refused = true;
+    this.#o.warn?.(
+      `cannot keep smoke-test verdicts on their nodes (annotation ${this.#o.keys.verified}: ` +
+        `${errorText(e)}); a run stopped before a node's post-success work ended runs its ` +
+        "smoke-test Job again once the Job's TTL removed it",
+    );
   }
 
   /**
@@ -153,13 +174,7 @@ export class NodeVerifier {
       await this.#o.kube.request("patch", "PATCH", paths.node(node.metadata!.name!), patch);
     } catch (e) {
       if (isRetryable(e)) throw e;
-      if (this.#refused) return;
-      this.#refused = true;
-      this.#o.warn?.(
-        `cannot keep smoke-test verdicts on their nodes (annotation ${this.#o.keys.verified}: ` +
-          `${errorText(e)}); a run stopped before a node's post-success work ended runs its ` +
-          "smoke-test Job again once the Job's TTL removed it",
-      );
+      this.#cannotKeep(e);
     }
   }
 

@@ -221,3 +221,40 @@ Deno.test("NodeVerifier does not run the smoke-test Job twice: a re-run after it
     assert.equal(posts, 1, "one smoke-test Job for one success of the node's Job");
   });
 });
+
+Deno.test("NodeVerifier without nodes get or patch runs the smoke test and says once that it cannot keep its verdict", async () => {
+  const warnings: string[] = [];
+  let smoke: V1Job | undefined;
+  await withServer((req, _n, body) => {
+    const path = new URL(req.url).pathname;
+    if (path === "/api/v1/nodes/n1") return status(403, "Forbidden");
+    if (req.method === "POST") {
+      smoke = {
+        metadata: { ...(body as V1Job).metadata, creationTimestamp: "2026-12-01T10:00:07Z" },
+        status: { conditions: [{ type: "Complete", status: "True" }] },
+      } as unknown as V1Job;
+      return Response.json(smoke, { status: 201 });
+    }
+    return smoke ? Response.json(smoke) : status(404, "NotFound");
+  }, async (kube) => {
+    const v = new NodeVerifier({
+      kube,
+      namespace: "ops",
+      keys: { nodeUid: "u", templateHash: "h", verified: "up/verified-job" },
+      config: { jobTemplate: "smoke.yaml", timeoutSecs: 5 },
+      smokeJob: (node) => ({
+        metadata: { name: `up-verify-${node.name}`, annotations: { u: node.uid } },
+      }),
+      signal: new AbortController().signal,
+      pollMs: 20,
+      warn: (m) => warnings.push(m),
+    });
+    assert.equal(await v.verify(NODE, ENDED), undefined);
+    assert.equal(await v.verify(NODE, ENDED), undefined);
+    assert.equal(warnings.length, 1);
+    assert.match(
+      warnings[0],
+      /^cannot keep smoke-test verdicts on their nodes \(annotation up\/verified-job: /,
+    );
+  });
+});
