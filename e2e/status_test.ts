@@ -11,7 +11,7 @@
 import assert from "node:assert/strict";
 import type { Cluster } from "./cluster.ts";
 import { OUTCOME_LABEL } from "./cluster.ts";
-import { dispatcherCommand, eventually } from "./_dispatcher.ts";
+import { dispatcherCommand, eventually, jobTemplate } from "./_dispatcher.ts";
 import { ensureChromium, openPage } from "./_chromium.ts";
 import { atLeast, DispatcherProcess, runDispatcher } from "./_faults.ts";
 import { freePorts } from "./_procs.ts";
@@ -22,6 +22,7 @@ import {
   serviceAccount,
   suiteArgs,
   suiteNodes,
+  tempFile,
 } from "./_fixtures.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
@@ -242,6 +243,69 @@ clusterTest("job-dispatcher status reads a rollout from the cluster alone", asyn
       assert.equal((await status(cluster, kubeconfig, args)).code, 1);
       const helmTest = await status(cluster, kubeconfig, [...args, "--require-ended"]);
       assert.equal(helmTest.code, 1, "helm test's status fails on it");
+    },
+  );
+
+  await t.step(
+    "a run SIGKILLed after its node's smoke test passed and its TTL removed it: status shows the node finishing, and the re-run takes the verdict kept on the node, no second smoke test",
+    async () => {
+      const ns = await namespace(cluster, "stw");
+      await cluster.createNodes(suiteNodes("stw", 1));
+      const kubeconfig = await viewer(cluster, ns, "stw-viewer");
+      const smoke = await tempFile(
+        jobTemplate("smoke", "1s").replace(
+          "spec:\n  backoffLimit",
+          "spec:\n  ttlSecondsAfterFinished: 0\n  backoffLimit",
+        ),
+      );
+      const args = [
+        ...await suiteArgs("stw", ns, "1s"),
+        ...["--verify-job-template", smoke, "--progress-interval-secs", "1"],
+      ];
+      // --post-node-delay-secs holds the node finishing after its verification.
+      const p = new DispatcherProcess(cluster, [...args, "--post-node-delay-secs", "300"], {
+        timeoutMs: 240_000,
+      });
+      const verdict = async () =>
+        (await cluster.kubectl([
+          "get",
+          "node",
+          "stw-000",
+          "-o",
+          "jsonpath={.metadata.annotations.job-dispatcher/verified-job}",
+        ])).stdout.trim();
+      let kept = "";
+      await eventually(
+        async () =>
+          (kept = await verdict()) !== "" &&
+          (await cluster.kubectl(["get", "job", "stw-verify-stw-000", "-n", ns])).code !== 0,
+        // The TTL controller's deletion may lag on a loaded machine.
+        120_000,
+        "the smoke test's verdict kept on the node, its Job removed by its TTL",
+      ).catch((e) => {
+        console.error(p.stderr);
+        throw e;
+      });
+      assert.equal(JSON.parse(kept).job, "stw-verify-stw-000");
+      assert.equal(JSON.parse(kept).failed, undefined, "it passed");
+      await eventually(
+        async () =>
+          (await cluster.kubectl(["get", "cm", "run-record.stw", "-n", ns])).code === 0 &&
+          (await statusJson(cluster, kubeconfig, ["-n", ns, "--name-prefix", "stw"])).counts
+              .finishing === 1,
+        60_000,
+        "the record with the node finishing",
+      );
+      p.kill("SIGKILL");
+      await p.ended;
+      const again = await runDispatcher(cluster, args, { timeoutMs: 120_000 });
+      assert.equal(again.code, 0, again.stderr);
+      assert.match(again.stderr, /succeeded/);
+      assert.equal(
+        await verdict(),
+        kept,
+        "the verdict was read, not written again by a new smoke test",
+      );
     },
   );
 
