@@ -208,6 +208,8 @@ export interface TrackingKeys {
    * work, until that work ends (`nodes/success_mark.ts`).
    */
   kept: string;
+  /** Node annotation: the verdict of the node's smoke-test Job (`verify/rules.ts` `SmokeVerdict`). */
+  verified: string;
 }
 
 /**
@@ -243,6 +245,7 @@ export function trackingKeys(prefix: string): TrackingKeys {
     record: `${prefix}/run-record`,
     ownerJob: `${prefix}/owner-job`,
     kept: `${prefix}/succeeded-job`,
+    verified: `${prefix}/verified-job`,
   };
 }
 
@@ -629,6 +632,49 @@ export function interpretStatus(job: Pick<V1Job, "status">): JobOutcome {
 }
 
 /**
+ * Whether a Job is finished: `Complete` or `Failed`, which the Job
+ * controller sets only once every pod is gone (`SuccessCriteriaMet` and
+ * `FailureTarget` come earlier, while a pod may still run its grace period).
+ *
+ * @example
+ * ```ts
+ * jobFinished({ status: { conditions: [{ type: "SuccessCriteriaMet", status: "True" }] } }); // false
+ * ```
+ */
+export function jobFinished(job: Pick<V1Job, "status">): boolean {
+  const outcome = interpretStatus(job);
+  return outcome.phase !== "active" && outcome.final;
+}
+
+/**
+ * When the Job controller decided a Job's outcome (ms since the epoch): its
+ * `completionTime` once `Complete`, else the `lastTransitionTime` of the
+ * condition {@linkcode interpretStatus} reads it from (`SuccessCriteriaMet`,
+ * `Failed`, `FailureTarget`); undefined while it runs or when the Job says no
+ * time. Work on the node after its Job (verification) is judged against this
+ * time, which the Job's TTL may remove with the Job: the engine keeps it.
+ *
+ * @example
+ * ```ts
+ * outcomeAt({ status: { completionTime: new Date("2026-12-01T10:00:05Z"),
+ *   conditions: [{ type: "Complete", status: "True" }] } }); // 1796119205000
+ * ```
+ */
+export function outcomeAt(job: Pick<V1Job, "status">): number | undefined {
+  const outcome = interpretStatus(job);
+  if (outcome.phase === "active") return undefined;
+  const type = outcome.phase === "succeeded"
+    ? (outcome.final ? "Complete" : "SuccessCriteriaMet")
+    : (outcome.final ? "Failed" : "FailureTarget");
+  const cond = job.status?.conditions?.find((c) => c.type === type && c.status === "True");
+  const completion = outcome.phase === "succeeded" && outcome.final
+    ? job.status?.completionTime
+    : undefined;
+  const at = completion ?? cond?.lastTransitionTime;
+  return at === undefined ? undefined : new Date(at).getTime();
+}
+
+/**
  * Why the template's `ttlSecondsAfterFinished` is too short for the run to
  * see a Job's outcome, or undefined. Only polling can miss it: a Job that
  * finishes just after one LIST is seen by the next, one interval later (and a
@@ -713,10 +759,9 @@ export function slimJob(job: V1Job): V1Job {
  */
 export function stillRuns(job: Pick<V1Job, "metadata" | "spec" | "status">): boolean {
   if (job.metadata?.deletionTimestamp) return false;
-  const status = interpretStatus(job);
   // Decided: the Job controller no longer heeds suspend (syncJob skips
   // manageJob once an outcome is set) and sets the final condition itself.
-  if (status.phase !== "active") return !status.final;
+  if (interpretStatus(job).phase !== "active") return !jobFinished(job);
   const idle = !job.status?.active && !job.status?.terminating;
   return !(job.spec?.suspend === true && idle);
 }

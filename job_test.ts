@@ -8,10 +8,12 @@ import {
   identityHash,
   instantiateJob,
   interpretStatus,
+  jobFinished,
   jobName,
   type JobTemplate,
   labelValue,
   MAX_JOB_NAME,
+  outcomeAt,
   parseJobTemplate,
   podReplacementRisk,
   type RunIdentity,
@@ -401,6 +403,7 @@ Deno.test({
           record: `${p}/run-record`,
           ownerJob: `${p}/owner-job`,
           kept: `${p}/succeeded-job`,
+          verified: `${p}/verified-job`,
         });
       });
     }
@@ -1139,6 +1142,152 @@ Deno.test({
     for (const c of cases) {
       await t.step(c.name, () => assert.deepEqual(interpretStatus(c.job), c.want));
     }
+  },
+});
+
+Deno.test({
+  name:
+    "outcomeAt() says when a Job's outcome was decided, from the condition interpretStatus reads",
+  permissions: "none",
+  async fn(t) {
+    const T1 = "2026-12-01T10:00:01Z", T2 = "2026-12-01T10:00:02Z", T3 = "2026-12-01T10:00:03Z";
+    const cond = (type: string, at: string) => ({
+      type,
+      status: "True",
+      lastTransitionTime: at as unknown as Date,
+    });
+    const cases: [string, Pick<V1Job, "status">, string | undefined][] = [
+      ["active: none", { status: { active: 1 } }, undefined],
+      [
+        "Complete: its completionTime",
+        { status: { completionTime: T3 as unknown as Date, conditions: [cond("Complete", T2)] } },
+        T3,
+      ],
+      ["Complete without a completionTime: the condition's time", {
+        status: { conditions: [cond("Complete", T2)] },
+      }, T2],
+      ["SuccessCriteriaMet: its time", {
+        status: { conditions: [cond("SuccessCriteriaMet", T1)] },
+      }, T1],
+      ["SuccessCriteriaMet then Complete: the completionTime", {
+        status: {
+          completionTime: T3 as unknown as Date,
+          conditions: [cond("SuccessCriteriaMet", T1), cond("Complete", T2)],
+        },
+      }, T3],
+      ["FailureTarget: its time", { status: { conditions: [cond("FailureTarget", T1)] } }, T1],
+      ["FailureTarget then Failed: Failed's time", {
+        status: { conditions: [cond("FailureTarget", T1), cond("Failed", T2)] },
+      }, T2],
+      ["a condition without a time: none", {
+        status: { conditions: [{ type: "Complete", status: "True" }] },
+      }, undefined],
+    ];
+    for (const [name, job, want] of cases) {
+      await t.step(name, () => assert.equal(outcomeAt(job), want && Date.parse(want)));
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "a Job's conditions, suspend and deletion read in one place: what the engine, status and verification each take of them",
+  permissions: "none",
+  async fn(t) {
+    const on = (...types: string[]) => ({
+      conditions: types.map((type) => ({ type, status: "True" })),
+    });
+    // [name, job, interpretStatus phase, decided-and-final (jobFinished), stillRuns]
+    const cases: [string, Pick<V1Job, "metadata" | "spec" | "status">, string, boolean, boolean][] =
+      [
+        ["running", { status: { active: 1 } }, "active", false, true],
+        [
+          "SuccessCriteriaMet: decided, pods may still run",
+          {
+            status: on("SuccessCriteriaMet"),
+          },
+          "succeeded",
+          false,
+          true,
+        ],
+        ["Complete", { status: on("SuccessCriteriaMet", "Complete") }, "succeeded", true, false],
+        [
+          "FailureTarget: decided, pods may still run",
+          {
+            status: on("FailureTarget"),
+          },
+          "failed",
+          false,
+          true,
+        ],
+        ["Failed", { status: on("FailureTarget", "Failed") }, "failed", true, false],
+        [
+          "suspended, no pod left",
+          {
+            spec: { suspend: true } as V1Job["spec"],
+            status: on("Suspended"),
+          },
+          "active",
+          false,
+          false,
+        ],
+        [
+          "suspended with a pod still terminating",
+          {
+            spec: { suspend: true } as V1Job["spec"],
+            status: { terminating: 1 },
+          },
+          "active",
+          false,
+          true,
+        ],
+        [
+          "suspended after SuccessCriteriaMet: the controller finishes it anyway",
+          {
+            spec: { suspend: true } as V1Job["spec"],
+            status: on("SuccessCriteriaMet"),
+          },
+          "succeeded",
+          false,
+          true,
+        ],
+        [
+          "being deleted while it runs",
+          {
+            metadata: { deletionTimestamp: new Date(0) },
+            status: { active: 1 },
+          },
+          "active",
+          false,
+          false,
+        ],
+      ];
+    for (const [name, job, phase, finished, runs] of cases) {
+      await t.step(name, () => {
+        assert.equal(interpretStatus(job).phase, phase);
+        assert.equal(jobFinished(job), finished);
+        assert.equal(stillRuns(job), runs);
+      });
+    }
+  },
+});
+
+Deno.test({
+  name: "no module but job.ts reads a Job's conditions: the engine, status and verify/ ask job.ts",
+  permissions: { read: true },
+  async fn() {
+    const root = new URL("./", import.meta.url);
+    const reads =
+      /\.type === "(Complete|Failed|SuccessCriteriaMet|FailureTarget|Suspended)"|\bon\("(Complete|Failed|SuccessCriteriaMet|FailureTarget)"\)/;
+    const found: string[] = [];
+    for (const dir of ["engine", "status", "verify", "run", "report", "gates", "nodes"]) {
+      for await (const f of Deno.readDir(new URL(`${dir}/`, root))) {
+        if (!f.name.endsWith(".ts") || f.name.endsWith("_test.ts")) continue;
+        const text = await Deno.readTextFile(new URL(`${dir}/${f.name}`, root));
+        if (reads.test(text)) found.push(`${dir}/${f.name}`);
+      }
+    }
+    assert.deepEqual(found, []);
   },
 });
 

@@ -193,7 +193,9 @@ before it is labelled, uncordoned and counted)
                             with a Ready transition after the Job finished: a pod
                             Ready since before proves nothing. RBAC: list pods.
   --verify-job-template PATH  One more node-pinned Job (a smoke test, named
-                            <prefix>-verify-<node>) must succeed.
+                            <prefix>-verify-<node>) must succeed. Its verdict is
+                            kept on the node (<P>/verified-job): a re-run never
+                            runs it twice for one success of the node's Job.
   --verify-timeout-secs S   How long the verification may take (default 600). Else
                             the node fails with "verification: pod NS/NAME not Ready
                             after S s" (or naming the Job), stays cordoned as failed

@@ -41,8 +41,9 @@ FLAGS
 
 EXIT CODES
   0  nothing failed (and, once the run ended, every node succeeded)
-  1  a node failed, or the run ended or died with nodes not succeeded, or
-     (--require-ended) it still lives
+  1  a node failed, or the run ended or died with nodes not succeeded (a
+     node left finishing: its verification, labels or uncordon never ran),
+     or (--require-ended) it still lives
   2  bad input: no prefix or owner, no such run, an unknown flag
   3  the cluster cannot be reached or refuses a read
 `;

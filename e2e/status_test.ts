@@ -23,7 +23,7 @@ import {
 import { RecordStore, SupersededError } from "../report/record_store.ts";
 import type { Cluster } from "./cluster.ts";
 import { OUTCOME_LABEL } from "./cluster.ts";
-import { dispatcherCommand, eventually } from "./_dispatcher.ts";
+import { dispatcherCommand, eventually, jobTemplate } from "./_dispatcher.ts";
 import { ensureChromium, openPage } from "./_chromium.ts";
 import { atLeast, DispatcherProcess, runDispatcher } from "./_faults.ts";
 import { freePorts } from "./_procs.ts";
@@ -34,6 +34,7 @@ import {
   serviceAccount,
   suiteArgs,
   suiteNodes,
+  tempFile,
 } from "./_fixtures.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
@@ -213,6 +214,110 @@ clusterTest("job-dispatcher status reads a rollout from the cluster alone", asyn
       );
       const r = await status(cluster, kubeconfig, args);
       assert.equal(r.code, 1, "a dead run with nodes left is not a success");
+    },
+  );
+
+  await t.step(
+    "a run SIGKILLed while a node is in its verification: status shows it finishing, cordoned, and --require-ended exits 1",
+    async () => {
+      const ns = await namespace(cluster, "stv");
+      await cluster.createNodes(suiteNodes("stv", 1));
+      const kubeconfig = await viewer(cluster, ns, "stv-viewer");
+      // No pod matches: the verification waits its 600 s, the node cordoned.
+      const p = new DispatcherProcess(cluster, [
+        ...await suiteArgs("stv", ns, "1s"),
+        ...["--cordon", "--verify-pod-selector", "app=stv-never", "--verify-timeout-secs", "600"],
+        ...["--progress-interval-secs", "1"],
+      ], { timeoutMs: 120_000 });
+      const args = ["-n", ns, "--name-prefix", "stv"];
+      await eventually(
+        async () =>
+          (await cluster.kubectl(["get", "cm", "run-record.stv", "-n", ns])).code === 0 &&
+          (await statusJson(cluster, kubeconfig, args)).counts.finishing === 1,
+        60_000,
+        "the record with the node finishing (in its verification)",
+      );
+      p.kill("SIGKILL");
+      await p.ended;
+      const jobs = await jobConditions(cluster, ns);
+      assert.equal(jobs.complete, 1, "its Job is Complete");
+      let text = "";
+      await eventually(
+        async () => /gone: /.test(text = (await status(cluster, kubeconfig, args)).stdout),
+        90_000,
+        "status to say the run is gone",
+      );
+      assert.match(text, /^stv-000 +finishing .*its post-success work never ended/m, text);
+      const s = await statusJson(cluster, kubeconfig, args);
+      assert.deepEqual(s.counts, { finishing: 1 });
+      assert.equal(s.nodes[0].jobStatus, "Complete");
+      assert.equal(s.nodes[0].cordoned, "ours", "the uncordon never ran");
+      assert.equal((await status(cluster, kubeconfig, args)).code, 1);
+      const helmTest = await status(cluster, kubeconfig, [...args, "--require-ended"]);
+      assert.equal(helmTest.code, 1, "helm test's status fails on it");
+    },
+  );
+
+  await t.step(
+    "a run SIGKILLed after its node's smoke test passed and its TTL removed it: status shows the node finishing, and the re-run takes the verdict kept on the node, no second smoke test",
+    async () => {
+      const ns = await namespace(cluster, "stw");
+      await cluster.createNodes(suiteNodes("stw", 1));
+      const kubeconfig = await viewer(cluster, ns, "stw-viewer");
+      const smoke = await tempFile(
+        jobTemplate("smoke", "1s").replace(
+          "spec:\n  backoffLimit",
+          "spec:\n  ttlSecondsAfterFinished: 0\n  backoffLimit",
+        ),
+      );
+      const args = [
+        ...await suiteArgs("stw", ns, "1s"),
+        ...["--verify-job-template", smoke, "--progress-interval-secs", "1"],
+      ];
+      // --post-node-delay-secs holds the node finishing after its verification.
+      const p = new DispatcherProcess(cluster, [...args, "--post-node-delay-secs", "300"], {
+        timeoutMs: 240_000,
+      });
+      const verdict = async () =>
+        (await cluster.kubectl([
+          "get",
+          "node",
+          "stw-000",
+          "-o",
+          "jsonpath={.metadata.annotations.job-dispatcher/verified-job}",
+        ])).stdout.trim();
+      let kept = "";
+      await eventually(
+        async () =>
+          (kept = await verdict()) !== "" &&
+          (await cluster.kubectl(["get", "job", "stw-verify-stw-000", "-n", ns])).code !== 0,
+        // The TTL controller's deletion may lag on a loaded machine.
+        120_000,
+        "the smoke test's verdict kept on the node, its Job removed by its TTL",
+      ).catch((e) => {
+        console.error(p.stderr);
+        throw e;
+      });
+      assert.equal(JSON.parse(kept).job, "stw-verify-stw-000");
+      assert.equal(JSON.parse(kept).failed, undefined, "it passed");
+      await eventually(
+        async () =>
+          (await cluster.kubectl(["get", "cm", "run-record.stw", "-n", ns])).code === 0 &&
+          (await statusJson(cluster, kubeconfig, ["-n", ns, "--name-prefix", "stw"])).counts
+              .finishing === 1,
+        60_000,
+        "the record with the node finishing",
+      );
+      p.kill("SIGKILL");
+      await p.ended;
+      const again = await runDispatcher(cluster, args, { timeoutMs: 120_000 });
+      assert.equal(again.code, 0, again.stderr);
+      assert.match(again.stderr, /succeeded/);
+      assert.equal(
+        await verdict(),
+        kept,
+        "the verdict was read, not written again by a new smoke test",
+      );
     },
   );
 

@@ -586,7 +586,12 @@ class Fanout {
       counted.add(t.name);
       const done = {
         metadata: { name: t.name, uid: job?.metadata?.uid ?? `kept-${t.name}` },
-        status: { conditions: [{ type: "Complete", status: "True" }] },
+        status: {
+          conditions: [{ type: "Complete", status: "True" }],
+          // The end the mark kept: verification judges the validator pods by
+          // it, as it would by the Job's, which the TTL removed.
+          ...(t.keptEndedAt !== undefined && { completionTime: new Date(t.keptEndedAt) }),
+        },
       } as V1Job;
       this.#apply(t.name, { type: "adopted", uid: done.metadata!.uid!, counted: true });
       concludeJob(this.#finisher, t.name, done, true);

@@ -53,6 +53,8 @@ export interface Target {
    * post-success work done, and the Job is never created again.
    */
   keptSuccess?: boolean;
+  /** When the kept success's Job ended (ms), as its mark says; its stand-in's completionTime. */
+  keptEndedAt?: number;
 }
 
 /** Where the open wave stands, for the progress line and the owner Job. */
@@ -338,8 +340,10 @@ export interface FanoutOptions {
    * (its Job may be gone by then, by its TTL). It also
    * runs for successes counted from an earlier run, whose work a crash may
    * have cut short. When the run is stopped meanwhile, the node is in flight.
+   * `jobEndedAt` is when the node's Job succeeded (`NodeState.jobEndedAt`),
+   * which the Job, gone by its TTL, may no longer say.
    */
-  afterSuccess?: (target: Target) => Promise<string | undefined>;
+  afterSuccess?: (target: Target, jobEndedAt: number) => Promise<string | undefined>;
   /**
    * A node whose Job of this owner failed before this run (`--retry-failed`)
    * is dispatched again: the failed Job is deleted and replaced, once.

@@ -9,7 +9,7 @@
  */
 
 import type { V1Job } from "@kubernetes/client-node";
-import { interpretStatus, type JobOutcome } from "../job.ts";
+import { interpretStatus, type JobOutcome, outcomeAt } from "../job.ts";
 import type { NodeEvent, NodeState } from "./node_state.ts";
 import { isOutage, PROBE_INTERVAL_MS } from "./outage.ts";
 import { collectedOutcome } from "../nodes/pods.ts";
@@ -68,6 +68,7 @@ export function concludeJob(host: FinishHost, name: string, job: V1Job, counted:
         afterWork: !!afterSuccess || (!counted && !!postNodeDelayMs),
         final: status.final,
         counted,
+        endedAt: outcomeAt(job),
       },
       factsOf(host, { ...s, counted }, job),
     );
@@ -159,7 +160,8 @@ async function afterSuccessWork(host: FinishHost, name: string, job: V1Job): Pro
   while (afterSuccess) {
     const began = host.clock.now();
     try {
-      why = await afterSuccess(host.target(name));
+      const s = host.state(name)!;
+      why = await afterSuccess(host.target(name), s.jobEndedAt ?? s.since);
       break;
     } catch (e) {
       if (!isOutage(e)) {

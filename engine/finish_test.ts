@@ -214,3 +214,37 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "the post-success work is told when the Job ended: its completionTime, also for a success counted from an earlier run, else when it was seen",
+  permissions: "none",
+  async fn(t) {
+    const done = "2026-12-01T10:00:05Z";
+    const complete: V1Job = {
+      metadata: { name: NAME, uid: "u1" },
+      status: {
+        completionTime: done as unknown as Date,
+        conditions: [{ type: "Complete", status: "True" }],
+      },
+    };
+    const cases: [string, V1Job, boolean, number][] = [
+      ["a Job of this run", complete, false, Date.parse(done)],
+      ["a success counted from an earlier run", complete, true, Date.parse(done)],
+      ["a Job that says no time: when it was seen", job("Complete"), false, 0],
+    ];
+    for (const [name, j, counted, want] of cases) {
+      await t.step(name, async () => {
+        const ended: number[] = [];
+        const afterSuccess = (_t: Target, at: number) => {
+          ended.push(at);
+          return Promise.resolve(undefined);
+        };
+        const { h, settled } = host({ signal: SIGNAL, afterSuccess });
+        concludeJob(h, NAME, j, counted);
+        await settled();
+        assert.deepEqual(ended, [want]);
+      });
+    }
+  },
+});

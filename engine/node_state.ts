@@ -79,7 +79,12 @@ export interface NodeState {
   /** When its drain began and ended (clock ms; `--cordon`, `--drain`), for the timeline. */
   drainStartedAt?: number;
   drainEndedAt?: number;
-  /** When its Job succeeded and the post-success work (verification) began (clock ms). */
+  /**
+   * When its Job succeeded (ms since the epoch): the Job's own time
+   * (`completionTime`, else its success condition's), else when the run saw
+   * it. The post-success work (verification) begins then, and judges the
+   * node by it.
+   */
   jobEndedAt?: number;
   /**
    * A create of its Job went unanswered (a timeout, a 504) and may have been
@@ -119,7 +124,14 @@ export type NodeEvent =
   | { type: "staleFound"; uid: string; active: boolean }
   | { type: "staleFinished" }
   | { type: "staleGone" }
-  | { type: "succeeded"; afterWork: boolean; final: boolean; counted?: boolean }
+  | {
+    type: "succeeded";
+    afterWork: boolean;
+    final: boolean;
+    counted?: boolean;
+    /** When the Job says its success was decided (job.ts `outcomeAt`); else now. */
+    endedAt?: number;
+  }
   | { type: "complete" }
   | { type: "afterDone"; reason?: string }
   | { type: "failed"; reason?: string; explain: boolean; counted?: boolean }
@@ -217,7 +229,14 @@ export function next(s: NodeState, e: NodeEvent, at: number): NodeState {
     case "succeeded":
       if (!["running", "queued", "creating", "explaining"].includes(s.phase)) return s;
       if (!e.afterWork) return to("succeeded", { counted: e.counted });
-      return to("finishing", { counted: e.counted, afterStarted: e.final, jobEndedAt: at });
+      // The Job's own time where it says one: a success counted from an
+      // earlier run ended then, not when this run saw it, and verification
+      // judges the node's pods against it after the Job's TTL removed it.
+      return to("finishing", {
+        counted: e.counted,
+        afterStarted: e.final,
+        jobEndedAt: e.endedAt ?? at,
+      });
     case "complete":
       return s.phase === "finishing" && !s.afterStarted ? { ...s, afterStarted: true } : s;
     case "afterDone":

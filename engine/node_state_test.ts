@@ -169,6 +169,12 @@ Deno.test({
         want: { phase: "finishing", afterStarted: true },
       },
       {
+        name: "succeeded with the Job's own end time: finishing from then on, jobEndedAt that time",
+        from: at("running"),
+        event: { type: "succeeded", afterWork: true, final: true, endedAt: 3 },
+        want: { phase: "finishing", afterStarted: true, jobEndedAt: 3 },
+      },
+      {
         name: "SuccessCriteriaMet with post-success work: finishing, waiting for Complete",
         from: at("running"),
         event: { type: "succeeded", afterWork: true, final: false },

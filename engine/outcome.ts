@@ -7,6 +7,7 @@
  */
 
 import type { V1Job } from "@kubernetes/client-node";
+import { outcomeAt } from "../job.ts";
 import { FINAL, type NodeState, type Phase } from "./node_state.ts";
 import type { OutageView } from "./outage.ts";
 import type { NodeResult, Progress, Target, WaveView } from "./fanout_types.ts";
@@ -28,10 +29,9 @@ function timestamp(t: Date | string | undefined): number | undefined {
  * ```
  */
 export function jobEnd(job: Pick<V1Job, "status"> | undefined): number | undefined {
-  const st = job?.status;
-  const decided = ["Complete", "Failed", "SuccessCriteriaMet", "FailureTarget"];
-  const cond = st?.conditions?.find((c) => c.status === "True" && decided.includes(c.type));
-  const at = timestamp(st?.completionTime ?? cond?.lastTransitionTime);
+  // The Job's conditions are read in one place (job.ts outcomeAt); here only
+  // the whole-second stamp is taken as the end of its second.
+  const at = job && outcomeAt(job);
   if (at === undefined || Number.isNaN(at)) return undefined;
   return at % 1000 === 0 ? at + 1000 : at;
 }

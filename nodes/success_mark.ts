@@ -33,7 +33,11 @@ export interface SuccessMark {
   owner?: string;
   /** The template hash of the Job (`job.ts` `templateHash`). */
   templateHash?: string;
-  /** When the success was kept (ISO 8601). */
+  /**
+   * When the Job ended (ISO 8601; its completionTime, else when the run saw
+   * it end): a re-run that counts the success from the mark tells its
+   * verification this end, as it would a Job's, once the TTL removed the Job.
+   */
   at?: string;
 }
 

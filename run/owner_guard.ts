@@ -28,7 +28,7 @@
  */
 
 import type { V1Job } from "@kubernetes/client-node";
-import { interpretStatus, type OwnerRef, type TrackingKeys } from "../job.ts";
+import { interpretStatus, jobFinished, type OwnerRef, type TrackingKeys } from "../job.ts";
 import { ApiError, isRetryable, type Kube, paths } from "../kube/client.ts";
 import { pointer } from "../nodes/lifecycle.ts";
 
@@ -61,8 +61,7 @@ export function releasePatch(owner: V1Job, key: string): unknown[] | undefined {
  * (`SuccessCriteriaMet` and `FailureTarget` come earlier).
  */
 export function isJobActive(job: Pick<V1Job, "status">): boolean {
-  const conds = job.status?.conditions ?? [];
-  return !conds.some((c) => (c.type === "Complete" || c.type === "Failed") && c.status === "True");
+  return !jobFinished(job);
 }
 
 /**

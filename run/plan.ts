@@ -569,8 +569,14 @@ function targetOf(n: V1Node, job: Omit<InstantiateOptions, "node">): Target {
     node,
     name,
     job: () => instantiateJob({ ...job, node }),
-    ...(kept ? { keptSuccess: true } : {}),
+    ...(kept ? { keptSuccess: true, ...endOf(kept) } : {}),
   };
+}
+
+/** The end a kept success's mark says its Job had, when it says one that reads as a time. */
+function endOf(mark: { at?: string }): { keptEndedAt?: number } {
+  const at = mark.at === undefined ? NaN : Date.parse(mark.at);
+  return Number.isFinite(at) ? { keptEndedAt: at } : {};
 }
 
 /** The one line that says what the run selected, and what it will do to the nodes. */

@@ -502,6 +502,7 @@ function verifierFor({ opts, plan, ctx }: Execution): NodeVerifier | undefined {
     config: opts.verify,
     smokeJob: plan.verifyJob,
     signal: ctx.signal,
+    warn: (message) => ctx.log.warn(message),
   });
 }
 

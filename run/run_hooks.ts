@@ -44,7 +44,7 @@ export function availabilityBudget(
 /** A success kept on its node around the post-success work (`nodes/success_mark.ts`). */
 export interface KeptSuccess {
   /** Writes the mark before the work; an outage is thrown. */
-  keep(t: Target): Promise<void>;
+  keep(t: Target, jobEndedAt: number): Promise<void>;
   /** Removes it once the work succeeded; never throws. */
   release(t: Target): Promise<void>;
 }
@@ -55,12 +55,12 @@ export interface KeptSuccess {
  */
 export function keptSuccesses(keeper: SuccessKeeper, run: RunIdentity): KeptSuccess {
   return {
-    keep: (t) =>
+    keep: (t, jobEndedAt) =>
       keeper.keep(t.node.name, {
         job: t.name,
         owner: run.owner?.uid,
         templateHash: run.templateHash,
-        at: new Date().toISOString(),
+        at: new Date(jobEndedAt).toISOString(),
       }),
     release: (t) => keeper.release(t.node.name),
   };
@@ -81,11 +81,11 @@ export function afterSuccess(
   node: (t: Target) => V1Node,
   verifier?: NodeVerifier,
   kept?: KeptSuccess,
-): ((t: Target) => Promise<string | undefined>) | undefined {
+): ((t: Target, jobEndedAt: number) => Promise<string | undefined>) | undefined {
   if (!writer.hasAfter && !maintenance && !verifier) return undefined;
-  return async (t) => {
-    await kept?.keep(t);
-    const verify = verifier && (() => verifier.verify(t.node, t.name));
+  return async (t, jobEndedAt) => {
+    await kept?.keep(t, jobEndedAt);
+    const verify = verifier && (() => verifier.verify(t.node, jobEndedAt));
     const why = (writer.hasAfter ? await writer.after(node(t), verify) : await verify?.()) ??
       await maintenance?.afterSuccess(t.node);
     if (!why) await kept?.release(t);

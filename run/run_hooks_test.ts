@@ -55,8 +55,8 @@ Deno.test({
       "verification: pod gpu/v not Ready after 5 s",
     ]]);
     const verifier = {
-      verify: (node: { name: string }, job: string) => {
-        calls.push(`verify ${node.name} ${job}`);
+      verify: (node: { name: string }, jobEndedAt: number) => {
+        calls.push(`verify ${node.name} ${jobEndedAt}`);
         return Promise.resolve(verdicts.get(node.name));
       },
     } as unknown as NodeVerifier;
@@ -66,9 +66,9 @@ Deno.test({
       name: `up-${name}`,
       job: () => ({}),
     });
-    assert.equal(await work(target("n1")), undefined);
-    assert.equal(await work(target("n2")), "verification: pod gpu/v not Ready after 5 s");
-    assert.deepEqual(calls, ["verify n1 up-n1", "uncordon", "verify n2 up-n2"]);
+    assert.equal(await work(target("n1"), 5_000), undefined);
+    assert.equal(await work(target("n2"), 7_000), "verification: pod gpu/v not Ready after 5 s");
+    assert.deepEqual(calls, ["verify n1 5000", "uncordon", "verify n2 7000"]);
   },
 });
 
@@ -101,14 +101,14 @@ Deno.test({
       name: `up-${name}`,
       job: () => ({}),
     });
-    assert.equal(await work(target("n1")), undefined);
-    assert.equal(await work(target("n2")), "cannot uncordon");
+    assert.equal(await work(target("n1"), 0), undefined);
+    assert.equal(await work(target("n2"), 0), "cannot uncordon");
     assert.deepEqual(calls, ["keep n1", "uncordon n1", "release n1", "keep n2", "uncordon n2"]);
     // An outage while keeping it: no work is done without its mark.
     calls.length = 0;
     const down = { ...kept, keep: () => Promise.reject(new Error("connection refused")) };
     const held = afterSuccess(writer, maintenance, () => ({}) as V1Node, undefined, down)!;
-    await assert.rejects(held(target("n3")), /connection refused/);
+    await assert.rejects(held(target("n3"), 0), /connection refused/);
     assert.deepEqual(calls, []);
   },
 });

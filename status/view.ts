@@ -19,6 +19,7 @@ import type { Phase } from "../engine/node_state.ts";
 import { FINAL, IN_FLIGHT } from "../engine/node_state.ts";
 import {
   classifyJob,
+  interpretStatus,
   jobName,
   type OwnerRef,
   type RunIdentity,
@@ -115,20 +116,21 @@ export interface ViewInput {
 /** A record older than this past its heartbeat belongs to a run that died. */
 const GONE_GRACE_MS = 5_000;
 
-/** What a Job's conditions say, as the Job controller decided them. */
+/**
+ * What a Job's conditions say, as the Job controller decided them (job.ts
+ * `interpretStatus`): a decided outcome (`SuccessCriteriaMet`,
+ * `FailureTarget`) is the Job's word already, as the engine counts it.
+ */
 export function jobStatusOf(job: V1Job | undefined): StatusNode["jobStatus"] {
   if (!job) return "None";
-  const on = (t: string) =>
-    job.status?.conditions?.some((c) => c.type === t && c.status === "True");
-  if (on("Complete") || on("SuccessCriteriaMet")) return "Complete";
-  if (on("Failed") || on("FailureTarget")) return "Failed";
-  return "Active";
+  const phase = interpretStatus(job).phase;
+  return phase === "succeeded" ? "Complete" : phase === "failed" ? "Failed" : "Active";
 }
 
 function failedMessage(job: V1Job): string | undefined {
-  const c = job.status?.conditions?.find((c) => c.type === "Failed" && c.status === "True");
-  return c && `job ${job.metadata?.name} failed: ${c.message ?? c.reason ?? "Failed"}` +
-      (c.reason ? ` [${c.reason}]` : "");
+  const s = interpretStatus(job);
+  if (s.phase !== "failed") return undefined;
+  return `job ${job.metadata?.name} failed: ${s.message ? `${s.message} [${s.reason}]` : s.reason}`;
 }
 
 /**
@@ -155,8 +157,10 @@ function mergeNode(
   if (REPLACING.has(n.phase)) return n;
   if (n.phase === "queued" && job && stale(job)) return n;
   if (n.jobStatus === "Complete") {
-    // The run's post-success work (labels, taints) may still be under way.
-    if (!(live && n.phase === "finishing")) n.phase = "succeeded";
+    // Only the run does the post-success work (verification, labels,
+    // taints, uncordon): a node it left finishing still owes it, whether the
+    // run is under way or died in it. A Complete Job does not say it was done.
+    if (n.phase !== "finishing") n.phase = "succeeded";
   } else if (n.jobStatus === "Failed") {
     if (!(live && n.phase === "explaining")) {
       n.phase = "failed";
@@ -420,6 +424,15 @@ function section(title: string, rows: string[][]): string[] {
   return rows.length > 1 ? ["", title, ...table(rows)] : [];
 }
 
+/** The NOTE of a node in flight: its stall, or post-success work a dead run left owed. */
+function note(n: StatusNode, life: RunLife): string {
+  if (n.stalled) return `stalled: ${n.reason}`;
+  if (n.phase === "finishing" && life !== "running") {
+    return "its post-success work never ended (verification, labels, uncordon): a re-run does it";
+  }
+  return "";
+}
+
 /**
  * The text view: header, counts, then the nodes in flight (age, phase), the
  * failed ones with their reasons and the blocked ones with their pods;
@@ -444,7 +457,7 @@ export function renderText(view: StatusView, now: number, wide = false): string 
         age(now, n.since),
         n.job,
         ...extra(n),
-        n.stalled ? `stalled: ${n.reason}` : "",
+        note(n, view.life),
       ]),
     ]),
     ...section("FAILED", [

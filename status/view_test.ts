@@ -60,7 +60,17 @@ function job(node: string, condition?: string, message = ""): V1Job {
       annotations: { [keys.nodeName]: node },
       creationTimestamp: new Date(T0) as unknown as Date,
     },
-    status: condition ? { conditions: [{ type: condition, status: "True", message }] } : {},
+    status: condition
+      ? {
+        conditions: [{
+          type: condition,
+          status: "True",
+          message,
+          // As the Job controller words a Failed condition: a reason always.
+          ...(condition === "Failed" && { reason: "BackoffLimitExceeded" }),
+        }],
+      }
+      : {},
   } as V1Job;
 }
 
@@ -85,7 +95,11 @@ function viewOf(
 function view(rec = record(), now = T0 + 70_000) {
   return viewOf({
     record: rec,
-    jobs: [job("n0", "Complete"), job("n1", "Failed", "BackoffLimitExceeded"), job("n2")],
+    jobs: [
+      job("n0", "Complete"),
+      job("n1", "Failed", "Job has reached the specified backoff limit"),
+      job("n2"),
+    ],
     nodes: new Map([["n1", cordoned]]),
     now,
   });
@@ -105,7 +119,10 @@ Deno.test({
     assert.equal(v.life, "running");
     assert.deepEqual(v.counts, { succeeded: 1, failed: 1, running: 1, queued: 2, blocked: 1 });
     const n = Object.fromEntries(v.nodes.map((x) => [x.node, x]));
-    assert.equal(n.n1.reason, "job up-n1 failed: BackoffLimitExceeded");
+    assert.equal(
+      n.n1.reason,
+      "job up-n1 failed: Job has reached the specified backoff limit [BackoffLimitExceeded]",
+    );
     assert.equal(n.n1.cordoned, "ours");
     assert.equal(n.n1.mark, "failed");
     assert.equal(n.n2.stalled, true);
@@ -128,7 +145,7 @@ Deno.test({
     );
     assert.match(
       text,
-      /^FAILED\nNODE +JOB +REASON\nn1 +up-n1 +job up-n1 failed: BackoffLimitExceeded$/m,
+      /^FAILED\nNODE +JOB +REASON\nn1 +up-n1 +job up-n1 failed: Job has reached the specified backoff limit \[BackoffLimitExceeded\]$/m,
     );
     assert.match(
       text,
@@ -392,6 +409,34 @@ Deno.test({
     ];
     for (const [name, input, want] of cases) {
       await t.step(name, () => assert.equal(recordClockNow(input), want));
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "status keeps finishing a node of a dead run whose Job is Complete: its post-success work never ended, and --require-ended fails",
+  permissions: "none",
+  async fn(t) {
+    const nodes = [
+      { node: "n0", phase: "succeeded" as const },
+      { node: "n1", phase: "finishing" as const, since: T0 + 30_000 },
+    ];
+    const jobs = [job("n0", "Complete"), job("n1", "Complete")];
+    const cases: [string, RunRecord, number][] = [
+      ["killed (gone)", record({ nodes }), T0 + 200_000],
+      ["stopped by a signal", record({ nodes, state: "stopped" }), T0 + 70_000],
+    ];
+    for (const [name, rec, now] of cases) {
+      await t.step(name, () => {
+        const v = viewOf({ record: rec, jobs, now });
+        assert.notEqual(v.life, "running");
+        assert.deepEqual(v.counts, { succeeded: 1, finishing: 1 });
+        assert.equal(v.nodes[1].jobStatus, "Complete", "-o wide still shows its Job's word");
+        assert.equal(statusExitCode(v), 1, "not every node succeeded");
+        assert.equal(statusExitCode(v, { requireEnded: true }), 1, "helm test fails");
+        assert.match(renderText(v, now), /^n1 +finishing .*post-success work never ended/m);
+      });
     }
   },
 });

@@ -7,7 +7,7 @@
  * @module
  */
 
-import type { V1Job, V1Pod } from "@kubernetes/client-node";
+import type { V1Job, V1Node, V1Pod } from "@kubernetes/client-node";
 import { interpretStatus, stillRuns } from "../job.ts";
 
 /** What the pods on a node say: all proven Ready after the Job, or the first that is not. */
@@ -64,18 +64,6 @@ export function podsVerdict(
   return { ok: true };
 }
 
-/**
- * When a Job finished (ms since the epoch): its `completionTime`, else the
- * time of its success condition; undefined when it says neither.
- */
-export function jobFinishedAt(job: V1Job | undefined): number | undefined {
-  const at = job?.status?.completionTime ??
-    job?.status?.conditions?.find((c) =>
-      (c.type === "Complete" || c.type === "SuccessCriteriaMet") && c.status === "True"
-    )?.lastTransitionTime;
-  return at === undefined ? undefined : new Date(at).getTime();
-}
-
 /** What a smoke-test Job says: still running, succeeded, or failed with a reason. */
 export type SmokeState = { state: "running" } | { state: "succeeded" } | {
   state: "failed";
@@ -118,4 +106,103 @@ export function existingSmoke(
   // Until Complete or Failed: a deletion at SuccessCriteriaMet or
   // FailureTarget deletes a Job whose pods may still terminate (job.ts).
   return stillRuns(job) ? "wait" : "replace";
+}
+
+/**
+ * A smoke-test Job's verdict, kept on its node (annotation
+ * `<prefix>/verified-job`, JSON) once its outcome is seen: the Job's TTL may
+ * remove it before the run that created it ends its post-success work, and
+ * a re-run of a run stopped in between must not run the smoke test again.
+ * The same shape as the per-node Job's kept success (`job`, `owner`,
+ * `templateHash`, `at`), with the verdict.
+ */
+export interface SmokeVerdict {
+  /** The smoke-test Job's name. */
+  job: string;
+  /** The owner Job's UID, when the run has one. */
+  owner?: string;
+  /** The smoke-test Job's template hash. */
+  templateHash?: string;
+  /** When the verdict was seen (ISO 8601). */
+  at: string;
+  /** Why the node failed its smoke test; none: it passed. */
+  failed?: string;
+}
+
+/**
+ * The verdict kept under `key` on a node that is for this smoke-test Job
+ * (its name, owner and template hash, as the Job of this run would carry
+ * them) and seen no earlier than the node's Job ended, else undefined: a
+ * verdict of another owner or template, or of an earlier success of the
+ * node's Job, proves nothing of this one.
+ *
+ * @param jobEndedAt when the node's Job succeeded (ms since the epoch)
+ * @example
+ * ```ts
+ * keptVerdict({ metadata: { annotations: {} } }, "up/verified-job", { metadata: { name: "s" } },
+ *   { templateHash: "up/template-hash" }, 0); // undefined
+ * ```
+ */
+export function keptVerdict(
+  node: Pick<V1Node, "metadata">,
+  key: string,
+  smoke: Pick<V1Job, "metadata">,
+  keys: { templateHash: string },
+  jobEndedAt: number,
+): SmokeVerdict | undefined {
+  const text = node.metadata?.annotations?.[key];
+  if (!text) return undefined;
+  let kept: SmokeVerdict;
+  try {
+    kept = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  const want = verdictOf(smoke, keys, "");
+  if (typeof kept !== "object" || kept === null || kept.job !== want.job) return undefined;
+  if ((kept.owner ?? "") !== (want.owner ?? "")) return undefined;
+  if ((kept.templateHash ?? "") !== (want.templateHash ?? "")) return undefined;
+  const seen = seconds(kept.at);
+  return seen !== undefined && seen >= Math.floor(jobEndedAt / 1000) ? kept : undefined;
+}
+
+/** The verdict of `smoke` seen at `at` (ISO 8601), `failed` saying why it failed. */
+export function verdictOf(
+  smoke: Pick<V1Job, "metadata">,
+  keys: { templateHash: string },
+  at: string,
+  failed?: string,
+): SmokeVerdict {
+  const meta = smoke.metadata ?? {};
+  const owner = meta.ownerReferences?.[0]?.uid;
+  const templateHash = meta.annotations?.[keys.templateHash];
+  return {
+    job: meta.name ?? "",
+    ...(owner && { owner }),
+    ...(templateHash && { templateHash }),
+    at,
+    ...(failed && { failed }),
+  };
+}
+
+/**
+ * The JSON Patch that keeps `verdict` on the node under annotation `key`,
+ * guarded by a `test` of the node's UID (a node replaced under its name is
+ * refused).
+ */
+export function verdictPatch(
+  key: string,
+  node: Pick<V1Node, "metadata">,
+  verdict: SmokeVerdict,
+): unknown[] {
+  const pointer = key.replace(/~/g, "~0").replace(/\//g, "~1");
+  const ops: unknown[] = [{ op: "test", path: "/metadata/uid", value: node.metadata?.uid }];
+  if (!node.metadata?.annotations) {
+    ops.push({ op: "add", path: "/metadata/annotations", value: {} });
+  }
+  return [...ops, {
+    op: "add",
+    path: `/metadata/annotations/${pointer}`,
+    value: JSON.stringify(verdict),
+  }];
 }

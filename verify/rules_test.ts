@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { V1Job, V1Pod } from "@kubernetes/client-node";
-import { existingSmoke, jobFinishedAt, podsVerdict, smokeState } from "./rules.ts";
+import { existingSmoke, keptVerdict, podsVerdict, smokeState, verdictOf } from "./rules.ts";
 
 const FINISHED = Date.parse("2026-12-01T10:00:05.700Z");
 
@@ -59,26 +59,6 @@ Deno.test({
     for (const [name, pods, want] of cases) {
       await t.step(name, () => assert.deepEqual(podsVerdict(pods, FINISHED, "app=v"), want));
     }
-  },
-});
-
-Deno.test({
-  name: "jobFinishedAt() reads completionTime, else the success condition's time",
-  permissions: "none",
-  fn() {
-    const at = "2026-12-01T10:00:05Z";
-    assert.equal(
-      jobFinishedAt({ status: { completionTime: at as unknown as Date } }),
-      Date.parse(at),
-    );
-    const cond = {
-      type: "SuccessCriteriaMet",
-      status: "True",
-      lastTransitionTime: at as unknown as Date,
-    };
-    assert.equal(jobFinishedAt({ status: { conditions: [cond] } }), Date.parse(at));
-    assert.equal(jobFinishedAt(undefined), undefined);
-    assert.equal(jobFinishedAt({ status: {} }), undefined);
   },
 });
 
@@ -144,5 +124,48 @@ Deno.test({
       assert.equal(existingSmoke(job(done, early), "node-uid", key, FINISHED), "replace");
       assert.equal(existingSmoke(job(done, late, "other"), "node-uid", key, FINISHED), "replace");
     });
+  },
+});
+
+Deno.test({
+  name:
+    "keptVerdict() counts a smoke-test verdict kept on the node only for this smoke-test Job and this success of the node's Job",
+  permissions: "none",
+  async fn(t) {
+    const KEY = "up/verified-job", KEYS = { templateHash: "up/template-hash" };
+    const smoke = {
+      metadata: {
+        name: "up-verify-n1",
+        ownerReferences: [{ apiVersion: "batch/v1", kind: "Job", name: "o", uid: "owner-1" }],
+        annotations: { [KEYS.templateHash]: "h1" },
+      },
+    };
+    const ended = Date.parse("2026-12-01T10:00:05Z");
+    const passed = verdictOf(smoke, KEYS, "2026-12-01T10:00:30Z");
+    const failed = verdictOf(smoke, KEYS, "2026-12-01T10:00:30Z", "verification: job x failed");
+    const on = (v: unknown) => ({
+      metadata: { annotations: { [KEY]: typeof v === "string" ? v : JSON.stringify(v) } },
+    });
+    const cases: [string, ReturnType<typeof on> | { metadata: object }, unknown][] = [
+      ["none kept", { metadata: {} }, undefined],
+      ["passed, kept after the Job ended", on(passed), passed],
+      ["failed: the failure is kept too", on(failed), failed],
+      ["kept the same second the Job ended", on({ ...passed, at: "2026-12-01T10:00:05Z" }), {
+        ...passed,
+        at: "2026-12-01T10:00:05Z",
+      }],
+      [
+        "of an earlier success of the node's Job",
+        on({ ...passed, at: "2026-12-01T09:00:00Z" }),
+        undefined,
+      ],
+      ["of another owner", on({ ...passed, owner: "owner-0" }), undefined],
+      ["of another template", on({ ...passed, templateHash: "h0" }), undefined],
+      ["of another Job name", on({ ...passed, job: "other" }), undefined],
+      ["not JSON", on("{"), undefined],
+    ];
+    for (const [name, node, want] of cases) {
+      await t.step(name, () => assert.deepEqual(keptVerdict(node, KEY, smoke, KEYS, ended), want));
+    }
   },
 });

@@ -10,11 +10,18 @@
  * @module
  */
 
-import type { V1Job, V1Pod } from "@kubernetes/client-node";
+import type { V1Job, V1Node, V1Pod } from "@kubernetes/client-node";
 import type { NodeFacts, TrackingKeys } from "../job.ts";
 import { isRetryable, type Kube, paths } from "../kube/client.ts";
 import { errorText } from "../base/errors.ts";
-import { existingSmoke, jobFinishedAt, podsVerdict, smokeState } from "./rules.ts";
+import {
+  existingSmoke,
+  keptVerdict,
+  podsVerdict,
+  smokeState,
+  verdictOf,
+  verdictPatch,
+} from "./rules.ts";
 
 /** What `--verify-pod-selector`, `--verify-job-template` and `--verify-timeout-secs` ask. */
 export interface VerifyConfig {
@@ -32,8 +39,13 @@ export interface VerifierOptions {
   kube: Pick<Kube, "get" | "list" | "request">;
   /** The namespace of the Jobs. */
   namespace: string;
-  /** The tracking keys (the node UID annotation of a smoke-test Job). */
-  keys: Pick<TrackingKeys, "nodeUid">;
+  /**
+   * The tracking keys: the node UID and template hash annotations of a
+   * smoke-test Job, and the node annotation that keeps its verdict.
+   */
+  keys: Pick<TrackingKeys, "nodeUid" | "templateHash" | "verified">;
+  /** Says once that a verdict cannot be kept on its node. */
+  warn?: (message: string) => void;
   /** What to verify. */
   config: VerifyConfig;
   /** The smoke-test Job for a node, with `--verify-job-template`. */
@@ -55,6 +67,7 @@ export const STOPPED = "the run was stopped during verification";
  */
 export class NodeVerifier {
   #o: VerifierOptions;
+  #refused = false;
 
   /** A verifier with its options. */
   constructor(opts: VerifierOptions) {
@@ -62,24 +75,22 @@ export class NodeVerifier {
   }
 
   /**
-   * Verifies one node whose Job `jobName` succeeded: the pods, then the
-   * smoke-test Job, within one deadline.
+   * Verifies one node whose Job succeeded: the pods, then the smoke-test
+   * Job, within one deadline.
    *
+   * @param jobEndedAt when the node's Job succeeded (ms since the epoch), as
+   *   the engine saw it: the Job itself may be gone by its TTL
    * @throws an outage error (see `isRetryable`): the caller pauses and retries
    */
-  async verify(node: NodeFacts, jobName: string): Promise<string | undefined> {
-    const began = Date.now();
+  async verify(node: NodeFacts, jobEndedAt: number): Promise<string | undefined> {
     const { config } = this.#o;
-    const deadline = began + config.timeoutSecs * 1000;
+    const deadline = Date.now() + config.timeoutSecs * 1000;
     try {
-      const job = await this.#o.kube.get<V1Job>(paths.job(this.#o.namespace, jobName));
-      // A Job already collected by its TTL: it finished before this began.
-      const finishedAt = jobFinishedAt(job) ?? began;
       if (config.podSelector) {
-        const why = await this.#pods(node.name, config.podSelector, finishedAt, deadline);
+        const why = await this.#pods(node.name, config.podSelector, jobEndedAt, deadline);
         if (why) return why;
       }
-      if (this.#o.smokeJob) return await this.#smoke(node, finishedAt, deadline);
+      if (this.#o.smokeJob) return await this.#smoke(node, jobEndedAt, deadline);
       return undefined;
     } catch (e) {
       if (this.#o.signal.aborted) return STOPPED;
@@ -111,9 +122,69 @@ export class NodeVerifier {
     }
   }
 
-  /** Creates (or adopts) the node's smoke-test Job and waits for its outcome. */
+  /**
+   * The node's smoke-test verdict: the one kept on the node for this success
+   * of its Job, else the smoke-test Job's, then kept there.
+   */
   async #smoke(node: NodeFacts, finishedAt: number, deadline: number): Promise<string | undefined> {
     const job = this.#o.smokeJob!(node);
+    const keys = this.#o.keys;
+    const seen = await this.#node(node.name);
+    const kept = seen?.metadata?.uid === node.uid
+      ? keptVerdict(seen, keys.verified, job, keys, finishedAt)
+      : undefined;
+    if (kept) return kept.failed;
+    const { why, decided } = await this.#runSmoke(node, job, finishedAt, deadline);
+    // A timeout is not kept: the Job may yet succeed, and a re-run waits for it.
+    if (seen && decided) {
+      await this.#keep(seen, verdictOf(job, keys, new Date().toISOString(), why));
+    }
+    return why;
+  }
+
+  /** The node, to read and keep a verdict on; undefined when it cannot be read (said once). */
+  async #node(name: string): Promise<V1Node | undefined> {
+    try {
+      return await this.#o.kube.get<V1Node>(paths.node(name));
+    } catch (e) {
+      if (isRetryable(e)) throw e;
+      this.#cannotKeep(e);
+      return undefined;
+    }
+  }
+
+  #cannotKeep(e: unknown): void {
+    if (this.#refused) return;
+    this.#refused = true;
+    this.#o.warn?.(
+      `cannot keep smoke-test verdicts on their nodes (annotation ${this.#o.keys.verified}: ` +
+        `${errorText(e)}); a run stopped before a node's post-success work ended runs its ` +
+        "smoke-test Job again once the Job's TTL removed it",
+    );
+  }
+
+  /**
+   * Keeps a verdict on its node, before the post-success work goes on: an
+   * outage is thrown (the work is done again); a refusal (no `nodes patch`,
+   * a webhook) is said once, and the run goes on without it.
+   */
+  async #keep(node: V1Node, verdict: ReturnType<typeof verdictOf>): Promise<void> {
+    const patch = verdictPatch(this.#o.keys.verified, node, verdict);
+    try {
+      await this.#o.kube.request("patch", "PATCH", paths.node(node.metadata!.name!), patch);
+    } catch (e) {
+      if (isRetryable(e)) throw e;
+      this.#cannotKeep(e);
+    }
+  }
+
+  /** Creates (or adopts) the node's smoke-test Job and waits for its outcome, or the deadline. */
+  async #runSmoke(
+    node: NodeFacts,
+    job: V1Job,
+    finishedAt: number,
+    deadline: number,
+  ): Promise<{ why?: string; decided: boolean }> {
     const name = job.metadata!.name!;
     const ns = this.#o.namespace;
     const secs = this.#o.config.timeoutSecs;
@@ -126,8 +197,10 @@ export class NodeVerifier {
       ) {
         created = true;
         const s = smokeState(seen);
-        if (s.state === "succeeded") return undefined;
-        if (s.state === "failed") return `verification: job ${ns}/${name} failed: ${s.reason}`;
+        if (s.state === "succeeded") return { decided: true };
+        if (s.state === "failed") {
+          return { why: `verification: job ${ns}/${name} failed: ${s.reason}`, decided: true };
+        }
       } else if (
         seen && existingSmoke(seen, node.uid, this.#o.keys.nodeUid, finishedAt) === "replace"
       ) {
@@ -136,7 +209,10 @@ export class NodeVerifier {
         created = await this.#create(job);
       }
       if (Date.now() >= deadline) {
-        return `verification: job ${ns}/${name} not succeeded after ${secs} s`;
+        return {
+          why: `verification: job ${ns}/${name} not succeeded after ${secs} s`,
+          decided: false,
+        };
       }
       if (!(await this.#sleep(deadline))) throw new Error(STOPPED);
     }

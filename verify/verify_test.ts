@@ -6,10 +6,8 @@ import { NodeVerifier, type VerifyConfig } from "./verify.ts";
 
 const NODE = { name: "n1", uid: "node-uid" };
 const DONE = "2026-12-01T10:00:05Z";
-const MAIN: V1Job = {
-  metadata: { name: "up-n1" },
-  status: { completionTime: DONE as unknown as Date },
-};
+/** When the engine saw the node's Job end (`jobEndedAt`). */
+const ENDED = Date.parse(DONE);
 
 function verifier(
   kube: ConstructorParameters<typeof NodeVerifier>[0]["kube"],
@@ -19,7 +17,11 @@ function verifier(
   return new NodeVerifier({
     kube,
     namespace: "ops",
-    keys: { nodeUid: "job-dispatcher/node-uid" },
+    keys: {
+      nodeUid: "job-dispatcher/node-uid",
+      templateHash: "job-dispatcher/template-hash",
+      verified: "job-dispatcher/verified-job",
+    },
     config,
     smokeJob: smoke
       ? (node) => ({
@@ -51,22 +53,20 @@ function podList(ready: string, at: string) {
 Deno.test("NodeVerifier fails a node whose validator pod never becomes Ready, naming the pod and the timeout", async () => {
   await withServer((req) => {
     const url = new URL(req.url);
-    if (url.pathname === "/apis/batch/v1/namespaces/ops/jobs/up-n1") return Response.json(MAIN);
     assert.equal(url.pathname, "/api/v1/pods");
     assert.equal(url.searchParams.get("fieldSelector"), "spec.nodeName=n1");
     assert.equal(url.searchParams.get("labelSelector"), "app=validator");
     return podList("False", DONE);
   }, async (kube) => {
     const why = await verifier(kube, { podSelector: "app=validator", timeoutSecs: 0.3 })
-      .verify(NODE, "up-n1");
+      .verify(NODE, ENDED);
     assert.equal(why, "verification: pod gpu/validator-x not Ready after 0.3 s");
   });
 });
 
 Deno.test("NodeVerifier passes once the pod's Ready transition comes after the Job finished", async () => {
   let reads = 0;
-  await withServer((req) => {
-    if (new URL(req.url).pathname.endsWith("/jobs/up-n1")) return Response.json(MAIN);
+  await withServer(() => {
     // Ready since before the Job at first (it proves nothing), then restarted and Ready.
     return ++reads < 3
       ? podList("True", "2026-12-01T09:00:00Z")
@@ -74,7 +74,7 @@ Deno.test("NodeVerifier passes once the pod's Ready transition comes after the J
   }, async (kube) => {
     const why = await verifier(kube, { podSelector: "app=validator", timeoutSecs: 5 }).verify(
       NODE,
-      "up-n1",
+      ENDED,
     );
     assert.equal(why, undefined);
     assert.equal(reads, 3);
@@ -82,13 +82,12 @@ Deno.test("NodeVerifier passes once the pod's Ready transition comes after the J
 });
 
 Deno.test("NodeVerifier says a pod Ready only since before the Job, at the timeout", async () => {
-  await withServer((req) => {
-    if (new URL(req.url).pathname.endsWith("/jobs/up-n1")) return Response.json(MAIN);
+  await withServer(() => {
     return podList("True", "2026-12-01T09:00:00Z");
   }, async (kube) => {
     const why = await verifier(kube, { podSelector: "app=validator", timeoutSecs: 0.2 }).verify(
       NODE,
-      "up-n1",
+      ENDED,
     );
     assert.match(
       why!,
@@ -102,7 +101,6 @@ Deno.test("NodeVerifier creates the smoke-test Job and fails the node when it fa
   let gets = 0;
   await withServer((req, _n, body) => {
     const path = new URL(req.url).pathname;
-    if (path.endsWith("/jobs/up-n1")) return Response.json(MAIN);
     if (req.method === "POST" && path === "/apis/batch/v1/namespaces/ops/jobs") {
       smoke = {
         ...(body as V1Job),
@@ -128,7 +126,7 @@ Deno.test("NodeVerifier creates the smoke-test Job and fails the node when it fa
   }, async (kube, hits) => {
     const why = await verifier(kube, { jobTemplate: "smoke.yaml", timeoutSecs: 5 }, true).verify(
       NODE,
-      "up-n1",
+      ENDED,
     );
     assert.equal(
       why,
@@ -141,8 +139,6 @@ Deno.test("NodeVerifier creates the smoke-test Job and fails the node when it fa
 Deno.test("NodeVerifier fails a node whose smoke-test Job has not succeeded at the timeout, naming the Job", async () => {
   let smoke: V1Job | undefined;
   await withServer((req, _n, body) => {
-    const path = new URL(req.url).pathname;
-    if (path.endsWith("/jobs/up-n1")) return Response.json(MAIN);
     if (req.method === "POST") {
       smoke = body as V1Job;
       return Response.json(smoke, { status: 201 });
@@ -152,20 +148,113 @@ Deno.test("NodeVerifier fails a node whose smoke-test Job has not succeeded at t
   }, async (kube) => {
     const why = await verifier(kube, { jobTemplate: "smoke.yaml", timeoutSecs: 0.2 }, true).verify(
       NODE,
-      "up-n1",
+      ENDED,
     );
     assert.equal(why, "verification: job ops/up-verify-n1 not succeeded after 0.2 s");
   });
 });
 
 Deno.test("NodeVerifier throws an outage instead of failing the node: the engine pauses and retries", async () => {
-  await withServer((req) => {
-    if (new URL(req.url).pathname.endsWith("/jobs/up-n1")) return Response.json(MAIN);
+  await withServer(() => {
     return status(503, "ServiceUnavailable");
   }, async (kube) => {
     await assert.rejects(
-      verifier(kube, { podSelector: "app=validator", timeoutSecs: 0.2 }).verify(NODE, "up-n1"),
+      verifier(kube, { podSelector: "app=validator", timeoutSecs: 0.2 }).verify(NODE, ENDED),
       (e) => isRetryable(e),
+    );
+  });
+});
+
+Deno.test("NodeVerifier reads the Job's end from the engine: a pod Ready after it passes once the Job's TTL removed the Job", async () => {
+  // The engine saw the Job end at 10:00:05; its ttlSecondsAfterFinished then
+  // removed it, and the validator pod turned Ready at 10:00:07, before this
+  // verification began (now): that is proof, not "Ready before the Job".
+  await withServer((req) => {
+    if (new URL(req.url).pathname.includes("/jobs/")) return status(404, "NotFound");
+    return podList("True", "2026-12-01T10:00:07Z");
+  }, async (kube) => {
+    const why = await verifier(kube, { podSelector: "app=validator", timeoutSecs: 0.2 }).verify(
+      NODE,
+      ENDED,
+    );
+    assert.equal(why, undefined);
+  });
+});
+
+Deno.test("NodeVerifier does not run the smoke-test Job twice: a re-run after its TTL removed the Job reads the verdict kept on the node", async () => {
+  // The cluster: the node (its annotations as the PATCHes leave them) and
+  // the smoke-test Job, which its TTL removes once it succeeded.
+  const annotations: Record<string, string> = {};
+  let smoke: V1Job | undefined;
+  await withServer((req, _n, body) => {
+    const path = new URL(req.url).pathname;
+    if (path === "/api/v1/nodes/n1") {
+      if (req.method === "PATCH") {
+        for (const op of body as { op: string; path: string; value?: string }[]) {
+          const key = op.path.replace("/metadata/annotations/", "").replace("~1", "/");
+          if (op.op === "add" && op.path.startsWith("/metadata/annotations/")) {
+            annotations[key] = op.value!;
+          }
+        }
+      }
+      return Response.json({ metadata: { name: "n1", uid: NODE.uid, annotations } });
+    }
+    if (req.method === "POST") {
+      smoke = {
+        ...(body as V1Job),
+        metadata: {
+          ...(body as V1Job).metadata,
+          creationTimestamp: "2026-12-01T10:00:07Z" as unknown as Date,
+        },
+        status: { conditions: [{ type: "Complete", status: "True" }] },
+      };
+      return Response.json(smoke, { status: 201 });
+    }
+    if (path.endsWith("/jobs/up-verify-n1") && smoke) return Response.json(smoke);
+    return status(404, "NotFound");
+  }, async (kube, hits) => {
+    const config = { jobTemplate: "smoke.yaml", timeoutSecs: 5 };
+    assert.equal(await verifier(kube, config, true).verify(NODE, ENDED), undefined);
+    smoke = undefined; // ttlSecondsAfterFinished: the Job is gone; the run was killed
+    assert.equal(await verifier(kube, config, true).verify(NODE, ENDED), undefined);
+    const posts = hits.filter((h) => h.method === "POST").length;
+    assert.equal(posts, 1, "one smoke-test Job for one success of the node's Job");
+  });
+});
+
+Deno.test("NodeVerifier without nodes get or patch runs the smoke test and says once that it cannot keep its verdict", async () => {
+  const warnings: string[] = [];
+  let smoke: V1Job | undefined;
+  await withServer((req, _n, body) => {
+    const path = new URL(req.url).pathname;
+    if (path === "/api/v1/nodes/n1") return status(403, "Forbidden");
+    if (req.method === "POST") {
+      smoke = {
+        metadata: { ...(body as V1Job).metadata, creationTimestamp: "2026-12-01T10:00:07Z" },
+        status: { conditions: [{ type: "Complete", status: "True" }] },
+      } as unknown as V1Job;
+      return Response.json(smoke, { status: 201 });
+    }
+    return smoke ? Response.json(smoke) : status(404, "NotFound");
+  }, async (kube) => {
+    const v = new NodeVerifier({
+      kube,
+      namespace: "ops",
+      keys: { nodeUid: "u", templateHash: "h", verified: "up/verified-job" },
+      config: { jobTemplate: "smoke.yaml", timeoutSecs: 5 },
+      smokeJob: (node) => ({
+        metadata: { name: `up-verify-${node.name}`, annotations: { u: node.uid } },
+      }),
+      signal: new AbortController().signal,
+      pollMs: 20,
+      warn: (m) => warnings.push(m),
+    });
+    assert.equal(await v.verify(NODE, ENDED), undefined);
+    assert.equal(await v.verify(NODE, ENDED), undefined);
+    assert.equal(warnings.length, 1);
+    assert.match(
+      warnings[0],
+      /^cannot keep smoke-test verdicts on their nodes \(annotation up\/verified-job: /,
     );
   });
 });
