@@ -684,6 +684,24 @@ Deno.test("dispatch() counts, never creates again, a node whose success an earli
   }
 });
 
+Deno.test("dispatch() tells the post-success work of a kept success the end its mark kept, not the re-run's now", async () => {
+  // Verification judges validator pods against the Job's end: "now" would
+  // reject a pod that turned Ready between the Job's end and the re-run.
+  const h = harness({ runMs: 1000 });
+  const ts = targets(1);
+  const ended = -42_000;
+  Object.assign(ts[0], { keptSuccess: true, keptEndedAt: ended });
+  const told: number[] = [];
+  await run(h, ts, {
+    afterSuccess: (_t, jobEndedAt) => {
+      told.push(jobEndedAt);
+      return Promise.resolve(undefined);
+    },
+  });
+  assert.deepEqual(h.api.created, [], "no Job created");
+  assert.deepEqual(told, [ended]);
+});
+
 Deno.test("dispatch() leaves a node in flight when the run stops during its post-success work", async () => {
   const h = harness({ runMs: 1000 });
   const stop = h.stop;

@@ -6,7 +6,12 @@ import { ActiveTime, jobEnd, nodeResult, progressKey, progressOf, resultFacts } 
 
 const JOB: V1Job = {
   metadata: { name: "j-n1", creationTimestamp: new Date(1_000) },
-  status: { completionTime: new Date(4_000), failed: 2, succeeded: 1 },
+  status: {
+    completionTime: new Date(4_000),
+    conditions: [{ type: "Complete", status: "True" }],
+    failed: 2,
+    succeeded: 1,
+  },
 };
 
 Deno.test({
@@ -232,10 +237,12 @@ Deno.test({
       status: "True",
       lastTransitionTime: at(time),
     });
+    // The API server sets completionTime with the Complete condition.
+    const complete = { type: "Complete", status: "True" };
     const cases: [string, Pick<V1Job, "status"> | undefined, number | undefined][] = [
       [
         "completionTime, whole seconds: that second's end",
-        { status: { completionTime: at("2026-01-01T00:00:10Z") } },
+        { status: { completionTime: at("2026-01-01T00:00:10Z"), conditions: [complete] } },
         Date.parse("2026-01-01T00:00:11Z"),
       ],
       [
@@ -250,7 +257,7 @@ Deno.test({
       ],
       [
         "a stamp with milliseconds is taken as it is",
-        { status: { completionTime: at("2026-01-01T00:00:10.250Z") } },
+        { status: { completionTime: at("2026-01-01T00:00:10.250Z"), conditions: [complete] } },
         Date.parse("2026-01-01T00:00:10.250Z"),
       ],
       ["a running Job: none", { status: { active: 1 } }, undefined],
