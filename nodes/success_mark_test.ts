@@ -6,7 +6,9 @@ import {
   type SuccessMark,
   successMarkPatch,
 } from "./success_mark.ts";
-import { ApiError } from "../kube/client.ts";
+import type { V1Node } from "@kubernetes/client-node";
+import { ApiError, type Kube } from "../kube/client.ts";
+import { status, withServer } from "../testing/loopback.ts";
 
 const KEY = "job-dispatcher/succeeded-job";
 const NODE: MarkedNode = { name: "n1", uid: "u1", hasAnnotations: true };
@@ -133,6 +135,75 @@ Deno.test({
       const k = kube(() => ({}));
       await new SuccessKeeper({ ...opts, kube: k.kube }).release("n1");
       assert.equal(k.sent.length, 0);
+    });
+  },
+});
+
+/** Applies an RFC 6902 patch as the API server does (`add` of a member that exists replaces it). */
+function applyPatch(doc: unknown, ops: { op: string; path: string; value?: unknown }[]): unknown {
+  const copy = structuredClone(doc) as Record<string, unknown>;
+  for (const { op, path, value } of ops) {
+    const keys = path.split("/").slice(1).map((k) => k.replaceAll("~1", "/").replaceAll("~0", "~"));
+    const last = keys.pop()!;
+    let parent = copy;
+    for (const k of keys) {
+      if (typeof parent[k] !== "object" || parent[k] === null) throw new Error(`missing ${path}`);
+      parent = parent[k] as Record<string, unknown>;
+    }
+    if (op === "test") {
+      if (JSON.stringify(parent[last]) !== JSON.stringify(value)) throw new Error(`test ${path}`);
+    } else if (op === "add") parent[last] = structuredClone(value);
+    else if (op === "remove") {
+      if (!(last in parent)) throw new Error(`missing ${path}`);
+      delete parent[last];
+    } else throw new Error(`unknown op ${op}`);
+  }
+  return copy;
+}
+
+/** A fake API server holding node n1: GET returns it, PATCH applies a JSON Patch (422 on a failure). */
+async function withNode(
+  initial: V1Node,
+  fn: (kube: Kube, state: () => V1Node) => Promise<void>,
+): Promise<void> {
+  let node = initial;
+  await withServer((req, _n, body) => {
+    if (!new URL(req.url).pathname.endsWith("/api/v1/nodes/n1")) return status(404, "NotFound");
+    if (req.method === "GET") return Response.json(node);
+    if (req.method !== "PATCH") return status(405, "MethodNotAllowed");
+    try {
+      node = applyPatch(node, body as never) as V1Node;
+      return Response.json(node);
+    } catch {
+      return status(422, "Invalid", { message: "the request is invalid" });
+    }
+  }, (kube) => fn(kube, () => node));
+}
+
+Deno.test({
+  name: "SuccessKeeper never replaces the annotations a node gained after its selection " +
+    "(the run's own cordon record): the mark and the release leave every other annotation",
+  permissions: { net: true, read: true, write: true, env: true },
+  async fn() {
+    const CORDONED_BY = "job-dispatcher/cordoned-by";
+    // Selected without annotations (a node made by a tool, a kwok node);
+    // --cordon then recorded its cordon on it before the Job.
+    const selected: MarkedNode = { name: "n1", uid: "u1", hasAnnotations: false };
+    const cordoned: V1Node = {
+      metadata: { name: "n1", uid: "u1", annotations: { [CORDONED_BY]: "run-a" } },
+      spec: { unschedulable: true },
+    };
+    await withNode(cordoned, async (kube, state) => {
+      const keeper = new SuccessKeeper({ kube, key: KEY, node: () => selected, warn: () => {} });
+      await keeper.keep("n1", MARK);
+      assert.equal(
+        state().metadata?.annotations?.[CORDONED_BY],
+        "run-a",
+        "the cordon record is kept, else the uncordon finds it not ours and the node stays cordoned",
+      );
+      assert.deepEqual(JSON.parse(state().metadata!.annotations![KEY]), MARK);
+      await keeper.release("n1");
+      assert.deepEqual(state().metadata?.annotations, { [CORDONED_BY]: "run-a" });
     });
   },
 });
