@@ -24,6 +24,7 @@
 import { ApiError, isRetryable, type Kube, paths } from "../kube/client.ts";
 import { errorText } from "../base/errors.ts";
 import { pointer } from "./lifecycle.ts";
+import type { V1Node } from "@kubernetes/client-node";
 
 /** What a mark says: whose Job succeeded. */
 export interface SuccessMark {
@@ -43,28 +44,38 @@ export interface MarkedNode {
   name: string;
   /** The UID selected for it: the write tests it, so a replaced node is refused. */
   uid: string;
-  /** Whether the node had an annotations map when selected. */
-  hasAnnotations: boolean;
 }
 
 /**
  * The JSON Patch that puts `mark` on the node under annotation `key`, or
- * removes it (`null`), guarded by a `test` of the node's UID.
+ * removes it (`null`), guarded by a `test` of the node's UID. It assumes the
+ * node has an annotations map (every kubelet's node has); `bare` is the
+ * resourceVersion of a read that showed none: the map is then made with the
+ * mark, tested against that version. An `add` of the map where one exists
+ * replaces it whole (RFC 6902), and whether a node has one is only known
+ * as of a read: the run's own cordon record, written after the selection,
+ * would go, and the uncordon would find the cordon not ours.
  *
  * @example
  * ```ts
- * successMarkPatch("up/succeeded", { name: "n1", uid: "u1", hasAnnotations: true },
- *   { job: "up-n1" }).length; // 2
+ * successMarkPatch("up/succeeded", { name: "n1", uid: "u1" }, { job: "up-n1" }).length; // 2
  * ```
  */
 export function successMarkPatch(
   key: string,
   node: MarkedNode,
   mark: SuccessMark | null,
+  bare?: { resourceVersion: string },
 ): unknown[] {
   const path = `/metadata/annotations/${pointer(key)}`;
   const ops: unknown[] = [{ op: "test", path: "/metadata/uid", value: node.uid }];
-  if (!node.hasAnnotations) ops.push({ op: "add", path: "/metadata/annotations", value: {} });
+  if (bare && mark) {
+    return [
+      ...ops,
+      { op: "test", path: "/metadata/resourceVersion", value: bare.resourceVersion },
+      { op: "add", path: "/metadata/annotations", value: { [key]: JSON.stringify(mark) } },
+    ];
+  }
   if (mark) return [...ops, { op: "add", path, value: JSON.stringify(mark) }];
   // add-then-remove: a remove of a missing key fails the whole patch.
   return [...ops, { op: "add", path, value: "" }, { op: "remove", path }];
@@ -101,24 +112,48 @@ export function keptSuccess(
 }
 
 /**
- * Writes (or with `null` removes) the mark on the node: one PATCH. An
- * outage or refusal is thrown for the caller to judge.
+ * Writes (or with `null` removes) the mark on the node: one PATCH, and on a
+ * 422 a read of the node and, when it has no annotations map, one more
+ * PATCH that makes it, tested against that read. An outage or refusal is
+ * thrown for the caller to judge.
  *
- * @throws {ApiError} as the API server answered; a 422 when the node was replaced
+ * @returns false when the node is gone or was replaced under its name: nothing written
+ * @throws {ApiError} as the API server answered
  */
 export async function writeSuccessMark(
-  kube: Pick<Kube, "request">,
+  kube: Pick<Kube, "request" | "get">,
   key: string,
   node: MarkedNode,
   mark: SuccessMark | null,
-): Promise<void> {
-  await kube.request("patch", "PATCH", paths.node(node.name), successMarkPatch(key, node, mark));
+): Promise<boolean> {
+  const path = paths.node(node.name);
+  for (let attempt = 1;; attempt++) {
+    try {
+      await kube.request("patch", "PATCH", path, successMarkPatch(key, node, mark));
+      return true;
+    } catch (e) {
+      if (!(e instanceof ApiError && e.status === 422)) throw e;
+      const read = await kube.get<V1Node>(path);
+      if (read?.metadata?.uid !== node.uid) return false;
+      // Refused for another reason than a missing map (a value too large).
+      if (read.metadata.annotations) throw e;
+      if (!mark) return true;
+      const bare = { resourceVersion: read.metadata.resourceVersion ?? "" };
+      try {
+        await kube.request("patch", "PATCH", path, successMarkPatch(key, node, mark, bare));
+        return true;
+      } catch (again) {
+        // Changed since the read (its version moved on): read it again.
+        if (!(again instanceof ApiError && again.status === 422) || attempt >= 3) throw again;
+      }
+    }
+  }
 }
 
 /** Options of {@linkcode SuccessKeeper}. */
 export interface SuccessKeeperOptions {
   /** The API client. */
-  kube: Pick<Kube, "request">;
+  kube: Pick<Kube, "request" | "get">;
   /** The annotation key of the marks (`TrackingKeys.kept`, or a key of its own). */
   key: string;
   /** The node of a name, as selected; undefined: not a node of the run, nothing is written. */
@@ -155,12 +190,10 @@ export class SuccessKeeper {
     const node = this.#o.node(name);
     if (!node || this.#refused) return;
     try {
-      await writeSuccessMark(this.#o.kube, this.#o.key, node, mark);
-      this.#written.add(name);
+      // A node gone or replaced under its name: its work says so.
+      if (await writeSuccessMark(this.#o.kube, this.#o.key, node, mark)) this.#written.add(name);
     } catch (e) {
       if (isRetryable(e)) throw e;
-      // A node replaced under its name fails the UID test: its work says so.
-      if (e instanceof ApiError && e.status === 422) return;
       this.#refused = true;
       this.#o.warn(
         `cannot keep successes on their nodes (annotation ${this.#o.key}: ${errorText(e)}); ` +
@@ -175,7 +208,7 @@ export class SuccessKeeper {
     const node = this.#o.node(name);
     if (!node || !this.#written.has(name)) return;
     try {
-      await writeSuccessMark(this.#o.kube, this.#o.key, { ...node, hasAnnotations: true }, null);
+      await writeSuccessMark(this.#o.kube, this.#o.key, node, null);
       this.#written.delete(name);
     } catch (e) {
       // Left: a re-run counts the success and does the work again, as it

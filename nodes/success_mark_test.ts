@@ -11,7 +11,7 @@ import { ApiError, type Kube } from "../kube/client.ts";
 import { status, withServer } from "../testing/loopback.ts";
 
 const KEY = "job-dispatcher/succeeded-job";
-const NODE: MarkedNode = { name: "n1", uid: "u1", hasAnnotations: true };
+const NODE: MarkedNode = { name: "n1", uid: "u1" };
 const MARK: SuccessMark = { job: "up-n1", owner: "o1", templateHash: "h1" };
 
 Deno.test({
@@ -26,9 +26,12 @@ Deno.test({
         { op: "add", path, value: JSON.stringify(MARK) },
       ]);
     });
-    await t.step("set on a node without annotations makes the map first", () => {
-      const ops = successMarkPatch(KEY, { ...NODE, hasAnnotations: false }, MARK);
-      assert.deepEqual(ops[1], { op: "add", path: "/metadata/annotations", value: {} });
+    await t.step("set on a node read without annotations: the map, on that version only", () => {
+      assert.deepEqual(successMarkPatch(KEY, NODE, MARK, { resourceVersion: "7" }), [
+        test,
+        { op: "test", path: "/metadata/resourceVersion", value: "7" },
+        { op: "add", path: "/metadata/annotations", value: { [KEY]: JSON.stringify(MARK) } },
+      ]);
     });
     await t.step("remove: add-then-remove, so a missing mark is no error", () => {
       assert.deepEqual(successMarkPatch(KEY, NODE, null), [
@@ -93,6 +96,7 @@ function kube(answer: (n: number) => unknown) {
         const a = answer(sent.length);
         return a instanceof Error ? Promise.reject(a) : Promise.resolve(a as T);
       },
+      get: <T>(): Promise<T | undefined> => Promise.resolve(undefined),
     },
   };
 }
@@ -188,7 +192,7 @@ Deno.test({
     const CORDONED_BY = "job-dispatcher/cordoned-by";
     // Selected without annotations (a node made by a tool, a kwok node);
     // --cordon then recorded its cordon on it before the Job.
-    const selected: MarkedNode = { name: "n1", uid: "u1", hasAnnotations: false };
+    const selected: MarkedNode = { name: "n1", uid: "u1" };
     const cordoned: V1Node = {
       metadata: { name: "n1", uid: "u1", annotations: { [CORDONED_BY]: "run-a" } },
       spec: { unschedulable: true },
@@ -204,6 +208,34 @@ Deno.test({
       assert.deepEqual(JSON.parse(state().metadata!.annotations![KEY]), MARK);
       await keeper.release("n1");
       assert.deepEqual(state().metadata?.annotations, { [CORDONED_BY]: "run-a" });
+    });
+  },
+});
+
+Deno.test({
+  name: "SuccessKeeper makes the annotations map of a node that has none, on the version it read",
+  permissions: { net: true, read: true, write: true, env: true },
+  async fn() {
+    const bare: V1Node = { metadata: { name: "n1", uid: "u1", resourceVersion: "7" } };
+    await withNode(bare, async (kube, state) => {
+      const keeper = new SuccessKeeper({ kube, key: KEY, node: () => NODE, warn: () => {} });
+      await keeper.keep("n1", MARK);
+      assert.deepEqual(JSON.parse(state().metadata!.annotations![KEY]), MARK);
+      await keeper.release("n1");
+      assert.deepEqual(state().metadata?.annotations, {});
+    });
+    const replaced: V1Node = { metadata: { name: "n1", uid: "u2", resourceVersion: "7" } };
+    await withNode(replaced, async (kube, state) => {
+      const warned: string[] = [];
+      const keeper = new SuccessKeeper({
+        kube,
+        key: KEY,
+        node: () => NODE,
+        warn: (m) => void warned.push(m),
+      });
+      await keeper.keep("n1", MARK);
+      assert.equal(state().metadata?.annotations, undefined, "a replaced node gets no mark");
+      assert.deepEqual(warned, []);
     });
   },
 });
