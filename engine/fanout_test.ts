@@ -877,6 +877,40 @@ Deno.test("dispatch() fails a node whose post-success write keeps failing while 
   }
 });
 
+Deno.test("dispatch() only pauses a finishing node while every write is refused with 5xx and reads answer (etcd down behind the API server's watch cache), however long", async () => {
+  // The watch cache serves reads and watches (bookmarks, reconnects) while
+  // every write waits for etcd and ends 500/504: the API answers, but
+  // refuses the run's Job creates as much as this node's writes. That is
+  // the outage the README waits for, not a node webhook of this node's.
+  const h = harness({ runMs: 1000 });
+  const ts = targets(3);
+  const storage = "etcdserver: request timed out";
+  // etcd is down from the first Job's end (1 s) for two minutes.
+  const down = () => h.clock.now() >= 1000 && h.clock.now() < 120_000;
+  Object.defineProperty(h.api, "refuseCreates", { get: () => down() ? storage : undefined });
+  const { results } = await report(h, ts, {
+    parallelism: 2,
+    nodeTimeoutMs: 30_000,
+    afterSuccess: () => {
+      if (!down()) return Promise.resolve(undefined);
+      return Promise.reject(
+        new ApiError({
+          status: 500,
+          reason: "InternalError",
+          verb: "patch",
+          resource: "nodes",
+          message: storage,
+        }),
+      );
+    },
+  });
+  assert.deepEqual(
+    results.map((r) => `${r.node} ${r.outcome} ${r.reason ?? ""}`.trim()),
+    ts.map((t) => `${t.node.name} succeeded`),
+  );
+  assert.deepEqual(h.api.created, ts.map((t) => t.name), "never a second Job");
+});
+
 Deno.test("dispatch() says what a slow post-success work holds the slot for", async () => {
   const h = harness({ runMs: 1000 });
   const progress: Progress[] = [];
