@@ -239,3 +239,32 @@ Deno.test({
     });
   },
 });
+
+Deno.test({
+  name: "SuccessKeeper keeps the success of each Job on a node apart: a second rollout sharing " +
+    "the tracking prefix (another chart release) neither replaces nor removes the first's mark",
+  permissions: { net: true, read: true, write: true, env: true },
+  async fn() {
+    const node: V1Node = { metadata: { name: "n1", uid: "u1", annotations: { other: "x" } } };
+    await withNode(node, async (kube, state) => {
+      const keeper = () => new SuccessKeeper({ kube, key: KEY, node: () => NODE, warn: () => {} });
+      const driver = { job: "gpu-driver-n1", owner: "o1", templateHash: "h1" };
+      const firmware = { job: "nic-firmware-n1", owner: "o2", templateHash: "h2" };
+      const a = keeper(), b = keeper();
+      await a.keep("n1", driver);
+      // Release b's own, while a is killed during its post-success work.
+      await b.keep("n1", firmware);
+      await b.release("n1");
+      const annotations = state().metadata?.annotations ?? {};
+      const kept = Object.keys(annotations).filter((k) =>
+        keptSuccess(annotations, k, driver) !== undefined
+      );
+      assert.equal(
+        kept.length,
+        1,
+        `a re-run of gpu-driver finds its success: ${JSON.stringify(annotations)}`,
+      );
+      assert.equal(annotations.other, "x");
+    });
+  },
+});
