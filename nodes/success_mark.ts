@@ -11,8 +11,11 @@
  * one small PATCH that lands before the work it guards, and is found by any
  * later run of the prefix.
  *
- * The mark is an annotation whose value is JSON: the Job's name, the owner
- * Job's UID and the template hash the Job was made from. It only counts for
+ * The mark is an annotation per Job ({@linkcode keptKey}) whose value is
+ * JSON: the Job's name, the owner Job's UID and the template hash the Job
+ * was made from. Per Job, not per node: two rollouts that share the
+ * tracking prefix (two chart releases) run on the same node at once, and
+ * one's mark must neither replace nor remove the other's. It only counts for
  * a run of the same Job name, owner and template, as the Job itself would
  * ({@linkcode classifyJob}); a node replaced under its name carries no
  * annotations of the old one. Reusable for any Job whose success must not
@@ -25,6 +28,29 @@ import { ApiError, isRetryable, type Kube, paths } from "../kube/client.ts";
 import { errorText } from "../base/errors.ts";
 import { pointer } from "./lifecycle.ts";
 import type { V1Node } from "@kubernetes/client-node";
+import { createHash } from "node:crypto";
+
+/** The most an annotation key's name (after the `/`) may hold. */
+const NAME_MAX = 63;
+
+/**
+ * The annotation key of Job `job`'s mark: `<base>.<job>`, where `base` is
+ * `<prefix>/succeeded-job` (`TrackingKeys.kept`); a Job name too long for
+ * the 63 characters of a key's name is cut and ends in a hash of it, so that
+ * two long names never share a key.
+ *
+ * @example
+ * ```ts
+ * keptKey("job-dispatcher/succeeded-job", "up-n1"); // "job-dispatcher/succeeded-job.up-n1"
+ * ```
+ */
+export function keptKey(base: string, job: string): string {
+  const key = `${base}.${job}`;
+  const slash = key.indexOf("/");
+  if (key.length - slash - 1 <= NAME_MAX) return key;
+  const hash = createHash("sha256").update(job).digest("hex").slice(0, 8);
+  return `${key.slice(0, slash + 1 + NAME_MAX - 9)}-${hash}`;
+}
 
 /** What a mark says: whose Job succeeded. */
 export interface SuccessMark {
@@ -154,7 +180,7 @@ export async function writeSuccessMark(
 export interface SuccessKeeperOptions {
   /** The API client. */
   kube: Pick<Kube, "request" | "get">;
-  /** The annotation key of the marks (`TrackingKeys.kept`, or a key of its own). */
+  /** The base of the marks' keys (`TrackingKeys.kept`, or one of its own; {@linkcode keptKey}). */
   key: string;
   /** The node of a name, as selected; undefined: not a node of the run, nothing is written. */
   node(name: string): MarkedNode | undefined;
@@ -174,7 +200,8 @@ export class SuccessKeeper {
   #o: SuccessKeeperOptions;
   #refused = false;
   #unreleased = false;
-  #written = new Set<string>();
+  /** The key of the mark this run wrote on each node. */
+  #written = new Map<string, string>();
 
   /** @param opts where and how to write */
   constructor(opts: SuccessKeeperOptions) {
@@ -191,7 +218,8 @@ export class SuccessKeeper {
     if (!node || this.#refused) return;
     try {
       // A node gone or replaced under its name: its work says so.
-      if (await writeSuccessMark(this.#o.kube, this.#o.key, node, mark)) this.#written.add(name);
+      const key = keptKey(this.#o.key, mark.job);
+      if (await writeSuccessMark(this.#o.kube, key, node, mark)) this.#written.set(name, key);
     } catch (e) {
       if (isRetryable(e)) throw e;
       this.#refused = true;
@@ -206,9 +234,10 @@ export class SuccessKeeper {
   /** Removes the mark this run wrote on node `name`, once its work is done; never throws. */
   async release(name: string): Promise<void> {
     const node = this.#o.node(name);
-    if (!node || !this.#written.has(name)) return;
+    const key = this.#written.get(name);
+    if (!node || !key) return;
     try {
-      await writeSuccessMark(this.#o.kube, this.#o.key, node, null);
+      await writeSuccessMark(this.#o.kube, key, node, null);
       this.#written.delete(name);
     } catch (e) {
       // Left: a re-run counts the success and does the work again, as it
@@ -216,7 +245,7 @@ export class SuccessKeeper {
       if (this.#unreleased) return;
       this.#unreleased = true;
       this.#o.warn(
-        `cannot remove annotation ${this.#o.key} from node ${name} (${errorText(e)}); ` +
+        `cannot remove annotation ${key} from node ${name} (${errorText(e)}); ` +
           "a re-run counts that node's success and does its post-success work again",
       );
     }

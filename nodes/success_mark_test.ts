@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import {
+  keptKey,
   keptSuccess,
   type MarkedNode,
   SuccessKeeper,
@@ -205,7 +206,7 @@ Deno.test({
         "run-a",
         "the cordon record is kept, else the uncordon finds it not ours and the node stays cordoned",
       );
-      assert.deepEqual(JSON.parse(state().metadata!.annotations![KEY]), MARK);
+      assert.deepEqual(JSON.parse(state().metadata!.annotations![keptKey(KEY, MARK.job)]), MARK);
       await keeper.release("n1");
       assert.deepEqual(state().metadata?.annotations, { [CORDONED_BY]: "run-a" });
     });
@@ -220,7 +221,7 @@ Deno.test({
     await withNode(bare, async (kube, state) => {
       const keeper = new SuccessKeeper({ kube, key: KEY, node: () => NODE, warn: () => {} });
       await keeper.keep("n1", MARK);
-      assert.deepEqual(JSON.parse(state().metadata!.annotations![KEY]), MARK);
+      assert.deepEqual(JSON.parse(state().metadata!.annotations![keptKey(KEY, MARK.job)]), MARK);
       await keeper.release("n1");
       assert.deepEqual(state().metadata?.annotations, {});
     });
@@ -266,5 +267,21 @@ Deno.test({
       );
       assert.equal(annotations.other, "x");
     });
+  },
+});
+
+Deno.test({
+  name: "keptKey() names a mark per Job, within the 63 characters of a key's name",
+  permissions: "none",
+  fn() {
+    assert.equal(keptKey(KEY, "up-n1"), "job-dispatcher/succeeded-job.up-n1");
+    const long = (n: string) => `${"a".repeat(50)}-${n}`;
+    const [one, two] = [keptKey(KEY, long("node-1")), keptKey(KEY, long("node-2"))];
+    assert.notEqual(one, two);
+    for (const key of [one, two]) {
+      const name = key.split("/")[1];
+      assert.equal(name.length, 63, key);
+      assert.match(name, /^[a-z0-9][-a-z0-9_.]*[a-z0-9]$/, key);
+    }
   },
 });
