@@ -285,3 +285,23 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "SuccessKeeper: a node deleted during its post-success work (404) stops no other node's mark",
+  permissions: "none",
+  async fn() {
+    const warned: string[] = [];
+    const k = kube((n) => n === 1 ? error(404, 'nodes "n1" not found') : {});
+    const keeper = new SuccessKeeper({
+      kube: k.kube,
+      key: KEY,
+      node: (name) => ({ name, uid: `u-${name}` }),
+      warn: (m) => void warned.push(m),
+    });
+    await keeper.keep("n1", MARK);
+    await keeper.keep("n2", { ...MARK, job: "up-n2" });
+    assert.deepEqual(k.sent.map((s) => s[2]), ["/api/v1/nodes/n1", "/api/v1/nodes/n2"]);
+    assert.deepEqual(warned, [], "a node gone is its own work's failure, not a refusal of marks");
+  },
+});
