@@ -158,6 +158,8 @@ export async function writeSuccessMark(
       await kube.request("patch", "PATCH", path, successMarkPatch(key, node, mark));
       return true;
     } catch (e) {
+      // Deleted (a scale-down after its Job): its own work says so.
+      if (e instanceof ApiError && e.status === 404) return false;
       if (!(e instanceof ApiError && e.status === 422)) throw e;
       const read = await kube.get<V1Node>(path);
       if (read?.metadata?.uid !== node.uid) return false;
