@@ -204,8 +204,8 @@ export interface TrackingKeys {
   /** ConfigMap label: the owner Job's name, so `status --owner-job-name` finds its record. */
   ownerJob: string;
   /**
-   * Node annotation: a Job's success kept on the node before its post-success
-   * work, until that work ends (`nodes/success_mark.ts`).
+   * Node annotations `<this>.<job>`: a Job's success kept on the node before
+   * its post-success work, until that work ends (`nodes/success_mark.ts` `keptKey`).
    */
   kept: string;
   /** Node annotation: the verdict of the node's smoke-test Job (`verify/rules.ts` `SmokeVerdict`). */

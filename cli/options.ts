@@ -172,8 +172,9 @@ ROLLOUT SAFETY
                             With a 4xx that cannot heal, the only way a node
                             fails without its Job failing: outages only pause.
                             Also bounds a post-success write (labels, uncordon)
-                            refused with 5xx/429 while the API answers (a node
-                            webhook down): the node then fails with the error.
+                            refused with 5xx/429 while the run's other writes go
+                            through (a node webhook down): the node then fails
+                            with the error.
   --delete-timed-out        With --node-timeout-secs: delete the timed-out Job
                             (foreground) instead of leaving it running.
   --pin nodeName|affinity   nodeName (default) bypasses the scheduler. affinity

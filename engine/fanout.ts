@@ -367,14 +367,8 @@ class Fanout {
       track: (work, name) => this.#track(work, name),
       ok: () => this.#ok(),
       outageFailed: (e, began) => this.#outageFailed(e, began),
-      answering: () => this.#answering(),
+      wroteSince: (at) => this.#outage.lastOkAt > at,
     };
-  }
-
-  /** Whether the API answered anything lately, by the silence rule of #checkSilence. */
-  #answering(): boolean {
-    const silentMs = Math.max(SILENT_MS, 3 * this.#o.pollIntervalMs);
-    return this.#now() - Math.max(this.#jobs.heardAt, this.#outage.lastOkAt) <= silentMs;
   }
 
   #now(): number {

@@ -39,8 +39,11 @@ export interface FinishHost {
   ok(): void;
   /** Work begun at `began` met an outage: starts pause; the node keeps its state. */
   outageFailed(e: unknown, began: number): void;
-  /** Whether the API answered anything (the Job watch, a list, a request) lately. */
-  answering(): boolean;
+  /**
+   * Whether a write of the run (a Job created or deleted, another node's
+   * post-success work) went through after `at`.
+   */
+  wroteSince(at: number): boolean;
 }
 
 /** What the final result says of a Job (outcome.ts), as of now. */
@@ -120,10 +123,14 @@ function answered(e: unknown): boolean {
 /**
  * Why the post-success work gives up, or undefined while it retries. An API
  * that cannot be reached is an outage: the work waits for it, however long.
- * A write refused with an answer, 5xx or 429, while the API answers the
- * run's other requests, is this node's (a node admission webhook down,
- * `failurePolicy: Fail`, answers 500 to every node write and nothing else):
- * it fails the node once it has lasted `--node-timeout-secs`.
+ * So is one that answers every write 5xx or 429 (etcd down behind the API
+ * server's watch cache, which goes on serving reads and watches; a server
+ * shedding load): the run's other writes fail as this node's do. A write
+ * refused with an answer while another write of the run went through since
+ * is this node's (a node admission webhook down, `failurePolicy: Fail`,
+ * answers 500 to every node write and nothing else): it fails the node once
+ * it has lasted `--node-timeout-secs`. A last node with no other write to
+ * compare waits, as for an outage.
  *
  * @param since when the answered failures began; undefined: none yet
  */
@@ -132,16 +139,18 @@ function givesUp(
   e: unknown,
   since: number | undefined,
 ): { since?: number; why?: string } {
-  if (!answered(e) || !host.answering()) return {};
+  if (!answered(e)) return {};
   const now = host.clock.now();
   const first = since ?? now;
   const limit = host.options.nodeTimeoutMs;
-  if (limit === undefined || now - first < limit) return { since: first };
+  if (limit === undefined || now - first < limit || !host.wroteSince(first)) {
+    return { since: first };
+  }
   const secs = Math.round((now - first) / 1000);
   return {
     since: first,
     why: `post-success work failed for ${secs} s (--node-timeout-secs ${limit / 1000}) ` +
-      `while the API server answered: ${errorText(e)}`,
+      `while the API server took the run's other writes: ${errorText(e)}`,
   };
 }
 
@@ -150,8 +159,9 @@ function givesUp(
  * success, its slot and its place in the budget: the Job may be gone by
  * now (`ttlSecondsAfterFinished`, a foreground deletion), so "done" is never
  * derived from the Job again, and the node never goes back to the queue.
- * Retried forever while the API cannot be reached; a write the API refuses
- * with 5xx or 429 while it answers fails the node at `--node-timeout-secs`.
+ * Retried forever while the API cannot be reached or refuses every write; a
+ * write the API refuses with 5xx or 429 while it takes the run's other
+ * writes fails the node at `--node-timeout-secs`.
  */
 async function afterSuccessWork(host: FinishHost, name: string, job: V1Job): Promise<void> {
   const { afterSuccess, signal } = host.options;

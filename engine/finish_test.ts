@@ -40,7 +40,7 @@ function host(options: FinishHost["options"], pods?: V1Pod[], start = RUNNING) {
     track: (work) => void tasks.push(work),
     ok: () => void steps.push("ok"),
     outageFailed: () => void steps.push("outage"),
-    answering: () => true,
+    wroteSince: () => true,
   };
   const settled = async () => {
     while (tasks.length) await tasks.shift();
@@ -170,19 +170,26 @@ Deno.test({
 
 Deno.test({
   name: "the post-success work fails its node at the node timeout only for a refusal the API " +
-    "answered while it answers the run; an unreachable or silent API only pauses it",
+    "answered while it took the run's other writes; an unreachable API, or one refusing every " +
+    "write, only pauses it",
   permissions: "none",
   async fn(t) {
     const refusal = (status: number) =>
       new ApiError({ status, reason: "x", verb: "patch", resource: "nodes", message: "webhook" });
-    const cases: { name: string; status: number; answering: boolean; failed: boolean }[] = [
-      { name: "500 while the API answers: failed", status: 500, answering: true, failed: true },
-      { name: "429 while the API answers: failed", status: 429, answering: true, failed: true },
-      { name: "no answer at all: paused", status: 0, answering: true, failed: false },
+    const cases: { name: string; status: number; wrote: boolean; failed: boolean }[] = [
+      { name: "500 while other writes go through: failed", status: 500, wrote: true, failed: true },
+      { name: "429 while other writes go through: failed", status: 429, wrote: true, failed: true },
+      { name: "no answer at all: paused", status: 0, wrote: true, failed: false },
       {
-        name: "503 while nothing else answers (a load balancer with no API server): paused",
+        name: "503 while no other write goes through (a load balancer with no API server): paused",
         status: 503,
-        answering: false,
+        wrote: false,
+        failed: false,
+      },
+      {
+        name: "500 to every write (etcd down behind the watch cache): paused",
+        status: 500,
+        wrote: false,
         failed: false,
       },
     ];
@@ -199,7 +206,7 @@ Deno.test({
             return Promise.reject(refusal(c.status));
           },
         });
-        h.answering = () => c.answering;
+        h.wroteSince = () => c.wrote;
         concludeJob(h, NAME, job("Complete"), false);
         await runOn(h.clock as FakeClock, settled());
         assert.equal(phase(), c.failed ? "failed" : "finishing");

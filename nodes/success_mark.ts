@@ -11,8 +11,11 @@
  * one small PATCH that lands before the work it guards, and is found by any
  * later run of the prefix.
  *
- * The mark is an annotation whose value is JSON: the Job's name, the owner
- * Job's UID and the template hash the Job was made from. It only counts for
+ * The mark is an annotation per Job ({@linkcode keptKey}) whose value is
+ * JSON: the Job's name, the owner Job's UID and the template hash the Job
+ * was made from. Per Job, not per node: two rollouts that share the
+ * tracking prefix (two chart releases) run on the same node at once, and
+ * one's mark must neither replace nor remove the other's. It only counts for
  * a run of the same Job name, owner and template, as the Job itself would
  * ({@linkcode classifyJob}); a node replaced under its name carries no
  * annotations of the old one. Reusable for any Job whose success must not
@@ -24,6 +27,30 @@
 import { ApiError, isRetryable, type Kube, paths } from "../kube/client.ts";
 import { errorText } from "../base/errors.ts";
 import { pointer } from "./lifecycle.ts";
+import type { V1Node } from "@kubernetes/client-node";
+import { createHash } from "node:crypto";
+
+/** The most an annotation key's name (after the `/`) may hold. */
+const NAME_MAX = 63;
+
+/**
+ * The annotation key of Job `job`'s mark: `<base>.<job>`, where `base` is
+ * `<prefix>/succeeded-job` (`TrackingKeys.kept`); a Job name too long for
+ * the 63 characters of a key's name is cut and ends in a hash of it, so that
+ * two long names never share a key.
+ *
+ * @example
+ * ```ts
+ * keptKey("job-dispatcher/succeeded-job", "up-n1"); // "job-dispatcher/succeeded-job.up-n1"
+ * ```
+ */
+export function keptKey(base: string, job: string): string {
+  const key = `${base}.${job}`;
+  const slash = key.indexOf("/");
+  if (key.length - slash - 1 <= NAME_MAX) return key;
+  const hash = createHash("sha256").update(job).digest("hex").slice(0, 8);
+  return `${key.slice(0, slash + 1 + NAME_MAX - 9)}-${hash}`;
+}
 
 /** What a mark says: whose Job succeeded. */
 export interface SuccessMark {
@@ -47,28 +74,38 @@ export interface MarkedNode {
   name: string;
   /** The UID selected for it: the write tests it, so a replaced node is refused. */
   uid: string;
-  /** Whether the node had an annotations map when selected. */
-  hasAnnotations: boolean;
 }
 
 /**
  * The JSON Patch that puts `mark` on the node under annotation `key`, or
- * removes it (`null`), guarded by a `test` of the node's UID.
+ * removes it (`null`), guarded by a `test` of the node's UID. It assumes the
+ * node has an annotations map (every kubelet's node has); `bare` is the
+ * resourceVersion of a read that showed none: the map is then made with the
+ * mark, tested against that version. An `add` of the map where one exists
+ * replaces it whole (RFC 6902), and whether a node has one is only known
+ * as of a read: the run's own cordon record, written after the selection,
+ * would go, and the uncordon would find the cordon not ours.
  *
  * @example
  * ```ts
- * successMarkPatch("up/succeeded", { name: "n1", uid: "u1", hasAnnotations: true },
- *   { job: "up-n1" }).length; // 2
+ * successMarkPatch("up/succeeded", { name: "n1", uid: "u1" }, { job: "up-n1" }).length; // 2
  * ```
  */
 export function successMarkPatch(
   key: string,
   node: MarkedNode,
   mark: SuccessMark | null,
+  bare?: { resourceVersion: string },
 ): unknown[] {
   const path = `/metadata/annotations/${pointer(key)}`;
   const ops: unknown[] = [{ op: "test", path: "/metadata/uid", value: node.uid }];
-  if (!node.hasAnnotations) ops.push({ op: "add", path: "/metadata/annotations", value: {} });
+  if (bare && mark) {
+    return [
+      ...ops,
+      { op: "test", path: "/metadata/resourceVersion", value: bare.resourceVersion },
+      { op: "add", path: "/metadata/annotations", value: { [key]: JSON.stringify(mark) } },
+    ];
+  }
   if (mark) return [...ops, { op: "add", path, value: JSON.stringify(mark) }];
   // add-then-remove: a remove of a missing key fails the whole patch.
   return [...ops, { op: "add", path, value: "" }, { op: "remove", path }];
@@ -105,25 +142,51 @@ export function keptSuccess(
 }
 
 /**
- * Writes (or with `null` removes) the mark on the node: one PATCH. An
- * outage or refusal is thrown for the caller to judge.
+ * Writes (or with `null` removes) the mark on the node: one PATCH, and on a
+ * 422 a read of the node and, when it has no annotations map, one more
+ * PATCH that makes it, tested against that read. An outage or refusal is
+ * thrown for the caller to judge.
  *
- * @throws {ApiError} as the API server answered; a 422 when the node was replaced
+ * @returns false when the node is gone or was replaced under its name: nothing written
+ * @throws {ApiError} as the API server answered
  */
 export async function writeSuccessMark(
-  kube: Pick<Kube, "request">,
+  kube: Pick<Kube, "request" | "get">,
   key: string,
   node: MarkedNode,
   mark: SuccessMark | null,
-): Promise<void> {
-  await kube.request("patch", "PATCH", paths.node(node.name), successMarkPatch(key, node, mark));
+): Promise<boolean> {
+  const path = paths.node(node.name);
+  for (let attempt = 1;; attempt++) {
+    try {
+      await kube.request("patch", "PATCH", path, successMarkPatch(key, node, mark));
+      return true;
+    } catch (e) {
+      // Deleted (a scale-down after its Job): its own work says so.
+      if (e instanceof ApiError && e.status === 404) return false;
+      if (!(e instanceof ApiError && e.status === 422)) throw e;
+      const read = await kube.get<V1Node>(path);
+      if (read?.metadata?.uid !== node.uid) return false;
+      // Refused for another reason than a missing map (a value too large).
+      if (read.metadata.annotations) throw e;
+      if (!mark) return true;
+      const bare = { resourceVersion: read.metadata.resourceVersion ?? "" };
+      try {
+        await kube.request("patch", "PATCH", path, successMarkPatch(key, node, mark, bare));
+        return true;
+      } catch (again) {
+        // Changed since the read (its version moved on): read it again.
+        if (!(again instanceof ApiError && again.status === 422) || attempt >= 3) throw again;
+      }
+    }
+  }
 }
 
 /** Options of {@linkcode SuccessKeeper}. */
 export interface SuccessKeeperOptions {
   /** The API client. */
-  kube: Pick<Kube, "request">;
-  /** The annotation key of the marks (`TrackingKeys.kept`, or a key of its own). */
+  kube: Pick<Kube, "request" | "get">;
+  /** The base of the marks' keys (`TrackingKeys.kept`, or one of its own; {@linkcode keptKey}). */
   key: string;
   /** The node of a name, as selected; undefined: not a node of the run, nothing is written. */
   node(name: string): MarkedNode | undefined;
@@ -143,7 +206,8 @@ export class SuccessKeeper {
   #o: SuccessKeeperOptions;
   #refused = false;
   #unreleased = false;
-  #written = new Set<string>();
+  /** The key of the mark this run wrote on each node. */
+  #written = new Map<string, string>();
 
   /** @param opts where and how to write */
   constructor(opts: SuccessKeeperOptions) {
@@ -159,12 +223,11 @@ export class SuccessKeeper {
     const node = this.#o.node(name);
     if (!node || this.#refused) return;
     try {
-      await writeSuccessMark(this.#o.kube, this.#o.key, node, mark);
-      this.#written.add(name);
+      // A node gone or replaced under its name: its work says so.
+      const key = keptKey(this.#o.key, mark.job);
+      if (await writeSuccessMark(this.#o.kube, key, node, mark)) this.#written.set(name, key);
     } catch (e) {
       if (isRetryable(e)) throw e;
-      // A node replaced under its name fails the UID test: its work says so.
-      if (e instanceof ApiError && e.status === 422) return;
       this.#refused = true;
       this.#o.warn(
         `cannot keep successes on their nodes (annotation ${this.#o.key}: ${errorText(e)}); ` +
@@ -177,9 +240,10 @@ export class SuccessKeeper {
   /** Removes the mark this run wrote on node `name`, once its work is done; never throws. */
   async release(name: string): Promise<void> {
     const node = this.#o.node(name);
-    if (!node || !this.#written.has(name)) return;
+    const key = this.#written.get(name);
+    if (!node || !key) return;
     try {
-      await writeSuccessMark(this.#o.kube, this.#o.key, { ...node, hasAnnotations: true }, null);
+      await writeSuccessMark(this.#o.kube, key, node, null);
       this.#written.delete(name);
     } catch (e) {
       // Left: a re-run counts the success and does the work again, as it
@@ -187,7 +251,7 @@ export class SuccessKeeper {
       if (this.#unreleased) return;
       this.#unreleased = true;
       this.#o.warn(
-        `cannot remove annotation ${this.#o.key} from node ${name} (${errorText(e)}); ` +
+        `cannot remove annotation ${key} from node ${name} (${errorText(e)}); ` +
           "a re-run counts that node's success and does its post-success work again",
       );
     }

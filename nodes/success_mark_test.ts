@@ -1,15 +1,18 @@
 import assert from "node:assert/strict";
 import {
+  keptKey,
   keptSuccess,
   type MarkedNode,
   SuccessKeeper,
   type SuccessMark,
   successMarkPatch,
 } from "./success_mark.ts";
-import { ApiError } from "../kube/client.ts";
+import type { V1Node } from "@kubernetes/client-node";
+import { ApiError, type Kube } from "../kube/client.ts";
+import { status, withServer } from "../testing/loopback.ts";
 
 const KEY = "job-dispatcher/succeeded-job";
-const NODE: MarkedNode = { name: "n1", uid: "u1", hasAnnotations: true };
+const NODE: MarkedNode = { name: "n1", uid: "u1" };
 const MARK: SuccessMark = { job: "up-n1", owner: "o1", templateHash: "h1" };
 
 Deno.test({
@@ -24,9 +27,12 @@ Deno.test({
         { op: "add", path, value: JSON.stringify(MARK) },
       ]);
     });
-    await t.step("set on a node without annotations makes the map first", () => {
-      const ops = successMarkPatch(KEY, { ...NODE, hasAnnotations: false }, MARK);
-      assert.deepEqual(ops[1], { op: "add", path: "/metadata/annotations", value: {} });
+    await t.step("set on a node read without annotations: the map, on that version only", () => {
+      assert.deepEqual(successMarkPatch(KEY, NODE, MARK, { resourceVersion: "7" }), [
+        test,
+        { op: "test", path: "/metadata/resourceVersion", value: "7" },
+        { op: "add", path: "/metadata/annotations", value: { [KEY]: JSON.stringify(MARK) } },
+      ]);
     });
     await t.step("remove: add-then-remove, so a missing mark is no error", () => {
       assert.deepEqual(successMarkPatch(KEY, NODE, null), [
@@ -91,6 +97,7 @@ function kube(answer: (n: number) => unknown) {
         const a = answer(sent.length);
         return a instanceof Error ? Promise.reject(a) : Promise.resolve(a as T);
       },
+      get: <T>(): Promise<T | undefined> => Promise.resolve(undefined),
     },
   };
 }
@@ -134,5 +141,167 @@ Deno.test({
       await new SuccessKeeper({ ...opts, kube: k.kube }).release("n1");
       assert.equal(k.sent.length, 0);
     });
+  },
+});
+
+/** Applies an RFC 6902 patch as the API server does (`add` of a member that exists replaces it). */
+function applyPatch(doc: unknown, ops: { op: string; path: string; value?: unknown }[]): unknown {
+  const copy = structuredClone(doc) as Record<string, unknown>;
+  for (const { op, path, value } of ops) {
+    const keys = path.split("/").slice(1).map((k) => k.replaceAll("~1", "/").replaceAll("~0", "~"));
+    const last = keys.pop()!;
+    let parent = copy;
+    for (const k of keys) {
+      if (typeof parent[k] !== "object" || parent[k] === null) throw new Error(`missing ${path}`);
+      parent = parent[k] as Record<string, unknown>;
+    }
+    if (op === "test") {
+      if (JSON.stringify(parent[last]) !== JSON.stringify(value)) throw new Error(`test ${path}`);
+    } else if (op === "add") parent[last] = structuredClone(value);
+    else if (op === "remove") {
+      if (!(last in parent)) throw new Error(`missing ${path}`);
+      delete parent[last];
+    } else throw new Error(`unknown op ${op}`);
+  }
+  return copy;
+}
+
+/** A fake API server holding node n1: GET returns it, PATCH applies a JSON Patch (422 on a failure). */
+async function withNode(
+  initial: V1Node,
+  fn: (kube: Kube, state: () => V1Node) => Promise<void>,
+): Promise<void> {
+  let node = initial;
+  await withServer((req, _n, body) => {
+    if (!new URL(req.url).pathname.endsWith("/api/v1/nodes/n1")) return status(404, "NotFound");
+    if (req.method === "GET") return Response.json(node);
+    if (req.method !== "PATCH") return status(405, "MethodNotAllowed");
+    try {
+      node = applyPatch(node, body as never) as V1Node;
+      return Response.json(node);
+    } catch {
+      return status(422, "Invalid", { message: "the request is invalid" });
+    }
+  }, (kube) => fn(kube, () => node));
+}
+
+Deno.test({
+  name: "SuccessKeeper never replaces the annotations a node gained after its selection " +
+    "(the run's own cordon record): the mark and the release leave every other annotation",
+  permissions: { net: true, read: true, write: true, env: true },
+  async fn() {
+    const CORDONED_BY = "job-dispatcher/cordoned-by";
+    // Selected without annotations (a node made by a tool, a kwok node);
+    // --cordon then recorded its cordon on it before the Job.
+    const selected: MarkedNode = { name: "n1", uid: "u1" };
+    const cordoned: V1Node = {
+      metadata: { name: "n1", uid: "u1", annotations: { [CORDONED_BY]: "run-a" } },
+      spec: { unschedulable: true },
+    };
+    await withNode(cordoned, async (kube, state) => {
+      const keeper = new SuccessKeeper({ kube, key: KEY, node: () => selected, warn: () => {} });
+      await keeper.keep("n1", MARK);
+      assert.equal(
+        state().metadata?.annotations?.[CORDONED_BY],
+        "run-a",
+        "the cordon record is kept, else the uncordon finds it not ours and the node stays cordoned",
+      );
+      assert.deepEqual(JSON.parse(state().metadata!.annotations![keptKey(KEY, MARK.job)]), MARK);
+      await keeper.release("n1");
+      assert.deepEqual(state().metadata?.annotations, { [CORDONED_BY]: "run-a" });
+    });
+  },
+});
+
+Deno.test({
+  name: "SuccessKeeper makes the annotations map of a node that has none, on the version it read",
+  permissions: { net: true, read: true, write: true, env: true },
+  async fn() {
+    const bare: V1Node = { metadata: { name: "n1", uid: "u1", resourceVersion: "7" } };
+    await withNode(bare, async (kube, state) => {
+      const keeper = new SuccessKeeper({ kube, key: KEY, node: () => NODE, warn: () => {} });
+      await keeper.keep("n1", MARK);
+      assert.deepEqual(JSON.parse(state().metadata!.annotations![keptKey(KEY, MARK.job)]), MARK);
+      await keeper.release("n1");
+      assert.deepEqual(state().metadata?.annotations, {});
+    });
+    const replaced: V1Node = { metadata: { name: "n1", uid: "u2", resourceVersion: "7" } };
+    await withNode(replaced, async (kube, state) => {
+      const warned: string[] = [];
+      const keeper = new SuccessKeeper({
+        kube,
+        key: KEY,
+        node: () => NODE,
+        warn: (m) => void warned.push(m),
+      });
+      await keeper.keep("n1", MARK);
+      assert.equal(state().metadata?.annotations, undefined, "a replaced node gets no mark");
+      assert.deepEqual(warned, []);
+    });
+  },
+});
+
+Deno.test({
+  name: "SuccessKeeper keeps the success of each Job on a node apart: a second rollout sharing " +
+    "the tracking prefix (another chart release) neither replaces nor removes the first's mark",
+  permissions: { net: true, read: true, write: true, env: true },
+  async fn() {
+    const node: V1Node = { metadata: { name: "n1", uid: "u1", annotations: { other: "x" } } };
+    await withNode(node, async (kube, state) => {
+      const keeper = () => new SuccessKeeper({ kube, key: KEY, node: () => NODE, warn: () => {} });
+      const driver = { job: "gpu-driver-n1", owner: "o1", templateHash: "h1" };
+      const firmware = { job: "nic-firmware-n1", owner: "o2", templateHash: "h2" };
+      const a = keeper(), b = keeper();
+      await a.keep("n1", driver);
+      // Release b's own, while a is killed during its post-success work.
+      await b.keep("n1", firmware);
+      await b.release("n1");
+      const annotations = state().metadata?.annotations ?? {};
+      const kept = Object.keys(annotations).filter((k) =>
+        keptSuccess(annotations, k, driver) !== undefined
+      );
+      assert.equal(
+        kept.length,
+        1,
+        `a re-run of gpu-driver finds its success: ${JSON.stringify(annotations)}`,
+      );
+      assert.equal(annotations.other, "x");
+    });
+  },
+});
+
+Deno.test({
+  name: "keptKey() names a mark per Job, within the 63 characters of a key's name",
+  permissions: "none",
+  fn() {
+    assert.equal(keptKey(KEY, "up-n1"), "job-dispatcher/succeeded-job.up-n1");
+    const long = (n: string) => `${"a".repeat(50)}-${n}`;
+    const [one, two] = [keptKey(KEY, long("node-1")), keptKey(KEY, long("node-2"))];
+    assert.notEqual(one, two);
+    for (const key of [one, two]) {
+      const name = key.split("/")[1];
+      assert.equal(name.length, 63, key);
+      assert.match(name, /^[a-z0-9][-a-z0-9_.]*[a-z0-9]$/, key);
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "SuccessKeeper: a node deleted during its post-success work (404) stops no other node's mark",
+  permissions: "none",
+  async fn() {
+    const warned: string[] = [];
+    const k = kube((n) => n === 1 ? error(404, 'nodes "n1" not found') : {});
+    const keeper = new SuccessKeeper({
+      kube: k.kube,
+      key: KEY,
+      node: (name) => ({ name, uid: `u-${name}` }),
+      warn: (m) => void warned.push(m),
+    });
+    await keeper.keep("n1", MARK);
+    await keeper.keep("n2", { ...MARK, job: "up-n2" });
+    assert.deepEqual(k.sent.map((s) => s[2]), ["/api/v1/nodes/n1", "/api/v1/nodes/n2"]);
+    assert.deepEqual(warned, [], "a node gone is its own work's failure, not a refusal of marks");
   },
 });

@@ -25,7 +25,7 @@ import {
   withoutOwnKeys,
 } from "../job.ts";
 import { paths } from "../kube/client.ts";
-import { keptSuccess } from "../nodes/success_mark.ts";
+import { keptKey, keptSuccess } from "../nodes/success_mark.ts";
 import type { Target } from "../engine/fanout.ts";
 import {
   affinityMismatch,
@@ -560,7 +560,7 @@ function targetOf(n: V1Node, job: Omit<InstantiateOptions, "node">): Target {
   const name = jobName(job.prefix, node.name);
   // A success an earlier run of this owner and template kept on the node
   // before it was stopped during the node's post-success work.
-  const kept = keptSuccess(n.metadata?.annotations, job.keys.kept, {
+  const kept = keptSuccess(n.metadata?.annotations, keptKey(job.keys.kept, name), {
     job: name,
     owner: job.owner?.uid,
     templateHash: job.templateHash,

@@ -306,11 +306,7 @@ function successKeeper(
     warn: (message) => ctx.log.warn(message),
     node: (name) => {
       const n = nodes.get(name);
-      return n && {
-        name,
-        uid: n.metadata!.uid!,
-        hasAnnotations: n.metadata?.annotations !== undefined,
-      };
+      return n && { name, uid: n.metadata!.uid! };
     },
   });
 }
