@@ -323,3 +323,61 @@ Deno.test({
     await assert.rejects(a.write(cm("a")), (e: ApiError) => e.status === 409);
   },
 });
+
+Deno.test({
+  name:
+    "RecordStore: a first write whose outcome is unknown never lands later over a newer run's claim",
+  permissions: "none",
+  async fn(t) {
+    const outage = () =>
+      new ApiError({
+        status: 503,
+        reason: "ServiceUnavailable",
+        verb: "update",
+        resource: "configmaps",
+        message: "the API server is down",
+      });
+    // Yesterday's run left its record; the evicted pod a's first write
+    // meets an outage (applied or not, its answer never comes); the
+    // replacement b claims the record; a's closing `stopped` must not
+    // replace b's `running` (the unconditional first PUT, sent again,
+    // did), nor make b the one that stops writing.
+    for (const applied of [false, true]) {
+      await t.step(`the first write ${applied ? "applied" : "not applied"}`, async () => {
+        const api = new FakeConfigMaps();
+        await store(api, "z").write(cm("z", "finished"));
+        const a = store(api, "a");
+        api.intercept = async (method, _name, next) => {
+          if (method === "GET") return await next();
+          if (applied) await next();
+          throw outage();
+        };
+        await assert.rejects(a.write(cm("a")), (e: ApiError) => e.status === 503);
+        api.intercept = undefined;
+        const b = store(api, "b");
+        await b.write(cm("b"));
+        await assert.rejects(a.write(cm("a", "stopped")), SupersededError);
+        assert.equal(stateOf(api), "b running");
+        await b.write(cm("b", "finished"));
+        assert.equal(stateOf(api), "b finished");
+      });
+    }
+    await t.step(
+      "the first write not applied, no other run since: the next one claims",
+      async () => {
+        const api = new FakeConfigMaps();
+        await store(api, "z").write(cm("z", "finished"));
+        const a = store(api, "a");
+        api.intercept = async (method, _name, next) => {
+          if (method === "GET") return await next();
+          throw outage();
+        };
+        await assert.rejects(a.write(cm("a")), (e: ApiError) => e.status === 503);
+        api.intercept = undefined;
+        await a.write(cm("a"));
+        await a.write(cm("a", "finished"));
+        assert.equal(stateOf(api), "a finished");
+      },
+    );
+  },
+});
