@@ -4,11 +4,14 @@
  * one wins and the other finds out.
  *
  * Two dispatchers do write one record: the owner guard (`run/owner_guard.ts`)
- * keeps two owners' runs apart, but not two pods of one owner. When the
- * hook's pod is evicted, it drains on SIGTERM and writes its closing
- * `stopped` while the Job controller's replacement pod has already started
- * the run again; an unconditional PUT lets that `stopped` land last, and
- * `status` calls a live run stopped.
+ * keeps two owners' runs apart, but not two pods of one owner. When the pod
+ * of an owner Job without a `podFailurePolicy` is evicted, it drains on
+ * SIGTERM and writes its closing `stopped` while the Job controller's
+ * replacement pod has already started the run again (with one, as the
+ * chart's hook Job has, `podReplacementPolicy` can only be `Failed`: the
+ * replacement waits until the pod ended); a pod on a node cut off from the
+ * cluster runs on after the pod GC deleted it. An unconditional PUT lets
+ * that `stopped` land last, and `status` calls a live run stopped.
  *
  * Which writer wins: the one that claimed the record last, as the API server
  * ordered the writes. Each writer has an id (`RunRecord.writer`); its first
