@@ -439,5 +439,15 @@ Deno.test({
         assert.equal(statusExitCode(v, { requireEnded: true }), code);
       });
     }
+    await t.step("a later Complete Job of a node the record failed: still failed", () => {
+      const failed = record({
+        state: "finished",
+        nodes: [{ node: "n0", phase: "failed", since: T0, reason: "verification failed" }],
+      });
+      const done = job("n0", "Complete");
+      done.metadata!.creationTimestamp = new Date(T0 + 3_600_000) as unknown as Date;
+      const parts = { record: failed, jobs: [done], now: T0 + 3_700_000, writtenAt: T0 + 60_000 };
+      assert.equal(viewOf(parts).nodes[0].phase, "failed");
+    });
   },
 });
