@@ -7,8 +7,10 @@
 
 /**
  * `percent`% of `total`, rounded down, in integer arithmetic on the decimal
- * the percentage is written as. Kubernetes rounds a `maxUnavailable`
- * percentage down the same way (`GetScaledValueFromIntOrPercent`), but its
+ * the percentage is written as. Down, as a Deployment rounds its
+ * `maxUnavailable` (`GetScaledValueFromIntOrPercent(…, roundUp=false)`; a
+ * DaemonSet's and a PodDisruptionBudget's round up): a wave, a failure
+ * budget or an availability budget never exceeds its percentage. Kubernetes'
  * percentages are whole numbers, where floating point is exact; a fractional
  * one is not: `2.3 * 3000 / 100` is 68.99999999999999 in binary floating
  * point, which rounds down to 68, one node short of 2.3% of 3000 (69).

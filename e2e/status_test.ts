@@ -11,7 +11,7 @@
 import assert from "node:assert/strict";
 import type { V1ConfigMap } from "@kubernetes/client-node";
 import { trackingKeys } from "../job.ts";
-import { Kube } from "../kube/client.ts";
+import { ApiError, Kube } from "../kube/client.ts";
 import {
   decodeRecord,
   encodeRecord,
@@ -549,7 +549,7 @@ clusterTest(
         const other = store(ns, "rc", "other");
         let created = false;
         const late = store(ns, "rc", "late", async (verb, method, p, body) => {
-          // Between late's PUT (404) and its POST, the other writer creates the record.
+          // Between late's read (404) and its POST, the other writer creates the record.
           if (method === "POST" && !created) {
             created = true;
             await other.write(await cm(other, ns, "rc", {}));
@@ -561,6 +561,41 @@ clusterTest(
         assert.equal((await stored(ns, "rc")).record.writer, "late");
         await late.write(await cm(late, ns, "rc", { state: "finished" }));
         assert.equal((await stored(ns, "rc")).record.state, "finished");
+      },
+    );
+
+    await t.step(
+      "a first write applied whose answer was lost (an outage) never lands later over its replacement's claim",
+      async () => {
+        const ns = await namespace(cluster, "slost");
+        let lose = true;
+        const losing = async <T>(verb: string, method: string, p: string, body?: unknown) => {
+          const answer = await kube.request<T>(verb, method, p, body);
+          if (method !== "GET" && lose) {
+            lose = false;
+            throw new ApiError({
+              status: 503,
+              reason: "ServiceUnavailable",
+              verb,
+              resource: "configmaps",
+              message: "the answer was lost",
+            });
+          }
+          return answer;
+        };
+        const evicted = store(ns, "lost", "evicted", losing);
+        await assert.rejects(evicted.write(await cm(evicted, ns, "lost", {})), ApiError);
+        assert.equal((await stored(ns, "lost")).record.writer, "evicted", "it was applied");
+        const replacement = store(ns, "lost", "replacement");
+        await replacement.write(await cm(replacement, ns, "lost", {}));
+        await assert.rejects(
+          evicted.write(await cm(evicted, ns, "lost", { state: "stopped" })),
+          SupersededError,
+        );
+        const { record } = await stored(ns, "lost");
+        assert.equal(`${record.writer} ${record.state}`, "replacement running");
+        await replacement.write(await cm(replacement, ns, "lost", { state: "finished" }));
+        assert.equal((await stored(ns, "lost")).record.state, "finished");
       },
     );
 

@@ -11,7 +11,7 @@ import { UsageError } from "../job.ts";
 
 /**
  * Turns `--max-failures N|P%` into a number of nodes. A percentage is of the
- * nodes in the run, rounded down, as Kubernetes rounds `maxUnavailable`.
+ * nodes in the run, rounded down, as a Deployment rounds `maxUnavailable`.
  *
  * @throws {UsageError} when the text is neither a whole number nor a percentage
  * @example

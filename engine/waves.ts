@@ -83,7 +83,7 @@ export function canaryWaves(n: number): WaveSpec {
 
 /**
  * Resolves the sizes against a selection of `total` nodes into cumulative
- * counts: a percentage rounded down (as Kubernetes rounds `maxUnavailable`,
+ * counts: a percentage rounded down (as a Deployment rounds `maxUnavailable`,
  * and exactly: 2.3% of 3000 is 69),
  * each at least 1 and at most `total`; a wave that does not grow after
  * rounding (1,5% of 12 nodes) is merged into the one before, so no wave is

@@ -4,20 +4,28 @@
  * one wins and the other finds out.
  *
  * Two dispatchers do write one record: the owner guard (`run/owner_guard.ts`)
- * keeps two owners' runs apart, but not two pods of one owner. When the
- * hook's pod is evicted, it drains on SIGTERM and writes its closing
- * `stopped` while the Job controller's replacement pod has already started
- * the run again; an unconditional PUT lets that `stopped` land last, and
- * `status` calls a live run stopped.
+ * keeps two owners' runs apart, but not two pods of one owner. When the pod
+ * of an owner Job without a `podFailurePolicy` is evicted, it drains on
+ * SIGTERM and writes its closing `stopped` while the Job controller's
+ * replacement pod has already started the run again (with one, as the
+ * chart's hook Job has, `podReplacementPolicy` can only be `Failed`: the
+ * replacement waits until the pod ended); a pod on a node cut off from the
+ * cluster runs on after the pod GC deleted it. An unconditional PUT lets
+ * that `stopped` land last, and `status` calls a live run stopped.
  *
  * Which writer wins: the one that claimed the record last, as the API server
  * ordered the writes. Each writer has an id (`RunRecord.writer`); its first
  * write claims the record whatever is there (the record it replaces is an
- * earlier run's: a pod that started after it, or its own if it died). Every
- * later write carries the resourceVersion of the writer's last one; on 409
- * it reads the record again: still its own (a write whose answer was lost and
- * was resent), it writes again over it; another writer's, it was superseded
- * and writes no more. No merge: each write is the whole record of one run.
+ * earlier run's: a pod that started after it, or its own if it died), with
+ * the resourceVersion of the record it read just before. Every later write
+ * carries the resourceVersion of the writer's last one; on 409 it reads the
+ * record again: still its own (a write whose answer was lost and was
+ * resent), it writes again over it; another writer's, it was superseded and
+ * writes no more. A claim whose answer never came (an outage) may have
+ * landed or not: until one lands, the writer claims over only the writers it
+ * saw before it, never over a run that claimed since, so an evicted pod whose
+ * first write met an outage does not put its closing `stopped` over its
+ * replacement. No merge: each write is the whole record of one run.
  *
  * @module
  */
@@ -93,8 +101,20 @@ export class RecordStore {
   #path: string;
   /** The resourceVersion of this writer's last write (or of the record it will claim). */
   #rv?: string;
+  /** The record was read before the first write (what it claims over). */
+  #read = false;
+  /** No `configmaps get`: the first write claims unconditionally, as blind as before. */
+  #blind = false;
+  /** The writers whose records this one saw before its claim: older runs. */
+  #seen = new Set<string | undefined>();
   /** This writer has written the record once: from now on only with a precondition. */
   #claimed = false;
+  /**
+   * A claim was sent and its answer never came (an outage, a timeout): it
+   * may have landed or not, and a record by a writer not seen before it is
+   * a newer run's, not one this writer may still claim over.
+   */
+  #uncertain = false;
   #superseded?: SupersededError;
 
   /** @param opts where the record lives and how to reach it */
@@ -114,12 +134,31 @@ export class RecordStore {
     for (let conflicts = 0;; conflicts++) {
       if (this.#superseded) throw this.#superseded;
       try {
+        if (!this.#read) await this.#readFirst();
         return await this.#send(cm);
       } catch (e) {
         if (!(e instanceof ApiError && e.status === 409) || conflicts >= MAX_CONFLICTS) throw e;
         await this.#reread();
       }
     }
+  }
+
+  /**
+   * Before the first write, what it claims over: the claim itself then
+   * carries that record's resourceVersion, so that a claim sent again after
+   * an outage can tell a record it saw (an older run's) from one written
+   * since (a newer run's). Without `configmaps get` the claim is blind.
+   */
+  async #readFirst(): Promise<void> {
+    try {
+      const cm = await this.#o.request<ConfigMap>("get", "GET", this.#path);
+      this.#rv = cm.metadata?.resourceVersion;
+      this.#seen.add(writerOf(cm));
+    } catch (e) {
+      if (!(e instanceof ApiError && (e.status === 404 || e.status === 403))) throw e;
+      this.#blind = e.status === 403;
+    }
+    this.#read = true;
   }
 
   /** A PUT with this writer's resourceVersion, or a create where there is no record. */
@@ -129,21 +168,29 @@ export class RecordStore {
       metadata: { ...(cm.metadata as object), resourceVersion: rv },
     });
     let saved: ConfigMap | undefined;
-    // A writer that claimed the record never replaces it unconditionally: the
-    // record it lost track of (deleted, then made by another) may be newer.
-    if (this.#rv !== undefined || !this.#claimed) {
-      try {
-        saved = await this.#o.request<ConfigMap>("update", "PUT", this.#path, meta(this.#rv));
-      } catch (e) {
-        if (!(e instanceof ApiError && e.status === 404)) throw e;
+    try {
+      // A writer that claimed the record never replaces it unconditionally: the
+      // record it lost track of (deleted, then made by another) may be newer.
+      if (this.#rv !== undefined || (this.#blind && !this.#claimed)) {
+        try {
+          saved = await this.#o.request<ConfigMap>("update", "PUT", this.#path, meta(this.#rv));
+        } catch (e) {
+          if (!(e instanceof ApiError && e.status === 404)) throw e;
+        }
       }
+      saved ??= await this.#o.request<ConfigMap>(
+        "create",
+        "POST",
+        this.#path.slice(0, this.#path.lastIndexOf("/")),
+        meta(undefined),
+      );
+    } catch (e) {
+      // A refusal (4xx) was not applied; anything else may have been.
+      const refused = e instanceof ApiError && e.status >= 400 && e.status < 500 &&
+        e.status !== 429;
+      if (!this.#claimed && !refused) this.#uncertain = true;
+      throw e;
     }
-    saved ??= await this.#o.request<ConfigMap>(
-      "create",
-      "POST",
-      this.#path.slice(0, this.#path.lastIndexOf("/")),
-      meta(undefined),
-    );
     this.#rv = saved.metadata?.resourceVersion;
     this.#claimed = true;
   }
@@ -158,7 +205,18 @@ export class RecordStore {
       this.#rv = undefined; // deleted since: the next write creates it
       return;
     }
-    if (writerOf(cm) === this.writer || !this.#claimed) {
+    const w = writerOf(cm);
+    if (w === this.writer) {
+      // A write of this writer's landed, its answer lost: the claim holds.
+      this.#claimed = true;
+      this.#rv = cm.metadata?.resourceVersion;
+      return;
+    }
+    // Before its claim lands, this writer claims over what it finds (a run
+    // that wrote between its read and its claim started before it did), but
+    // after a claim that may have landed, only over what it saw before.
+    if (!this.#claimed && (!this.#uncertain || this.#seen.has(w))) {
+      if (!this.#uncertain) this.#seen.add(w);
       this.#rv = cm.metadata?.resourceVersion;
       return;
     }

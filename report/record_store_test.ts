@@ -108,7 +108,7 @@ Deno.test({
     await quiet();
     assert.deepEqual(
       api.requests.map((q) => `${q.method} ${q.status}`).slice(0, 3),
-      ["PUT 404", "POST 201", "POST 409"],
+      ["GET 404", "POST 201", "POST 409"],
     );
     await r.finished("3/3 succeeded", false, 1_000);
     assert.deepEqual(warned, []);
@@ -179,7 +179,7 @@ Deno.test({
     await a.write(cm("a"));
     await a.write(cm("a"));
     await a.write(cm("a", "finished"));
-    assert.deepEqual(log(api), ["PUT 404", "POST 201", "PUT 200 @101", "PUT 200 @102"]);
+    assert.deepEqual(log(api), ["GET 404", "POST 201", "PUT 200 @101", "PUT 200 @102"]);
     assert.equal(stateOf(api), "a finished");
   },
 });
@@ -237,8 +237,8 @@ Deno.test({
         };
         await b.write(cm("b"));
         assert.deepEqual(log(api), [
-          "PUT 404",
-          "PUT 404", // a
+          "GET 404",
+          "GET 404", // a
           "POST 201", // a
           "POST 409",
           "GET 200",
@@ -313,13 +313,96 @@ Deno.test({
     const api = new FakeConfigMaps();
     const a = store(api, "a");
     await a.write(cm("a"));
+    const replace = () => api.request("update", "PUT", `/x/configmaps/${NAME}`, cm("a"));
+    await replace(); // moves the resourceVersion on under a
     // Someone keeps replacing a's own record between a's read and its write.
     api.intercept = async (method, _name, next) => {
       const answer = await next();
-      if (method === "GET") await api.request("update", "PUT", `/x/configmaps/${NAME}`, cm("a"));
+      if (method === "GET") await replace();
       return answer;
     };
-    await store(api, "a").write(cm("a")); // moves the resourceVersion on under a
     await assert.rejects(a.write(cm("a")), (e: ApiError) => e.status === 409);
+  },
+});
+
+Deno.test({
+  name:
+    "RecordStore: a first write whose outcome is unknown never lands later over a newer run's claim",
+  permissions: "none",
+  async fn(t) {
+    const outage = () =>
+      new ApiError({
+        status: 503,
+        reason: "ServiceUnavailable",
+        verb: "update",
+        resource: "configmaps",
+        message: "the API server is down",
+      });
+    // Yesterday's run left its record; the evicted pod a's first write
+    // meets an outage (applied or not, its answer never comes); the
+    // replacement b claims the record; a's closing `stopped` must not
+    // replace b's `running` (the unconditional first PUT, sent again,
+    // did), nor make b the one that stops writing.
+    for (const applied of [false, true]) {
+      await t.step(`the first write ${applied ? "applied" : "not applied"}`, async () => {
+        const api = new FakeConfigMaps();
+        await store(api, "z").write(cm("z", "finished"));
+        const a = store(api, "a");
+        api.intercept = async (method, _name, next) => {
+          if (method === "GET") return await next();
+          if (applied) await next();
+          throw outage();
+        };
+        await assert.rejects(a.write(cm("a")), (e: ApiError) => e.status === 503);
+        api.intercept = undefined;
+        const b = store(api, "b");
+        await b.write(cm("b"));
+        await assert.rejects(a.write(cm("a", "stopped")), SupersededError);
+        assert.equal(stateOf(api), "b running");
+        await b.write(cm("b", "finished"));
+        assert.equal(stateOf(api), "b finished");
+      });
+    }
+    await t.step(
+      "the first write not applied, no other run since: the next one claims",
+      async () => {
+        const api = new FakeConfigMaps();
+        await store(api, "z").write(cm("z", "finished"));
+        const a = store(api, "a");
+        api.intercept = async (method, _name, next) => {
+          if (method === "GET") return await next();
+          throw outage();
+        };
+        await assert.rejects(a.write(cm("a")), (e: ApiError) => e.status === 503);
+        api.intercept = undefined;
+        await a.write(cm("a"));
+        await a.write(cm("a", "finished"));
+        assert.equal(stateOf(api), "a finished");
+      },
+    );
+  },
+});
+
+Deno.test({
+  name: "RecordStore without configmaps get claims the record unconditionally, as before",
+  permissions: "none",
+  async fn() {
+    const api = new FakeConfigMaps();
+    await store(api, "z").write(cm("z", "finished"));
+    api.intercept = async (method, _name, next) => {
+      if (method !== "GET") return await next();
+      throw new ApiError({
+        status: 403,
+        reason: "Forbidden",
+        verb: "get",
+        resource: "configmaps",
+        message: "forbidden",
+      });
+    };
+    const a = store(api, "a");
+    await a.write(cm("a"));
+    await a.write(cm("a", "finished"));
+    assert.deepEqual(log(api).slice(-2), ["PUT 200", "PUT 200 @102"]);
+    assert.equal(stateOf(api), "a finished");
   },
 });

@@ -216,15 +216,23 @@ async function reread(
  * The record's nodes made again under their names since the run began
  * (their node is younger than the run, to the second the API server
  * stamps): a Job of theirs may have been made for the earlier node.
+ * A node's creationTimestamp is on the API server's clock, the record's
+ * startedAt on its writer's (a bastion's may be off by minutes): the
+ * record's last write, stamped on both (`updatedAt`, `writtenAt`), gives
+ * the difference; without the server's stamp the writer is taken to keep
+ * the server's time (it runs in the cluster).
  */
 function replacedSince(
   record: RunRecord | undefined,
   nodes: ReadonlyMap<string, V1Node> | undefined,
+  writtenAt?: number,
 ): (node: string) => boolean {
   if (!record || !nodes) return () => false;
+  const ahead = writtenAt === undefined ? 0 : record.updatedAt - writtenAt;
+  const began = record.startedAt - ahead;
   return (node) => {
     const born = nodes.get(node)?.metadata?.creationTimestamp;
-    return !!born && new Date(born).getTime() >= record.startedAt - 1_000;
+    return !!born && new Date(born).getTime() >= began - 1_000;
   };
 }
 
@@ -242,7 +250,7 @@ async function jobsOf(
   keys: TrackingKeys,
   nodes?: ReadonlyMap<string, V1Node>,
 ): Promise<V1Job[]> {
-  const replaced = replacedSince(found.record, nodes);
+  const replaced = replacedSince(found.record, nodes, found.writtenAt);
   const { jobs, unvouched } = jobsOfRows(read.rows, found.record, keys, replaced);
   const labelSelector = `${keys.owner}=${labelValue(found.prefix)}`;
   const again = await Promise.all([

@@ -496,3 +496,56 @@ Deno.test("status judges whether a run lives on the API server's clock, not the 
     });
   }
 });
+
+Deno.test("status in text tells a node replaced since the run began on the API server's clock, though the run's writer ran 45 s ahead of it", async () => {
+  const ahead = 45_000; // the dispatcher ran on a bastion whose clock is 45 s ahead
+  const began = Date.now() - 120_000; // on the API server's clock
+  const wrote = Date.now() - 60_000;
+  const rec: RunRecord = {
+    ...record(0),
+    state: "stopped",
+    startedAt: began + ahead,
+    updatedAt: wrote + ahead,
+    nodes: [{ node: "n0", phase: "succeeded" }, { node: "n1", phase: "succeeded" }],
+  };
+  const cm = recordConfigMap(keys, rec, await encodeRecord(rec)) as {
+    metadata: Record<string, unknown>;
+  };
+  cm.metadata.managedFields = [{
+    manager: "job-dispatcher",
+    operation: "Update",
+    time: new Date(wrote).toISOString().replace(/\.\d+Z$/, "Z"),
+    fieldsType: "FieldsV1",
+    fieldsV1: { "f:data": { "f:record": {}, "f:summary": {} } },
+  }];
+  const born = (at: number) => new Date(at).toISOString() as unknown as Date;
+  // n1 was made again under its name 10 s into the run, by the API server's clock.
+  const nodes = [
+    { metadata: { name: "n0", uid: "n0-first", creationTimestamp: born(began - 3_600_000) } },
+    { metadata: { name: "n1", uid: "n1-second", creationTimestamp: born(began + 10_000) } },
+  ];
+  const job = (node: string) => ({
+    metadata: {
+      name: `up-${node}`,
+      labels: { [keys.owner]: "up", [keys.node]: node },
+      annotations: { [keys.nodeName]: node, [keys.nodeUid]: `${node}-first` },
+    },
+    status: { succeeded: 1, conditions: [{ type: "Complete", status: "True" }] },
+  });
+  await withServer(async (req) => {
+    const url = new URL(req.url);
+    const answer = url.pathname === "/api/v1/namespaces/team/configmaps/run-record.up"
+      ? Response.json(cm)
+      : url.pathname.endsWith("/jobs")
+      ? await listAnswer(req, [job("n0"), job("n1")])
+      : url.pathname === "/api/v1/nodes"
+      ? await listAnswer(req, nodes)
+      : new Response("{}", { status: 404 });
+    const headers = new Headers(answer.headers);
+    headers.set("date", new Date().toUTCString());
+    return new Response(answer.body, { status: answer.status, headers });
+  }, async (kube) => {
+    const { printed } = await statusOnce(kube, "text");
+    assert.match(printed, /count 1 finished ones and start 1 nodes/, printed);
+  });
+});

@@ -111,6 +111,8 @@ export interface ViewInput {
   nodes: ReadonlyMap<string, V1Node>;
   /** Now (ms since the epoch), on the record writer's clock ({@linkcode recordClockNow}). */
   now: number;
+  /** When the record was last written, on the API server's clock ({@linkcode recordWrittenAt}). */
+  writtenAt?: number;
 }
 
 /** A record older than this past its heartbeat belongs to a run that died. */
@@ -151,9 +153,10 @@ function mergeNode(
   job: V1Job | undefined,
   live: boolean,
   stale: (job: V1Job) => boolean,
+  newer = false,
 ): StatusNode {
   const n = { ...base, jobStatus: jobStatusOf(job) };
-  if (FINAL.has(n.phase) && n.phase !== "unknown") return n;
+  if (FINAL.has(n.phase) && n.phase !== "unknown" && !newer) return n;
   if (REPLACING.has(n.phase)) return n;
   if (n.phase === "queued" && job && stale(job)) return n;
   if (n.jobStatus === "Complete") {
@@ -232,6 +235,19 @@ export function recordClockNow(o: {
   return o.record.updatedAt + Math.max(0, o.serverNow - o.writtenAt);
 }
 
+/**
+ * Whether `job` was made after the record's last write, both by the API
+ * server's clock (to the second it stamps): then a later run made it, one
+ * whose own record writes were refused (no `configmaps update`, a webhook),
+ * and the ended record's word on the node is not the last. Without the
+ * server's write time, never: the writer's clock may be off.
+ */
+function madeSince(job: V1Job | undefined, writtenAt: number | undefined): boolean {
+  const made = job?.metadata?.creationTimestamp;
+  return writtenAt !== undefined && made !== undefined &&
+    new Date(made).getTime() >= writtenAt + 1_000;
+}
+
 /** Whether the record says the run lives, ended or died. */
 export function lifeOf(record: RunRecord | undefined, now: number): RunLife {
   if (!record) return "unrecorded";
@@ -268,7 +284,11 @@ export function buildView(v: ViewInput): StatusView {
     seen.add(base.node);
     const nodeUid = v.nodes.get(base.node)?.metadata?.uid;
     const stale = (j: V1Job) => classifyJob(j, run, nodeUid) === "stale";
-    const merged = mergeNode(base, byNode.get(base.node), live, stale);
+    const j = byNode.get(base.node);
+    // A later run's Complete Job says nothing of its post-success work
+    // (verification, labels): only its failure or its activity is news.
+    const newer = !live && madeSince(j, v.writtenAt) && jobStatusOf(j) !== "Complete";
+    const merged = mergeNode(base, j, live, stale, newer);
     nodes.push(nodeFacts(merged, v.nodes.get(base.node), v.keys));
   };
   // The Job's own name where it exists: jobName() hashes every long name.

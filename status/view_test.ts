@@ -440,3 +440,59 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "an ended record does not outrank a Job made after its last write: a later run whose record write was refused failed the node",
+  permissions: "none",
+  async fn(t) {
+    // The record says n0 succeeded and was last written at T0 + 60 s (the
+    // API server's stamp). A later run, its record write refused (no
+    // `configmaps update`), made n0's Job again an hour later, and it failed.
+    const ended = record({
+      state: "finished",
+      nodes: [{ node: "n0", phase: "succeeded", since: T0, startedAt: T0 }],
+    });
+    const later = (at: number) => {
+      const j = job("n0", "Failed", "BackoffLimitExceeded");
+      j.metadata!.creationTimestamp = new Date(at) as unknown as Date;
+      return j;
+    };
+    const cases: [string, number, number | undefined, string, number][] = [
+      [
+        "a Job made an hour after the record's last write",
+        T0 + 3_600_000,
+        T0 + 60_000,
+        "failed",
+        1,
+      ],
+      [
+        "a Job made before it (this run's): the record says",
+        T0 + 30_000,
+        T0 + 60_000,
+        "succeeded",
+        0,
+      ],
+      ["the same second: the record says", T0 + 60_000, T0 + 60_000, "succeeded", 0],
+      ["no write time of the server: the record says", T0 + 3_600_000, undefined, "succeeded", 0],
+    ];
+    for (const [name, made, writtenAt, phase, code] of cases) {
+      await t.step(name, () => {
+        const parts = { record: ended, jobs: [later(made)], now: T0 + 3_700_000, writtenAt };
+        const v = viewOf(parts);
+        assert.equal(v.nodes[0].phase, phase);
+        assert.equal(statusExitCode(v, { requireEnded: true }), code);
+      });
+    }
+    await t.step("a later Complete Job of a node the record failed: still failed", () => {
+      const failed = record({
+        state: "finished",
+        nodes: [{ node: "n0", phase: "failed", since: T0, reason: "verification failed" }],
+      });
+      const done = job("n0", "Complete");
+      done.metadata!.creationTimestamp = new Date(T0 + 3_600_000) as unknown as Date;
+      const parts = { record: failed, jobs: [done], now: T0 + 3_700_000, writtenAt: T0 + 60_000 };
+      assert.equal(viewOf(parts).nodes[0].phase, "failed");
+    });
+  },
+});
