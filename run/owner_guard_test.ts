@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import type { V1Job } from "@kubernetes/client-node";
 import { trackingKeys } from "../job.ts";
-import { withServer } from "../testing/loopback.ts";
+import { type Hit, withServer } from "../testing/loopback.ts";
 import type { Kube } from "../kube/client.ts";
 import {
   activeByOwner,
@@ -428,6 +428,106 @@ Deno.test("waitForEarlierRuns() marks its owner begun before the rollout, so a r
       const ops = patch!.body as { op: string; path: string; value: unknown }[];
       assert.deepEqual(ops[0], { op: "test", path: "/metadata/uid", value: "uid-r2" });
       assert.equal(ops[1].path, "/metadata/annotations/job-dispatcher~1progress");
+    },
+  );
+});
+
+Deno.test("waitForEarlierRuns() makes its hook Job the owner of its revision's template ConfigMap, so the collector deletes it with the Job", async (t) => {
+  // The chart names it on the hook Job; one ConfigMap per revision, kept
+  // forever, grows etcd by a template per `helm upgrade`.
+  const TEMPLATE = "job-dispatcher/template-configmap";
+  const named = (name: string, s: number, status: V1Job["status"], meta = {}) =>
+    hook(name, s, {
+      status,
+      metadata: {
+        ...hook(name, s).metadata,
+        ...meta,
+        annotations: { "helm.sh/hook": "post-upgrade", [TEMPLATE]: `${name}-job-template` },
+      },
+    });
+  const cmPatches = (hits: Hit[]) =>
+    hits.filter((h) => h.method === "PATCH" && h.url.includes("/configmaps/"));
+  const cases = [
+    {
+      name: "its first pod, the chart naming the ConfigMap",
+      owner: "r2",
+      jobs: () => [hook("r1", 1), named("r2", 2, {})],
+      patched: "r2-job-template",
+    },
+    {
+      name: "superseded by a later revision: tied all the same, as its Job stays until swept",
+      owner: "r1",
+      jobs: () => [named("r1", 1, { active: 1 }), named("r2", 2, {})],
+      patched: "r1-job-template",
+    },
+    {
+      name: "a retry pod of a begun owner: its first pod did (the Role may name a later one now)",
+      owner: "r2",
+      jobs: () => [
+        hook("r1", 1),
+        hook("r2", 2, {
+          status: { active: 1 },
+          metadata: {
+            ...begun("r2", 2),
+            annotations: { ...begun("r2", 2)!.annotations, [TEMPLATE]: "r2-job-template" },
+          },
+        }),
+      ],
+      patched: undefined,
+    },
+    {
+      name: "no ConfigMap named (an older chart): none patched",
+      owner: "r2",
+      jobs: () => [hook("r1", 1), hook("r2", 2, { status: {} })],
+      patched: undefined,
+    },
+  ];
+  for (const c of cases) {
+    await t.step(c.name, async () => {
+      const log = { info: () => {}, warn: () => {} };
+      await withServer(serveJobs(c.jobs), async (kube, hits) => {
+        const opts = {
+          ...asR2(kube, log, { pollMs: 10 }),
+          owner: { name: c.owner, uid: `uid-${c.owner}` },
+        };
+        await waitForEarlierRuns(opts);
+        const patches = cmPatches(hits);
+        if (!c.patched) return assert.deepEqual(patches, []);
+        assert.equal(patches.length, 1);
+        assert.equal(
+          new URL(patches[0].url).pathname,
+          `/api/v1/namespaces/team/configmaps/${c.patched}`,
+        );
+        assert.deepEqual(patches[0].body, [
+          { op: "test", path: "/metadata/labels/job-dispatcher~1hook", value: GROUP },
+          {
+            op: "add",
+            path: "/metadata/ownerReferences",
+            value: [{ apiVersion: "batch/v1", kind: "Job", name: c.owner, uid: `uid-${c.owner}` }],
+          },
+        ]);
+      });
+    });
+  }
+  await t.step(
+    "refused (no RBAC): said, with the command that deletes it; the run goes on",
+    async () => {
+      const lines: string[] = [];
+      const log = { info: (m: string) => lines.push(m), warn: (m: string) => lines.push(m) };
+      const serve = serveJobs(() => [hook("r1", 1), named("r2", 2, {})]);
+      await withServer(
+        (req) =>
+          req.method === "PATCH" && req.url.includes("/configmaps/")
+            ? Response.json({ kind: "Status", code: 403, message: "forbidden" }, { status: 403 })
+            : serve(req),
+        async (kube) => {
+          assert.equal(await waitForEarlierRuns(asR2(kube, log, { pollMs: 10 })), true);
+          assert.match(
+            lines.join("\n"),
+            /Cannot make hook job r2 the owner of its template ConfigMap r2-job-template.*kubectl delete configmap r2-job-template -n team/,
+          );
+        },
+      );
     },
   );
 });
