@@ -203,6 +203,11 @@ export interface TrackingKeys {
   record: string;
   /** ConfigMap label: the owner Job's name, so `status --owner-job-name` finds its record. */
   ownerJob: string;
+  /**
+   * Owner Job annotation the chart sets: its revision's template ConfigMap,
+   * which the run makes the owner Job's dependent (run/owner_guard.ts).
+   */
+  templateConfigMap: string;
 }
 
 /**
@@ -237,6 +242,7 @@ export function trackingKeys(prefix: string): TrackingKeys {
     paused: `${prefix}/paused`,
     record: `${prefix}/run-record`,
     ownerJob: `${prefix}/owner-job`,
+    templateConfigMap: `${prefix}/template-configmap`,
   };
 }
 

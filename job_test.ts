@@ -399,6 +399,7 @@ Deno.test({
           paused: `${p}/paused`,
           record: `${p}/run-record`,
           ownerJob: `${p}/owner-job`,
+          templateConfigMap: `${p}/template-configmap`,
         });
       });
     }

@@ -19,7 +19,11 @@
  *   `before-hook-creation` gave a fixed name (the last run's hook Job, its
  *   per-node Jobs and their logs, stay until the next run);
  * - for one release, drops the finalizer `<tracking-prefix>/per-node-jobs`
- *   that earlier versions put on the owner, once that owner's Jobs finished.
+ *   that earlier versions put on the owner, once that owner's Jobs finished;
+ * - at its start, makes its hook Job the owner of the revision's template
+ *   ConfigMap the chart names on it (`<tracking-prefix>/template-configmap`),
+ *   so the garbage collector deletes the template with the Job: one per
+ *   revision, kept after its run, would grow etcd by a template per upgrade.
  *
  * Decisions are pure functions; {@linkcode waitForEarlierRuns} and
  * {@linkcode endOfRun} do the I/O.
@@ -240,6 +244,7 @@ export async function earlierOwners(
 export async function waitForEarlierRuns(opts: OwnerGuardOptions): Promise<boolean> {
   const { log, signal, pollMs = 5000 } = opts;
   let said = "";
+  let tied = false;
   for (;;) {
     if (signal?.aborted) return false;
     const owners = await readOwners(opts, said === "outage");
@@ -249,6 +254,8 @@ export async function waitForEarlierRuns(opts: OwnerGuardOptions): Promise<boole
       continue;
     }
     const { self, earlier, later } = owners;
+    // First, superseded or not: a superseded owner's Job stays until swept.
+    if (!tied && self) tied = await tieTemplate(opts, self);
     if (later.length && self?.metadata?.annotations?.[opts.keys.progress] === undefined) {
       // No pod of this owner began its rollout (markBegun), and a later
       // revision's hook Job was made meanwhile: that run does the rollout. A
@@ -319,6 +326,56 @@ async function markBegun(opts: OwnerGuardOptions): Promise<boolean> {
       await sleep(opts.pollMs ?? 5000, opts.signal);
     }
   }
+}
+
+/**
+ * The JSON patch that makes `owner` the only owner of its template
+ * ConfigMap, tested to carry the release's hook label `group`, so no
+ * ConfigMap outside the release is taken. The chart creates it (a Helm hook)
+ * without owners. No `blockOwnerDeletion`: that asks for the right to delete
+ * the owner's finalizers, and nothing needs to wait for the ConfigMap.
+ */
+export function tiePatch(owner: OwnerRef, hookKey: string, group: string): unknown[] {
+  return [
+    { op: "test", path: `/metadata/labels/${pointer(hookKey)}`, value: group },
+    {
+      op: "add",
+      path: "/metadata/ownerReferences",
+      value: [{ apiVersion: "batch/v1", kind: "Job", name: owner.name, uid: owner.uid }],
+    },
+  ];
+}
+
+/**
+ * Makes this run's owner the owner of the template ConfigMap its annotation
+ * names, so the collector deletes it with the Job (the sweep of a later run,
+ * `hook-succeeded`, a `kubectl delete job`). Once per owner: a retry pod of a
+ * begun owner skips it (its first pod did it, and the chart's Role may by
+ * now name a later revision's ConfigMap). A refusal is said with the command
+ * that deletes the ConfigMap; the run goes on.
+ *
+ * @returns true once settled (done, refused, or nothing to do)
+ */
+async function tieTemplate(opts: OwnerGuardOptions, self: V1Job): Promise<boolean> {
+  const { kube, namespace, owner, keys, log } = opts;
+  const name = self.metadata?.annotations?.[keys.templateConfigMap];
+  const group = self.metadata?.labels?.[keys.hook];
+  if (!name || !group || self.metadata?.annotations?.[keys.progress] !== undefined) return true;
+  const path = `${paths.namespace(namespace)}/configmaps/${encodeURIComponent(name)}`;
+  try {
+    await kube.request("patch", "PATCH", path, tiePatch(owner, keys.hook, group));
+  } catch (e) {
+    if (opts.signal?.aborted) return false;
+    if (isRetryable(e)) return false;
+    // 404: gone already, nothing to keep.
+    if (e instanceof ApiError && e.status === 404) return true;
+    log.warn(
+      `Cannot make hook job ${owner.name} the owner of its template ConfigMap ${name} ` +
+        `(${(e as Error).message}): it stays when the Job goes; once its run is over, ` +
+        `delete it with: kubectl delete configmap ${name} -n ${namespace}`,
+    );
+  }
+  return true;
 }
 
 /**
