@@ -244,7 +244,6 @@ export async function earlierOwners(
 export async function waitForEarlierRuns(opts: OwnerGuardOptions): Promise<boolean> {
   const { log, signal, pollMs = 5000 } = opts;
   let said = "";
-  let tied = false;
   for (;;) {
     if (signal?.aborted) return false;
     const owners = await readOwners(opts, said === "outage");
@@ -254,8 +253,6 @@ export async function waitForEarlierRuns(opts: OwnerGuardOptions): Promise<boole
       continue;
     }
     const { self, earlier, later } = owners;
-    // First, superseded or not: a superseded owner's Job stays until swept.
-    if (!tied && self) tied = await tieTemplate(opts, self);
     if (later.length && self?.metadata?.annotations?.[opts.keys.progress] === undefined) {
       // No pod of this owner began its rollout (markBegun), and a later
       // revision's hook Job was made meanwhile: that run does the rollout. A
@@ -349,33 +346,35 @@ export function tiePatch(owner: OwnerRef, hookKey: string, group: string): unkno
 /**
  * Makes this run's owner the owner of the template ConfigMap its annotation
  * names, so the collector deletes it with the Job (the sweep of a later run,
- * `hook-succeeded`, a `kubectl delete job`). Once per owner: a retry pod of a
- * begun owner skips it (its first pod did it, and the chart's Role may by
- * now name a later revision's ConfigMap). A refusal is said with the command
- * that deletes the ConfigMap; the run goes on.
- *
- * @returns true once settled (done, refused, or nothing to do)
+ * `hook-succeeded`, a `kubectl delete job`). Called as soon as the owner is
+ * known, before any early end (nothing to do, the window closed, a refused
+ * gate, superseded): every one of those hook Jobs is swept too. Once per
+ * owner: a retry pod of a begun owner skips it (its first pod did it, and
+ * the chart's Role may by now name a later revision's ConfigMap). A refusal
+ * is said with the command that deletes the ConfigMap; the run goes on.
  */
-async function tieTemplate(opts: OwnerGuardOptions, self: V1Job): Promise<boolean> {
+export async function tieTemplate(
+  opts: Pick<OwnerGuardOptions, "kube" | "namespace" | "owner" | "keys" | "log">,
+): Promise<void> {
   const { kube, namespace, owner, keys, log } = opts;
-  const name = self.metadata?.annotations?.[keys.templateConfigMap];
-  const group = self.metadata?.labels?.[keys.hook];
-  if (!name || !group || self.metadata?.annotations?.[keys.progress] !== undefined) return true;
-  const path = `${paths.namespace(namespace)}/configmaps/${encodeURIComponent(name)}`;
+  let name: string | undefined;
   try {
+    const self = await kube.get<V1Job>(paths.job(namespace, owner.name));
+    name = self?.metadata?.annotations?.[keys.templateConfigMap];
+    const group = self?.metadata?.labels?.[keys.hook];
+    if (self?.metadata?.uid !== owner.uid || !name || !group) return;
+    if (self.metadata?.annotations?.[keys.progress] !== undefined) return;
+    const path = `${paths.namespace(namespace)}/configmaps/${encodeURIComponent(name)}`;
     await kube.request("patch", "PATCH", path, tiePatch(owner, keys.hook, group));
   } catch (e) {
-    if (opts.signal?.aborted) return false;
-    if (isRetryable(e)) return false;
-    // 404: gone already, nothing to keep.
-    if (e instanceof ApiError && e.status === 404) return true;
+    // 404: the ConfigMap is gone already, nothing to keep.
+    if (e instanceof ApiError && e.status === 404) return;
     log.warn(
       `Cannot make hook job ${owner.name} the owner of its template ConfigMap ${name} ` +
         `(${(e as Error).message}): it stays when the Job goes; once its run is over, ` +
         `delete it with: kubectl delete configmap ${name} -n ${namespace}`,
     );
   }
-  return true;
 }
 
 /**

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import type { V1Job } from "@kubernetes/client-node";
 import { trackingKeys } from "../job.ts";
-import { type Hit, withServer } from "../testing/loopback.ts";
+import { withServer } from "../testing/loopback.ts";
 import type { Kube } from "../kube/client.ts";
 import {
   activeByOwner,
@@ -14,6 +14,7 @@ import {
   releasePatch,
   settlingJobs,
   sweepable,
+  tieTemplate,
   waitForEarlierRuns,
 } from "./owner_guard.ts";
 
@@ -432,96 +433,83 @@ Deno.test("waitForEarlierRuns() marks its owner begun before the rollout, so a r
   );
 });
 
-Deno.test("waitForEarlierRuns() makes its hook Job the owner of its revision's template ConfigMap, so the collector deletes it with the Job", async (t) => {
+Deno.test("tieTemplate() makes the hook Job the owner of its revision's template ConfigMap, so the collector deletes it with the Job", async (t) => {
   // The chart names it on the hook Job; one ConfigMap per revision, kept
   // forever, grows etcd by a template per `helm upgrade`.
   const TEMPLATE = "job-dispatcher/template-configmap";
-  const named = (name: string, s: number, status: V1Job["status"], meta = {}) =>
+  const named = (name: string, s: number, meta: V1Job["metadata"] = {}) =>
     hook(name, s, {
-      status,
+      status: {},
       metadata: {
         ...hook(name, s).metadata,
         ...meta,
-        annotations: { "helm.sh/hook": "post-upgrade", [TEMPLATE]: `${name}-job-template` },
+        annotations: {
+          "helm.sh/hook": "post-upgrade",
+          ...meta.annotations,
+          [TEMPLATE]: `${name}-job-template`,
+        },
       },
     });
-  const cmPatches = (hits: Hit[]) =>
-    hits.filter((h) => h.method === "PATCH" && h.url.includes("/configmaps/"));
   const cases = [
     {
       name: "its first pod, the chart naming the ConfigMap",
-      owner: "r2",
-      jobs: () => [hook("r1", 1), named("r2", 2, {})],
-      patched: "r2-job-template",
-    },
-    {
-      name: "superseded by a later revision: tied all the same, as its Job stays until swept",
-      owner: "r1",
-      jobs: () => [named("r1", 1, { active: 1 }), named("r2", 2, {})],
-      patched: "r1-job-template",
+      jobs: [named("r2", 2)],
+      patched: true,
     },
     {
       name: "a retry pod of a begun owner: its first pod did (the Role may name a later one now)",
-      owner: "r2",
-      jobs: () => [
-        hook("r1", 1),
-        hook("r2", 2, {
-          status: { active: 1 },
-          metadata: {
-            ...begun("r2", 2),
-            annotations: { ...begun("r2", 2)!.annotations, [TEMPLATE]: "r2-job-template" },
-          },
-        }),
-      ],
-      patched: undefined,
+      jobs: [named("r2", 2, begun("r2", 2))],
+      patched: false,
     },
     {
       name: "no ConfigMap named (an older chart): none patched",
-      owner: "r2",
-      jobs: () => [hook("r1", 1), hook("r2", 2, { status: {} })],
-      patched: undefined,
+      jobs: [hook("r2", 2, { status: {} })],
+      patched: false,
+    },
+    {
+      name: "another Job under the owner's name (a different UID): none patched",
+      jobs: [named("r2", 2, { uid: "uid-other" })],
+      patched: false,
     },
   ];
   for (const c of cases) {
     await t.step(c.name, async () => {
-      const log = { info: () => {}, warn: () => {} };
-      await withServer(serveJobs(c.jobs), async (kube, hits) => {
-        const opts = {
-          ...asR2(kube, log, { pollMs: 10 }),
-          owner: { name: c.owner, uid: `uid-${c.owner}` },
-        };
-        await waitForEarlierRuns(opts);
-        const patches = cmPatches(hits);
+      const lines: string[] = [];
+      const log = { info: (m: string) => lines.push(m), warn: (m: string) => lines.push(m) };
+      await withServer(serveJobs(() => c.jobs), async (kube, hits) => {
+        await tieTemplate(asR2(kube, log, {}));
+        const patches = hits.filter((h) => h.method === "PATCH");
+        assert.deepEqual(lines, []);
         if (!c.patched) return assert.deepEqual(patches, []);
         assert.equal(patches.length, 1);
         assert.equal(
           new URL(patches[0].url).pathname,
-          `/api/v1/namespaces/team/configmaps/${c.patched}`,
+          "/api/v1/namespaces/team/configmaps/r2-job-template",
         );
         assert.deepEqual(patches[0].body, [
           { op: "test", path: "/metadata/labels/job-dispatcher~1hook", value: GROUP },
           {
             op: "add",
             path: "/metadata/ownerReferences",
-            value: [{ apiVersion: "batch/v1", kind: "Job", name: c.owner, uid: `uid-${c.owner}` }],
+            value: [{ apiVersion: "batch/v1", kind: "Job", name: "r2", uid: "uid-r2" }],
           },
         ]);
       });
     });
   }
   await t.step(
-    "refused (no RBAC): said, with the command that deletes it; the run goes on",
+    "refused (no RBAC): said, with the command that deletes it; never throws",
     async () => {
       const lines: string[] = [];
       const log = { info: (m: string) => lines.push(m), warn: (m: string) => lines.push(m) };
-      const serve = serveJobs(() => [hook("r1", 1), named("r2", 2, {})]);
+      const serve = serveJobs(() => [named("r2", 2)]);
       await withServer(
         (req) =>
-          req.method === "PATCH" && req.url.includes("/configmaps/")
+          req.method === "PATCH"
             ? Response.json({ kind: "Status", code: 403, message: "forbidden" }, { status: 403 })
             : serve(req),
         async (kube) => {
-          assert.equal(await waitForEarlierRuns(asR2(kube, log, { pollMs: 10 })), true);
+          await tieTemplate(asR2(kube, log, {}));
           assert.match(
             lines.join("\n"),
             /Cannot make hook job r2 the owner of its template ConfigMap r2-job-template.*kubectl delete configmap r2-job-template -n team/,
