@@ -367,8 +367,10 @@ export async function tieTemplate(
     const path = `${paths.namespace(namespace)}/configmaps/${encodeURIComponent(name)}`;
     await kube.request("patch", "PATCH", path, tiePatch(owner, keys.hook, group));
   } catch (e) {
-    // 404: the ConfigMap is gone already, nothing to keep.
-    if (e instanceof ApiError && e.status === 404) return;
+    // 404: the ConfigMap is gone already, nothing to keep. Unread (the
+    // owner's GET failed): whether it names one is unknown, and an owner
+    // outside the chart names none; the run's next request says the outage.
+    if (!name || e instanceof ApiError && e.status === 404) return;
     log.warn(
       `Cannot make hook job ${owner.name} the owner of its template ConfigMap ${name} ` +
         `(${(e as Error).message}): it stays when the Job goes; once its run is over, ` +

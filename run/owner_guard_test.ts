@@ -498,6 +498,21 @@ Deno.test("tieTemplate() makes the hook Job the owner of its revision's template
     });
   }
   await t.step(
+    "the owner unread: nothing patched, nothing said (an owner outside the chart names none)",
+    async () => {
+      const lines: string[] = [];
+      const log = { info: (m: string) => lines.push(m), warn: (m: string) => lines.push(m) };
+      await withServer(
+        () => Response.json({ kind: "Status", code: 403, message: "forbidden" }, { status: 403 }),
+        async (kube, hits) => {
+          await tieTemplate(asR2(kube, log, {}));
+          assert.deepEqual(hits.filter((h) => h.method === "PATCH"), []);
+          assert.deepEqual(lines, []);
+        },
+      );
+    },
+  );
+  await t.step(
     "refused (no RBAC): said, with the command that deletes it; never throws",
     async () => {
       const lines: string[] = [];
