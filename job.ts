@@ -210,6 +210,11 @@ export interface TrackingKeys {
   kept: string;
   /** Node annotation: the verdict of the node's smoke-test Job (`verify/rules.ts` `SmokeVerdict`). */
   verified: string;
+  /**
+   * Owner Job annotation the chart sets: its revision's template ConfigMap,
+   * which the run makes the owner Job's dependent (run/owner_guard.ts).
+   */
+  templateConfigMap: string;
 }
 
 /**
@@ -246,6 +251,7 @@ export function trackingKeys(prefix: string): TrackingKeys {
     ownerJob: `${prefix}/owner-job`,
     kept: `${prefix}/succeeded-job`,
     verified: `${prefix}/verified-job`,
+    templateConfigMap: `${prefix}/template-configmap`,
   };
 }
 

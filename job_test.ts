@@ -404,6 +404,7 @@ Deno.test({
           ownerJob: `${p}/owner-job`,
           kept: `${p}/succeeded-job`,
           verified: `${p}/verified-job`,
+          templateConfigMap: `${p}/template-configmap`,
         });
       });
     }

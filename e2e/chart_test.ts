@@ -183,6 +183,14 @@ Deno.test({
         },
         { apiGroups: [""], resources: ["pods"], verbs: ["get", "list"] },
         { apiGroups: [""], resources: ["events"], verbs: ["create"] },
+        // Only this revision's template: its hook Job becomes its owner, so
+        // the collector deletes it with the Job (run/owner_guard.ts).
+        {
+          apiGroups: [""],
+          resources: ["configmaps"],
+          resourceNames: [`${HOOK_JOB}-job-template`],
+          verbs: ["patch"],
+        },
       ]);
       const nodeEvents = roles.find((r) => r.metadata.namespace === "default")!;
       assert.deepEqual(nodeEvents.rules, [
@@ -208,6 +216,11 @@ Deno.test({
       assert.ok(
         hook.spec.template.spec.containers[0].args.includes(`--owner-job-name=${HOOK_JOB}`),
       );
+      assert.equal(
+        hook.metadata.annotations["job-dispatcher/template-configmap"],
+        `${HOOK_JOB}-job-template`,
+      );
+      assert.equal(find(byName, "ConfigMap").metadata.name, `${HOOK_JOB}-job-template`);
 
       const pod = await rendered("owner.mode=pod");
       assert.deepEqual(find(pod, "Role").rules[1], {
@@ -244,6 +257,8 @@ Deno.test({
           "Job",
         );
         assert.equal(none.metadata.name, FULLNAME, "without an owner: the fixed name");
+        // No owner to tie it to: Helm's before-hook-creation replaces the one fixed name.
+        assert.equal(none.metadata.annotations["job-dispatcher/template-configmap"], undefined);
         const refused = await helmResult(home)([
           "template",
           RELEASE,

@@ -398,6 +398,22 @@ clusterTest(
           const ended = await second.run.ended;
           assert.equal(ended.code, 0, ended.stderr);
           assert.match(ended.stderr, /summary: 4 succeeded, 0 failed of 4/);
+
+          // One template per revision must not mean one kept forever (etcd
+          // grows by a template per upgrade): each hook Job owns its own, so
+          // the collector deletes it with the Job the later run swept.
+          const template = (job: string) =>
+            kubectlJson(cluster, ["get", "configmap", `${job}-job-template`, "-n", RETRY_NS]);
+          assert.match(ended.stderr, new RegExp(`deleted earlier hook job ${first.name}`));
+          await eventually(
+            async () => !await template(first.name),
+            60_000,
+            `the collector to delete ${first.name}-job-template with its hook Job`,
+          );
+          const owners = (await template(second.name))?.metadata.ownerReferences ?? [];
+          assert.deepEqual(owners.map((r: Obj) => [r.kind, r.name, r.uid]), [
+            ["Job", second.name, second.uid],
+          ]);
         } finally {
           for (const r of runs) r.kill("SIGKILL");
           await watcher.stop();

@@ -19,7 +19,11 @@
  *   `before-hook-creation` gave a fixed name (the last run's hook Job, its
  *   per-node Jobs and their logs, stay until the next run);
  * - for one release, drops the finalizer `<tracking-prefix>/per-node-jobs`
- *   that earlier versions put on the owner, once that owner's Jobs finished.
+ *   that earlier versions put on the owner, once that owner's Jobs finished;
+ * - at its start, makes its hook Job the owner of the revision's template
+ *   ConfigMap the chart names on it (`<tracking-prefix>/template-configmap`),
+ *   so the garbage collector deletes the template with the Job: one per
+ *   revision, kept after its run, would grow etcd by a template per upgrade.
  *
  * Decisions are pure functions; {@linkcode waitForEarlierRuns} and
  * {@linkcode endOfRun} do the I/O.
@@ -317,6 +321,60 @@ async function markBegun(opts: OwnerGuardOptions): Promise<boolean> {
       }
       await sleep(opts.pollMs ?? 5000, opts.signal);
     }
+  }
+}
+
+/**
+ * The JSON patch that makes `owner` the only owner of its template
+ * ConfigMap, tested to carry the release's hook label `group`, so no
+ * ConfigMap outside the release is taken. The chart creates it (a Helm hook)
+ * without owners. No `blockOwnerDeletion`: that asks for the right to delete
+ * the owner's finalizers, and nothing needs to wait for the ConfigMap.
+ */
+export function tiePatch(owner: OwnerRef, hookKey: string, group: string): unknown[] {
+  return [
+    { op: "test", path: `/metadata/labels/${pointer(hookKey)}`, value: group },
+    {
+      op: "add",
+      path: "/metadata/ownerReferences",
+      value: [{ apiVersion: "batch/v1", kind: "Job", name: owner.name, uid: owner.uid }],
+    },
+  ];
+}
+
+/**
+ * Makes this run's owner the owner of the template ConfigMap its annotation
+ * names, so the collector deletes it with the Job (the sweep of a later run,
+ * `hook-succeeded`, a `kubectl delete job`). Called as soon as the owner is
+ * known, before any early end (nothing to do, the window closed, a refused
+ * gate, superseded): every one of those hook Jobs is swept too. Once per
+ * owner: a retry pod of a begun owner skips it (its first pod did it, and
+ * the chart's Role may by now name a later revision's ConfigMap). A refusal
+ * is said with the command that deletes the ConfigMap; the run goes on.
+ */
+export async function tieTemplate(
+  opts: Pick<OwnerGuardOptions, "kube" | "namespace" | "owner" | "keys" | "log">,
+): Promise<void> {
+  const { kube, namespace, owner, keys, log } = opts;
+  let name: string | undefined;
+  try {
+    const self = await kube.get<V1Job>(paths.job(namespace, owner.name));
+    name = self?.metadata?.annotations?.[keys.templateConfigMap];
+    const group = self?.metadata?.labels?.[keys.hook];
+    if (self?.metadata?.uid !== owner.uid || !name || !group) return;
+    if (self.metadata?.annotations?.[keys.progress] !== undefined) return;
+    const path = `${paths.namespace(namespace)}/configmaps/${encodeURIComponent(name)}`;
+    await kube.request("patch", "PATCH", path, tiePatch(owner, keys.hook, group));
+  } catch (e) {
+    // 404: the ConfigMap is gone already, nothing to keep. Unread (the
+    // owner's GET failed): whether it names one is unknown, and an owner
+    // outside the chart names none; the run's next request says the outage.
+    if (!name || e instanceof ApiError && e.status === 404) return;
+    log.warn(
+      `Cannot make hook job ${owner.name} the owner of its template ConfigMap ${name} ` +
+        `(${(e as Error).message}): it stays when the Job goes; once its run is over, ` +
+        `delete it with: kubectl delete configmap ${name} -n ${namespace}`,
+    );
   }
 }
 

@@ -14,6 +14,7 @@ import {
   releasePatch,
   settlingJobs,
   sweepable,
+  tieTemplate,
   waitForEarlierRuns,
 } from "./owner_guard.ts";
 
@@ -428,6 +429,108 @@ Deno.test("waitForEarlierRuns() marks its owner begun before the rollout, so a r
       const ops = patch!.body as { op: string; path: string; value: unknown }[];
       assert.deepEqual(ops[0], { op: "test", path: "/metadata/uid", value: "uid-r2" });
       assert.equal(ops[1].path, "/metadata/annotations/job-dispatcher~1progress");
+    },
+  );
+});
+
+Deno.test("tieTemplate() makes the hook Job the owner of its revision's template ConfigMap, so the collector deletes it with the Job", async (t) => {
+  // The chart names it on the hook Job; one ConfigMap per revision, kept
+  // forever, grows etcd by a template per `helm upgrade`.
+  const TEMPLATE = "job-dispatcher/template-configmap";
+  const named = (name: string, s: number, meta: V1Job["metadata"] = {}) =>
+    hook(name, s, {
+      status: {},
+      metadata: {
+        ...hook(name, s).metadata,
+        ...meta,
+        annotations: {
+          "helm.sh/hook": "post-upgrade",
+          ...meta.annotations,
+          [TEMPLATE]: `${name}-job-template`,
+        },
+      },
+    });
+  const cases = [
+    {
+      name: "its first pod, the chart naming the ConfigMap",
+      jobs: [named("r2", 2)],
+      patched: true,
+    },
+    {
+      name: "a retry pod of a begun owner: its first pod did (the Role may name a later one now)",
+      jobs: [named("r2", 2, begun("r2", 2))],
+      patched: false,
+    },
+    {
+      name: "no ConfigMap named (an older chart): none patched",
+      jobs: [hook("r2", 2, { status: {} })],
+      patched: false,
+    },
+    {
+      name: "another Job under the owner's name (a different UID): none patched",
+      jobs: [named("r2", 2, { uid: "uid-other" })],
+      patched: false,
+    },
+  ];
+  for (const c of cases) {
+    await t.step(c.name, async () => {
+      const lines: string[] = [];
+      const log = { info: (m: string) => lines.push(m), warn: (m: string) => lines.push(m) };
+      await withServer(serveJobs(() => c.jobs), async (kube, hits) => {
+        await tieTemplate(asR2(kube, log, {}));
+        const patches = hits.filter((h) => h.method === "PATCH");
+        assert.deepEqual(lines, []);
+        if (!c.patched) return assert.deepEqual(patches, []);
+        assert.equal(patches.length, 1);
+        assert.equal(
+          new URL(patches[0].url).pathname,
+          "/api/v1/namespaces/team/configmaps/r2-job-template",
+        );
+        assert.deepEqual(patches[0].body, [
+          { op: "test", path: "/metadata/labels/job-dispatcher~1hook", value: GROUP },
+          {
+            op: "add",
+            path: "/metadata/ownerReferences",
+            value: [{ apiVersion: "batch/v1", kind: "Job", name: "r2", uid: "uid-r2" }],
+          },
+        ]);
+      });
+    });
+  }
+  await t.step(
+    "the owner unread: nothing patched, nothing said (an owner outside the chart names none)",
+    async () => {
+      const lines: string[] = [];
+      const log = { info: (m: string) => lines.push(m), warn: (m: string) => lines.push(m) };
+      await withServer(
+        () => Response.json({ kind: "Status", code: 403, message: "forbidden" }, { status: 403 }),
+        async (kube, hits) => {
+          await tieTemplate(asR2(kube, log, {}));
+          assert.deepEqual(hits.filter((h) => h.method === "PATCH"), []);
+          assert.deepEqual(lines, []);
+        },
+      );
+    },
+  );
+  await t.step(
+    "refused (no RBAC): said, with the command that deletes it; never throws",
+    async () => {
+      const lines: string[] = [];
+      const log = { info: (m: string) => lines.push(m), warn: (m: string) => lines.push(m) };
+      const serve = serveJobs(() => [named("r2", 2)]);
+      await withServer(
+        (req) =>
+          req.method === "PATCH"
+            ? Response.json({ kind: "Status", code: 403, message: "forbidden" }, { status: 403 })
+            : serve(req),
+        async (kube) => {
+          await tieTemplate(asR2(kube, log, {}));
+          assert.match(
+            lines.join("\n"),
+            /Cannot make hook job r2 the owner of its template ConfigMap r2-job-template.*kubectl delete configmap r2-job-template -n team/,
+          );
+        },
+      );
     },
   );
 });

@@ -46,6 +46,7 @@ import type { RunConfig, RunContext } from "./config.ts";
 import { domainOf, orderItems } from "../engine/safety.ts";
 import { resolveWaves, withWaves } from "../engine/waves.ts";
 import { checkTtl, resolveNamespace, resolveOwner } from "./preflight.ts";
+import { tieTemplate } from "./owner_guard.ts";
 import { counted, EXIT, writeReport } from "../report/summary.ts";
 
 /** How many already-done nodes are named one by one before the rest are counted. */
@@ -175,6 +176,11 @@ export async function planRun(
   const podSpec = template.spec.template.spec!;
   const selection = selectionOf(opts);
   const owner = await resolveOwner(opts, ctx.kube, namespace);
+  // The one write of the plan step, before any early end (nothing to do
+  // included): the chart's per-revision template goes with its hook Job.
+  if (owner && !opts.dryRun) {
+    await tieTemplate({ kube: ctx.kube, namespace, owner, keys, log: ctx.log });
+  }
   const hash = templateHash(template, opts.pin);
   const run: RunIdentity = { keys, prefix, owner, templateHash: hash };
   const resolved = await settleSelection(opts, ctx, selection, podSpec);
