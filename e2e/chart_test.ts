@@ -270,6 +270,20 @@ Deno.test({
         ]);
         assert.notEqual(refused.code, 0);
         assert.match(refused.stderr, /hook\/deletePolicy/);
+        // helm rollback re-creates the stored hook of the revision rolled
+        // back to and deletes one of its name first (before-hook-creation):
+        // a hook Job whose run still goes on, and with it its per-node Jobs.
+        const rollback = await helmResult(home)([
+          "template",
+          RELEASE,
+          CHART,
+          "-f",
+          values,
+          "--set",
+          "hook.events=post-install\\,post-upgrade\\,post-rollback",
+        ]);
+        assert.notEqual(rollback.code, 0, "post-rollback is refused");
+        assert.match(rollback.stderr, /hook\.events: post-rollback is refused.*helm upgrade/);
       },
     );
 
