@@ -251,3 +251,49 @@ Deno.test("bindGate(): a pause the API refuses (403) stops the run and leaves th
     },
   );
 });
+
+Deno.test("bindGate(): a pause that keeps failing (a webhook down: 500) stops the run after three intervals and leaves the exit latch, naming the command that clears it", async () => {
+  const created: string[] = [];
+  await withServer(
+    (req) => {
+      if (req.method === "PATCH") return status(500, "InternalError");
+      if (req.method === "POST") {
+        created.push(new URL(req.url).pathname);
+        return Response.json({}, { status: 201 });
+      }
+      return status(404, "NotFound");
+    },
+    async (kube) => {
+      const lines: string[] = [];
+      const log = new Logger("text", (l) => lines.push(l));
+      const plan = { ...PLAN, owner: { name: "hook", uid: "u1" } } as Plan;
+      await withPrometheus(breached, async (url) => {
+        const g = { config: { ...config(url, "pause"), intervalSecs: 0.2 }, plan, kube, log };
+        const gate = await openGate(g);
+        assert.ok(gate instanceof HealthGate);
+        try {
+          await bindGate(gate, { ...g, recorder: RECORDER }, {});
+          const end = Date.now() + 5000;
+          while (gate.state.kind !== "unlatched" && Date.now() < end) {
+            await new Promise((r) => setTimeout(r, 20));
+          }
+          assert.equal(gate.state.kind, "unlatched");
+          assert.deepEqual(
+            created,
+            ["/api/v1/namespaces/ops/configmaps"],
+            "the exit latch instead",
+          );
+          assert.match(
+            lines.join("\n"),
+            /Cannot pause the run for the health gate's breach: .*the exit latch holds the next run until it is cleared: kubectl delete configmap -n ops drv-gate-breach/,
+          );
+        } finally {
+          await gate.stop();
+        }
+      });
+    },
+    undefined,
+    undefined,
+    { retry: { requestTimeoutMs: 1000, budgetMs: 100, baseDelayMs: 10, maxDelayMs: 20 } },
+  );
+});
