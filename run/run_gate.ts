@@ -195,6 +195,9 @@ export async function bindGate(
       g.metrics?.breach();
     },
     latch: config.onBreach === "exit" ? (b) => writeExitLatch(g, b) : (b) => writePause(g, b),
+    giveUp: config.onBreach === "exit"
+      ? undefined
+      : async (b, e) => (await pauseInstead(g, b, e, "failing for three gate intervals")).message,
     pauseSeen: config.onBreach === "exit" ? undefined : () => pause?.pausedBy() !== undefined,
     onHold: ({ kind, state, detail }) =>
       state === "paused"
@@ -253,7 +256,7 @@ async function writeExitLatch(g: GateRun, b: Breach): Promise<void> {
  * once the metric recovered, and the refusal says how to clear it.
  */
 async function writePause(g: GateRun, b: Breach): Promise<void> {
-  const { plan, kube, log } = g;
+  const { plan, kube } = g;
   const owner = plan.owner;
   try {
     if (owner) {
@@ -261,24 +264,41 @@ async function writePause(g: GateRun, b: Breach): Promise<void> {
     } else await pauseFile(g.pauseFilePath!, b);
   } catch (e) {
     if (owner ? !refusesLatch(e) : false) throw e;
-    const where = owner
-      ? `PATCH of ${plan.keys.paused} on owner Job ${plan.namespace}/${owner.name} refused`
-      : `cannot create --pause-file ${g.pauseFilePath}`;
-    let held: string;
-    try {
-      await writeExitLatch(g, b);
-      held = `the exit latch holds the next run until it is cleared: ${
-        clearExitLatchCommand(plan.namespace, plan.prefix)
-      }`;
-    } catch (x) {
-      held = (x as Error).message;
-    }
-    const msg = `Cannot pause the run for the health gate's breach: ${where}: ${
-      (e as Error).message
-    }; the run stops (exit 5); ${held}`;
-    log.error(msg, { event: "gateLatchRefused" });
-    throw new LatchRefused(msg);
+    throw await pauseInstead(g, b, e as Error, "refused");
   }
+}
+
+/**
+ * A pause that cannot be set (refused, or `how` else): the exit latch
+ * written in its place, so that the next run does not roll on once the
+ * metric recovered; logged with the command that clears it.
+ *
+ * @returns the refusal that stops the run, in those words
+ */
+async function pauseInstead(
+  g: GateRun,
+  b: Breach,
+  e: Error,
+  how: string,
+): Promise<LatchRefused> {
+  const { plan, log } = g;
+  const owner = plan.owner;
+  const where = owner
+    ? `PATCH of ${plan.keys.paused} on owner Job ${plan.namespace}/${owner.name} ${how}`
+    : `cannot create --pause-file ${g.pauseFilePath}`;
+  let held: string;
+  try {
+    await writeExitLatch(g, b);
+    held = `the exit latch holds the next run until it is cleared: ${
+      clearExitLatchCommand(plan.namespace, plan.prefix)
+    }`;
+  } catch (x) {
+    held = (x as Error).message;
+  }
+  const msg = `Cannot pause the run for the health gate's breach: ${where}: ${e.message}; ` +
+    `the run stops (exit 5); ${held}`;
+  log.error(msg, { event: "gateLatchRefused" });
+  return new LatchRefused(msg);
 }
 
 /**
