@@ -78,3 +78,25 @@ Deno.test({
     );
   },
 });
+
+Deno.test({
+  name:
+    "presenceQuery() of a range selector honours staleness: a dead exporter's series is dark from the next failed scrape, not once the range has passed",
+  permissions: "none",
+  async fn(t) {
+    // count_over_time(x[1d]) finds the samples of a target that died an
+    // hour ago (staleness markers are no samples of a range): the gate would
+    // trust `max_over_time(x[1d]) > 0` on a dead exporter for a day.
+    const cases: [string, string][] = [
+      ["max_over_time(x[1d]) > 0", "count(x)"],
+      [
+        'rate(errors_total{job="api"}[5m] offset 1h) > 0',
+        'count(errors_total{job="api"} offset 1h)',
+      ],
+      ["max_over_time(x[30m:1m] @ end())", "count(x @ end())"],
+    ];
+    for (const [q, want] of cases) {
+      await t.step(q, () => assert.equal(presenceQuery(selectors(q)[0]), want));
+    }
+  },
+});
