@@ -33,6 +33,12 @@ export interface Selector {
   text: string;
   /** Whether it has a range (`[5m]`) or a subquery (`[5m:1m]`). */
   range: boolean;
+  /**
+   * The instant selector its data is asked by: the text without its range,
+   * modifiers kept (`x offset 1h` for `x[5m] offset 1h`); the text itself
+   * when it has no range.
+   */
+  instant?: string;
   /** Whether its emptiness is meant (inside `absent()`, or `ALERTS`): not checked. */
   exempt: boolean;
 }
@@ -201,28 +207,40 @@ function selectorAt(
   const name = t[i].kind === "ident" ? t[i].text : undefined;
   let j = name === undefined ? i : i + 1;
   if (t[j]?.text === "{") j = closing(t, j);
+  const base = query.slice(start, t[j - 1].end);
   let range = false;
+  let mods = j;
   if (t[j]?.text === "[") {
     range = true;
-    j = closing(t, j);
+    mods = j = closing(t, j);
   }
   j = modifiers(t, j);
   const text = query.slice(start, t[j - 1].end);
+  const instant = range
+    ? `${base}${j > mods ? " " + query.slice(t[mods].start, t[j - 1].end) : ""}`
+    : text;
   const exempt = inAbsent || (name !== undefined && EXEMPT_METRICS.has(name));
   const had = found.get(text);
-  found.set(text, { text, range, exempt: exempt && (had?.exempt ?? true) });
+  found.set(text, { text, range, instant, exempt: exempt && (had?.exempt ?? true) });
   return j;
 }
 
 /**
- * An instant query that returns one sample while `s` matches data as the
- * query reads it (its range, offset and `@` included), and nothing otherwise.
+ * An instant query that returns one sample while `s` matches data where the
+ * query reads it (its offset and `@` included), and nothing otherwise. A
+ * range is asked as the instant selector at its end, not as any sample
+ * within it: staleness markers are no samples of a range, so
+ * `count_over_time(x[1d])` still finds a target that died an hour ago, and
+ * the gate would trust `max_over_time(x[1d]) > 0` on a dead exporter for a
+ * day. The instant selector honours staleness (dark from the next failed
+ * scrape) and Prometheus's look-back (5 m by default) otherwise.
  *
  * @example
  * ```ts
- * presenceQuery({ text: "up[5m]", range: true, exempt: false }); // "count(count_over_time(up[5m]))"
+ * presenceQuery({ text: "up[5m] offset 1h", instant: "up offset 1h", range: true, exempt: false });
+ * // "count(up offset 1h)"
  * ```
  */
 export function presenceQuery(s: Selector): string {
-  return s.range ? `count(count_over_time(${s.text}))` : `count(${s.text})`;
+  return `count(${s.instant ?? s.text})`;
 }

@@ -73,8 +73,13 @@ Deno.test({
   fn() {
     assert.equal(presenceQuery({ text: "up", range: false, exempt: false }), "count(up)");
     assert.equal(
-      presenceQuery({ text: "x[5m] offset 1h", range: true, exempt: false }),
-      "count(count_over_time(x[5m] offset 1h))",
+      presenceQuery({
+        text: "x[5m] offset 1h",
+        instant: "x offset 1h",
+        range: true,
+        exempt: false,
+      }),
+      "count(x offset 1h)",
     );
   },
 });
