@@ -40,6 +40,12 @@ Deno.test({
       ],
       ["the same selector twice is one", "a > 0 or a < -1", ["a"], []],
       ["a number-only query has none", "vector(1) > 0", [], []],
+      [
+        "@ end() on a subquery is the evaluation time",
+        "max_over_time(rate(x[5m])[10m:1m] @ end()) > 0",
+        ["x[5m]"],
+        [],
+      ],
     ];
     for (const [what, q, want, exempt] of cases) {
       await t.step(what, () => {
@@ -60,6 +66,18 @@ Deno.test({
       ["an unclosed bracket", "sum(foo", /unclosed \(/],
       ["an unterminated string", 'foo{a="b}', /unterminated string/],
       ["a character outside PromQL", "foo ? 1", /unexpected "\?"/],
+      // The subquery's offset moves every selector inside it: x would be
+      // checked now while the query reads it a day ago.
+      [
+        "an offset on a subquery over an expression",
+        "max_over_time(rate(x[5m])[10m:1m] offset 1d) > 0",
+        /offset or @ of a subquery over an expression/,
+      ],
+      [
+        "an @ time on a subquery over an expression",
+        "max_over_time(rate(x[5m])[10m:1m] @ 1700000000) > 0",
+        /offset or @ of a subquery over an expression/,
+      ],
     ];
     for (const [what, q, want] of cases) {
       await t.step(what, () => assert.throws(() => selectors(q), want));
