@@ -16,8 +16,9 @@
  * What it cannot read it refuses with a {@linkcode SyntaxError} rather than
  * passing a selector by: characters outside PromQL, an `offset` or `@` not
  * followed by a duration, a number or `start()`/`end()` (Prometheus 3's
- * experimental duration expressions such as `offset (1h + 5m)`), and
- * unbalanced brackets.
+ * experimental duration expressions such as `offset (1h + 5m)`), an
+ * `offset` or `@ <time>` of a subquery over an expression (it moves the
+ * selectors inside), and unbalanced brackets.
  *
  * Not checked (their emptiness is meant): selectors inside `absent()` and
  * `absent_over_time()`, which answer exactly when there is no data, and
@@ -176,7 +177,7 @@ export function selectors(query: string): Selector[] {
     const tok = t[i];
     const word = tok.kind === "ident" ? tok.text.toLowerCase() : "";
     if (word === "offset" || tok.text === "@") {
-      i = modifiers(t, i); // of a subquery or a parenthesised expression
+      i = subqueryModifiers(t, i);
     } else if (tok.kind === "ident" && LABEL_LISTS.has(word)) {
       i = t[i + 1]?.text === "(" ? closing(t, i + 1) : i + 1;
     } else if (tok.kind === "ident" && AGGREGATIONS.has(word)) {
@@ -189,10 +190,31 @@ export function selectors(query: string): Selector[] {
     } else if (tok.kind === "ident" || tok.text === "{") {
       i = selectorAt(t, i, query, absentEnds.length > 0, found);
     } else if (tok.text === "[") {
-      i = modifiers(t, closing(t, i)); // a subquery over an expression
+      i = subqueryModifiers(t, closing(t, i)); // a subquery over an expression
     } else i++;
   }
   return [...found.values()];
+}
+
+/**
+ * The index after the modifiers of a subquery over an expression, from `i`
+ * on. Such an `offset` or `@ <time>` moves every selector inside it (their
+ * presence would be asked now while the query reads another time), so it
+ * is refused; `@ start()` and `@ end()` are the evaluation time of an
+ * instant query.
+ */
+function subqueryModifiers(t: Token[], i: number): number {
+  const end = modifiers(t, i);
+  for (let j = i; j < end; j++) {
+    const now = t[j].text === "@" && /^(start|end)$/.test(t[j + 1]?.text ?? "");
+    if (now) j += 3; // @ start ( )
+    else {
+      throw new SyntaxError(
+        `an offset or @ of a subquery over an expression at column ${t[j].start + 1}`,
+      );
+    }
+  }
+  return end;
 }
 
 /** Reads the selector at `i` into `found`; the index after it. */
