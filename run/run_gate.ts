@@ -144,6 +144,11 @@ function darkRefusal(m: Measurement, url: string): string {
   const allow = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/.test(d.selector)
     ? d.selector
     : `'${d.selector.replaceAll("'", "'\\''")}'`;
+  if (d.rule !== undefined) {
+    return `Invalid --gate-query ${JSON.stringify(d.query)}: its selector ${d.selector}: ` +
+      `alertname ${d.rule} names no alerting rule of Prometheus ${url} (/api/v1/rules), so ` +
+      `it could never fire${also}; fix the name, or, if that is meant, --gate-allow-empty ${allow}`;
+  }
   return `Invalid --gate-query ${JSON.stringify(d.query)}: its selector ${d.selector} matches ` +
     `no series in Prometheus ${url}${also}, so an empty answer would say nothing about health; ` +
     `fix the metric or labels (a typo, an exporter not scraped), or, if it is meant to be ` +
