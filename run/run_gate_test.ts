@@ -6,7 +6,7 @@ import { EXIT } from "../report/summary.ts";
 import { status, withServer } from "../testing/loopback.ts";
 import type { GateConfig } from "../gates/config.ts";
 import { HealthGate } from "../gates/gate.ts";
-import { bindGate, latchExit, openGate } from "./run_gate.ts";
+import { bindGate, latchExit, openGate, refuseIfEarlierPaused } from "./run_gate.ts";
 import type { Recorder } from "../report/report.ts";
 import type { Plan } from "./plan.ts";
 
@@ -296,4 +296,70 @@ Deno.test("bindGate(): a pause that keeps failing (a webhook down: 500) stops th
     undefined,
     { retry: { requestTimeoutMs: 1000, budgetMs: 100, baseDelayMs: 10, maxDelayMs: 20 } },
   );
+});
+
+Deno.test("refuseIfEarlierPaused(): an earlier hook Job of the release whose run ended while its gate's pause held (a deadline, an eviction) still holds the next revision's run: exit 5, naming the command that lifts it", async () => {
+  const keys = PLAN.keys;
+  const job = (
+    name: string,
+    uid: string,
+    at: string,
+    annotations: Record<string, string> = {},
+  ) => ({
+    metadata: {
+      name,
+      uid,
+      creationTimestamp: at,
+      labels: { [keys.hook]: "drv" },
+      annotations,
+    },
+    status: { failed: 1, conditions: [{ type: "Failed", status: "True" }] },
+  });
+  const paused = {
+    [keys.paused]: "true",
+    [`${keys.paused}-reason`]: 'query "bad > 0" returned {} 2',
+  };
+  for (
+    const [what, earlier, want] of [
+      ["paused by its gate", paused, EXIT.gate],
+      ["its pause lifted", {}, undefined],
+    ] as const
+  ) {
+    const lines: string[] = [];
+    await withServer(
+      (req) => {
+        const u = new URL(req.url);
+        if (u.pathname === "/apis/batch/v1/namespaces/ops/jobs/hook-r2") {
+          return Response.json(job("hook-r2", "u2", "2026-01-02T00:00:00Z"));
+        }
+        if (u.pathname === "/apis/batch/v1/namespaces/ops/jobs") {
+          return Response.json({
+            metadata: {},
+            items: [
+              job("hook-r1", "u1", "2026-01-01T00:00:00Z", earlier),
+              job("hook-r2", "u2", "2026-01-02T00:00:00Z"),
+            ],
+          });
+        }
+        return status(404, "NotFound");
+      },
+      async (kube) => {
+        const log = new Logger("text", (l) => lines.push(l));
+        const got = await refuseIfEarlierPaused({
+          kube,
+          namespace: "ops",
+          owner: { name: "hook-r2", uid: "u2" },
+          keys,
+          log,
+        });
+        assert.equal(got, want, what);
+      },
+    );
+    if (want) {
+      assert.match(
+        lines.join("\n"),
+        /Refusing to start: .*hook-r1.*query "bad > 0" returned \{\} 2.*kubectl annotate job -n ops hook-r1 job-dispatcher\/paused- job-dispatcher\/paused-reason-/,
+      );
+    }
+  }
 });
