@@ -29,6 +29,7 @@ import {
 import {
   clearExitLatchCommand,
   exitLatchName,
+  pausedReasonKey,
   pauseFile,
   pauseOwner,
   readExitLatch,
@@ -39,6 +40,7 @@ import {
 import { type Breach, describeBreach, isBreached } from "../gates/state.ts";
 import { EXIT } from "../report/summary.ts";
 import type { Plan } from "./plan.ts";
+import { earlierOwners, type OwnerGuardOptions } from "./owner_guard.ts";
 
 /** What opening the gate needs. */
 export interface GateRun {
@@ -81,6 +83,39 @@ export async function refuseIfLatched(
     `Refusing to start: a health gate stopped an earlier run (${latched}); ` +
       `once the fleet is healthy, clear the latch: ${
         clearExitLatchCommand(plan.namespace, plan.prefix)
+      }`,
+  );
+  return EXIT.gate;
+}
+
+/**
+ * Refuses (exit 5, said in one line) while an earlier owner of the release
+ * (a hook Job of an earlier revision, its run over: the owner guard waited
+ * for a live one) still carries the pause its gate set for a breach
+ * (`<P>/paused=true` with `<P>/paused-reason`). Pause mode's latch lives on
+ * that owner; a run stopped while it held (`activeDeadlineSeconds`, the
+ * hook's pod evicted, a SIGTERM) leaves it there, lifted by no one, and the
+ * next revision's run would otherwise roll on once the metric recovered.
+ *
+ * @returns the exit code of the refusal, or undefined: no such pause
+ */
+export async function refuseIfEarlierPaused(
+  guard: OwnerGuardOptions & { log: Pick<Logger, "error"> },
+): Promise<number | undefined> {
+  const { earlier } = await earlierOwners(guard);
+  const { keys, namespace, log } = guard;
+  const held = earlier.find((j) => {
+    const a = j.metadata?.annotations ?? {};
+    return a[keys.paused] === "true" && a[pausedReasonKey(keys.paused)] !== undefined;
+  });
+  if (!held?.metadata?.name) return undefined;
+  const owner = { name: held.metadata.name, uid: held.metadata.uid ?? "" };
+  log.error(
+    `Refusing to start: a health gate paused an earlier run of this release (hook job ` +
+      `${namespace}/${owner.name}: ${
+        held.metadata.annotations?.[pausedReasonKey(keys.paused)]
+      }) and no one lifted it; once the fleet is healthy, lift it: ${
+        resumeOwnerCommand({ namespace, owner, pausedKey: keys.paused })
       }`,
   );
   return EXIT.gate;
