@@ -36,6 +36,8 @@ const RULES = `groups:
       - alert: E2EBroken
         expr: e2e_broken > 0
         labels: {severity: page}
+      - alert: E2ENeverFires
+        expr: vector(1) < 0
 `;
 
 /** Flips the gauge and waits until Prometheus has scraped it. */
@@ -139,7 +141,7 @@ clusterTest("health gates with a real Prometheus", async (t, cluster) => {
       () => badInput(cluster, prom),
     );
     await t.step(
-      "no data: a query over a series that does not exist is refused (exit 2, the selector named), no Job created; --gate-allow-empty lets it run",
+      "no data: a query over a series that does not exist, or ALERTS of an alertname no rule has, is refused (exit 2, the selector named), no Job created; --gate-allow-empty lets it run",
       () => noDataRefused(cluster, prom),
     );
     await t.step(
@@ -558,6 +560,15 @@ async function noDataRefused(cluster: Cluster, prom: RunningPrometheus) {
   const jobs = await cluster.kubectl(["get", "jobs", "-n", ns, "-o", "name"]);
   assert.equal(jobs.code, 0, jobs.stderr);
   assert.equal(jobs.stdout.trim(), "", "no Job created");
+  // ALERTS of an alert no rule has (a typo) could never fire: refused too.
+  const typo = await dispatcher(cluster, [
+    ...args,
+    ...gate,
+    ...["--gate-allow-empty", "e2e_no_such_series"],
+    ...["--gate-query", 'ALERTS{alertname="E2ENeverFire"}'],
+  ]);
+  assert.equal(typo.code, 2, typo.stderr);
+  assert.match(typo.stderr, /alertname "E2ENeverFire" names no alerting rule/);
   // Meant to be absent: allowed by name, and ALERTS of an alert that never fires needs no flag.
   const ok = await dispatcher(cluster, [
     ...args,
