@@ -40,6 +40,18 @@ Deno.test({
       ],
       ["the same selector twice is one", "a > 0 or a < -1", ["a"], []],
       ["a number-only query has none", "vector(1) > 0", [], []],
+      // Prometheus's grammar takes these words as metric names where no
+      // aggregation follows (metric_identifier in generated_parser.y).
+      ["an aggregation's name as a metric name", 'count > 0 or max{a="b"}', [
+        "count",
+        'max{a="b"}',
+      ], []],
+      [
+        "anchored and smoothed (Prometheus 3) belong to the selector before",
+        "rate(x[5m] smoothed) > 0 or y anchored",
+        ["x[5m] smoothed", "y anchored"],
+        [],
+      ],
       [
         "@ end() on a subquery is the evaluation time",
         "max_over_time(rate(x[5m])[10m:1m] @ end()) > 0",
@@ -117,6 +129,7 @@ Deno.test({
         'count(errors_total{job="api"} offset 1h)',
       ],
       ["max_over_time(x[30m:1m] @ end())", "count(x @ end())"],
+      ["rate(x[5m] offset 1h anchored) > 0", "count(x offset 1h)"],
     ];
     for (const [q, want] of cases) {
       await t.step(q, () => assert.equal(presenceQuery(selectors(q)[0]), want));
