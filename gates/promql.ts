@@ -129,11 +129,30 @@ function closing(t: Token[], open: number): number {
   throw new SyntaxError(`an unclosed ${t[open].text} at column ${t[open].start + 1}`);
 }
 
-/** The index after the `offset`/`@` modifiers from `i` on. */
+/**
+ * Whether the aggregation's name at `i` aggregates: its arguments or its
+ * `by`/`without` follow. Else it is a metric's name, as Prometheus's
+ * grammar has it (`count > 0`).
+ */
+function aggregates(t: Token[], i: number): boolean {
+  const n = t[i + 1];
+  return n?.text === "(" || (n?.kind === "ident" && /^(by|without)$/i.test(n.text));
+}
+
+/** Whether `by`/`without` at `i` is a metric's name: no label list follows (`by > 0`). */
+function metricNamed(t: Token[], i: number, word: string): boolean {
+  return (word === "by" || word === "without") && t[i + 1]?.text !== "(";
+}
+
+/** Prometheus 3's modifiers of how a selector reads its samples, not where. */
+const READ_MODIFIERS = /^(anchored|smoothed)$/i;
+
+/** The index after the `offset`/`@`/`anchored`/`smoothed` modifiers from `i` on. */
 function modifiers(t: Token[], i: number): number {
   for (;;) {
     const w = t[i]?.text;
-    if (t[i]?.kind === "ident" && w.toLowerCase() === "offset") {
+    if (t[i]?.kind === "ident" && READ_MODIFIERS.test(w)) i++;
+    else if (t[i]?.kind === "ident" && w.toLowerCase() === "offset") {
       let j = i + 1;
       if (t[j]?.text === "-") j++;
       if (t[j]?.kind !== "number") {
@@ -178,9 +197,9 @@ export function selectors(query: string): Selector[] {
     const word = tok.kind === "ident" ? tok.text.toLowerCase() : "";
     if (word === "offset" || tok.text === "@") {
       i = subqueryModifiers(t, i);
-    } else if (tok.kind === "ident" && LABEL_LISTS.has(word)) {
+    } else if (tok.kind === "ident" && LABEL_LISTS.has(word) && !metricNamed(t, i, word)) {
       i = t[i + 1]?.text === "(" ? closing(t, i + 1) : i + 1;
-    } else if (tok.kind === "ident" && AGGREGATIONS.has(word)) {
+    } else if (tok.kind === "ident" && AGGREGATIONS.has(word) && aggregates(t, i)) {
       i++; // its label list or its arguments follow
     } else if (tok.kind === "ident" && (OPERATOR_WORDS.has(word) || NUMBER_WORDS.has(word))) {
       i++;
@@ -238,9 +257,11 @@ function selectorAt(
   }
   j = modifiers(t, j);
   const text = query.slice(start, t[j - 1].end);
-  const instant = range
-    ? `${base}${j > mods ? " " + query.slice(t[mods].start, t[j - 1].end) : ""}`
-    : text;
+  // Where it reads, without how (anchored, smoothed) or over what range.
+  const where = t.slice(mods, j).filter((x) =>
+    !(x.kind === "ident" && READ_MODIFIERS.test(x.text))
+  );
+  const instant = [base, ...where.map((x) => x.text)].join(" ").replace(/ \( \)/g, "()");
   const exempt = inAbsent || (name !== undefined && EXEMPT_METRICS.has(name));
   const had = found.get(text);
   found.set(text, { text, range, instant, exempt: exempt && (had?.exempt ?? true) });

@@ -42,9 +42,10 @@ Deno.test({
       ["a number-only query has none", "vector(1) > 0", [], []],
       // Prometheus's grammar takes these words as metric names where no
       // aggregation follows (metric_identifier in generated_parser.y).
-      ["an aggregation's name as a metric name", 'count > 0 or max{a="b"}', [
+      ["an aggregation's name as a metric name", 'count > 0 or max{a="b"} or by', [
         "count",
         'max{a="b"}',
+        "by",
       ], []],
       [
         "anchored and smoothed (Prometheus 3) belong to the selector before",
