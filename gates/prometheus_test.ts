@@ -340,3 +340,20 @@ Deno.test("measure({ first }) finds an ALERTS selector of a --gate-query whose a
     },
   );
 });
+
+Deno.test("answerOf(): a 401, 403 or 404 is an outage whose words say it does not heal by waiting alone, and what to fix", async (t) => {
+  const cases: [number, RegExp][] = [
+    [401, /HTTP 401: .*heals only once the token is fixed.*--gate-bearer-token-file/],
+    [403, /HTTP 403: .*heals only once the token is fixed.*services\/proxy get/],
+    [404, /HTTP 404: .*heals only once .*--gate-prometheus-url/],
+  ];
+  for (const [status, want] of cases) {
+    await t.step(String(status), () => {
+      assert.throws(() => answerOf("query", { status, body: "no" }), (e: unknown) => {
+        assert.ok(e instanceof PrometheusUnreachable);
+        assert.match(e.message, want);
+        return true;
+      });
+    });
+  }
+});
