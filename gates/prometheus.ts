@@ -55,6 +55,18 @@ export class BadQueryError extends Error {
   }
 }
 
+/**
+ * What a 401, 403 or 404 needs before it heals. They are outages (a token
+ * being rotated, a Service being replaced behind the proxy), but one that
+ * lasts is a wrong token, a missing grant or a wrong URL: the stall says so.
+ */
+const HEALS: Record<number, string> = {
+  401: "; heals only once the token is fixed (--gate-bearer-token-file)",
+  403: "; heals only once the token is fixed or granted (--gate-bearer-token-file; " +
+    "services/proxy get on the service for the API server's proxy)",
+  404: "; heals only once the URL answers (--gate-prometheus-url, the Service behind it)",
+};
+
 /** The statuses by which Prometheus rejects a query: asking again gets the same. */
 const REJECTED = new Set([400, 422]);
 
@@ -200,7 +212,9 @@ export function answerOf(what: string, r: { status: number; body: unknown }): An
     );
   }
   if (r.status !== 200 || env.status !== "success") {
-    throw new PrometheusUnreachable(`${what}: HTTP ${r.status}: ${words ?? "no API answer"}`);
+    throw new PrometheusUnreachable(
+      `${what}: HTTP ${r.status}: ${words ?? "no API answer"}${HEALS[r.status] ?? ""}`,
+    );
   }
   // PromQL's own annotations ("PromQL warning: …", "PromQL info: …", since
   // Prometheus 2.46) are about the query, not missing data, and would hold
