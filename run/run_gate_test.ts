@@ -363,3 +363,44 @@ Deno.test("refuseIfEarlierPaused(): an earlier hook Job of the release whose run
     }
   }
 });
+
+Deno.test("latchExit(): an exit latch that kept failing (500) while Jobs were in flight is tried once more when the run ends, and set if the API is back", async () => {
+  let down = true;
+  const created: string[] = [];
+  await withServer(
+    (req) => {
+      if (req.method === "POST") {
+        if (down) return status(500, "InternalError");
+        created.push(new URL(req.url).pathname);
+        return Response.json({}, { status: 201 });
+      }
+      return status(404, "NotFound");
+    },
+    async (kube) => {
+      const lines: string[] = [];
+      const log = new Logger("text", (l) => lines.push(l));
+      await withPrometheus(breached, async (url) => {
+        const g = { config: { ...config(url, "exit"), intervalSecs: 0.2 }, plan: PLAN, kube, log };
+        const gate = await openGate(g);
+        assert.ok(gate instanceof HealthGate);
+        try {
+          await bindGate(gate, { ...g, recorder: RECORDER }, {});
+          const end = Date.now() + 5000;
+          while (gate.state.kind !== "unlatched" && Date.now() < end) {
+            await new Promise((r) => setTimeout(r, 20));
+          }
+          assert.equal(gate.state.kind, "unlatched");
+          down = false; // the Jobs in flight finished; the API is back
+          assert.equal(await latchExit(gate, g), true);
+          assert.deepEqual(created, ["/api/v1/namespaces/ops/configmaps"], "latched at the end");
+          assert.match(lines.at(-1)!, /kubectl delete configmap -n ops drv-gate-breach/);
+        } finally {
+          await gate.stop();
+        }
+      });
+    },
+    undefined,
+    undefined,
+    { retry: { requestTimeoutMs: 1000, budgetMs: 100, baseDelayMs: 10, maxDelayMs: 20 } },
+  );
+});
