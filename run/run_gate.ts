@@ -366,9 +366,12 @@ export async function latchExit(gate: HealthGate | undefined, g: GateRun): Promi
   const s = gate?.state;
   if (!gate?.stopsBy() || !s || !isBreached(s)) return false;
   const { plan, log } = g;
-  if (s.kind === "unlatched") return true; // said when it was refused
+  // A pause refused left the exit latch already (or said why not); an exit
+  // latch that kept failing may be written now that the Jobs in flight
+  // finished (a 500 of a webhook or the API gone for a while).
+  if (s.kind === "unlatched" && g.config.onBreach !== "exit") return true;
   try {
-    if (s.kind === "breached") {
+    if (s.kind === "breached" || s.kind === "unlatched") {
       await writeExitLatch(g, s.breach);
       gate.latchedOutside();
     }
