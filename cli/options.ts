@@ -331,7 +331,8 @@ HEALTH GATES
                             one that matches none exits 2; mid-run one that goes
                             dark (or a partial answer with warnings) is no data:
                             starts pause and resume when it is back. absent()
-                            and ALERTS selectors are never checked.
+                            and ALERTS selectors are not checked for data, but
+                            an ALERTS alertname must name an alerting rule.
   --gate-interval-secs S    Prometheus is asked every S/2 seconds; a Job starts
                             only on an answer at most S seconds old (default 30).
   --gate-bearer-token-file PATH  Sent as "Authorization: Bearer"; read again

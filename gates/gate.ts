@@ -90,6 +90,13 @@ export interface GateHooks {
    * run once it has failed for three intervals.
    */
   latch?: (b: Breach) => Promise<void>;
+  /**
+   * The latch kept failing for three intervals (an error that is no
+   * {@linkcode LatchRefused}: a webhook down answers 500 for ever): leaves
+   * what it can in its place (the exit latch for a pause) and says so. The
+   * run stops with its words; without it, with the last error's.
+   */
+  giveUp?: (b: Breach, error: Error) => Promise<string>;
   /** Whether the pause the latch set is seen now (the owner's watch, the file); undefined with `exit`. */
   pauseSeen?: () => boolean;
   /** Told when starts pause for an outage or for no data, and when they resume. */
@@ -369,8 +376,11 @@ export class HealthGate {
       const now = this.#clock.now();
       this.#latchFailingSince ??= now;
       const tooLong = now - this.#latchFailingSince >= LATCH_RETRY_INTERVALS * this.intervalMs;
-      if (e instanceof LatchRefused || tooLong) {
-        this.#apply({ type: "latchRefused", error: (e as Error).message });
+      if (e instanceof LatchRefused) {
+        this.#apply({ type: "latchRefused", error: e.message });
+      } else if (tooLong) {
+        const error = this.#o.giveUp ? await this.#o.giveUp(b, e as Error) : (e as Error).message;
+        this.#apply({ type: "latchRefused", error });
       }
       // Else the API may be out for a moment: the breach still holds
       // every start, and the next measurement tries the latch again.

@@ -55,6 +55,18 @@ export class BadQueryError extends Error {
   }
 }
 
+/**
+ * What a 401, 403 or 404 needs before it heals. They are outages (a token
+ * being rotated, a Service being replaced behind the proxy), but one that
+ * lasts is a wrong token, a missing grant or a wrong URL: the stall says so.
+ */
+const HEALS: Record<number, string> = {
+  401: "; heals only once the token is fixed (--gate-bearer-token-file)",
+  403: "; heals only once the token is fixed or granted (--gate-bearer-token-file; " +
+    "services/proxy get on the service for the API server's proxy)",
+  404: "; heals only once the URL answers (--gate-prometheus-url, the Service behind it)",
+};
+
 /** The statuses by which Prometheus rejects a query: asking again gets the same. */
 const REJECTED = new Set([400, 422]);
 
@@ -200,7 +212,9 @@ export function answerOf(what: string, r: { status: number; body: unknown }): An
     );
   }
   if (r.status !== 200 || env.status !== "success") {
-    throw new PrometheusUnreachable(`${what}: HTTP ${r.status}: ${words ?? "no API answer"}`);
+    throw new PrometheusUnreachable(
+      `${what}: HTTP ${r.status}: ${words ?? "no API answer"}${HEALS[r.status] ?? ""}`,
+    );
   }
   // PromQL's own annotations ("PromQL warning: …", "PromQL info: …", since
   // Prometheus 2.46) are about the query, not missing data, and would hold
@@ -298,6 +312,8 @@ export interface DarkSelector {
   selector: string;
   /** It is `--gate-alerts`'s pattern, which names no alerting rule. */
   alerts?: boolean;
+  /** An `ALERTS` selector whose alertname matcher (as written) names no alerting rule. */
+  rule?: string;
 }
 
 /** One measurement: the first breach, and what data it lacked. */
@@ -355,6 +371,68 @@ export function checkedSelectors(
   });
 }
 
+/** An `ALERTS` selector of a query, and the alerting rules its alertname matcher admits. */
+interface AlertSelector {
+  query: string;
+  selector: string;
+  /** The matcher as written: `"NodeDown"`. */
+  shown: string;
+  /** Anchored, as PromQL anchors `=~`. */
+  names: RegExp;
+}
+
+const ALERTNAME = /\balertname\s*(=~|=)\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)/;
+
+/** The value of a PromQL string literal. */
+function unquote(lit: string): string {
+  if (lit[0] === "`") return lit.slice(1, -1);
+  const inner = lit.slice(1, -1);
+  return JSON.parse(
+    `"${lit[0] === "'" ? inner.replace(/\\'/g, "'").replace(/"/g, '\\"') : inner}"`,
+  );
+}
+
+/**
+ * The `ALERTS`/`ALERTS_FOR_STATE` selectors of the queries with an alertname
+ * matcher (`=` or `=~`), but those `allowEmpty` names. Their series are
+ * empty while nothing fires, as meant, so their data is not asked for; but
+ * a name that no alerting rule has (a typo, a rule not loaded) can never
+ * fire, and would pass every start.
+ */
+function alertSelectors(cfg: Pick<GateConfig, "queries" | "allowEmpty">): AlertSelector[] {
+  const allowed = new Set(cfg.allowEmpty ?? []);
+  return cfg.queries.filter((q) => !allowed.has(q)).flatMap((query) =>
+    selectors(query).flatMap((sel) => {
+      const m = /^ALERTS(_FOR_STATE)?\b/.test(sel.text) && !allowed.has(sel.text)
+        ? ALERTNAME.exec(sel.text)
+        : null;
+      if (!m) return [];
+      try {
+        const value = unquote(m[2]);
+        const source = m[1] === "=" ? value.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") : value;
+        return [{ query, selector: sel.text, shown: m[2], names: new RegExp(`^(?:${source})$`) }];
+      } catch {
+        return []; // an escape or an RE2 regex JavaScript cannot read: not checked
+      }
+    })
+  );
+}
+
+/** The `ALERTS` selectors whose alertname names no alerting rule Prometheus has, as dark. */
+async function unknownAlertnames(
+  get: PromGet,
+  cfg: Pick<GateConfig, "queries" | "allowEmpty">,
+): Promise<DarkSelector[]> {
+  const found = alertSelectors(cfg);
+  if (!found.length) return [];
+  const rules = await alertRuleNames(get);
+  return found.filter((a) => !rules.some((n) => a.names.test(n))).map((a) => ({
+    query: a.query,
+    selector: a.selector,
+    rule: a.shown,
+  }));
+}
+
 /**
  * One instant query that answers which of `checked` match data now: each
  * selector's presence query, labelled with its index, joined by `or`
@@ -403,6 +481,7 @@ export function measure(
       }));
       m.warnings.push(...a.warnings);
     }
+    if (opts.first) m.dark.push(...await unknownAlertnames(get, cfg));
     if (cfg.alerts !== undefined) {
       await measureAlerts(
         get,
@@ -468,6 +547,9 @@ export function noDataOf(m: Pick<Measurement, "dark" | "warnings">): string | un
   const parts = m.dark.map((d) =>
     d.alerts
       ? `--gate-alerts ${JSON.stringify(d.selector)} names no alerting rule`
+      : d.rule !== undefined
+      ? `selector ${d.selector} of query ${JSON.stringify(d.query)}: alertname ${d.rule} ` +
+        `names no alerting rule`
       : `selector ${d.selector} of query ${JSON.stringify(d.query)} matches no series`
   );
   if (m.warnings.length) {

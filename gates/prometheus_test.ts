@@ -313,3 +313,47 @@ Deno.test("measure({ first }) finds a --gate-alerts pattern that names no alerti
     },
   );
 });
+
+Deno.test("measure({ first }) finds an ALERTS selector of a --gate-query whose alertname names no alerting rule: a typo would never fire", async () => {
+  const rules = { groups: [{ rules: [{ name: "NodeDown", type: "alerting" }] }] };
+  await prometheus(
+    (u) =>
+      u.pathname === "/api/v1/rules"
+        ? Response.json({ status: "success", data: rules })
+        : withPresence([], () => vector([]))(u),
+    async (url) => {
+      const { get } = directGet({ url, timeoutMs: 2000 });
+      const ok = [
+        'ALERTS{alertname="NodeDown", alertstate="firing"}',
+        'ALERTS{alertname=~"Node.*"}',
+        'ALERTS{severity="page"}',
+      ];
+      assert.deepEqual((await measure(get, { queries: ok })({ first: true })).dark, []);
+      const q = 'ALERTS{alertname="NodeDwn", alertstate="firing"}';
+      const m = await measure(get, { queries: [q] })({ first: true });
+      assert.match(noDataOf(m) ?? "", /alertname "NodeDwn" .*names no alerting rule/);
+      assert.deepEqual(
+        (await measure(get, { queries: [q], allowEmpty: [q] })({ first: true })).dark,
+        [],
+        "--gate-allow-empty exempts it",
+      );
+    },
+  );
+});
+
+Deno.test("answerOf(): a 401, 403 or 404 is an outage whose words say it does not heal by waiting alone, and what to fix", async (t) => {
+  const cases: [number, RegExp][] = [
+    [401, /HTTP 401: .*heals only once the token is fixed.*--gate-bearer-token-file/],
+    [403, /HTTP 403: .*heals only once the token is fixed.*services\/proxy get/],
+    [404, /HTTP 404: .*heals only once .*--gate-prometheus-url/],
+  ];
+  for (const [status, want] of cases) {
+    await t.step(String(status), () => {
+      assert.throws(() => answerOf("query", { status, body: "no" }), (e: unknown) => {
+        assert.ok(e instanceof PrometheusUnreachable);
+        assert.match(e.message, want);
+        return true;
+      });
+    });
+  }
+});

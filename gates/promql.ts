@@ -16,8 +16,9 @@
  * What it cannot read it refuses with a {@linkcode SyntaxError} rather than
  * passing a selector by: characters outside PromQL, an `offset` or `@` not
  * followed by a duration, a number or `start()`/`end()` (Prometheus 3's
- * experimental duration expressions such as `offset (1h + 5m)`), and
- * unbalanced brackets.
+ * experimental duration expressions such as `offset (1h + 5m)`), an
+ * `offset` or `@ <time>` of a subquery over an expression (it moves the
+ * selectors inside), and unbalanced brackets.
  *
  * Not checked (their emptiness is meant): selectors inside `absent()` and
  * `absent_over_time()`, which answer exactly when there is no data, and
@@ -33,6 +34,12 @@ export interface Selector {
   text: string;
   /** Whether it has a range (`[5m]`) or a subquery (`[5m:1m]`). */
   range: boolean;
+  /**
+   * The instant selector its data is asked by: the text without its range,
+   * modifiers kept (`x offset 1h` for `x[5m] offset 1h`); the text itself
+   * when it has no range.
+   */
+  instant?: string;
   /** Whether its emptiness is meant (inside `absent()`, or `ALERTS`): not checked. */
   exempt: boolean;
 }
@@ -122,11 +129,30 @@ function closing(t: Token[], open: number): number {
   throw new SyntaxError(`an unclosed ${t[open].text} at column ${t[open].start + 1}`);
 }
 
-/** The index after the `offset`/`@` modifiers from `i` on. */
+/**
+ * Whether the aggregation's name at `i` aggregates: its arguments or its
+ * `by`/`without` follow. Else it is a metric's name, as Prometheus's
+ * grammar has it (`count > 0`).
+ */
+function aggregates(t: Token[], i: number): boolean {
+  const n = t[i + 1];
+  return n?.text === "(" || (n?.kind === "ident" && /^(by|without)$/i.test(n.text));
+}
+
+/** Whether `by`/`without` at `i` is a metric's name: no label list follows (`by > 0`). */
+function metricNamed(t: Token[], i: number, word: string): boolean {
+  return (word === "by" || word === "without") && t[i + 1]?.text !== "(";
+}
+
+/** Prometheus 3's modifiers of how a selector reads its samples, not where. */
+const READ_MODIFIERS = /^(anchored|smoothed)$/i;
+
+/** The index after the `offset`/`@`/`anchored`/`smoothed` modifiers from `i` on. */
 function modifiers(t: Token[], i: number): number {
   for (;;) {
     const w = t[i]?.text;
-    if (t[i]?.kind === "ident" && w.toLowerCase() === "offset") {
+    if (t[i]?.kind === "ident" && READ_MODIFIERS.test(w)) i++;
+    else if (t[i]?.kind === "ident" && w.toLowerCase() === "offset") {
       let j = i + 1;
       if (t[j]?.text === "-") j++;
       if (t[j]?.kind !== "number") {
@@ -170,10 +196,10 @@ export function selectors(query: string): Selector[] {
     const tok = t[i];
     const word = tok.kind === "ident" ? tok.text.toLowerCase() : "";
     if (word === "offset" || tok.text === "@") {
-      i = modifiers(t, i); // of a subquery or a parenthesised expression
-    } else if (tok.kind === "ident" && LABEL_LISTS.has(word)) {
+      i = subqueryModifiers(t, i);
+    } else if (tok.kind === "ident" && LABEL_LISTS.has(word) && !metricNamed(t, i, word)) {
       i = t[i + 1]?.text === "(" ? closing(t, i + 1) : i + 1;
-    } else if (tok.kind === "ident" && AGGREGATIONS.has(word)) {
+    } else if (tok.kind === "ident" && AGGREGATIONS.has(word) && aggregates(t, i)) {
       i++; // its label list or its arguments follow
     } else if (tok.kind === "ident" && (OPERATOR_WORDS.has(word) || NUMBER_WORDS.has(word))) {
       i++;
@@ -183,10 +209,31 @@ export function selectors(query: string): Selector[] {
     } else if (tok.kind === "ident" || tok.text === "{") {
       i = selectorAt(t, i, query, absentEnds.length > 0, found);
     } else if (tok.text === "[") {
-      i = modifiers(t, closing(t, i)); // a subquery over an expression
+      i = subqueryModifiers(t, closing(t, i)); // a subquery over an expression
     } else i++;
   }
   return [...found.values()];
+}
+
+/**
+ * The index after the modifiers of a subquery over an expression, from `i`
+ * on. Such an `offset` or `@ <time>` moves every selector inside it (their
+ * presence would be asked now while the query reads another time), so it
+ * is refused; `@ start()` and `@ end()` are the evaluation time of an
+ * instant query.
+ */
+function subqueryModifiers(t: Token[], i: number): number {
+  const end = modifiers(t, i);
+  for (let j = i; j < end; j++) {
+    const now = t[j].text === "@" && /^(start|end)$/.test(t[j + 1]?.text ?? "");
+    if (now) j += 3; // @ start ( )
+    else {
+      throw new SyntaxError(
+        `an offset or @ of a subquery over an expression at column ${t[j].start + 1}`,
+      );
+    }
+  }
+  return end;
 }
 
 /** Reads the selector at `i` into `found`; the index after it. */
@@ -201,28 +248,42 @@ function selectorAt(
   const name = t[i].kind === "ident" ? t[i].text : undefined;
   let j = name === undefined ? i : i + 1;
   if (t[j]?.text === "{") j = closing(t, j);
+  const base = query.slice(start, t[j - 1].end);
   let range = false;
+  let mods = j;
   if (t[j]?.text === "[") {
     range = true;
-    j = closing(t, j);
+    mods = j = closing(t, j);
   }
   j = modifiers(t, j);
   const text = query.slice(start, t[j - 1].end);
+  // Where it reads, without how (anchored, smoothed) or over what range.
+  const where = t.slice(mods, j).filter((x) =>
+    !(x.kind === "ident" && READ_MODIFIERS.test(x.text))
+  );
+  const instant = [base, ...where.map((x) => x.text)].join(" ").replace(/ \( \)/g, "()");
   const exempt = inAbsent || (name !== undefined && EXEMPT_METRICS.has(name));
   const had = found.get(text);
-  found.set(text, { text, range, exempt: exempt && (had?.exempt ?? true) });
+  found.set(text, { text, range, instant, exempt: exempt && (had?.exempt ?? true) });
   return j;
 }
 
 /**
- * An instant query that returns one sample while `s` matches data as the
- * query reads it (its range, offset and `@` included), and nothing otherwise.
+ * An instant query that returns one sample while `s` matches data where the
+ * query reads it (its offset and `@` included), and nothing otherwise. A
+ * range is asked as the instant selector at its end, not as any sample
+ * within it: staleness markers are no samples of a range, so
+ * `count_over_time(x[1d])` still finds a target that died an hour ago, and
+ * the gate would trust `max_over_time(x[1d]) > 0` on a dead exporter for a
+ * day. The instant selector honours staleness (dark from the next failed
+ * scrape) and Prometheus's look-back (5 m by default) otherwise.
  *
  * @example
  * ```ts
- * presenceQuery({ text: "up[5m]", range: true, exempt: false }); // "count(count_over_time(up[5m]))"
+ * presenceQuery({ text: "up[5m] offset 1h", instant: "up offset 1h", range: true, exempt: false });
+ * // "count(up offset 1h)"
  * ```
  */
 export function presenceQuery(s: Selector): string {
-  return s.range ? `count(count_over_time(${s.text}))` : `count(${s.text})`;
+  return `count(${s.instant ?? s.text})`;
 }

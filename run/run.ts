@@ -54,6 +54,7 @@ import {
   latchExit,
   latchWhere,
   openGate,
+  refuseIfEarlierPaused,
   refuseIfLatched,
 } from "./run_gate.ts";
 import type { HealthGate } from "../gates/gate.ts";
@@ -190,8 +191,10 @@ async function executeRun(
   const guard = owner &&
     { kube: ctx.kube, namespace, owner, keys, log: ctx.log, signal: ctx.signal };
   if (guard && !await waitForEarlierRuns(guard)) return EXIT.ok;
-  // An earlier run waited for may have latched a breach meanwhile: read it again.
-  const latched = guard && x.gate && await refuseIfLatched(gateRun(x));
+  // An earlier run waited for may have latched a breach meanwhile: read it
+  // again; and an earlier revision's run may have ended under its gate's pause.
+  const latched = guard && x.gate &&
+    (await refuseIfLatched(gateRun(x)) ?? await refuseIfEarlierPaused(guard));
   if (latched) return latched;
   const started = Date.now();
   let main: MainOutcome, cleanup: NodeResult[];

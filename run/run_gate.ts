@@ -29,6 +29,7 @@ import {
 import {
   clearExitLatchCommand,
   exitLatchName,
+  pausedReasonKey,
   pauseFile,
   pauseOwner,
   readExitLatch,
@@ -39,6 +40,7 @@ import {
 import { type Breach, describeBreach, isBreached } from "../gates/state.ts";
 import { EXIT } from "../report/summary.ts";
 import type { Plan } from "./plan.ts";
+import { earlierOwners, type OwnerGuardOptions } from "./owner_guard.ts";
 
 /** What opening the gate needs. */
 export interface GateRun {
@@ -81,6 +83,39 @@ export async function refuseIfLatched(
     `Refusing to start: a health gate stopped an earlier run (${latched}); ` +
       `once the fleet is healthy, clear the latch: ${
         clearExitLatchCommand(plan.namespace, plan.prefix)
+      }`,
+  );
+  return EXIT.gate;
+}
+
+/**
+ * Refuses (exit 5, said in one line) while an earlier owner of the release
+ * (a hook Job of an earlier revision, its run over: the owner guard waited
+ * for a live one) still carries the pause its gate set for a breach
+ * (`<P>/paused=true` with `<P>/paused-reason`). Pause mode's latch lives on
+ * that owner; a run stopped while it held (`activeDeadlineSeconds`, the
+ * hook's pod evicted, a SIGTERM) leaves it there, lifted by no one, and the
+ * next revision's run would otherwise roll on once the metric recovered.
+ *
+ * @returns the exit code of the refusal, or undefined: no such pause
+ */
+export async function refuseIfEarlierPaused(
+  guard: OwnerGuardOptions & { log: Pick<Logger, "error"> },
+): Promise<number | undefined> {
+  const { earlier } = await earlierOwners(guard);
+  const { keys, namespace, log } = guard;
+  const held = earlier.find((j) => {
+    const a = j.metadata?.annotations ?? {};
+    return a[keys.paused] === "true" && a[pausedReasonKey(keys.paused)] !== undefined;
+  });
+  if (!held?.metadata?.name) return undefined;
+  const owner = { name: held.metadata.name, uid: held.metadata.uid ?? "" };
+  log.error(
+    `Refusing to start: a health gate paused an earlier run of this release (hook job ` +
+      `${namespace}/${owner.name}: ${
+        held.metadata.annotations?.[pausedReasonKey(keys.paused)]
+      }) and no one lifted it; once the fleet is healthy, lift it: ${
+        resumeOwnerCommand({ namespace, owner, pausedKey: keys.paused })
       }`,
   );
   return EXIT.gate;
@@ -144,6 +179,11 @@ function darkRefusal(m: Measurement, url: string): string {
   const allow = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/.test(d.selector)
     ? d.selector
     : `'${d.selector.replaceAll("'", "'\\''")}'`;
+  if (d.rule !== undefined) {
+    return `Invalid --gate-query ${JSON.stringify(d.query)}: its selector ${d.selector}: ` +
+      `alertname ${d.rule} names no alerting rule of Prometheus ${url} (/api/v1/rules), so ` +
+      `it could never fire${also}; fix the name, or, if that is meant, --gate-allow-empty ${allow}`;
+  }
   return `Invalid --gate-query ${JSON.stringify(d.query)}: its selector ${d.selector} matches ` +
     `no series in Prometheus ${url}${also}, so an empty answer would say nothing about health; ` +
     `fix the metric or labels (a typo, an exporter not scraped), or, if it is meant to be ` +
@@ -195,6 +235,9 @@ export async function bindGate(
       g.metrics?.breach();
     },
     latch: config.onBreach === "exit" ? (b) => writeExitLatch(g, b) : (b) => writePause(g, b),
+    giveUp: config.onBreach === "exit"
+      ? undefined
+      : async (b, e) => (await pauseInstead(g, b, e, "failing for three gate intervals")).message,
     pauseSeen: config.onBreach === "exit" ? undefined : () => pause?.pausedBy() !== undefined,
     onHold: ({ kind, state, detail }) =>
       state === "paused"
@@ -253,7 +296,7 @@ async function writeExitLatch(g: GateRun, b: Breach): Promise<void> {
  * once the metric recovered, and the refusal says how to clear it.
  */
 async function writePause(g: GateRun, b: Breach): Promise<void> {
-  const { plan, kube, log } = g;
+  const { plan, kube } = g;
   const owner = plan.owner;
   try {
     if (owner) {
@@ -261,24 +304,41 @@ async function writePause(g: GateRun, b: Breach): Promise<void> {
     } else await pauseFile(g.pauseFilePath!, b);
   } catch (e) {
     if (owner ? !refusesLatch(e) : false) throw e;
-    const where = owner
-      ? `PATCH of ${plan.keys.paused} on owner Job ${plan.namespace}/${owner.name} refused`
-      : `cannot create --pause-file ${g.pauseFilePath}`;
-    let held: string;
-    try {
-      await writeExitLatch(g, b);
-      held = `the exit latch holds the next run until it is cleared: ${
-        clearExitLatchCommand(plan.namespace, plan.prefix)
-      }`;
-    } catch (x) {
-      held = (x as Error).message;
-    }
-    const msg = `Cannot pause the run for the health gate's breach: ${where}: ${
-      (e as Error).message
-    }; the run stops (exit 5); ${held}`;
-    log.error(msg, { event: "gateLatchRefused" });
-    throw new LatchRefused(msg);
+    throw await pauseInstead(g, b, e as Error, "refused");
   }
+}
+
+/**
+ * A pause that cannot be set (refused, or `how` else): the exit latch
+ * written in its place, so that the next run does not roll on once the
+ * metric recovered; logged with the command that clears it.
+ *
+ * @returns the refusal that stops the run, in those words
+ */
+async function pauseInstead(
+  g: GateRun,
+  b: Breach,
+  e: Error,
+  how: string,
+): Promise<LatchRefused> {
+  const { plan, log } = g;
+  const owner = plan.owner;
+  const where = owner
+    ? `PATCH of ${plan.keys.paused} on owner Job ${plan.namespace}/${owner.name} ${how}`
+    : `cannot create --pause-file ${g.pauseFilePath}`;
+  let held: string;
+  try {
+    await writeExitLatch(g, b);
+    held = `the exit latch holds the next run until it is cleared: ${
+      clearExitLatchCommand(plan.namespace, plan.prefix)
+    }`;
+  } catch (x) {
+    held = (x as Error).message;
+  }
+  const msg = `Cannot pause the run for the health gate's breach: ${where}: ${e.message}; ` +
+    `the run stops (exit 5); ${held}`;
+  log.error(msg, { event: "gateLatchRefused" });
+  return new LatchRefused(msg);
 }
 
 /**
@@ -306,9 +366,12 @@ export async function latchExit(gate: HealthGate | undefined, g: GateRun): Promi
   const s = gate?.state;
   if (!gate?.stopsBy() || !s || !isBreached(s)) return false;
   const { plan, log } = g;
-  if (s.kind === "unlatched") return true; // said when it was refused
+  // A pause refused left the exit latch already (or said why not); an exit
+  // latch that kept failing may be written now that the Jobs in flight
+  // finished (a 500 of a webhook or the API gone for a while).
+  if (s.kind === "unlatched" && g.config.onBreach !== "exit") return true;
   try {
-    if (s.kind === "breached") {
+    if (s.kind === "breached" || s.kind === "unlatched") {
       await writeExitLatch(g, s.breach);
       gate.latchedOutside();
     }

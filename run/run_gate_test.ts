@@ -6,7 +6,7 @@ import { EXIT } from "../report/summary.ts";
 import { status, withServer } from "../testing/loopback.ts";
 import type { GateConfig } from "../gates/config.ts";
 import { HealthGate } from "../gates/gate.ts";
-import { bindGate, latchExit, openGate } from "./run_gate.ts";
+import { bindGate, latchExit, openGate, refuseIfEarlierPaused } from "./run_gate.ts";
 import type { Recorder } from "../report/report.ts";
 import type { Plan } from "./plan.ts";
 
@@ -249,5 +249,158 @@ Deno.test("bindGate(): a pause the API refuses (403) stops the run and leaves th
         }
       });
     },
+  );
+});
+
+Deno.test("bindGate(): a pause that keeps failing (a webhook down: 500) stops the run after three intervals and leaves the exit latch, naming the command that clears it", async () => {
+  const created: string[] = [];
+  await withServer(
+    (req) => {
+      if (req.method === "PATCH") return status(500, "InternalError");
+      if (req.method === "POST") {
+        created.push(new URL(req.url).pathname);
+        return Response.json({}, { status: 201 });
+      }
+      return status(404, "NotFound");
+    },
+    async (kube) => {
+      const lines: string[] = [];
+      const log = new Logger("text", (l) => lines.push(l));
+      const plan = { ...PLAN, owner: { name: "hook", uid: "u1" } } as Plan;
+      await withPrometheus(breached, async (url) => {
+        const g = { config: { ...config(url, "pause"), intervalSecs: 0.2 }, plan, kube, log };
+        const gate = await openGate(g);
+        assert.ok(gate instanceof HealthGate);
+        try {
+          await bindGate(gate, { ...g, recorder: RECORDER }, {});
+          const end = Date.now() + 5000;
+          while (gate.state.kind !== "unlatched" && Date.now() < end) {
+            await new Promise((r) => setTimeout(r, 20));
+          }
+          assert.equal(gate.state.kind, "unlatched");
+          assert.deepEqual(
+            created,
+            ["/api/v1/namespaces/ops/configmaps"],
+            "the exit latch instead",
+          );
+          assert.match(
+            lines.join("\n"),
+            /Cannot pause the run for the health gate's breach: .*the exit latch holds the next run until it is cleared: kubectl delete configmap -n ops drv-gate-breach/,
+          );
+        } finally {
+          await gate.stop();
+        }
+      });
+    },
+    undefined,
+    undefined,
+    { retry: { requestTimeoutMs: 1000, budgetMs: 100, baseDelayMs: 10, maxDelayMs: 20 } },
+  );
+});
+
+Deno.test("refuseIfEarlierPaused(): an earlier hook Job of the release whose run ended while its gate's pause held (a deadline, an eviction) still holds the next revision's run: exit 5, naming the command that lifts it", async () => {
+  const keys = PLAN.keys;
+  const job = (
+    name: string,
+    uid: string,
+    at: string,
+    annotations: Record<string, string> = {},
+  ) => ({
+    metadata: {
+      name,
+      uid,
+      creationTimestamp: at,
+      labels: { [keys.hook]: "drv" },
+      annotations,
+    },
+    status: { failed: 1, conditions: [{ type: "Failed", status: "True" }] },
+  });
+  const paused = {
+    [keys.paused]: "true",
+    [`${keys.paused}-reason`]: 'query "bad > 0" returned {} 2',
+  };
+  for (
+    const [what, earlier, want] of [
+      ["paused by its gate", paused, EXIT.gate],
+      ["its pause lifted", {}, undefined],
+    ] as const
+  ) {
+    const lines: string[] = [];
+    await withServer(
+      (req) => {
+        const u = new URL(req.url);
+        if (u.pathname === "/apis/batch/v1/namespaces/ops/jobs/hook-r2") {
+          return Response.json(job("hook-r2", "u2", "2026-01-02T00:00:00Z"));
+        }
+        if (u.pathname === "/apis/batch/v1/namespaces/ops/jobs") {
+          return Response.json({
+            metadata: {},
+            items: [
+              job("hook-r1", "u1", "2026-01-01T00:00:00Z", earlier),
+              job("hook-r2", "u2", "2026-01-02T00:00:00Z"),
+            ],
+          });
+        }
+        return status(404, "NotFound");
+      },
+      async (kube) => {
+        const log = new Logger("text", (l) => lines.push(l));
+        const got = await refuseIfEarlierPaused({
+          kube,
+          namespace: "ops",
+          owner: { name: "hook-r2", uid: "u2" },
+          keys,
+          log,
+        });
+        assert.equal(got, want, what);
+      },
+    );
+    if (want) {
+      assert.match(
+        lines.join("\n"),
+        /Refusing to start: .*hook-r1.*query "bad > 0" returned \{\} 2.*kubectl annotate job -n ops hook-r1 job-dispatcher\/paused- job-dispatcher\/paused-reason-/,
+      );
+    }
+  }
+});
+
+Deno.test("latchExit(): an exit latch that kept failing (500) while Jobs were in flight is tried once more when the run ends, and set if the API is back", async () => {
+  let down = true;
+  const created: string[] = [];
+  await withServer(
+    (req) => {
+      if (req.method === "POST") {
+        if (down) return status(500, "InternalError");
+        created.push(new URL(req.url).pathname);
+        return Response.json({}, { status: 201 });
+      }
+      return status(404, "NotFound");
+    },
+    async (kube) => {
+      const lines: string[] = [];
+      const log = new Logger("text", (l) => lines.push(l));
+      await withPrometheus(breached, async (url) => {
+        const g = { config: { ...config(url, "exit"), intervalSecs: 0.2 }, plan: PLAN, kube, log };
+        const gate = await openGate(g);
+        assert.ok(gate instanceof HealthGate);
+        try {
+          await bindGate(gate, { ...g, recorder: RECORDER }, {});
+          const end = Date.now() + 5000;
+          while (gate.state.kind !== "unlatched" && Date.now() < end) {
+            await new Promise((r) => setTimeout(r, 20));
+          }
+          assert.equal(gate.state.kind, "unlatched");
+          down = false; // the Jobs in flight finished; the API is back
+          assert.equal(await latchExit(gate, g), true);
+          assert.deepEqual(created, ["/api/v1/namespaces/ops/configmaps"], "latched at the end");
+          assert.match(lines.at(-1)!, /kubectl delete configmap -n ops drv-gate-breach/);
+        } finally {
+          await gate.stop();
+        }
+      });
+    },
+    undefined,
+    undefined,
+    { retry: { requestTimeoutMs: 1000, budgetMs: 100, baseDelayMs: 10, maxDelayMs: 20 } },
   );
 });
