@@ -85,10 +85,16 @@ interface Wave {
  * Job removed by its `ttlSecondsAfterFinished` takes its stamp with it; its
  * node is then run again (or, counted from a record of its success, has no
  * stamp), so its wave soaks whole from now: what survives a TTL deletion is
- * the rule that an unknown end never shortens a soak.
+ * the rule that an unknown end never shortens a soak. A counted node whose
+ * post-success work this run did ends when that work ended: now.
  */
 function endOf(s: NodeState, now: number): number {
-  return s.counted ? Math.min(now, s.completedAt ?? now) : now;
+  // A counted success whose post-success work (verification, labels, the
+  // uncordon) this run did came back into service only now: the earlier
+  // run may have been killed before it, and its soak must watch the node
+  // serving, as the first run's would have (it settles after that work).
+  if (!s.counted || s.afterStarted) return now;
+  return Math.min(now, s.completedAt ?? now);
 }
 
 /** Where the open wave stands. */
