@@ -22,6 +22,7 @@ import {
   untilSamples,
 } from "./_prometheus.ts";
 import { delay, freePorts } from "./_procs.ts";
+import { DispatcherProcess } from "./_faults.ts";
 
 /** The gate's interval in these runs, and Prometheus's scrape interval. */
 const INTERVAL_SECS = 2;
@@ -116,6 +117,10 @@ clusterTest("health gates with a real Prometheus", async (t, cluster) => {
     await t.step(
       "a breach during a soak holds the next wave: no Job of it while latched, nor after the gauge recovers, nor until a whole soak after the pause is lifted; the report shows the breach and the soak's restart",
       () => breachInSoak(cluster, prom, exporter),
+    );
+    await t.step(
+      "a run SIGKILLed while a breach inside a soak is latched on its owner: the re-run opens the next wave no sooner than a whole soak after the pause is lifted",
+      () => breachInSoakKilled(cluster, prom, exporter),
     );
     await t.step(
       'the real Prometheus scrapes --metrics-addr during a run; with --metrics-linger-secs it scrapes the final state: job_dispatcher_nodes{phase="succeeded"} equals the report\'s count',
@@ -308,6 +313,56 @@ function assertReportsSoakBreach(json: any, ns: string, lifting: number, ended: 
   assert.equal(soak.from, soak.restarts[0].at);
   assert.equal(soak.gates.cleanSince, soak.restarts[0].at);
   assert.ok(Date.parse(soak.end) >= Date.parse(soak.from) + SOAK_SECS * 1000);
+}
+
+/**
+ * The soak's break outlives the run that saw it: a run killed while its
+ * breach is latched leaves only the owner's pause; the re-run's gate sees a
+ * healthy metric, and the wave's Job completed longer ago than the soak.
+ */
+async function breachInSoakKilled(
+  cluster: Cluster,
+  prom: RunningPrometheus,
+  exporter: Exporter,
+) {
+  const { ns, args } = await suiteStep(cluster, "gskill", { nodes: 3, duration: "1s" });
+  await ownerJob(cluster, ns, "hook");
+  const watcher = await JobWatcher.start(cluster, ns);
+  const runArgs = [
+    ...args,
+    ...gateArgs(prom),
+    ...["--owner-job-name", "hook", "--parallelism", "2"],
+    ...["--waves", "1,100%", "--wave-soak-secs", String(SOAK_SECS)],
+  ];
+  try {
+    const first = new DispatcherProcess(cluster, runArgs);
+    const wave1 = () => [...watcher.times.values()].find((x) => x.finished !== undefined);
+    await eventually(() => Promise.resolve(wave1() !== undefined), 60_000, "wave 1's Job done");
+    const soakEnds = wave1()!.finished! + SOAK_SECS * 1000;
+    await flip(prom, exporter, 1);
+    await untilPaused(cluster, ns);
+    first.kill("SIGKILL");
+    await first.ended;
+    await flip(prom, exporter, 0);
+    const run = dispatcher(cluster, runArgs);
+    // Past the soak counted from the Job's completion, the metric healthy.
+    await delay(Math.max(0, soakEnds - Date.now()) + 5_000);
+    assert.equal(watcher.seen.size, 1, "no Job of wave 2 while the owner stays paused");
+    const lifting = Date.now();
+    await liftPause(cluster, ns);
+    const r = await run;
+    assert.equal(r.code, 0, r.stderr);
+    const wave2 = [...watcher.times.values()].filter((x) => x !== wave1());
+    assert.equal(wave2.length, 2, "every node got its Job");
+    const opened = Math.min(...wave2.map((x) => x.added));
+    assert.ok(
+      opened >= lifting + SOAK_SECS * 1000,
+      `wave 2 began ${(opened - lifting) / 1000} s after the lift, before a whole soak after it`,
+    );
+  } finally {
+    await watcher.stop();
+    exporter.set(0);
+  }
 }
 
 /** Prometheus's instant query `expr`: each sample's value, by its labels. */
