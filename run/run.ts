@@ -398,8 +398,10 @@ async function runMain(x: Execution, closes: number, cleanup: NodeResult[]): Pro
     ? new FilePause(opts.maintenance.pauseFile)
     : undefined;
   // The health gate first: its reason (the query and value) is the one said.
-  // Watched: the waves' soak restarts after a break of it (run/soak_gate.ts).
-  const watched = x.gate && new WatchedGate(x.gate);
+  // Watched: the waves' soak restarts after a break of it, a pause too
+  // (run/soak_gate.ts).
+  const watched = x.gate &&
+    new WatchedGate(x.gate, [ownerPause || undefined, filePause].filter((g) => g !== undefined));
   const gates = [watched, ownerPause, filePause].filter((g) => g !== undefined);
   await ownerPause?.start();
   if (x.gate) {

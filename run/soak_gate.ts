@@ -10,9 +10,17 @@
  * first. A gate whose own state machine keeps "clean since" can implement
  * `SoakGate` itself and replace this.
  *
+ * The run's pauses (the owner's annotation, `--pause-file`) break it too:
+ * a breach latched by a run that was then killed (SIGKILL, OOM, an evicted
+ * hook pod) survives only as that pause, which the re-run's gate, measuring
+ * afresh, cannot tell from a person's. Its lift must restart the soak as the
+ * lift of this run's own latch does; a person's pause inside a soak costs a
+ * soak more, never a wave opened unwatched.
+ *
  * @module
  */
 
+import { type Clock, SYSTEM_CLOCK } from "../base/clock.ts";
 import type { GateWatch, SoakGate } from "../engine/fanout_types.ts";
 import type { PauseGate } from "../engine/pause.ts";
 import type { HealthGate } from "../gates/gate.ts";
@@ -29,10 +37,20 @@ export class WatchedGate implements PauseGate, SoakGate {
   #broken?: string;
   /** What the last break was. */
   #after?: string;
+  /** The current break included a pause. */
+  #pausedAcross = false;
 
-  /** @param gate the run's health gate, under way */
-  constructor(gate: HealthGate) {
+  #pauses: readonly PauseGate[];
+  #clock: Clock;
+
+  /**
+   * @param gate the run's health gate, under way
+   * @param pauses the run's pause gates (owner annotation, pause file), each a break while it pauses
+   */
+  constructor(gate: HealthGate, pauses: readonly PauseGate[] = [], clock: Clock = SYSTEM_CLOCK) {
     this.#gate = gate;
+    this.#pauses = pauses;
+    this.#clock = clock;
   }
 
   pausedBy(): string | undefined {
@@ -72,8 +90,18 @@ export class WatchedGate implements PauseGate, SoakGate {
       this.#broken ??= this.#gate.pausedBy() ?? `health gate: ${s.kind}`;
       return;
     }
+    const paused = this.#pauses.map((p) => p.pausedBy()).find((by) => by !== undefined);
+    if (paused !== undefined) {
+      this.#broken ??= `paused by ${paused}`;
+      this.#pausedAcross = true;
+      return;
+    }
     if (this.#broken !== undefined) {
-      this.#since = Math.max(this.#since, s.at);
+      // A pause lifted: clean from when its lift was seen, not from the
+      // last answer, which may be older than the pause.
+      const at = this.#pausedAcross ? Math.max(s.at, this.#clock.now()) : s.at;
+      this.#pausedAcross = false;
+      this.#since = Math.max(this.#since, at);
       this.#after = this.#broken;
       this.#broken = undefined;
     }

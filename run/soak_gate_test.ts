@@ -90,3 +90,43 @@ Deno.test({
     await g.gate.stop();
   },
 });
+
+Deno.test({
+  name:
+    "WatchedGate: a run's pause (a breach latched by a killed run, left on the owner) breaks it; lifted, clean since the lift",
+  permissions: "none",
+  async fn() {
+    let now = 1_000;
+    const clock = { now: () => now, sleep: () => Promise.resolve() };
+    const gate = new HealthGate({
+      config: {
+        url: "http://prom:9090",
+        queries: ["up == 0"],
+        intervalSecs: 30,
+        onBreach: "pause",
+      },
+      measure: () => Promise.resolve(undefined),
+      clock,
+    });
+    let paused: string | undefined = "annotation p/paused=true on Job ops/hook";
+    const owner = { pausedBy: () => paused, onChange: () => {} };
+    const watched = new WatchedGate(gate, [owner], clock);
+    await gate.bind({ onBreach: () => {}, latch: () => Promise.resolve(), pauseSeen: () => false });
+    await gate.checkNow();
+    const w = watched.watch();
+    assert.equal(w.clean, false, "the metric is healthy, but the run is paused");
+    assert.match(w.clean ? "" : w.why, /paused by annotation p\/paused=true/);
+    now = 5_000;
+    assert.equal(watched.watch().clean, false, "still paused");
+    now = 9_000;
+    paused = undefined;
+    const lifted = watched.watch();
+    assert.equal(
+      lifted.clean && lifted.since,
+      9_000,
+      "clean since the lift, not the answer at 1000",
+    );
+    assert.match(lifted.clean ? lifted.after ?? "" : "", /paused by annotation/);
+    await gate.stop();
+  },
+});
