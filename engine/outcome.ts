@@ -17,8 +17,9 @@ function timestamp(t: Date | string | undefined): number | undefined {
 
 /**
  * When a finished Job ended by the API server's stamps: `completionTime`
- * (set on success), else the time of the condition that decided it (a
- * failed Job has no completionTime). Both are `metav1.Time`, written in whole
+ * (set on success), else the latest of the conditions that decided it (a
+ * failed Job has no completionTime: `Failed`, which follows `FailureTarget`
+ * once the pods are gone). Both are `metav1.Time`, written in whole
  * seconds, so the end lies within the second after the stamp: it is said as
  * that second's end, so a soak counted from it is never shorter than asked.
  *
@@ -30,9 +31,15 @@ function timestamp(t: Date | string | undefined): number | undefined {
 export function jobEnd(job: Pick<V1Job, "status"> | undefined): number | undefined {
   const st = job?.status;
   const decided = ["Complete", "Failed", "SuccessCriteriaMet", "FailureTarget"];
-  const cond = st?.conditions?.find((c) => c.status === "True" && decided.includes(c.type));
-  const at = timestamp(st?.completionTime ?? cond?.lastTransitionTime);
-  if (at === undefined || Number.isNaN(at)) return undefined;
+  // The latest: since Kubernetes 1.31 the controller writes FailureTarget
+  // (SuccessCriteriaMet) when it decides and Failed (Complete) only once the
+  // pods have terminated, a grace period later; the node is done then.
+  const times = (st?.conditions ?? [])
+    .filter((c) => c.status === "True" && decided.includes(c.type))
+    .map((c) => timestamp(c.lastTransitionTime) ?? NaN)
+    .filter((t) => !Number.isNaN(t));
+  const at = st?.completionTime ? timestamp(st.completionTime) : Math.max(...times);
+  if (at === undefined || !Number.isFinite(at)) return undefined;
   return at % 1000 === 0 ? at + 1000 : at;
 }
 
