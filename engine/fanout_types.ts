@@ -147,6 +147,12 @@ export interface WaveOptions {
   holdAfterWave?: HoldAfterWave;
   /** The gates the soak is watched by: a break inside it restarts it. Default: none. */
   soakGate?: SoakGate;
+  /**
+   * The API server's clock minus this one's, in ms, at least (a lower bound,
+   * undefined while unknown): an earlier run's `completionTime` is the API
+   * server's, and a clock ahead of it would cut a re-run's soak short.
+   */
+  serverClockOffsetMs?: () => number | undefined;
 }
 
 /** What the engine did, one line each. */

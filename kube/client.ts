@@ -488,6 +488,14 @@ export class Kube {
   readonly contextNamespace?: string;
   /** What this client has sent. */
   readonly stats: ApiStats = { requests: {}, throttled: 0, budgetRefusals: 0, retries: 0 };
+  /**
+   * The API server's clock minus this one's, in ms, at least: the largest
+   * `Date` header (whole seconds, truncated, stamped before the answer
+   * arrived) minus the local time of its arrival; undefined before the
+   * first answer with one. A lower bound, so that a time stamped by the API
+   * server (`completionTime`) said on this clock is never earlier than it was.
+   */
+  serverClockOffsetMs?: number;
   #source: CredentialSource;
   #transport: Transport;
   #headers: [string, string][];
@@ -682,13 +690,15 @@ export class Kube {
       ]);
     }
     try {
-      return await fetch(this.server + path, {
+      const res = await fetch(this.server + path, {
         method,
         headers,
         body: body === undefined ? undefined : JSON.stringify(body),
         client: this.#httpFor(id),
         signal,
       } as RequestInit);
+      this.#noteServerClock(res);
+      return res;
     } catch (e) {
       const aborted = abortedBy(signal);
       if (aborted) throw this.#abortError(aborted, verb, path);
@@ -707,6 +717,14 @@ export class Kube {
       err.unsent = /client error \(Connect\)/.test(fetchFailure(e));
       throw err;
     }
+  }
+
+  /** Tightens {@linkcode serverClockOffsetMs} from an answer's `Date` header. */
+  #noteServerClock(res: Response): void {
+    const date = Date.parse(res.headers.get("Date") ?? "");
+    if (Number.isNaN(date)) return;
+    const offset = date - Date.now();
+    this.serverClockOffsetMs = Math.max(this.serverClockOffsetMs ?? -Infinity, offset);
   }
 
   /** The error of an attempt its signal ended: its timeout, or a stop. */

@@ -509,6 +509,8 @@ function rolloutSafety(
       canary: opts.waves.canary,
       holdAfterWave: hooks.holdAfterWave,
       soakGate: hooks.soakGate,
+      // An earlier run's completionTime is the API server's clock.
+      serverClockOffsetMs: () => ctx.kube.serverClockOffsetMs,
     },
     retryFailed: maintenance.retryFailed,
     budget: maxUnavailable && availabilityBudget(
