@@ -62,7 +62,7 @@ export interface WaveView {
   stage: "running" | "soaking" | "holding";
   /** While soaking: how long the soak still runs, in ms. */
   soakLeftMs?: number;
-  /** Holding because a health gate break inside the soak will restart it. */
+  /** Holding because a health gate break (or a pause) inside the soak will restart it. */
   soakInterrupted?: boolean;
 }
 

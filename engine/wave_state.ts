@@ -232,7 +232,7 @@ export class WaveState {
         this.#h.notice(
           this.#open,
           `wave ${this.#open}'s soak is interrupted (${g.why}); it starts again, ${soakSecs} s, ` +
-            "once the health gates are clean",
+            "once the health gates are clean and the run is not paused",
         );
       }
       this.#stage = "holding";
