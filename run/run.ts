@@ -45,7 +45,7 @@ import { EXIT, exitCode, summarise, writeReport } from "../report/summary.ts";
 import { afterSuccess, anyPaused, availabilityBudget } from "./run_hooks.ts";
 import { NodeVerifier } from "../verify/verify.ts";
 import type { HoldAfterWave, SoakGate, WaveRecord } from "../engine/fanout_types.ts";
-import { WatchedGate } from "./soak_gate.ts";
+import { watchedGate } from "./soak_gate.ts";
 import { type Plan, planRun } from "./plan.ts";
 import { bindGate, type GateRun, latchExit, latchWhere, openGate } from "./run_gate.ts";
 import type { HealthGate } from "../gates/gate.ts";
@@ -400,8 +400,13 @@ async function runMain(x: Execution, closes: number, cleanup: NodeResult[]): Pro
   // The health gate first: its reason (the query and value) is the one said.
   // Watched: the waves' soak restarts after a break of it, a pause too
   // (run/soak_gate.ts).
-  const watched = x.gate &&
-    new WatchedGate(x.gate, [ownerPause || undefined, filePause].filter((g) => g !== undefined));
+  const watched = x.gate && await watchedGate(
+    x.gate,
+    [ownerPause || undefined, filePause].filter((g) => g !== undefined),
+    owner
+      ? { kube, namespace, owner, key: keys.gatesCleanSince, warn: (m) => log.warn(m) }
+      : undefined,
+  );
   const gates = [watched, ownerPause, filePause].filter((g) => g !== undefined);
   await ownerPause?.start();
   if (x.gate) {
