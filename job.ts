@@ -199,6 +199,12 @@ export interface TrackingKeys {
   cordonedBy: string;
   /** Owner Job annotation: `true` pauses the rollout (no new Job starts). */
   paused: string;
+  /**
+   * Owner Job annotation: since when the health gates are clean after their
+   * last break (ISO time), or `broken` while one lasts: a re-run restarts a
+   * wave's soak from it (run/soak_gate.ts).
+   */
+  gatesCleanSince: string;
   /** ConfigMap label: the run record of a prefix (`report/record.ts`), for `status`. */
   record: string;
   /** ConfigMap label: the owner Job's name, so `status --owner-job-name` finds its record. */
@@ -247,6 +253,7 @@ export function trackingKeys(prefix: string): TrackingKeys {
     templateHash: `${prefix}/template-hash`,
     cordonedBy: `${prefix}/cordoned-by`,
     paused: `${prefix}/paused`,
+    gatesCleanSince: `${prefix}/gates-clean-since`,
     record: `${prefix}/run-record`,
     ownerJob: `${prefix}/owner-job`,
     kept: `${prefix}/succeeded-job`,

@@ -400,6 +400,7 @@ Deno.test({
           templateHash: `${p}/template-hash`,
           cordonedBy: `${p}/cordoned-by`,
           paused: `${p}/paused`,
+          gatesCleanSince: `${p}/gates-clean-since`,
           record: `${p}/run-record`,
           ownerJob: `${p}/owner-job`,
           kept: `${p}/succeeded-job`,

@@ -158,7 +158,8 @@ ROLLOUT SAFETY
                             end of its last node: a re-run counts it from the
                             last Job's completionTime and soaks only what is
                             left. With health gates, a break inside the soak
-                            (breach, outage, no data) restarts it, whole.
+                            (breach, outage, no data, a pause) restarts it,
+                            whole.
   --canary N                --waves N,100%: run the first N nodes first (at most
                             min(N, --parallelism) at once); go on only if all
                             succeed (or, with --max-failures, their Jobs' failures

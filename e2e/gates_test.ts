@@ -121,6 +121,14 @@ clusterTest("health gates with a real Prometheus", async (t, cluster) => {
       () => breachInSoak(cluster, prom, exporter),
     );
     await t.step(
+      "a run SIGKILLed while a breach inside a soak is latched on its owner: the re-run opens the next wave no sooner than a whole soak after the pause is lifted",
+      () => breachInSoakKilled(cluster, prom, exporter),
+    );
+    await t.step(
+      "a run SIGKILLed inside the soak restarted after a lifted breach: the re-run opens the next wave no sooner than a whole soak after the lift",
+      () => restartedSoakKilled(cluster, prom, exporter),
+    );
+    await t.step(
       'the real Prometheus scrapes --metrics-addr during a run; with --metrics-linger-secs it scrapes the final state: job_dispatcher_nodes{phase="succeeded"} equals the report\'s count',
       () => metricsScraped(cluster, prom, metricsPort),
     );
@@ -340,6 +348,110 @@ function assertReportsSoakBreach(json: any, ns: string, lifting: number, ended: 
   assert.equal(soak.from, soak.restarts[0].at);
   assert.equal(soak.gates.cleanSince, soak.restarts[0].at);
   assert.ok(Date.parse(soak.end) >= Date.parse(soak.from) + SOAK_SECS * 1000);
+}
+
+/**
+ * The soak's break outlives the run that saw it: a run killed while its
+ * breach is latched leaves only the owner's pause; the re-run's gate sees a
+ * healthy metric, and the wave's Job completed longer ago than the soak.
+ */
+async function breachInSoakKilled(
+  cluster: Cluster,
+  prom: RunningPrometheus,
+  exporter: Exporter,
+) {
+  const { ns, args } = await suiteStep(cluster, "gskill", { nodes: 3, duration: "1s" });
+  await ownerJob(cluster, ns, "hook");
+  const watcher = await JobWatcher.start(cluster, ns);
+  const runArgs = [
+    ...args,
+    ...gateArgs(prom),
+    ...["--owner-job-name", "hook", "--parallelism", "2"],
+    ...["--waves", "1,100%", "--wave-soak-secs", String(SOAK_SECS)],
+  ];
+  try {
+    const first = new DispatcherProcess(cluster, runArgs);
+    const wave1 = () => [...watcher.times.values()].find((x) => x.finished !== undefined);
+    await eventually(() => Promise.resolve(wave1() !== undefined), 60_000, "wave 1's Job done");
+    const soakEnds = wave1()!.finished! + SOAK_SECS * 1000;
+    await flip(prom, exporter, 1);
+    await untilPaused(cluster, ns);
+    first.kill("SIGKILL");
+    await first.ended;
+    await flip(prom, exporter, 0);
+    const run = dispatcher(cluster, runArgs);
+    // Past the soak counted from the Job's completion, the metric healthy.
+    await delay(Math.max(0, soakEnds - Date.now()) + 5_000);
+    assert.equal(watcher.seen.size, 1, "no Job of wave 2 while the owner stays paused");
+    const lifting = Date.now();
+    await liftPause(cluster, ns);
+    const r = await run;
+    assert.equal(r.code, 0, r.stderr);
+    const wave2 = [...watcher.times.values()].filter((x) => x !== wave1());
+    assert.equal(wave2.length, 2, "every node got its Job");
+    const opened = Math.min(...wave2.map((x) => x.added));
+    assert.ok(
+      opened >= lifting + SOAK_SECS * 1000,
+      `wave 2 began ${(opened - lifting) / 1000} s after the lift, before a whole soak after it`,
+    );
+  } finally {
+    await watcher.stop();
+    exporter.set(0);
+  }
+}
+
+/**
+ * The restarted soak outlives the run that restarted it: a run killed after
+ * the lift, inside the soak restarted by it, leaves a healthy metric and no
+ * pause; the wave's Job completed longer ago than the soak.
+ */
+async function restartedSoakKilled(
+  cluster: Cluster,
+  prom: RunningPrometheus,
+  exporter: Exporter,
+) {
+  const { ns, args } = await suiteStep(cluster, "gsrk", { nodes: 3, duration: "1s" });
+  await ownerJob(cluster, ns, "hook");
+  const watcher = await JobWatcher.start(cluster, ns);
+  const runArgs = [
+    ...args,
+    ...gateArgs(prom),
+    ...["--owner-job-name", "hook", "--parallelism", "2"],
+    ...["--waves", "1,100%", "--wave-soak-secs", String(SOAK_SECS)],
+  ];
+  try {
+    const first = new DispatcherProcess(cluster, runArgs);
+    const wave1 = () => [...watcher.times.values()].find((x) => x.finished !== undefined);
+    await eventually(() => Promise.resolve(wave1() !== undefined), 60_000, "wave 1's Job done");
+    const soakEnds = wave1()!.finished! + SOAK_SECS * 1000;
+    await flip(prom, exporter, 1);
+    await untilPaused(cluster, ns);
+    await flip(prom, exporter, 0);
+    // Past the soak counted from the Job's completion, then lifted.
+    await delay(Math.max(0, soakEnds - Date.now()) + 2_000);
+    const lifting = Date.now();
+    await liftPause(cluster, ns);
+    assert.ok(
+      await first.waitFor(/soak starts again/),
+      `the first run restarted its soak: ${first.stderr}`,
+    );
+    await delay(3_000);
+    first.kill("SIGKILL");
+    await first.ended;
+    assert.equal(watcher.seen.size, 1, "wave 2 had not opened when killed");
+    const r = await dispatcher(cluster, runArgs);
+    assert.equal(r.code, 0, r.stderr);
+    const wave2 = [...watcher.times.values()].filter((x) => x !== wave1());
+    assert.equal(wave2.length, 2, "every node got its Job");
+    const opened = Math.min(...wave2.map((x) => x.added));
+    assert.ok(
+      opened >= lifting + SOAK_SECS * 1000,
+      `wave 2 began ${(opened - lifting) / 1000} s after the lift, before a whole soak after it`,
+    );
+  } finally {
+    await watcher.stop();
+    exporter.set(0);
+  }
 }
 
 /** Prometheus's instant query `expr`: each sample's value, by its labels. */

@@ -221,6 +221,7 @@ class Fanout {
       budget: this.#o.maxFailures !== undefined,
       hold: w.holdAfterWave,
       gate: w.soakGate,
+      serverOffset: w.serverClockOffsetMs,
       stop: (reason) => this.#stop(reason),
       notice: (wave, message) => this.#o.reporter.event({ kind: "wave", wave, message }),
       wake: () => this.#notify(),

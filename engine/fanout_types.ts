@@ -71,7 +71,7 @@ export interface WaveView {
   stage: "running" | "soaking" | "holding";
   /** While soaking: how long the soak still runs, in ms. */
   soakLeftMs?: number;
-  /** Holding because a health gate break inside the soak will restart it. */
+  /** Holding because a health gate break (or a pause) inside the soak will restart it. */
   soakInterrupted?: boolean;
 }
 
@@ -156,6 +156,12 @@ export interface WaveOptions {
   holdAfterWave?: HoldAfterWave;
   /** The gates the soak is watched by: a break inside it restarts it. Default: none. */
   soakGate?: SoakGate;
+  /**
+   * The API server's clock minus this one's, in ms, at least (a lower bound,
+   * undefined while unknown): an earlier run's `completionTime` is the API
+   * server's, and a clock ahead of it would cut a re-run's soak short.
+   */
+  serverClockOffsetMs?: () => number | undefined;
 }
 
 /** What the engine did, one line each. */

@@ -18,8 +18,9 @@ function timestamp(t: Date | string | undefined): number | undefined {
 
 /**
  * When a finished Job ended by the API server's stamps: `completionTime`
- * (set on success), else the time of the condition that decided it (a
- * failed Job has no completionTime). Both are `metav1.Time`, written in whole
+ * (set on success), else the latest of the conditions that decided it (a
+ * failed Job has no completionTime: `Failed`, which follows `FailureTarget`
+ * once the pods are gone). Both are `metav1.Time`, written in whole
  * seconds, so the end lies within the second after the stamp: it is said as
  * that second's end, so a soak counted from it is never shorter than asked.
  *

@@ -251,6 +251,20 @@ Deno.test({
         Date.parse("2026-01-01T00:00:21Z"),
       ],
       [
+        // Kubernetes 1.31+: FailureTarget at the decision, Failed once the
+        // pods have terminated (their grace period later): the node ends then.
+        "FailureTarget, then Failed once its pods are gone: Failed's time",
+        {
+          status: {
+            conditions: [
+              cond("FailureTarget", "2026-01-01T00:00:20Z"),
+              cond("Failed", "2026-01-01T00:00:50Z"),
+            ],
+          },
+        },
+        Date.parse("2026-01-01T00:00:51Z"),
+      ],
+      [
         "only SuccessCriteriaMet so far: its time",
         { status: { conditions: [cond("SuccessCriteriaMet", "2026-01-01T00:00:30Z")] } },
         Date.parse("2026-01-01T00:00:31Z"),

@@ -39,6 +39,8 @@ export interface WaveHost {
   hold?: HoldAfterWave;
   /** The health gates the soak is watched by; a break inside it restarts it. */
   gate?: SoakGate;
+  /** The API server's clock minus this one's, at least; undefined: unknown (taken as 0). */
+  serverOffset?: () => number | undefined;
   /** Stops the rollout with a reason. */
   stop(reason: string): void;
   /** Says a wave boundary: a wave ended, its soak began, the next opened. */
@@ -85,10 +87,21 @@ interface Wave {
  * Job removed by its `ttlSecondsAfterFinished` takes its stamp with it; its
  * node is then run again (or, counted from a record of its success, has no
  * stamp), so its wave soaks whole from now: what survives a TTL deletion is
- * the rule that an unknown end never shortens a soak.
+ * the rule that an unknown end never shortens a soak. A counted node whose
+ * post-success work this run did ends when that work ended: now. The
+ * stamp is on the API server's clock, moved onto this one by
+ * `serverOffset`, a lower bound of the difference (a bastion's clock ahead
+ * would otherwise cut the soak by as much).
  */
-function endOf(s: NodeState, now: number): number {
-  return s.counted ? Math.min(now, s.completedAt ?? now) : now;
+function endOf(s: NodeState, now: number, serverOffset = 0): number {
+  // A counted success whose post-success work (verification, labels, the
+  // uncordon) this run did came back into service only now: the earlier
+  // run may have been killed before it, and its soak must watch the node
+  // serving, as the first run's would have (it settles after that work).
+  if (!s.counted || s.afterStarted) return now;
+  // The stamp is the API server's clock: said on this one, never earlier
+  // than it was (the offset is a lower bound).
+  return Math.min(now, s.completedAt === undefined ? now : s.completedAt - serverOffset);
 }
 
 /** Where the open wave stands. */
@@ -152,7 +165,7 @@ export class WaveState {
     const w = this.#waves[wave - 1];
     const now = this.#h.clock.now();
     w.left--;
-    const end = endOf(s, now);
+    const end = endOf(s, now, this.#h.serverOffset?.() ?? 0);
     if (end >= w.lastEnd) {
       w.lastEnd = end;
       w.lastCounted = s.counted;
@@ -219,7 +232,7 @@ export class WaveState {
         this.#h.notice(
           this.#open,
           `wave ${this.#open}'s soak is interrupted (${g.why}); it starts again, ${soakSecs} s, ` +
-            "once the health gates are clean",
+            "once the health gates are clean and the run is not paused",
         );
       }
       this.#stage = "holding";

@@ -204,6 +204,40 @@ Deno.test("dispatch() with waves: a re-run soaks what is left of a wave's soak s
   }
 });
 
+Deno.test("dispatch() with waves: a re-run that does a counted node's post-success work (verification, uncordon) soaks from its end, not from the Job's completion", async () => {
+  const clock = new FakeClock();
+  const api = fake(clock);
+  const targets = waved(3, "1,2");
+  // The earlier run was killed during n00's post-success work, 10 s after
+  // its Job completed (a verification, a cordon not yet lifted): the node
+  // comes back into service only when this run's post-success work ends.
+  api.seed(completed(targets[0].job(), -10_000));
+  const afterSuccess = async (t: Target) => {
+    if (t.node.name === "n00") await clock.sleep(3000);
+    return undefined;
+  };
+  const report = await engine(clock, api, targets, { waves: { soakMs: 5000 }, afterSuccess });
+  assert.ok(report.results.every((r) => r.outcome === "succeeded"));
+  // n00 ends at 3000, when its post-success work did: a whole soak from then.
+  assert.ok(api.createdAt[0] >= 8000, `wave 2 opened at ${api.createdAt[0]}, before 8000`);
+  assert.equal(report.waves![0].soakFrom, 3000);
+});
+
+Deno.test("dispatch() with waves: a re-run whose clock is ahead of the API server's soaks what is left by the API server's clock", async () => {
+  const clock = new FakeClock();
+  const api = fake(clock);
+  const targets = waved(3, "1,2");
+  // This clock reads 0 where the API server's reads -30 s (a bastion 30 s
+  // ahead): wave 1's Job completed 2 s ago by the API server's clock.
+  api.seed(completed(targets[0].job(), -32_000));
+  const report = await engine(clock, api, targets, {
+    waves: { soakMs: 5000, serverClockOffsetMs: () => -30_000 },
+  });
+  assert.ok(report.results.every((r) => r.outcome === "succeeded"));
+  // Completed in the second ending at -31 s server time, -1 s here: 4 s left.
+  assert.equal(api.createdAt[0], 4000, `wave 2 opened at ${api.createdAt[0]}`);
+});
+
 /** A health gate as the soak sees it: its watch at each clock time, from `at`. */
 function gateOf(clock: FakeClock, at: (now: number) => GateWatch): SoakGate {
   return { watch: () => at(clock.now()) };

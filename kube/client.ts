@@ -488,6 +488,14 @@ export class Kube {
   readonly contextNamespace?: string;
   /** What this client has sent. */
   readonly stats: ApiStats = { requests: {}, throttled: 0, budgetRefusals: 0, retries: 0 };
+  /**
+   * The API server's clock minus this one's, in ms, at least: the largest
+   * `Date` header (whole seconds, truncated, stamped before the answer
+   * arrived) minus the local time of its arrival; undefined before the
+   * first answer with one. A lower bound, so that a time stamped by the API
+   * server (`completionTime`) said on this clock is never earlier than it was.
+   */
+  serverClockOffsetMs?: number;
   #source: CredentialSource;
   #transport: Transport;
   #headers: [string, string][];
@@ -499,7 +507,6 @@ export class Kube {
   #contact: Contact;
   #cut: ShutdownCut;
   /** The API server's clock at its latest answer (its `Date` header), and the local clock then. */
-  #serverClock?: { server: number; local: number };
 
   private constructor(
     target: Target,
@@ -630,8 +637,6 @@ export class Kube {
     try {
       const res = await sent;
       count(String(res.status));
-      const date = Date.parse(res.headers.get("date") ?? "");
-      if (!Number.isNaN(date)) this.#serverClock = { server: date, local: Date.now() };
       return res;
     } catch (e) {
       count("<error>");
@@ -686,13 +691,15 @@ export class Kube {
       ]);
     }
     try {
-      return await fetch(this.server + path, {
+      const res = await fetch(this.server + path, {
         method,
         headers,
         body: body === undefined ? undefined : JSON.stringify(body),
         client: this.#httpFor(id),
         signal,
       } as RequestInit);
+      this.#noteServerClock(res);
+      return res;
     } catch (e) {
       const aborted = abortedBy(signal);
       if (aborted) throw this.#abortError(aborted, verb, path);
@@ -711,6 +718,14 @@ export class Kube {
       err.unsent = /client error \(Connect\)/.test(fetchFailure(e));
       throw err;
     }
+  }
+
+  /** Tightens {@linkcode serverClockOffsetMs} from an answer's `Date` header. */
+  #noteServerClock(res: Response): void {
+    const date = Date.parse(res.headers.get("Date") ?? "");
+    if (Number.isNaN(date)) return;
+    const offset = date - Date.now();
+    this.serverClockOffsetMs = Math.max(this.serverClockOffsetMs ?? -Infinity, offset);
   }
 
   /** The error of an attempt its signal ended: its timeout, or a stop. */
@@ -980,16 +995,16 @@ export class Kube {
   }
 
   /**
-   * The API server's clock now (ms since the epoch): its latest answer's
-   * `Date` header, moved on by the local clock since; undefined before any
+   * The API server's clock now (ms since the epoch): this clock moved by
+   * {@linkcode serverClockOffsetMs}, plus half a second, since an HTTP date
+   * has no fraction of a second and is truncated; undefined before any
    * answer carried one. What a reader compares the server's own timestamps
    * with (a ConfigMap's `managedFields` time), where the local clock may be
-   * off by any amount (a bastion host without NTP). An HTTP date has no
-   * fraction of a second: the midpoint of that second is taken.
+   * off by any amount (a bastion host without NTP).
    */
   serverNow(): number | undefined {
-    const c = this.#serverClock;
-    return c && c.server + 500 + (Date.now() - c.local);
+    const offset = this.serverClockOffsetMs;
+    return offset === undefined ? undefined : Date.now() + offset + 500;
   }
 
   /** GET one object, or undefined when it does not exist; `signal` aborts it. */

@@ -707,3 +707,21 @@ Deno.test("Kube.serverNow() is the API server's clock by its latest Date header,
     },
   );
 });
+
+Deno.test("Kube.serverClockOffsetMs is a lower bound of the API server's clock minus this one's, from its Date headers", async () => {
+  await withServer(
+    () =>
+      Response.json({ ok: true }, {
+        headers: { Date: new Date(Date.now() - 30_000).toUTCString() },
+      }),
+    async (kube) => {
+      assert.equal(kube.serverClockOffsetMs, undefined, "unknown before an answer");
+      await kube.request("get", "GET", "/api/v1/nodes/a");
+      await kube.request("get", "GET", "/api/v1/nodes/b");
+      const offset = kube.serverClockOffsetMs!;
+      // The header is in whole seconds, truncated: at most a second and the
+      // answer's way under the truth, never over it.
+      assert.ok(offset <= -29_000 && offset > -31_500, `offset ${offset}`);
+    },
+  );
+});

@@ -242,9 +242,9 @@ export function estimateRollout(e: EstimateInput): Estimate {
     const rounds = domains && max !== undefined
       ? domainRounds(domains, concurrency, max)
       : Math.ceil(size / concurrency);
-    // The engine soaks only a wave that changed something in this run
-    // (engine/wave_state.ts `worked`): one whose every node was counted from
-    // an earlier run's Job (size 0 here) opens the next at once.
+    // A wave whose every node was counted from an earlier run's Job (size 0
+    // here) soaks only what is left since its last Job completed
+    // (engine/wave_state.ts), which the estimate counts as none.
     const soakSecs = size > 0 && i < e.waveSizes.length - 1 ? e.soakSecs ?? 0 : 0;
     return { wave: i + 1, concurrency, rounds, secs: rounds * per, soakSecs };
   });

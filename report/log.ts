@@ -128,7 +128,7 @@ function waveWords(p: Progress): string {
   const at = `wave ${w.wave}/${w.waves}`;
   if (w.stage === "soaking") return `${at} soaking (${clock((w.soakLeftMs ?? 0) / 1000)} left): `;
   if (w.stage === "holding" && w.soakInterrupted) {
-    return `${at} soak interrupted by the health gates, restarts once they are clean: `;
+    return `${at} soak interrupted (a health gate break, a pause), restarts once it is over: `;
   }
   if (w.stage === "holding") return `${at} soaked, held before the next wave: `;
   return `${at}: `;

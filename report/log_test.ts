@@ -370,7 +370,7 @@ Deno.test({
       [
         "a gate break inside the soak",
         { wave: 1, waves: 3, stage: "holding", soakInterrupted: true },
-        `wave 1/3 soak interrupted by the health gates, restarts once they are clean: ${counts}`,
+        `wave 1/3 soak interrupted (a health gate break, a pause), restarts once it is over: ${counts}`,
       ],
     ];
     for (const [name, wave, want] of cases) {

@@ -46,7 +46,7 @@ import { EXIT, exitCode, summarise, writeReport } from "../report/summary.ts";
 import { afterSuccess, anyPaused, availabilityBudget, keptSuccesses } from "./run_hooks.ts";
 import { NodeVerifier } from "../verify/verify.ts";
 import type { HoldAfterWave, SoakGate, WaveRecord } from "../engine/fanout_types.ts";
-import { WatchedGate } from "./soak_gate.ts";
+import { watchedGate } from "./soak_gate.ts";
 import { type Plan, planRun } from "./plan.ts";
 import {
   bindGate,
@@ -435,8 +435,15 @@ async function runMain(x: Execution, closes: number, cleanup: NodeResult[]): Pro
     ? new FilePause(opts.maintenance.pauseFile)
     : undefined;
   // The health gate first: its reason (the query and value) is the one said.
-  // Watched: the waves' soak restarts after a break of it (run/soak_gate.ts).
-  const watched = x.gate && new WatchedGate(x.gate);
+  // Watched: the waves' soak restarts after a break of it, a pause too
+  // (run/soak_gate.ts).
+  const watched = x.gate && await watchedGate(
+    x.gate,
+    [ownerPause || undefined, filePause].filter((g) => g !== undefined),
+    owner
+      ? { kube, namespace, owner, key: keys.gatesCleanSince, warn: (m) => log.warn(m) }
+      : undefined,
+  );
   const gates = [watched, ownerPause, filePause].filter((g) => g !== undefined);
   await ownerPause?.start();
   if (x.gate) {
@@ -545,6 +552,8 @@ function rolloutSafety(
       canary: opts.waves.canary,
       holdAfterWave: hooks.holdAfterWave,
       soakGate: hooks.soakGate,
+      // An earlier run's completionTime is the API server's clock.
+      serverClockOffsetMs: () => ctx.kube.serverClockOffsetMs,
     },
     retryFailed: maintenance.retryFailed,
     budget: maxUnavailable && availabilityBudget(

@@ -90,3 +90,101 @@ Deno.test({
     await g.gate.stop();
   },
 });
+
+Deno.test({
+  name:
+    "WatchedGate: a run's pause (a breach latched by a killed run, left on the owner) breaks it; lifted, clean since the lift",
+  permissions: "none",
+  async fn() {
+    let now = 1_000;
+    const clock = { now: () => now, sleep: () => Promise.resolve() };
+    const gate = new HealthGate({
+      config: {
+        url: "http://prom:9090",
+        queries: ["up == 0"],
+        intervalSecs: 30,
+        onBreach: "pause",
+      },
+      measure: () => Promise.resolve({ dark: [], warnings: [] }),
+      clock,
+    });
+    let paused: string | undefined = "annotation p/paused=true on Job ops/hook";
+    const owner = { pausedBy: () => paused, onChange: () => {} };
+    const watched = new WatchedGate(gate, { pauses: [owner], clock });
+    await gate.bind({ onBreach: () => {}, latch: () => Promise.resolve(), pauseSeen: () => false });
+    await gate.checkNow();
+    const w = watched.watch();
+    assert.equal(w.clean, false, "the metric is healthy, but the run is paused");
+    assert.match(w.clean ? "" : w.why, /paused by annotation p\/paused=true/);
+    now = 5_000;
+    assert.equal(watched.watch().clean, false, "still paused");
+    now = 9_000;
+    paused = undefined;
+    const lifted = watched.watch();
+    assert.equal(
+      lifted.clean && lifted.since,
+      9_000,
+      "clean since the lift, not the answer at 1000",
+    );
+    assert.match(lifted.clean ? lifted.after ?? "" : "", /paused by annotation/);
+    await gate.stop();
+  },
+});
+
+Deno.test({
+  name:
+    "WatchedGate: clean since outlives the run: each break and its end are written, and a re-run starts from what it finds",
+  permissions: "none",
+  async fn(t) {
+    let now = 1_000;
+    const clock = { now: () => now, sleep: () => Promise.resolve() };
+    const gateAt = () =>
+      new HealthGate({
+        config: {
+          url: "http://prom:9090",
+          queries: ["up == 0"],
+          intervalSecs: 30,
+          onBreach: "pause",
+        },
+        measure: () => Promise.resolve({ dark: [], warnings: [] }),
+        clock,
+      });
+    await t.step("a break and its end, written in order", async () => {
+      const gate = gateAt();
+      let paused: string | undefined;
+      const written: string[] = [];
+      const watched = new WatchedGate(gate, {
+        pauses: [{ pausedBy: () => paused, onChange: () => {} }],
+        clock,
+        persist: (v) => Promise.resolve(void written.push(v)),
+      });
+      await gate.checkNow();
+      watched.watch();
+      paused = "file /tmp/p";
+      watched.watch();
+      now = 4_000;
+      paused = undefined;
+      watched.watch();
+      await watched.flushed();
+      assert.deepEqual(written, ["broken", new Date(4_000).toISOString()]);
+      await gate.stop();
+    });
+    const cases: [string, string | undefined, number][] = [
+      ["an earlier run's clean stretch: since its start", new Date(3_000).toISOString(), 3_000],
+      ["an earlier run killed inside a break: since this run's start", "broken", 7_000],
+      ["nothing left: no break", undefined, -Infinity],
+      ["a value that is no time: no break", "garbage", -Infinity],
+    ];
+    for (const [name, earlier, since] of cases) {
+      await t.step(name, async () => {
+        now = 7_000;
+        const gate = gateAt();
+        const watched = new WatchedGate(gate, { clock, earlier });
+        await gate.checkNow();
+        const w = watched.watch();
+        assert.equal(w.clean && w.since, since);
+        await gate.stop();
+      });
+    }
+  },
+});
