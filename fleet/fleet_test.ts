@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { type ClusterRunner, type FleetDeps, runFleet } from "./fleet.ts";
+import { StopLine } from "./line.ts";
 import { parseFleet } from "./spec.ts";
 
 /** A fleet of fake clusters on a fake clock: each run takes 10 s and ends as `codes` says. */
@@ -7,6 +8,7 @@ function fakeFleet(opts: {
   ended?: Record<string, number>;
   codes?: Record<string, number>;
   approvals?: Record<string, number>;
+  pauseFile?: string;
 } = {}) {
   let now = 1_000_000;
   const ended = new Map(Object.entries(opts.ended ?? {}));
@@ -35,6 +37,13 @@ function fakeFleet(opts: {
       ),
   };
   const abort = new AbortController();
+  // The pause file, as the fake sees it: written with a reason, removed by a person.
+  const files = new Map<string, string>();
+  const line = new StopLine({
+    pauseFile: opts.pauseFile,
+    write: (path, reason) => Promise.resolve(void files.set(path, reason)),
+    exists: (path) => files.has(path),
+  });
   const deps: FleetDeps = {
     runner,
     log: {
@@ -51,8 +60,9 @@ function fakeFleet(opts: {
     },
     approvalPollMs: 5_000,
     approveHint: (s) => `fleet approve ${s}`,
+    line,
   };
-  return { deps, calls, lines, abort, widest: () => widest };
+  return { deps, calls, lines, abort, files, widest: () => widest };
 }
 
 const THREE = parseFleet(
@@ -131,21 +141,94 @@ Deno.test("runFleet waits for a stage's approval, said once, after the soak", as
   assert.ok(f.lines.some((l) => l === "fleet: stage two approved by alice"));
 });
 
-Deno.test("runFleet stops the runs in flight when another cluster stops the line", async () => {
-  const spec = parseFleet("stages: [{name: s, clusters: [a, b]}]", "f");
-  const f = fakeFleet();
-  let bStopped = false;
-  f.deps.runner.run = async (c, stop) => {
+/** Resolves once `ready()` holds, looking after each turn of the event loop. */
+async function until(ready: () => boolean): Promise<void> {
+  while (!ready()) await new Promise((r) => setTimeout(r, 0));
+}
+
+const TWO_STAGES = parseFleet(
+  "stages: [{name: s, clusters: [a, b]}, {name: t, clusters: [c]}]",
+  "f",
+);
+
+Deno.test("runFleet latches the pause file for the runs in flight when another stops the line; a person lifts it", async () => {
+  const f = fakeFleet({ pauseFile: "/run/pause" });
+  const seen: (string | undefined)[] = [];
+  f.deps.runner.run = async (c, line) => {
+    f.calls.push(`run ${c}`);
     if (c === "a") return await Promise.resolve(1);
-    await new Promise<void>((resolve) => stop.addEventListener("abort", () => resolve()));
-    bStopped = true;
+    await until(() => line.hold.pausedBy() !== undefined);
+    seen.push(line.hold.pausedBy(), line.hold.stopsBy?.());
+    f.files.delete("/run/pause"); // a person lifts the pause
+    seen.push(line.hold.pausedBy());
     return 0;
   };
-  assert.equal(await runFleet(spec, f.deps), 1);
-  assert.ok(bStopped);
-  assert.ok(
-    f.lines.some((l) => /cluster b creates no further Job \(the line is stopped\)/.test(l)),
+  assert.equal(await runFleet(TWO_STAGES, f.deps), 1);
+  assert.deepEqual(f.calls, ["run a", "run b"], "stage t never starts");
+  assert.match(seen[0]!, /fleet: the line is stopped by cluster a \(stage s\): a said 1/);
+  assert.deepEqual(seen.slice(1), [undefined, undefined], "held, not stopped; lifted by a person");
+  const stop = f.lines.filter((l) => l.startsWith("error: "));
+  assert.equal(stop.length, 1);
+  assert.match(stop[0], /cluster a \(stage s\) exited 1: a said 1; .*pause file is latched: b/);
+});
+
+Deno.test("runFleet stops the runs in flight without a pause file, and ends once they ended", async () => {
+  const f = fakeFleet();
+  let bEnded = false;
+  f.deps.runner.run = async (c, line) => {
+    f.calls.push(`run ${c}`);
+    if (c === "a") return await Promise.resolve(1);
+    await until(() => line.hold.stopsBy?.() !== undefined);
+    assert.equal(line.hold.pausedBy(), undefined);
+    await new Promise((r) => setTimeout(r, 5)); // its Jobs in flight finish
+    bEnded = true;
+    return 1; // stopped: its own exit is not the fleet's
+  };
+  assert.equal(await runFleet(TWO_STAGES, f.deps), 1);
+  assert.ok(bEnded, "the fleet waits for the run it stopped");
+  assert.deepEqual(f.calls, ["run a", "run b"]);
+  assert.equal(f.lines.filter((l) => l.startsWith("error: ")).length, 1);
+});
+
+Deno.test("runFleet stops the line when a run tells of a breach while it goes on: no further cluster, exit 5", async () => {
+  const spec = parseFleet(
+    "stages: [{name: s, clusters: [a, b], maxParallelClusters: 1}, {name: t, clusters: [c]}]",
+    "f",
   );
+  const f = fakeFleet();
+  f.deps.runner.run = async (c, line) => {
+    f.calls.push(`run ${c}`);
+    line.stopped('health gate breached: query "up == 0" returned 1', 5);
+    await new Promise((r) => setTimeout(r, 1));
+    return 0; // with --on-gate-breach pause its run held until lifted, then ended
+  };
+  assert.equal(await runFleet(spec, f.deps), 5);
+  assert.deepEqual(f.calls, ["run a"]);
+  assert.match(
+    f.lines.find((l) => l.startsWith("error: "))!,
+    /cluster a \(stage s\) stopped: health gate breached: query "up == 0" returned 1; no further cluster starts \(1 left in this stage\)/,
+  );
+});
+
+Deno.test("runFleet exits with the stopping run's own code once it ended (a breach with exit: 5)", async () => {
+  const f = fakeFleet();
+  const order: string[] = [];
+  f.deps.runner.run = async (c, line) => {
+    if (c === "a") {
+      await until(() => order.includes("b started"));
+      line.stopped("the failure budget of 0 was exceeded (1 failed)", 1);
+      await new Promise((r) => setTimeout(r, 5));
+      order.push("a ended");
+      return 5;
+    }
+    order.push("b started");
+    await until(() => line.hold.stopsBy?.() !== undefined);
+    await new Promise((r) => setTimeout(r, 10));
+    order.push("b ended");
+    return 1;
+  };
+  assert.equal(await runFleet(TWO_STAGES, f.deps), 5);
+  assert.deepEqual(order, ["b started", "a ended", "b ended"], "exit after every run in flight ended");
 });
 
 Deno.test("runFleet takes now as a cluster's end when its record cannot be read after its run", async () => {
