@@ -30,6 +30,8 @@ import {
   type RolloutKey,
 } from "./cluster.ts";
 import { type ClusterRunner, runFleet } from "./fleet.ts";
+import { StopLine } from "./line.ts";
+import { pauseFileFor } from "../gates/latch.ts";
 import { fleetClusters, type FleetSpec } from "./spec.ts";
 import { type ClusterFacts, fleetView, renderFleetView } from "./status.ts";
 
@@ -62,6 +64,8 @@ interface Member {
   kube: Kube;
   log: Logger;
   key: RolloutKey;
+  /** Told when its run stops the line while it goes on (fleet.ts `ClusterLine.stopped`). */
+  onStop?: (cause: string, code: number) => void;
 }
 
 /**
@@ -150,7 +154,9 @@ async function connectOne(
     prefix,
     templateHash: templateHash(template, opts.pin),
   };
-  return { name, cfg, kube, log, key };
+  const member: Member = { name, cfg, kube, log, key };
+  tellStops(member);
+  return member;
 }
 
 /**
@@ -241,12 +247,10 @@ function runnerOf(
   return {
     endedAt: async (c) =>
       endedCleanly(await readRecord(m(c).kube, m(c).key), m(c).key.templateHash),
-    run: async (c, stop) => {
-      // The fleet's stop-the-line stops this run as a signal would: no further Job.
-      const ctx = {
-        ...env.context(m(c).kube, m(c).log),
-        signal: AbortSignal.any([env.signal, stop]),
-      };
+    run: async (c, line) => {
+      m(c).onStop = line.stopped;
+      // The fleet's line is one more pause gate of the run: another cluster's stop holds it.
+      const ctx = { ...env.context(m(c).kube, m(c).log), hold: line.hold };
       try {
         return await runDispatcher(m(c).cfg, template, ctx, cleanup);
       } catch (e) {
@@ -258,6 +262,31 @@ function runnerOf(
       return recordCause(said) ?? `exit ${code} (see its lines above)`;
     },
     approvedBy: (stage, c) => approvedBy(m(c).kube, m(c).key, stage),
+  };
+}
+
+/**
+ * Tells `member.onStop` when the cluster's run stops the line while it goes
+ * on: its gate breached (with `pause` the run holds, latched, and never
+ * exits on its own) or its engine stopped (the failure budget, a gate's
+ * exit). The run says both on its log, as events; the fleet listens there
+ * so that `run/` knows nothing of fleets.
+ */
+function tellStops(member: Member): void {
+  const log = member.log;
+  const event = log.event.bind(log);
+  const warn = log.warn.bind(log);
+  log.event = (e) => {
+    event(e);
+    if (e.kind === "stopped") member.onStop?.(e.reason, EXIT.failed);
+  };
+  log.warn = (msg, fields = {}) => {
+    warn(msg, fields);
+    if (fields.event !== "gateBreached") return;
+    const cause = `health gate breached: query ${JSON.stringify(fields.query)} returned ${
+      String(fields.value)
+    }`;
+    member.onStop?.(cause, EXIT.gate);
   };
 }
 
@@ -289,6 +318,7 @@ export async function fleetCommand(
       sleep,
       approvalPollMs: Math.max(1000, opts.pollIntervalSecs * 1000),
       approveHint: env.approveHint,
+      line: stopLine(opts),
     });
   } finally {
     for (const x of members) x.kube.close();
@@ -433,6 +463,27 @@ export async function fleetStatus(
   } finally {
     for (const x of members) x.kube.close();
   }
+}
+
+/**
+ * The fleet's stop-the-line: with `--pause-file` (and `--on-gate-breach
+ * pause`) the clusters in flight hold on that file, latched as a breach
+ * latches it; else they stop.
+ */
+function stopLine(opts: RunConfig): StopLine {
+  const pauseFile = opts.gate?.onBreach === "exit" ? undefined : opts.maintenance.pauseFile;
+  return new StopLine({
+    pauseFile,
+    write: pauseFileFor,
+    exists: (path) => {
+      try {
+        Deno.statSync(path);
+        return true;
+      } catch {
+        return false;
+      }
+    },
+  });
 }
 
 /** Waits `ms`, or until `signal` aborts. */

@@ -14,6 +14,8 @@
  * @module
  */
 
+import type { PauseGate } from "../engine/pause.ts";
+import type { StopLine } from "./line.ts";
 import type { FleetSpec, Stage } from "./spec.ts";
 
 /** What the fleet asks of each cluster (fleet/cluster.ts and main.ts answer it). */
@@ -22,14 +24,21 @@ export interface ClusterRunner {
   endedAt(cluster: string): Promise<number | undefined>;
   /**
    * Runs the cluster's rollout (the CLI's run) and returns its exit code;
-   * never throws. `stop` aborts when another cluster stopped the line: the
-   * run creates no further Job, as after SIGINT.
+   * never throws. `line` is the fleet's stop-the-line as this run sees it.
    */
-  run(cluster: string, stop: AbortSignal): Promise<number>;
+  run(cluster: string, line: ClusterLine): Promise<number>;
   /** Why the cluster's run exited `code`, in a few words (its record's reason, if any). */
   cause(cluster: string, code: number): Promise<string>;
   /** Who approved `stage` in the cluster, for this template; undefined while no one has. */
   approvedBy(stage: string, cluster: string): Promise<string | undefined>;
+}
+
+/** The fleet's stop-the-line as one cluster's run sees it. */
+export interface ClusterLine {
+  /** Asked with the run's own pauses before every start: holds or stops it once another cluster stopped the line. */
+  hold: PauseGate;
+  /** The run tells it when it stops the line while it goes on (a gate breach, its failure budget). */
+  stopped: (cause: string, code: number) => void;
 }
 
 /** The fleet's log: one line per decision. */
@@ -58,6 +67,8 @@ export interface FleetDeps {
   approvalPollMs: number;
   /** The approve command, for the waiting line. */
   approveHint: (stage: string) => string;
+  /** The one stop-the-line of this fleet process. */
+  line: StopLine;
 }
 
 const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, "Z");
@@ -166,10 +177,10 @@ async function approval(stage: Stage, deps: FleetDeps): Promise<boolean> {
 }
 
 /**
- * Rolls out the clusters of one stage, at most `maxParallelClusters` at once:
- * the first run that exits non-zero stops the line: no further cluster
- * starts, and the runs in flight create no further Job (their Jobs in
- * flight run on; a re-run adopts them).
+ * Rolls out the clusters of one stage, at most `maxParallelClusters` at once.
+ * The first run that stops (a breach or its budget, told while it goes on;
+ * a non-zero exit) stops the line: no further cluster starts, and the runs
+ * in flight are held through their own pause (fleet/line.ts) until they end.
  */
 async function rollStage(
   stage: Stage,
@@ -179,10 +190,13 @@ async function rollStage(
   const queue = [...clusters];
   const ended = new Map<string, number>();
   const inFlight = new Set<string>();
-  const line = new AbortController();
-  let code = 0;
+  const stop = async (c: string, how: string, cause: string, code: number) => {
+    if (deps.signal.aborted) return;
+    if (!await deps.line.stop({ cluster: c, stage: stage.name, cause, code })) return;
+    stoppedTheLine(deps, { stage, cluster: c, how, cause, code, left: queue.length, inFlight });
+  };
   const worker = async () => {
-    while (queue.length && code === 0 && !deps.signal.aborted) {
+    while (queue.length && !deps.line.stopped && !deps.signal.aborted) {
       const c = queue.shift()!;
       deps.log.info(`fleet: stage ${stage.name}: starting cluster ${c}`, {
         event: "fleetClusterStarted",
@@ -190,32 +204,60 @@ async function rollStage(
         cluster: c,
       });
       inFlight.add(c);
-      const rc = await deps.runner.run(c, line.signal);
+      const stopping: Promise<void>[] = [];
+      const rc = await deps.runner.run(c, {
+        hold: deps.line.holdFor(c),
+        stopped: (cause, code) => void stopping.push(stop(c, "stopped", cause, code)),
+      });
+      await Promise.all(stopping);
       inFlight.delete(c);
-      if (rc === 0 && !line.signal.aborted) {
+      if (rc === 0 && !deps.signal.aborted) {
         // Its record unread (an API hiccup) must not end the others' runs: now is its end.
         ended.set(c, (await deps.runner.endedAt(c).catch(() => undefined)) ?? deps.now());
         continue;
       }
-      if (code !== 0 || deps.signal.aborted) continue;
-      code = rc;
-      const cause = await deps.runner.cause(c, rc);
-      deps.log.error(
-        `fleet: stopped the line: cluster ${c} (stage ${stage.name}) exited ${rc}: ${cause}; ` +
-          `no further cluster starts (${queue.length} left in this stage)`,
-        { event: "fleetStopped", cluster: c, stage: stage.name, exitCode: rc, cause },
-      );
-      for (const other of inFlight) {
-        deps.log.warn(
-          `fleet: cluster ${other} creates no further Job (the line is stopped); ` +
-            "its Jobs in flight run on, a re-run adopts them",
-          { event: "fleetClusterStopped", cluster: other, stage: stage.name },
-        );
-      }
-      line.abort();
+      // A run the line stopped ends non-zero too: only the first stop is said.
+      const by = (deps.line as StopLine).stopped; // set meanwhile, by another run
+      if (by && by.cluster !== c) continue;
+      await stop(c, `exited ${rc}`, await deps.runner.cause(c, rc), rc);
     }
   };
   const width = Math.max(1, Math.min(stage.maxParallelClusters, clusters.length));
   await Promise.all(Array.from({ length: width }, worker));
-  return { code, ended };
+  return { code: deps.line.stopped?.code ?? 0, ended };
+}
+
+/** Says the stop of the line: the cluster, the cause, and what the clusters in flight do. */
+function stoppedTheLine(
+  deps: FleetDeps,
+  s: {
+    stage: Stage;
+    cluster: string;
+    how: string;
+    cause: string;
+    code: number;
+    left: number;
+    inFlight: Set<string>;
+  },
+): void {
+  const { log, line } = deps;
+  const others = [...s.inFlight].filter((c) => c !== s.cluster);
+  const held = line.latches
+    ? `the pause file is latched: ${others.length ? others.join(", ") : "no other cluster"} ` +
+      "in flight start no Job until a person removes it"
+    : `${others.length ? others.join(", ") : "no other cluster"} in flight create no further Job ` +
+      "and end once their Jobs in flight finished";
+  log.error(
+    `fleet: stopped the line: cluster ${s.cluster} (stage ${s.stage.name}) ${s.how}: ${s.cause}; ` +
+      `no further cluster starts (${s.left} left in this stage); ${held}`,
+    {
+      event: "fleetStopped",
+      cluster: s.cluster,
+      stage: s.stage.name,
+      exitCode: s.code,
+      cause: s.cause,
+      held: others,
+      latched: line.latches,
+    },
+  );
 }

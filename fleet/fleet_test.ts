@@ -228,7 +228,11 @@ Deno.test("runFleet exits with the stopping run's own code once it ended (a brea
     return 1;
   };
   assert.equal(await runFleet(TWO_STAGES, f.deps), 5);
-  assert.deepEqual(order, ["b started", "a ended", "b ended"], "exit after every run in flight ended");
+  assert.deepEqual(
+    order,
+    ["b started", "a ended", "b ended"],
+    "exit after every run in flight ended",
+  );
 });
 
 Deno.test("runFleet takes now as a cluster's end when its record cannot be read after its run", async () => {

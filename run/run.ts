@@ -438,7 +438,7 @@ async function runMain(x: Execution, closes: number, cleanup: NodeResult[]): Pro
   // The health gate first: its reason (the query and value) is the one said.
   // Watched: the waves' soak restarts after a break of it (run/soak_gate.ts).
   const watched = x.gate && new WatchedGate(x.gate);
-  const gates = [watched, ownerPause, filePause].filter((g) => g !== undefined);
+  const gates = [watched, ownerPause, filePause, ctx.hold].filter((g) => g !== undefined);
   await ownerPause?.start();
   if (x.gate) {
     await bindGate(x.gate, { ...gateRun(x), recorder, metrics: x.metrics }, {
