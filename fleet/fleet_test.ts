@@ -260,3 +260,93 @@ Deno.test("runFleet starts no cluster once stopped by a signal", async () => {
   assert.equal(await runFleet(THREE, f.deps), 0);
   assert.deepEqual(f.calls, []);
 });
+
+/**
+ * The soak's gates on the fake clock: `at(now)` says what they say then.
+ * Plain values, so that the test reads on a runner without soak gates.
+ */
+function soakGatesOf(
+  now: () => number,
+  at: (t: number) => {
+    watch: { clean: true; since: number; after?: string } | { clean: false; why: string };
+    stop?: { cluster: string; cause: string };
+  },
+) {
+  const asked: string[][] = [];
+  let stopped = 0;
+  return {
+    asked,
+    stopped: () => stopped,
+    soakGates: (clusters: string[]) => {
+      asked.push(clusters);
+      return Promise.resolve({
+        watch: () => at(now()).watch,
+        stopsBy: () => at(now()).stop,
+        onChange: () => {},
+        stop: () => Promise.resolve(void stopped++),
+      });
+    },
+  };
+}
+
+Deno.test("runFleet's soak restarts, whole, from when every gate is clean again after a break inside it", async () => {
+  const spec = parseFleet(
+    "stages: [{name: one, clusters: [a], soakSecs: 30}, {name: two, clusters: [b]}]",
+    "f",
+  );
+  const f = fakeFleet();
+  const g = soakGatesOf(
+    f.deps.now,
+    (t) =>
+      t < 1_020_000
+        ? { watch: { clean: true, since: -Infinity } }
+        : t < 1_030_000
+        ? { watch: { clean: false, why: 'health gate breached: query "up == 0" returned 1' } }
+        : { watch: { clean: true, since: 1_030_000, after: "health gate breached" } },
+  );
+  Object.assign(f.deps.runner, { soakGates: g.soakGates });
+  assert.equal(await runFleet(spec, f.deps), 0);
+  // a ended at 1010000; the break at 1020000 restarts the 30 s soak from 1030000.
+  assert.equal(f.calls.at(-1), "run b at 1060000", f.calls.join("\n"));
+  assert.ok(f.lines.some((l) => /soak after stage one holds: health gate breached/.test(l)));
+  assert.ok(
+    f.lines.some((l) => /until 1970-01-01T00:17:40Z .*from the gates clean again/.test(l)),
+    f.lines.join("\n"),
+  );
+  assert.deepEqual(g.asked, [["a"]]);
+  assert.equal(g.stopped(), 1, "the soak's gates stop measuring with it");
+});
+
+Deno.test("runFleet stops in the soak at a breach no pause holds: exit 5 naming the cluster, next stage untouched", async () => {
+  const spec = parseFleet(
+    "stages: [{name: one, clusters: [a], soakSecs: 30}, {name: two, clusters: [b]}]",
+    "f",
+  );
+  const f = fakeFleet();
+  const g = soakGatesOf(f.deps.now, (t) => ({
+    watch: t < 1_020_000 ? { clean: true, since: -Infinity } : { clean: false, why: "breached" },
+    stop: t < 1_020_000
+      ? undefined
+      : { cluster: "a", cause: 'a health gate was breached: query "up == 0" returned 1' },
+  }));
+  Object.assign(f.deps.runner, { soakGates: g.soakGates });
+  assert.equal(await runFleet(spec, f.deps), 5);
+  assert.deepEqual(f.calls.filter((c) => c.startsWith("run")), ["run a at 1000000"]);
+  assert.match(
+    f.lines.find((l) => l.startsWith("error: "))!,
+    /stopped the line: cluster a in the soak after stage one: a health gate was breached/,
+  );
+});
+
+Deno.test("runFleet's soak watches the gates of every stage so far, and passes at once when they are clean", async () => {
+  const spec = parseFleet(
+    "stages: [{name: one, clusters: [a]}, {name: two, clusters: [b]}, {name: three, clusters: [c]}]",
+    "f",
+  );
+  const f = fakeFleet();
+  const g = soakGatesOf(f.deps.now, () => ({ watch: { clean: true, since: -Infinity } }));
+  Object.assign(f.deps.runner, { soakGates: g.soakGates });
+  assert.equal(await runFleet(spec, f.deps), 0);
+  assert.deepEqual(g.asked, [["a"], ["a", "b"]]);
+  assert.deepEqual(f.calls, ["run a at 1000000", "run b at 1010000", "run c at 1020000"]);
+});
