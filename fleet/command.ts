@@ -31,6 +31,7 @@ import {
 } from "./cluster.ts";
 import { type ClusterRunner, runFleet } from "./fleet.ts";
 import { StopLine } from "./line.ts";
+import { openSoakGates } from "./soak_gates.ts";
 import { pauseFileFor } from "../gates/latch.ts";
 import { fleetClusters, type FleetSpec } from "./spec.ts";
 import { type ClusterFacts, fleetView, renderFleetView } from "./status.ts";
@@ -262,6 +263,7 @@ function runnerOf(
       return recordCause(said) ?? `exit ${code} (see its lines above)`;
     },
     approvedBy: (stage, c) => approvedBy(m(c).kube, m(c).key, stage),
+    soakGates: (clusters) => openSoakGates(clusters.map(m), env.log, fileExists),
   };
 }
 
@@ -475,15 +477,18 @@ function stopLine(opts: RunConfig): StopLine {
   return new StopLine({
     pauseFile,
     write: pauseFileFor,
-    exists: (path) => {
-      try {
-        Deno.statSync(path);
-        return true;
-      } catch {
-        return false;
-      }
-    },
+    exists: fileExists,
   });
+}
+
+/** Whether a file is there now (the pause file: a person removes it to lift the pause). */
+function fileExists(path: string): boolean {
+  try {
+    Deno.statSync(path);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** Waits `ms`, or until `signal` aborts. */

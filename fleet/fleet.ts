@@ -15,6 +15,7 @@
  */
 
 import type { PauseGate } from "../engine/pause.ts";
+import type { SoakGate } from "../engine/fanout_types.ts";
 import type { StopLine } from "./line.ts";
 import type { FleetSpec, Stage } from "./spec.ts";
 
@@ -31,6 +32,23 @@ export interface ClusterRunner {
   cause(cluster: string, code: number): Promise<string>;
   /** Who approved `stage` in the cluster, for this template; undefined while no one has. */
   approvedBy(stage: string, cluster: string): Promise<string | undefined>;
+  /** The health gates of `clusters` (those configured), measured from now until stopped. */
+  soakGates?(clusters: string[]): Promise<SoakGates>;
+}
+
+/**
+ * The clusters' health gates as the soak between two stages sees them: the
+ * engine's {@linkcode SoakGate} over every cluster (clean since the latest
+ * of their clean stretches, or what breaks one now), and the stop a breach
+ * makes when no pause can hold it.
+ */
+export interface SoakGates extends SoakGate {
+  /** Why the fleet stops (a breach with `--on-gate-breach exit`, an exit latch already set): the cluster and the cause. */
+  stopsBy(): { cluster: string; cause: string } | undefined;
+  /** Calls `wake` whenever an answer may have changed. */
+  onChange(wake: () => void): void;
+  /** Stops measuring. */
+  stop(): Promise<void>;
 }
 
 /** The fleet's stop-the-line as one cluster's run sees it. */
@@ -82,6 +100,8 @@ const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, "Z");
 export async function runFleet(spec: FleetSpec, deps: FleetDeps): Promise<number> {
   const { log } = deps;
   let before: { stage: Stage; endedAt: number } | undefined;
+  // The clusters of the stages so far: the soak watches every one's gates.
+  const rolled: string[] = [];
   for (const stage of spec.stages) {
     const ended = await recordedEnds(stage, deps);
     const left = stage.clusters.filter((c) => !ended.has(c));
@@ -93,9 +113,14 @@ export async function runFleet(spec: FleetSpec, deps: FleetDeps): Promise<number
         endedAt: iso(at),
       });
       before = { stage, endedAt: at };
+      rolled.push(...stage.clusters);
       continue;
     }
-    if (before && !await soak(before, deps)) return 0;
+    if (before) {
+      const soaked = await soak(before, [...rolled], deps);
+      if (soaked === "signal") return 0;
+      if (soaked !== "passed") return soaked;
+    }
     if (stage.approval && !await approval(stage, deps)) return 0;
     const outcome = await rollStage(stage, left, deps);
     if (outcome.code !== 0 || deps.signal.aborted) return outcome.code;
@@ -107,6 +132,7 @@ export async function runFleet(spec: FleetSpec, deps: FleetDeps): Promise<number
       endedAt: iso(at),
     });
     before = { stage, endedAt: at };
+    rolled.push(...stage.clusters);
   }
   log.info(`fleet: every stage ended (${spec.stages.length} stages)`, { event: "fleetEnded" });
   return 0;
@@ -129,23 +155,88 @@ async function recordedEnds(stage: Stage, deps: FleetDeps): Promise<Map<string, 
   return ended;
 }
 
-/** Waits out the soak after the stage before; false when stopped. */
+/** The soak's outcome: go on, stopped by a signal, or the fleet's exit code. */
+type SoakEnd = "passed" | "signal" | number;
+
+/**
+ * Waits out the soak after the stages so far: `soakSecs` from the stage's
+ * recorded end with every gate of those clusters clean throughout. A break
+ * (a breach, latched until a person lifts it; Prometheus unreachable; no
+ * data) restarts it, full length, from when the gates are clean again (the
+ * engine's {@linkcode SoakGate}); a breach no pause can hold stops the fleet.
+ */
 async function soak(
   before: { stage: Stage; endedAt: number },
+  clusters: string[],
   deps: FleetDeps,
-): Promise<boolean> {
-  const until = before.endedAt + before.stage.soakSecs * 1000;
-  const wait = until - deps.now();
-  if (wait > 0) {
-    deps.log.info(
-      `fleet: soaking after stage ${before.stage.name} until ${
-        iso(until)
-      } (soakSecs ${before.stage.soakSecs} from its end ${iso(before.endedAt)})`,
-      { event: "fleetSoak", stage: before.stage.name, until: iso(until) },
-    );
-    await deps.sleep(wait, deps.signal);
+): Promise<SoakEnd> {
+  const gates = await deps.runner.soakGates?.(clusters);
+  try {
+    return await soakWith(before, gates, deps);
+  } finally {
+    await gates?.stop();
   }
-  return !deps.signal.aborted;
+}
+
+async function soakWith(
+  before: { stage: Stage; endedAt: number },
+  gates: SoakGates | undefined,
+  deps: FleetDeps,
+): Promise<SoakEnd> {
+  const { stage } = before;
+  const soakMs = stage.soakSecs * 1000;
+  let wake = new AbortController();
+  gates?.onChange(() => wake.abort());
+  let said: string | undefined;
+  while (!deps.signal.aborted) {
+    const stop = gates?.stopsBy();
+    if (stop) return stoppedInSoak(stage, stop, deps);
+    const w = gates?.watch() ?? { clean: true as const, since: -Infinity };
+    const until = w.clean ? Math.max(before.endedAt, w.since) + soakMs : Infinity;
+    if (until <= deps.now()) return "passed";
+    const line = w.clean
+      ? `fleet: soaking after stage ${stage.name} until ${
+        iso(until)
+      } (soakSecs ${stage.soakSecs} ` +
+        `from ${w.since > before.endedAt ? `the gates clean again after ${w.after}` : "its end"} ${
+          iso(Math.max(before.endedAt, w.since))
+        })`
+      : `fleet: the soak after stage ${stage.name} holds: ${w.why}; it restarts, whole, ` +
+        "once every gate is clean";
+    if (line !== said) {
+      (w.clean ? deps.log.info : deps.log.warn)(line, {
+        event: w.clean ? "fleetSoak" : "fleetSoakHeld",
+        stage: stage.name,
+        ...(w.clean ? { until: iso(until) } : { why: w.why }),
+      });
+      said = line;
+    }
+    wake = new AbortController();
+    // Woken by a gate's change; looked at every poll too, a stale answer wakes no one.
+    const ms = gates ? Math.min(until - deps.now(), deps.approvalPollMs) : until - deps.now();
+    await deps.sleep(ms, AbortSignal.any([deps.signal, wake.signal]));
+  }
+  return "signal";
+}
+
+/** A breach in the soak that no pause holds: the fleet stops, exit 5, naming the cluster. */
+function stoppedInSoak(
+  stage: Stage,
+  stop: { cluster: string; cause: string },
+  deps: FleetDeps,
+): number {
+  deps.log.error(
+    `fleet: stopped the line: cluster ${stop.cluster} in the soak after stage ${stage.name}: ` +
+      `${stop.cause}; no further cluster starts`,
+    {
+      event: "fleetStopped",
+      cluster: stop.cluster,
+      stage: stage.name,
+      exitCode: 5,
+      cause: stop.cause,
+    },
+  );
+  return 5;
 }
 
 /** Waits until every cluster of the stage has the approval recorded; false when stopped. */
