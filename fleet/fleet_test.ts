@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { type ClusterRunner, type FleetDeps, runFleet } from "./fleet.ts";
 import { StopLine } from "./line.ts";
+import { Logger } from "../report/log.ts";
 import { parseFleet } from "./spec.ts";
 
 /** A fleet of fake clusters on a fake clock: each run takes 10 s and ends as `codes` says. */
@@ -349,4 +350,28 @@ Deno.test("runFleet's soak watches the gates of every stage so far, and passes a
   assert.equal(await runFleet(spec, f.deps), 0);
   assert.deepEqual(g.asked, [["a"], ["a", "b"]]);
   assert.deepEqual(f.calls, ["run a at 1000000", "run b at 1010000", "run c at 1020000"]);
+});
+
+Deno.test("runFleet says its soak on the CLI's Logger (its methods keep their `this`)", async () => {
+  const spec = parseFleet(
+    "stages: [{name: one, clusters: [a], soakSecs: 30}, {name: two, clusters: [b]}]",
+    "f",
+  );
+  const f = fakeFleet();
+  const said: string[] = [];
+  f.deps.log = new Logger("text", (line) => said.push(line));
+  const g = soakGatesOf(
+    f.deps.now,
+    (t) =>
+      t < 1_020_000
+        ? { watch: { clean: false, why: "Prometheus unreachable" } }
+        : { watch: { clean: true, since: 1_020_000, after: "Prometheus unreachable" } },
+  );
+  Object.assign(f.deps.runner, { soakGates: g.soakGates });
+  assert.equal(await runFleet(spec, f.deps), 0);
+  assert.ok(
+    said.some((l) => /warn: fleet: the soak after stage one holds/.test(l)),
+    said.join("\n"),
+  );
+  assert.ok(said.some((l) => /fleet: soaking after stage one until/.test(l)), said.join("\n"));
 });
