@@ -204,11 +204,10 @@ async function soakWith(
       : `fleet: the soak after stage ${stage.name} holds: ${w.why}; it restarts, whole, ` +
         "once every gate is clean";
     if (line !== said) {
-      (w.clean ? deps.log.info : deps.log.warn)(line, {
-        event: w.clean ? "fleetSoak" : "fleetSoakHeld",
-        stage: stage.name,
-        ...(w.clean ? { until: iso(until) } : { why: w.why }),
-      });
+      // Called on the log, not detached: the Logger's methods need their `this`.
+      if (w.clean) {
+        deps.log.info(line, { event: "fleetSoak", stage: stage.name, until: iso(until) });
+      } else deps.log.warn(line, { event: "fleetSoakHeld", stage: stage.name, why: w.why });
       said = line;
     }
     wake = new AbortController();
