@@ -21,16 +21,19 @@ USAGE
   clusters are rolled out with the run flags (the same run as
   job-dispatcher's, with its record in that cluster), at most
   maxParallelClusters at once. The next stage starts once every cluster of
-  the stage ended, its soakSecs passed (from the latest recorded end), and,
-  with approval: true, "fleet approve" recorded the approval in each of the
-  next stage's clusters (for this template; who approved is the API
-  server's whoami).
+  the stage ended, its soakSecs passed (from the latest recorded end) with
+  the --gate-* of every cluster so far clean (a breach, an outage or no
+  data restarts the soak), and, with approval: true, "fleet approve"
+  recorded the approval in each of the next stage's clusters (for this
+  template; who approved is the API server's whoami).
 
-  Stop-the-line: the first cluster whose run exits non-zero (a failed node,
-  the failure budget, a gate breach, a refusal) lets no further cluster
-  start, and the stage's runs in flight create no further Job (their Jobs
-  in flight run on; a re-run adopts them); the fleet exits with that run's
-  exit code.
+  Stop-the-line: the first cluster that stops (a gate breach, the failure
+  budget, as they happen; a non-zero exit) lets no further cluster start.
+  The clusters in flight are held as a breach holds a run: with
+  --pause-file the fleet latches it (no Job starts until a person removes
+  it); with --on-gate-breach exit or without a pause file they create no
+  further Job and their Jobs in flight finish. The fleet exits once every
+  run ended, with the stopping run's exit code (5 for a breach).
 
   Before the first Job anywhere, every cluster is reached and its API
   server checks the template in its namespace (a dry-run create). An API

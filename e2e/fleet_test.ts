@@ -402,6 +402,8 @@ Deno.test({
 
       const exporter = startExporter();
       const prom = await startPrometheus({ targets: [exporter.target], scrapeIntervalSecs: 1 });
+      // A gate refuses a selector with no series: the first scrape first.
+      await untilSamples(prom, "e2e_broken", (n) => n > 0);
       try {
         await t.step(
           "a gate breach in stage 1 (real Prometheus) stops the line: stage 2 untouched, exit 5 after the Jobs in flight",
