@@ -71,7 +71,9 @@ FLAGS
   -o, --output text|json    How "fleet status" prints. Default: text.
   Run flags: as job-dispatcher's (job-dispatcher --help), for every cluster;
   --report PATH is written once per cluster, as PATH with the context's
-  name before its ending. Not taken here: --context (FLEET.yaml names the
+  name before its ending; with --report-format json, PATH itself is the
+  fleet's report: the order, who stopped the line and why, and one section
+  per cluster (its report). Not taken here: --context (FLEET.yaml names the
   contexts), --metrics-addr (not built for fleets yet).
   --dry-run=plan|client|server  Each cluster's dry run in stage order, each
                             headed by "# cluster C (stage S)" after the

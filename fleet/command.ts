@@ -32,6 +32,7 @@ import {
 import { type ClusterRunner, runFleet } from "./fleet.ts";
 import { StopLine } from "./line.ts";
 import { openSoakGates } from "./soak_gates.ts";
+import { fleetReport } from "./report.ts";
 import { pauseFileFor } from "../gates/latch.ts";
 import { fleetClusters, type FleetSpec } from "./spec.ts";
 import { type ClusterFacts, fleetView, renderFleetView } from "./status.ts";
@@ -312,7 +313,8 @@ export async function fleetCommand(
     const refused = await checkTemplateEverywhere(members, opts, template, env);
     if (refused !== undefined) return refused;
     const runner = runnerOf(new Map(members.map((x) => [x.name, x])), template, cleanup, env);
-    return await runFleet(spec, {
+    const line = stopLine(opts);
+    const exitCode = await runFleet(spec, {
       runner,
       log: env.log,
       signal: env.signal,
@@ -320,8 +322,21 @@ export async function fleetCommand(
       sleep,
       approvalPollMs: Math.max(1000, opts.pollIntervalSecs * 1000),
       approveHint: env.approveHint,
-      line: stopLine(opts),
+      line,
     });
+    if (opts.report && opts.reportFormat === "json") {
+      // The runs' own files and this one go through the run's file access.
+      const io = env.context(members[0].kube, env.log);
+      const report = fleetReport(
+        spec,
+        { exitCode, stoppedBy: line.stopped },
+        (c) => clusterConfig(opts, spec, c, env.home).report!,
+        io.readFile,
+      );
+      io.writeFile(opts.report, JSON.stringify(report, null, 2) + "\n");
+      env.log.info(`fleet: report written to ${opts.report}, one section per cluster`);
+    }
+    return exitCode;
   } finally {
     for (const x of members) x.kube.close();
   }
