@@ -79,7 +79,10 @@ FLAGS
                             headed by "# cluster C (stage S)" after the
                             fleet's order; no wait, nothing created. With
                             --dry-run=plan -o json: one document, the stages
-                            and each cluster's plan.
+                            and each cluster's plan. --dry-run=plan ends
+                            with the fleet's ETA (with --estimate-from:
+                            the clusters' estimates, maxParallelClusters at
+                            once, plus the soaks).
   -h, --help                This text.
 `;
 

@@ -233,6 +233,7 @@ Deno.test({
             "# cluster c1 (stage one)",
             "# cluster c2 (stage two)",
             "# cluster c3 (stage two)",
+            "# fleet ETA: unknown, no estimate for c1, c2, c3 (--estimate-from REPORT)",
           ]);
           assert.match(
             heads[0],

@@ -33,6 +33,7 @@ import { type ClusterRunner, runFleet } from "./fleet.ts";
 import { StopLine } from "./line.ts";
 import { openSoakGates } from "./soak_gates.ts";
 import { fleetReport } from "./report.ts";
+import { fleetEta } from "./eta.ts";
 import { pauseFileFor } from "../gates/latch.ts";
 import { fleetClusters, type FleetSpec } from "./spec.ts";
 import { type ClusterFacts, fleetView, renderFleetView } from "./status.ts";
@@ -378,32 +379,61 @@ async function dryRunFleet(
 ): Promise<number> {
   const json = opts.dryRun === "plan" && opts.output === "json";
   const plans: Record<string, unknown> = {};
+  // Each cluster's estimate (--estimate-from), for the fleet's ETA.
+  const secs = new Map<string, number>();
   let first = 0;
   if (!json) env.stdout(`# fleet ${spec.source}: ${fleetOrder(spec)}\n`);
   for (const s of spec.stages) {
     for (const c of s.clusters) {
       const m = members.find((x) => x.name === c)!;
-      let out = "";
-      const ctx = { ...env.context(m.kube, m.log), stdout: (t: string) => (out += t + "\n") };
-      let code: number;
-      try {
-        code = await runDispatcher(m.cfg, templates.template, ctx, templates.cleanup);
-      } catch (e) {
-        code = env.errorCode(e, m.log);
-      }
+      const { code, out } = await dryRunOne(m, m.cfg, templates, env);
       first ||= code;
-      if (json) plans[c] = out.trim() ? JSON.parse(out) : null;
-      else {
+      if (json) {
+        plans[c] = out.trim() ? JSON.parse(out) : null;
+        const e = (plans[c] as { estimate?: { seconds: number } } | null)?.estimate;
+        if (e) secs.set(c, e.seconds);
+      } else {
         // Client mode prints a YAML stream per cluster: one stream across them.
         const sep = opts.dryRun === "client" && out.trim() ? "---\n" : "";
         env.stdout(`${sep}# cluster ${c} (stage ${s.name})\n${out}`);
+        if (opts.dryRun === "plan" && opts.estimateFrom !== undefined) {
+          const plan = await dryRunOne(m, { ...m.cfg, output: "json" }, templates, env);
+          const e = plan.out.trim() ? JSON.parse(plan.out).estimate : undefined;
+          if (e) secs.set(c, e.seconds);
+        }
       }
     }
   }
+  if (opts.dryRun !== "plan") return first;
+  const eta = fleetEta(spec, (c) => secs.get(c));
   if (json) {
-    env.stdout(JSON.stringify({ stages: spec.stages, clusters: plans }, null, 2) + "\n");
+    env.stdout(JSON.stringify({ stages: spec.stages, eta, clusters: plans }, null, 2) + "\n");
+  } else {
+    env.stdout(
+      "text" in eta
+        ? `# fleet ETA: ${eta.text}\n`
+        : `# fleet ETA: unknown, no estimate for ${
+          eta.missing.join(", ")
+        } (--estimate-from REPORT)\n`,
+    );
   }
   return first;
+}
+
+/** One cluster's dry run, its output captured. */
+async function dryRunOne(
+  m: Member,
+  cfg: RunConfig,
+  templates: { template: JobTemplate; cleanup?: JobTemplate },
+  env: FleetEnv,
+): Promise<{ code: number; out: string }> {
+  let out = "";
+  const ctx = { ...env.context(m.kube, m.log), stdout: (t: string) => (out += t + "\n") };
+  try {
+    return { code: await runDispatcher(cfg, templates.template, ctx, templates.cleanup), out };
+  } catch (e) {
+    return { code: env.errorCode(e, m.log), out };
+  }
 }
 
 /**
