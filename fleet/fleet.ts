@@ -332,11 +332,12 @@ function stoppedTheLine(
 ): void {
   const { log, line } = deps;
   const others = [...s.inFlight].filter((c) => c !== s.cluster);
-  const held = line.latches
-    ? `the pause file is latched: ${others.length ? others.join(", ") : "no other cluster"} ` +
-      "in flight start no Job until a person removes it"
-    : `${others.length ? others.join(", ") : "no other cluster"} in flight create no further Job ` +
-      "and end once their Jobs in flight finished";
+  const list = others.join(", ");
+  const held = !others.length
+    ? "no other cluster is in flight"
+    : line.latches
+    ? `the pause file is latched: no Job starts in ${list} until a person removes it`
+    : `${list}: no further Job, each run ends once its Jobs in flight finished`;
   log.error(
     `fleet: stopped the line: cluster ${s.cluster} (stage ${s.stage.name}) ${s.how}: ${s.cause}; ` +
       `no further cluster starts (${s.left} left in this stage); ${held}`,

@@ -170,7 +170,10 @@ Deno.test("runFleet latches the pause file for the runs in flight when another s
   assert.deepEqual(seen.slice(1), [undefined, undefined], "held, not stopped; lifted by a person");
   const stop = f.lines.filter((l) => l.startsWith("error: "));
   assert.equal(stop.length, 1);
-  assert.match(stop[0], /cluster a \(stage s\) exited 1: a said 1; .*pause file is latched: b/);
+  assert.match(
+    stop[0],
+    /cluster a \(stage s\) exited 1: a said 1; .*pause file is latched: no Job starts in b until/,
+  );
 });
 
 Deno.test("runFleet stops the runs in flight without a pause file, and ends once they ended", async () => {
