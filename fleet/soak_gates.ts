@@ -73,7 +73,8 @@ export async function openSoakGates(
     }
     const w = await openOne(m, log, exists);
     gates.push(w);
-    timers.push(setInterval(() => void w.gate.checkNow(), w.gate.intervalMs / 2));
+    // A measurement's failure is the gate's state (an outage); nothing may reject unheard.
+    timers.push(setInterval(() => w.gate.checkNow().catch(() => {}), w.gate.intervalMs / 2));
   }
   return {
     watch: () => watchAll(gates),
