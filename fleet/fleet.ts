@@ -190,7 +190,7 @@ async function soakWith(
   let said: string | undefined;
   while (!deps.signal.aborted) {
     const stop = gates?.stopsBy();
-    if (stop) return stoppedInSoak(stage, stop, deps);
+    if (stop) return await stoppedInSoak(stage, stop, deps);
     const w = gates?.watch() ?? { clean: true as const, since: -Infinity };
     const until = w.clean ? Math.max(before.endedAt, w.since) + soakMs : Infinity;
     if (until <= deps.now()) return "passed";
@@ -219,11 +219,13 @@ async function soakWith(
 }
 
 /** A breach in the soak that no pause holds: the fleet stops, exit 5, naming the cluster. */
-function stoppedInSoak(
+async function stoppedInSoak(
   stage: Stage,
   stop: { cluster: string; cause: string },
   deps: FleetDeps,
-): number {
+): Promise<number> {
+  // The line's stop too: the fleet's report names it (no run is in flight to hold).
+  await deps.line.stop({ ...stop, stage: stage.name, code: 5 });
   deps.log.error(
     `fleet: stopped the line: cluster ${stop.cluster} in the soak after stage ${stage.name}: ` +
       `${stop.cause}; no further cluster starts`,

@@ -340,6 +340,12 @@ Deno.test("runFleet stops in the soak at a breach no pause holds: exit 5 naming 
     f.lines.find((l) => l.startsWith("error: "))!,
     /stopped the line: cluster a in the soak after stage one: a health gate was breached/,
   );
+  assert.deepEqual(f.deps.line.stopped, {
+    cluster: "a",
+    stage: "one",
+    cause: 'a health gate was breached: query "up == 0" returned 1',
+    code: 5,
+  });
 });
 
 Deno.test("runFleet's soak watches the gates of every stage so far, and passes at once when they are clean", async () => {
