@@ -21,16 +21,19 @@ USAGE
   clusters are rolled out with the run flags (the same run as
   job-dispatcher's, with its record in that cluster), at most
   maxParallelClusters at once. The next stage starts once every cluster of
-  the stage ended, its soakSecs passed (from the latest recorded end), and,
-  with approval: true, "fleet approve" recorded the approval in each of the
-  next stage's clusters (for this template; who approved is the API
-  server's whoami).
+  the stage ended, its soakSecs passed (from the latest recorded end) with
+  the --gate-* of every cluster so far clean (a breach, an outage or no
+  data restarts the soak), and, with approval: true, "fleet approve"
+  recorded the approval in each of the next stage's clusters (for this
+  template; who approved is the API server's whoami).
 
-  Stop-the-line: the first cluster whose run exits non-zero (a failed node,
-  the failure budget, a gate breach, a refusal) lets no further cluster
-  start, and the stage's runs in flight create no further Job (their Jobs
-  in flight run on; a re-run adopts them); the fleet exits with that run's
-  exit code.
+  Stop-the-line: the first cluster that stops (a gate breach, the failure
+  budget, as they happen; a non-zero exit) lets no further cluster start.
+  The clusters in flight are held as a breach holds a run: with
+  --pause-file the fleet latches it (no Job starts until a person removes
+  it); with --on-gate-breach exit or without a pause file they create no
+  further Job and their Jobs in flight finish. The fleet exits once every
+  run ended, with the stopping run's exit code (5 for a breach).
 
   Before the first Job anywhere, every cluster is reached and its API
   server checks the template in its namespace (a dry-run create). An API
@@ -68,13 +71,18 @@ FLAGS
   -o, --output text|json    How "fleet status" prints. Default: text.
   Run flags: as job-dispatcher's (job-dispatcher --help), for every cluster;
   --report PATH is written once per cluster, as PATH with the context's
-  name before its ending. Not taken here: --context (FLEET.yaml names the
+  name before its ending; with --report-format json, PATH itself is the
+  fleet's report: the order, who stopped the line and why, and one section
+  per cluster (its report). Not taken here: --context (FLEET.yaml names the
   contexts), --metrics-addr (not built for fleets yet).
   --dry-run=plan|client|server  Each cluster's dry run in stage order, each
                             headed by "# cluster C (stage S)" after the
                             fleet's order; no wait, nothing created. With
                             --dry-run=plan -o json: one document, the stages
-                            and each cluster's plan.
+                            and each cluster's plan. --dry-run=plan ends
+                            with the fleet's ETA (with --estimate-from:
+                            the clusters' estimates, maxParallelClusters at
+                            once, plus the soaks).
   -h, --help                This text.
 `;
 

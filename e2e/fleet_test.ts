@@ -10,8 +10,15 @@ import assert from "node:assert/strict";
 import { parse, parseAllDocuments, stringify } from "yaml";
 import { build, type Cluster, type CommandResult, OUTCOME_LABEL, startCluster } from "./cluster.ts";
 import { dispatcher, dispatcherCommand, eventually, jobTemplate } from "./_dispatcher.ts";
-import { namespace, removeScratch, serviceAccount, tempFile } from "./_fixtures.ts";
-import { freePorts } from "./_procs.ts";
+import { namespace, removeScratch, serviceAccount, tempDir, tempFile } from "./_fixtures.ts";
+import { delay, freePorts } from "./_procs.ts";
+import {
+  type Exporter,
+  type RunningPrometheus,
+  startExporter,
+  startPrometheus,
+  untilSamples,
+} from "./_prometheus.ts";
 
 const NS = "fleet";
 const CONTEXTS = ["c1", "c2", "c3"] as const;
@@ -94,6 +101,42 @@ function spawnDispatcher(args: string[], env: Record<string, string>) {
     return { code: status.code, stdout: await stdout, stderr };
   })();
   return { stderr: () => stderr, done };
+}
+
+/** The gate's query in the gate steps: the exporter's gauge, which the test flips. */
+const GATE_QUERY = "e2e_broken > 0";
+
+/** The gate flags of the gate steps. */
+function gateArgs(prom: RunningPrometheus, ...extra: string[]): string[] {
+  return [
+    "--gate-prometheus-url",
+    prom.url,
+    "--gate-query",
+    GATE_QUERY,
+    "--gate-interval-secs",
+    "2",
+    ...extra,
+  ];
+}
+
+/** Flips the gauge and waits until Prometheus has scraped it. */
+async function flip(prom: RunningPrometheus, exporter: Exporter, value: number): Promise<void> {
+  exporter.set(value);
+  await untilSamples(prom, GATE_QUERY, (n) => (value > 0 ? n > 0 : n === 0));
+}
+
+/** Waits as `eventually` does; a timeout says what the fleet said so far. */
+async function awaitFleet(
+  live: { stderr: () => string },
+  ready: () => Promise<boolean>,
+  ms: number,
+  what: string,
+): Promise<void> {
+  try {
+    await eventually(ready, ms, what);
+  } catch (e) {
+    throw new Error(`${(e as Error).message}\n${live.stderr()}`);
+  }
 }
 
 /** `fleet status -o json` for the fleet command line `args`. */
@@ -204,6 +247,7 @@ Deno.test({
             "# cluster c1 (stage one)",
             "# cluster c2 (stage two)",
             "# cluster c3 (stage two)",
+            "# fleet ETA: unknown, no estimate for c1, c2, c3 (--estimate-from REPORT)",
           ]);
           assert.match(
             heads[0],
@@ -371,6 +415,93 @@ Deno.test({
         },
       );
 
+      const exporter = startExporter();
+      const prom = await startPrometheus({ targets: [exporter.target], scrapeIntervalSecs: 1 });
+      // A gate refuses a selector with no series: the first scrape first.
+      await untilSamples(prom, "e2e_broken", (n) => n > 0);
+      try {
+        await t.step(
+          "a gate breach in stage 1 (real Prometheus) stops the line: stage 2 untouched, exit 5 after the Jobs in flight",
+          async () => {
+            const yaml = "stages: [{name: one, clusters: [c2]}, {name: two, clusters: [c1, c3]}]";
+            const args = await fleet(
+              yaml,
+              "gbreach",
+              ["--parallelism", "1", ...gateArgs(prom, "--on-gate-breach", "exit")],
+              "4s",
+            );
+            const live = spawnDispatcher(args, env);
+            await awaitFleet(
+              live,
+              () => Promise.resolve(/\[c2\] .*created job gbreach-/.test(live.stderr())),
+              60_000,
+              "c2's first Job",
+            );
+            await flip(prom, exporter, 1);
+            const r = await live.done;
+            const ended = Date.now();
+            assert.equal(r.code, 5, r.stderr);
+            assert.match(
+              r.stderr,
+              /fleet: stopped the line: cluster c2 \(stage one\) stopped: (a )?health gate (was )?breached: query "e2e_broken > 0"/,
+            );
+            const jobs = await jobsOf(c2, "gbreach");
+            assert.ok(jobs.length < 3, `${jobs.length} Jobs: the breach stopped the rest`);
+            assert.ok(jobs.every((j) => j.succeeded! <= ended), "in-flight Jobs finished first");
+            assert.deepEqual(await jobsOf(c1, "gbreach"), [], "stage 2 untouched");
+            assert.deepEqual(await jobsOf(c3, "gbreach"), [], "stage 2 untouched");
+            console.log(`gate breach: c2 stopped at ${jobs.length} of 3 Jobs; stage 2: 0 Jobs`);
+          },
+        );
+        await t.step(
+          "a breach in the soak holds it on the pause file; lifted, the soak restarts whole",
+          async () => {
+            await flip(prom, exporter, 0);
+            const soakSecs = 8;
+            const yaml = `stages:
+  - {name: one, clusters: [c2], soakSecs: ${soakSecs}}
+  - {name: two, clusters: [c3]}
+`;
+            const pause = `${await tempDir("fleet-pause-")}/pause`;
+            const args = await fleet(yaml, "gsoak", [...gateArgs(prom), "--pause-file", pause]);
+            const live = spawnDispatcher(args, env);
+            await awaitFleet(
+              live,
+              () => Promise.resolve(/soaking after stage one until/.test(live.stderr())),
+              90_000,
+              "stage one's soak",
+            );
+            await flip(prom, exporter, 1);
+            await awaitFleet(
+              live,
+              () =>
+                Promise.resolve(/cluster c2: health gate breached in the soak/.test(live.stderr())),
+              30_000,
+              "the breach in the soak",
+            );
+            await flip(prom, exporter, 0);
+            // Longer than the soak, the gauge back to 0: still held by the latch.
+            await delay((soakSecs + 2) * 1000);
+            assert.deepEqual(await jobsOf(c3, "gsoak"), [], "stage two began while latched");
+            assert.ok(await Deno.stat(pause).then(() => true, () => false), "the latch is set");
+            await Deno.remove(pause); // a person lifts the pause
+            const lifted = Date.now();
+            const r = await live.done;
+            assert.equal(r.code, 0, r.stderr);
+            const two = await jobsOf(c3, "gsoak");
+            assert.equal(two.length, 3, r.stderr);
+            // creationTimestamp is in whole seconds: at most 1 s early.
+            const after = Math.min(...two.map((j) => j.created)) - lifted;
+            assert.ok(after >= soakSecs * 1000 - 1000, `stage two ${after} ms after the lift`);
+            assert.match(r.stderr, /the soak after stage one holds: cluster c2: /);
+            console.log(`soak breach: stage two began ${after} ms after the pause was lifted`);
+          },
+        );
+      } finally {
+        await prom.stop();
+        await exporter.stop();
+      }
+
       await t.step("a failure in stage 1 stops the line: stage 2 untouched", async () => {
         await c1.createNodes([{ name: "bad-000", labels: { [OUTCOME_LABEL]: "fail" } }]);
         const yaml = `stages:
@@ -383,25 +514,53 @@ Deno.test({
         assert.deepEqual(await jobsOf(c2, "breach"), []);
         assert.deepEqual(await jobsOf(c3, "breach"), []);
       });
-      await t.step("a stop in one cluster stops the other clusters in flight", async () => {
-        // c1 has bad-000 (the step above), first by name: it fails first, and
-        // --max-failures 0 stops c1's run there (at ~10 s); c2, at the same time, would
-        // start its third Job at ~20 s.
-        const yaml = "stages: [{name: one, clusters: [c1, c2]}]";
-        const args = await fleet(
-          yaml,
-          "halt",
-          ["--parallelism", "1", "--max-failures", "0"],
-          "10s",
-        );
-        const r = await run(args);
-        assert.equal(r.code, 1, r.stderr);
-        assert.match(r.stderr, /fleet: stopped the line: cluster c1 \(stage one\) exited 1/);
-        assert.match(r.stderr, /fleet: cluster c2 creates no further Job \(the line is stopped\)/);
-        const jobs = await jobsOf(c2, "halt");
-        assert.ok(jobs.length < 3, `c2 went on creating Jobs: ${jobs.length}\n${r.stderr}`);
-        console.log(`halt: c2 had ${jobs.length} of 3 Jobs when c1 stopped the line`);
-      });
+      await t.step(
+        "a stop in one cluster holds the other clusters in flight on the latched pause file",
+        async () => {
+          // c1 has bad-000 (the step above), first by name: it fails first, and
+          // --max-failures 0 stops c1's run there; c2, at the same time, would
+          // start its third Job at ~20 s.
+          const yaml = "stages: [{name: one, clusters: [c1, c2]}, {name: two, clusters: [c3]}]";
+          const pause = `${await tempDir("fleet-pause-")}/pause`;
+          const args = await fleet(
+            yaml,
+            "halt",
+            ["--parallelism", "1", "--max-failures", "0", "--pause-file", pause],
+            "10s",
+          );
+          const live = spawnDispatcher(args, env);
+          await awaitFleet(
+            live,
+            () => Promise.resolve(/fleet: stopped the line: cluster c1/.test(live.stderr())),
+            90_000,
+            "c1 stopping the line",
+          );
+          assert.match(
+            live.stderr(),
+            /fleet: stopped the line: cluster c1 \(stage one\) stopped: the failure budget of 0 was exceeded.*pause file is latched/,
+          );
+          assert.match(await Deno.readTextFile(pause), /stopped by cluster c1 \(stage one\)/);
+          // Held, not stopped: its Job in flight finishes, then no Job starts while the file is there.
+          await awaitFleet(
+            live,
+            async () => (await jobsOf(c2, "halt")).every((j) => j.succeeded),
+            60_000,
+            "c2's Job in flight finished",
+          );
+          const held = (await jobsOf(c2, "halt")).length;
+          await delay(5_000);
+          assert.equal((await jobsOf(c2, "halt")).length, held, "a Job started while held");
+          assert.ok(held < 3, `c2 went on creating Jobs: ${held}\n${live.stderr()}`);
+          assert.match(live.stderr(), /\[c2\] .*paused by /);
+          await Deno.remove(pause); // a person lifts the pause
+          const r = await live.done;
+          assert.equal(r.code, 1, r.stderr);
+          assert.equal((await jobsOf(c2, "halt")).length, 3, "lifted, c2 went on");
+          assert.deepEqual(await jobsOf(c3, "halt"), [], "no further cluster started");
+          assert.equal(r.stderr.match(/fleet: stopped the line/g)?.length, 1, r.stderr);
+          console.log(`halt: c2 held at ${held} of 3 Jobs until the pause file was removed`);
+        },
+      );
       ok = true;
     } finally {
       removeScratch();

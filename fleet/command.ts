@@ -30,6 +30,11 @@ import {
   type RolloutKey,
 } from "./cluster.ts";
 import { type ClusterRunner, runFleet } from "./fleet.ts";
+import { StopLine } from "./line.ts";
+import { openSoakGates } from "./soak_gates.ts";
+import { fleetReport } from "./report.ts";
+import { fleetEta } from "./eta.ts";
+import { pauseFileFor } from "../gates/latch.ts";
 import { fleetClusters, type FleetSpec } from "./spec.ts";
 import { type ClusterFacts, fleetView, renderFleetView } from "./status.ts";
 
@@ -62,6 +67,8 @@ interface Member {
   kube: Kube;
   log: Logger;
   key: RolloutKey;
+  /** Told when its run stops the line while it goes on (fleet.ts `ClusterLine.stopped`). */
+  onStop?: (cause: string, code: number) => void;
 }
 
 /**
@@ -150,7 +157,9 @@ async function connectOne(
     prefix,
     templateHash: templateHash(template, opts.pin),
   };
-  return { name, cfg, kube, log, key };
+  const member: Member = { name, cfg, kube, log, key };
+  tellStops(member);
+  return member;
 }
 
 /**
@@ -241,12 +250,10 @@ function runnerOf(
   return {
     endedAt: async (c) =>
       endedCleanly(await readRecord(m(c).kube, m(c).key), m(c).key.templateHash),
-    run: async (c, stop) => {
-      // The fleet's stop-the-line stops this run as a signal would: no further Job.
-      const ctx = {
-        ...env.context(m(c).kube, m(c).log),
-        signal: AbortSignal.any([env.signal, stop]),
-      };
+    run: async (c, line) => {
+      m(c).onStop = line.stopped;
+      // The fleet's line is one more pause gate of the run: another cluster's stop holds it.
+      const ctx = { ...env.context(m(c).kube, m(c).log), hold: line.hold };
       try {
         return await runDispatcher(m(c).cfg, template, ctx, cleanup);
       } catch (e) {
@@ -258,6 +265,32 @@ function runnerOf(
       return recordCause(said) ?? `exit ${code} (see its lines above)`;
     },
     approvedBy: (stage, c) => approvedBy(m(c).kube, m(c).key, stage),
+    soakGates: (clusters) => openSoakGates(clusters.map(m), env.log, fileExists),
+  };
+}
+
+/**
+ * Tells `member.onStop` when the cluster's run stops the line while it goes
+ * on: its gate breached (with `pause` the run holds, latched, and never
+ * exits on its own) or its engine stopped (the failure budget, a gate's
+ * exit). The run says both on its log, as events; the fleet listens there
+ * so that `run/` knows nothing of fleets.
+ */
+function tellStops(member: Member): void {
+  const log = member.log;
+  const event = log.event.bind(log);
+  const warn = log.warn.bind(log);
+  log.event = (e) => {
+    event(e);
+    if (e.kind === "stopped") member.onStop?.(e.reason, EXIT.failed);
+  };
+  log.warn = (msg, fields = {}) => {
+    warn(msg, fields);
+    if (fields.event !== "gateBreached") return;
+    const cause = `health gate breached: query ${JSON.stringify(fields.query)} returned ${
+      String(fields.value)
+    }`;
+    member.onStop?.(cause, EXIT.gate);
   };
 }
 
@@ -281,7 +314,8 @@ export async function fleetCommand(
     const refused = await checkTemplateEverywhere(members, opts, template, env);
     if (refused !== undefined) return refused;
     const runner = runnerOf(new Map(members.map((x) => [x.name, x])), template, cleanup, env);
-    return await runFleet(spec, {
+    const line = stopLine(opts);
+    const exitCode = await runFleet(spec, {
       runner,
       log: env.log,
       signal: env.signal,
@@ -289,7 +323,21 @@ export async function fleetCommand(
       sleep,
       approvalPollMs: Math.max(1000, opts.pollIntervalSecs * 1000),
       approveHint: env.approveHint,
+      line,
     });
+    if (opts.report && opts.reportFormat === "json") {
+      // The runs' own files and this one go through the run's file access.
+      const io = env.context(members[0].kube, env.log);
+      const report = fleetReport(
+        spec,
+        { exitCode, stoppedBy: line.stopped },
+        (c) => clusterConfig(opts, spec, c, env.home).report!,
+        io.readFile,
+      );
+      io.writeFile(opts.report, JSON.stringify(report, null, 2) + "\n");
+      env.log.info(`fleet: report written to ${opts.report}, one section per cluster`);
+    }
+    return exitCode;
   } finally {
     for (const x of members) x.kube.close();
   }
@@ -331,32 +379,61 @@ async function dryRunFleet(
 ): Promise<number> {
   const json = opts.dryRun === "plan" && opts.output === "json";
   const plans: Record<string, unknown> = {};
+  // Each cluster's estimate (--estimate-from), for the fleet's ETA.
+  const secs = new Map<string, number>();
   let first = 0;
   if (!json) env.stdout(`# fleet ${spec.source}: ${fleetOrder(spec)}\n`);
   for (const s of spec.stages) {
     for (const c of s.clusters) {
       const m = members.find((x) => x.name === c)!;
-      let out = "";
-      const ctx = { ...env.context(m.kube, m.log), stdout: (t: string) => (out += t + "\n") };
-      let code: number;
-      try {
-        code = await runDispatcher(m.cfg, templates.template, ctx, templates.cleanup);
-      } catch (e) {
-        code = env.errorCode(e, m.log);
-      }
+      const { code, out } = await dryRunOne(m, m.cfg, templates, env);
       first ||= code;
-      if (json) plans[c] = out.trim() ? JSON.parse(out) : null;
-      else {
+      if (json) {
+        plans[c] = out.trim() ? JSON.parse(out) : null;
+        const e = (plans[c] as { estimate?: { seconds: number } } | null)?.estimate;
+        if (e) secs.set(c, e.seconds);
+      } else {
         // Client mode prints a YAML stream per cluster: one stream across them.
         const sep = opts.dryRun === "client" && out.trim() ? "---\n" : "";
         env.stdout(`${sep}# cluster ${c} (stage ${s.name})\n${out}`);
+        if (opts.dryRun === "plan" && opts.estimateFrom !== undefined) {
+          const plan = await dryRunOne(m, { ...m.cfg, output: "json" }, templates, env);
+          const e = plan.out.trim() ? JSON.parse(plan.out).estimate : undefined;
+          if (e) secs.set(c, e.seconds);
+        }
       }
     }
   }
+  if (opts.dryRun !== "plan") return first;
+  const eta = fleetEta(spec, (c) => secs.get(c));
   if (json) {
-    env.stdout(JSON.stringify({ stages: spec.stages, clusters: plans }, null, 2) + "\n");
+    env.stdout(JSON.stringify({ stages: spec.stages, eta, clusters: plans }, null, 2) + "\n");
+  } else {
+    env.stdout(
+      "text" in eta
+        ? `# fleet ETA: ${eta.text}\n`
+        : `# fleet ETA: unknown, no estimate for ${
+          eta.missing.join(", ")
+        } (--estimate-from REPORT)\n`,
+    );
   }
   return first;
+}
+
+/** One cluster's dry run, its output captured. */
+async function dryRunOne(
+  m: Member,
+  cfg: RunConfig,
+  templates: { template: JobTemplate; cleanup?: JobTemplate },
+  env: FleetEnv,
+): Promise<{ code: number; out: string }> {
+  let out = "";
+  const ctx = { ...env.context(m.kube, m.log), stdout: (t: string) => (out += t + "\n") };
+  try {
+    return { code: await runDispatcher(cfg, templates.template, ctx, templates.cleanup), out };
+  } catch (e) {
+    return { code: env.errorCode(e, m.log), out };
+  }
 }
 
 /**
@@ -432,6 +509,30 @@ export async function fleetStatus(
     return view.clusters.some((r) => r.phase === "unreadable") ? EXIT.cluster : EXIT.ok;
   } finally {
     for (const x of members) x.kube.close();
+  }
+}
+
+/**
+ * The fleet's stop-the-line: with `--pause-file` (and `--on-gate-breach
+ * pause`) the clusters in flight hold on that file, latched as a breach
+ * latches it; else they stop.
+ */
+function stopLine(opts: RunConfig): StopLine {
+  const pauseFile = opts.gate?.onBreach === "exit" ? undefined : opts.maintenance.pauseFile;
+  return new StopLine({
+    pauseFile,
+    write: pauseFileFor,
+    exists: fileExists,
+  });
+}
+
+/** Whether a file is there now (the pause file: a person removes it to lift the pause). */
+function fileExists(path: string): boolean {
+  try {
+    Deno.statSync(path);
+    return true;
+  } catch {
+    return false;
   }
 }
 

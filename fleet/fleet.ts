@@ -14,6 +14,9 @@
  * @module
  */
 
+import type { PauseGate } from "../engine/pause.ts";
+import type { SoakGate } from "../engine/fanout_types.ts";
+import type { StopLine } from "./line.ts";
 import type { FleetSpec, Stage } from "./spec.ts";
 
 /** What the fleet asks of each cluster (fleet/cluster.ts and main.ts answer it). */
@@ -22,14 +25,38 @@ export interface ClusterRunner {
   endedAt(cluster: string): Promise<number | undefined>;
   /**
    * Runs the cluster's rollout (the CLI's run) and returns its exit code;
-   * never throws. `stop` aborts when another cluster stopped the line: the
-   * run creates no further Job, as after SIGINT.
+   * never throws. `line` is the fleet's stop-the-line as this run sees it.
    */
-  run(cluster: string, stop: AbortSignal): Promise<number>;
+  run(cluster: string, line: ClusterLine): Promise<number>;
   /** Why the cluster's run exited `code`, in a few words (its record's reason, if any). */
   cause(cluster: string, code: number): Promise<string>;
   /** Who approved `stage` in the cluster, for this template; undefined while no one has. */
   approvedBy(stage: string, cluster: string): Promise<string | undefined>;
+  /** The health gates of `clusters` (those configured), measured from now until stopped. */
+  soakGates?(clusters: string[]): Promise<SoakGates>;
+}
+
+/**
+ * The clusters' health gates as the soak between two stages sees them: the
+ * engine's {@linkcode SoakGate} over every cluster (clean since the latest
+ * of their clean stretches, or what breaks one now), and the stop a breach
+ * makes when no pause can hold it.
+ */
+export interface SoakGates extends SoakGate {
+  /** Why the fleet stops (a breach with `--on-gate-breach exit`, an exit latch already set): the cluster and the cause. */
+  stopsBy(): { cluster: string; cause: string } | undefined;
+  /** Calls `wake` whenever an answer may have changed. */
+  onChange(wake: () => void): void;
+  /** Stops measuring. */
+  stop(): Promise<void>;
+}
+
+/** The fleet's stop-the-line as one cluster's run sees it. */
+export interface ClusterLine {
+  /** Asked with the run's own pauses before every start: holds or stops it once another cluster stopped the line. */
+  hold: PauseGate;
+  /** The run tells it when it stops the line while it goes on (a gate breach, its failure budget). */
+  stopped: (cause: string, code: number) => void;
 }
 
 /** The fleet's log: one line per decision. */
@@ -58,6 +85,8 @@ export interface FleetDeps {
   approvalPollMs: number;
   /** The approve command, for the waiting line. */
   approveHint: (stage: string) => string;
+  /** The one stop-the-line of this fleet process. */
+  line: StopLine;
 }
 
 const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, "Z");
@@ -71,6 +100,8 @@ const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, "Z");
 export async function runFleet(spec: FleetSpec, deps: FleetDeps): Promise<number> {
   const { log } = deps;
   let before: { stage: Stage; endedAt: number } | undefined;
+  // The clusters of the stages so far: the soak watches every one's gates.
+  const rolled: string[] = [];
   for (const stage of spec.stages) {
     const ended = await recordedEnds(stage, deps);
     const left = stage.clusters.filter((c) => !ended.has(c));
@@ -82,9 +113,14 @@ export async function runFleet(spec: FleetSpec, deps: FleetDeps): Promise<number
         endedAt: iso(at),
       });
       before = { stage, endedAt: at };
+      rolled.push(...stage.clusters);
       continue;
     }
-    if (before && !await soak(before, deps)) return 0;
+    if (before) {
+      const soaked = await soak(before, [...rolled], deps);
+      if (soaked === "signal") return 0;
+      if (soaked !== "passed") return soaked;
+    }
     if (stage.approval && !await approval(stage, deps)) return 0;
     const outcome = await rollStage(stage, left, deps);
     if (outcome.code !== 0 || deps.signal.aborted) return outcome.code;
@@ -96,6 +132,7 @@ export async function runFleet(spec: FleetSpec, deps: FleetDeps): Promise<number
       endedAt: iso(at),
     });
     before = { stage, endedAt: at };
+    rolled.push(...stage.clusters);
   }
   log.info(`fleet: every stage ended (${spec.stages.length} stages)`, { event: "fleetEnded" });
   return 0;
@@ -118,23 +155,89 @@ async function recordedEnds(stage: Stage, deps: FleetDeps): Promise<Map<string, 
   return ended;
 }
 
-/** Waits out the soak after the stage before; false when stopped. */
+/** The soak's outcome: go on, stopped by a signal, or the fleet's exit code. */
+type SoakEnd = "passed" | "signal" | number;
+
+/**
+ * Waits out the soak after the stages so far: `soakSecs` from the stage's
+ * recorded end with every gate of those clusters clean throughout. A break
+ * (a breach, latched until a person lifts it; Prometheus unreachable; no
+ * data) restarts it, full length, from when the gates are clean again (the
+ * engine's {@linkcode SoakGate}); a breach no pause can hold stops the fleet.
+ */
 async function soak(
   before: { stage: Stage; endedAt: number },
+  clusters: string[],
   deps: FleetDeps,
-): Promise<boolean> {
-  const until = before.endedAt + before.stage.soakSecs * 1000;
-  const wait = until - deps.now();
-  if (wait > 0) {
-    deps.log.info(
-      `fleet: soaking after stage ${before.stage.name} until ${
-        iso(until)
-      } (soakSecs ${before.stage.soakSecs} from its end ${iso(before.endedAt)})`,
-      { event: "fleetSoak", stage: before.stage.name, until: iso(until) },
-    );
-    await deps.sleep(wait, deps.signal);
+): Promise<SoakEnd> {
+  const gates = await deps.runner.soakGates?.(clusters);
+  try {
+    return await soakWith(before, gates, deps);
+  } finally {
+    await gates?.stop();
   }
-  return !deps.signal.aborted;
+}
+
+async function soakWith(
+  before: { stage: Stage; endedAt: number },
+  gates: SoakGates | undefined,
+  deps: FleetDeps,
+): Promise<SoakEnd> {
+  const { stage } = before;
+  const soakMs = stage.soakSecs * 1000;
+  let wake = new AbortController();
+  gates?.onChange(() => wake.abort());
+  let said: string | undefined;
+  while (!deps.signal.aborted) {
+    const stop = gates?.stopsBy();
+    if (stop) return await stoppedInSoak(stage, stop, deps);
+    const w = gates?.watch() ?? { clean: true as const, since: -Infinity };
+    const until = w.clean ? Math.max(before.endedAt, w.since) + soakMs : Infinity;
+    if (until <= deps.now()) return "passed";
+    const line = w.clean
+      ? `fleet: soaking after stage ${stage.name} until ${
+        iso(until)
+      } (soakSecs ${stage.soakSecs} ` +
+        `from ${w.since > before.endedAt ? `the gates clean again after ${w.after}` : "its end"} ${
+          iso(Math.max(before.endedAt, w.since))
+        })`
+      : `fleet: the soak after stage ${stage.name} holds: ${w.why}; it restarts, whole, ` +
+        "once every gate is clean";
+    if (line !== said) {
+      // Called on the log, not detached: the Logger's methods need their `this`.
+      if (w.clean) {
+        deps.log.info(line, { event: "fleetSoak", stage: stage.name, until: iso(until) });
+      } else deps.log.warn(line, { event: "fleetSoakHeld", stage: stage.name, why: w.why });
+      said = line;
+    }
+    wake = new AbortController();
+    // Woken by a gate's change; looked at every poll too, a stale answer wakes no one.
+    const ms = gates ? Math.min(until - deps.now(), deps.approvalPollMs) : until - deps.now();
+    await deps.sleep(ms, AbortSignal.any([deps.signal, wake.signal]));
+  }
+  return "signal";
+}
+
+/** A breach in the soak that no pause holds: the fleet stops, exit 5, naming the cluster. */
+async function stoppedInSoak(
+  stage: Stage,
+  stop: { cluster: string; cause: string },
+  deps: FleetDeps,
+): Promise<number> {
+  // The line's stop too: the fleet's report names it (no run is in flight to hold).
+  await deps.line.stop({ ...stop, stage: stage.name, code: 5 });
+  deps.log.error(
+    `fleet: stopped the line: cluster ${stop.cluster} in the soak after stage ${stage.name}: ` +
+      `${stop.cause}; no further cluster starts`,
+    {
+      event: "fleetStopped",
+      cluster: stop.cluster,
+      stage: stage.name,
+      exitCode: 5,
+      cause: stop.cause,
+    },
+  );
+  return 5;
 }
 
 /** Waits until every cluster of the stage has the approval recorded; false when stopped. */
@@ -166,10 +269,10 @@ async function approval(stage: Stage, deps: FleetDeps): Promise<boolean> {
 }
 
 /**
- * Rolls out the clusters of one stage, at most `maxParallelClusters` at once:
- * the first run that exits non-zero stops the line: no further cluster
- * starts, and the runs in flight create no further Job (their Jobs in
- * flight run on; a re-run adopts them).
+ * Rolls out the clusters of one stage, at most `maxParallelClusters` at once.
+ * The first run that stops (a breach or its budget, told while it goes on;
+ * a non-zero exit) stops the line: no further cluster starts, and the runs
+ * in flight are held through their own pause (fleet/line.ts) until they end.
  */
 async function rollStage(
   stage: Stage,
@@ -179,10 +282,13 @@ async function rollStage(
   const queue = [...clusters];
   const ended = new Map<string, number>();
   const inFlight = new Set<string>();
-  const line = new AbortController();
-  let code = 0;
+  const stop = async (c: string, how: string, cause: string, code: number) => {
+    if (deps.signal.aborted) return;
+    if (!await deps.line.stop({ cluster: c, stage: stage.name, cause, code })) return;
+    stoppedTheLine(deps, { stage, cluster: c, how, cause, code, left: queue.length, inFlight });
+  };
   const worker = async () => {
-    while (queue.length && code === 0 && !deps.signal.aborted) {
+    while (queue.length && !deps.line.stopped && !deps.signal.aborted) {
       const c = queue.shift()!;
       deps.log.info(`fleet: stage ${stage.name}: starting cluster ${c}`, {
         event: "fleetClusterStarted",
@@ -190,32 +296,61 @@ async function rollStage(
         cluster: c,
       });
       inFlight.add(c);
-      const rc = await deps.runner.run(c, line.signal);
+      const stopping: Promise<void>[] = [];
+      const rc = await deps.runner.run(c, {
+        hold: deps.line.holdFor(c),
+        stopped: (cause, code) => void stopping.push(stop(c, "stopped", cause, code)),
+      });
+      await Promise.all(stopping);
       inFlight.delete(c);
-      if (rc === 0 && !line.signal.aborted) {
+      if (rc === 0 && !deps.signal.aborted) {
         // Its record unread (an API hiccup) must not end the others' runs: now is its end.
         ended.set(c, (await deps.runner.endedAt(c).catch(() => undefined)) ?? deps.now());
         continue;
       }
-      if (code !== 0 || deps.signal.aborted) continue;
-      code = rc;
-      const cause = await deps.runner.cause(c, rc);
-      deps.log.error(
-        `fleet: stopped the line: cluster ${c} (stage ${stage.name}) exited ${rc}: ${cause}; ` +
-          `no further cluster starts (${queue.length} left in this stage)`,
-        { event: "fleetStopped", cluster: c, stage: stage.name, exitCode: rc, cause },
-      );
-      for (const other of inFlight) {
-        deps.log.warn(
-          `fleet: cluster ${other} creates no further Job (the line is stopped); ` +
-            "its Jobs in flight run on, a re-run adopts them",
-          { event: "fleetClusterStopped", cluster: other, stage: stage.name },
-        );
-      }
-      line.abort();
+      // A run the line stopped ends non-zero too: only the first stop is said.
+      const by = (deps.line as StopLine).stopped; // set meanwhile, by another run
+      if (by && by.cluster !== c) continue;
+      await stop(c, `exited ${rc}`, await deps.runner.cause(c, rc), rc);
     }
   };
   const width = Math.max(1, Math.min(stage.maxParallelClusters, clusters.length));
   await Promise.all(Array.from({ length: width }, worker));
-  return { code, ended };
+  return { code: deps.line.stopped?.code ?? 0, ended };
+}
+
+/** Says the stop of the line: the cluster, the cause, and what the clusters in flight do. */
+function stoppedTheLine(
+  deps: FleetDeps,
+  s: {
+    stage: Stage;
+    cluster: string;
+    how: string;
+    cause: string;
+    code: number;
+    left: number;
+    inFlight: Set<string>;
+  },
+): void {
+  const { log, line } = deps;
+  const others = [...s.inFlight].filter((c) => c !== s.cluster);
+  const list = others.join(", ");
+  const held = !others.length
+    ? "no other cluster is in flight"
+    : line.latches
+    ? `the pause file is latched: no Job starts in ${list} until a person removes it`
+    : `${list}: no further Job, each run ends once its Jobs in flight finished`;
+  log.error(
+    `fleet: stopped the line: cluster ${s.cluster} (stage ${s.stage.name}) ${s.how}: ${s.cause}; ` +
+      `no further cluster starts (${s.left} left in this stage); ${held}`,
+    {
+      event: "fleetStopped",
+      cluster: s.cluster,
+      stage: s.stage.name,
+      exitCode: s.code,
+      cause: s.cause,
+      held: others,
+      latched: line.latches,
+    },
+  );
 }

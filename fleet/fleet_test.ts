@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { type ClusterRunner, type FleetDeps, runFleet } from "./fleet.ts";
+import { StopLine } from "./line.ts";
+import { Logger } from "../report/log.ts";
 import { parseFleet } from "./spec.ts";
 
 /** A fleet of fake clusters on a fake clock: each run takes 10 s and ends as `codes` says. */
@@ -7,6 +9,7 @@ function fakeFleet(opts: {
   ended?: Record<string, number>;
   codes?: Record<string, number>;
   approvals?: Record<string, number>;
+  pauseFile?: string;
 } = {}) {
   let now = 1_000_000;
   const ended = new Map(Object.entries(opts.ended ?? {}));
@@ -35,6 +38,13 @@ function fakeFleet(opts: {
       ),
   };
   const abort = new AbortController();
+  // The pause file, as the fake sees it: written with a reason, removed by a person.
+  const files = new Map<string, string>();
+  const line = new StopLine({
+    pauseFile: opts.pauseFile,
+    write: (path, reason) => Promise.resolve(void files.set(path, reason)),
+    exists: (path) => files.has(path),
+  });
   const deps: FleetDeps = {
     runner,
     log: {
@@ -51,8 +61,9 @@ function fakeFleet(opts: {
     },
     approvalPollMs: 5_000,
     approveHint: (s) => `fleet approve ${s}`,
+    line,
   };
-  return { deps, calls, lines, abort, widest: () => widest };
+  return { deps, calls, lines, abort, files, widest: () => widest };
 }
 
 const THREE = parseFleet(
@@ -131,20 +142,100 @@ Deno.test("runFleet waits for a stage's approval, said once, after the soak", as
   assert.ok(f.lines.some((l) => l === "fleet: stage two approved by alice"));
 });
 
-Deno.test("runFleet stops the runs in flight when another cluster stops the line", async () => {
-  const spec = parseFleet("stages: [{name: s, clusters: [a, b]}]", "f");
-  const f = fakeFleet();
-  let bStopped = false;
-  f.deps.runner.run = async (c, stop) => {
+/** Resolves once `ready()` holds, looking after each turn of the event loop. */
+async function until(ready: () => boolean): Promise<void> {
+  while (!ready()) await new Promise((r) => setTimeout(r, 0));
+}
+
+const TWO_STAGES = parseFleet(
+  "stages: [{name: s, clusters: [a, b]}, {name: t, clusters: [c]}]",
+  "f",
+);
+
+Deno.test("runFleet latches the pause file for the runs in flight when another stops the line; a person lifts it", async () => {
+  const f = fakeFleet({ pauseFile: "/run/pause" });
+  const seen: (string | undefined)[] = [];
+  f.deps.runner.run = async (c, line) => {
+    f.calls.push(`run ${c}`);
     if (c === "a") return await Promise.resolve(1);
-    await new Promise<void>((resolve) => stop.addEventListener("abort", () => resolve()));
-    bStopped = true;
+    await until(() => line.hold.pausedBy() !== undefined);
+    seen.push(line.hold.pausedBy(), line.hold.stopsBy?.());
+    f.files.delete("/run/pause"); // a person lifts the pause
+    seen.push(line.hold.pausedBy());
     return 0;
   };
-  assert.equal(await runFleet(spec, f.deps), 1);
-  assert.ok(bStopped);
-  assert.ok(
-    f.lines.some((l) => /cluster b creates no further Job \(the line is stopped\)/.test(l)),
+  assert.equal(await runFleet(TWO_STAGES, f.deps), 1);
+  assert.deepEqual(f.calls, ["run a", "run b"], "stage t never starts");
+  assert.match(seen[0]!, /fleet: the line is stopped by cluster a \(stage s\): a said 1/);
+  assert.deepEqual(seen.slice(1), [undefined, undefined], "held, not stopped; lifted by a person");
+  const stop = f.lines.filter((l) => l.startsWith("error: "));
+  assert.equal(stop.length, 1);
+  assert.match(
+    stop[0],
+    /cluster a \(stage s\) exited 1: a said 1; .*pause file is latched: no Job starts in b until/,
+  );
+});
+
+Deno.test("runFleet stops the runs in flight without a pause file, and ends once they ended", async () => {
+  const f = fakeFleet();
+  let bEnded = false;
+  f.deps.runner.run = async (c, line) => {
+    f.calls.push(`run ${c}`);
+    if (c === "a") return await Promise.resolve(1);
+    await until(() => line.hold.stopsBy?.() !== undefined);
+    assert.equal(line.hold.pausedBy(), undefined);
+    await new Promise((r) => setTimeout(r, 5)); // its Jobs in flight finish
+    bEnded = true;
+    return 1; // stopped: its own exit is not the fleet's
+  };
+  assert.equal(await runFleet(TWO_STAGES, f.deps), 1);
+  assert.ok(bEnded, "the fleet waits for the run it stopped");
+  assert.deepEqual(f.calls, ["run a", "run b"]);
+  assert.equal(f.lines.filter((l) => l.startsWith("error: ")).length, 1);
+});
+
+Deno.test("runFleet stops the line when a run tells of a breach while it goes on: no further cluster, exit 5", async () => {
+  const spec = parseFleet(
+    "stages: [{name: s, clusters: [a, b], maxParallelClusters: 1}, {name: t, clusters: [c]}]",
+    "f",
+  );
+  const f = fakeFleet();
+  f.deps.runner.run = async (c, line) => {
+    f.calls.push(`run ${c}`);
+    line.stopped('health gate breached: query "up == 0" returned 1', 5);
+    await new Promise((r) => setTimeout(r, 1));
+    return 0; // with --on-gate-breach pause its run held until lifted, then ended
+  };
+  assert.equal(await runFleet(spec, f.deps), 5);
+  assert.deepEqual(f.calls, ["run a"]);
+  assert.match(
+    f.lines.find((l) => l.startsWith("error: "))!,
+    /cluster a \(stage s\) stopped: health gate breached: query "up == 0" returned 1; no further cluster starts \(1 left in this stage\)/,
+  );
+});
+
+Deno.test("runFleet exits with the stopping run's own code once it ended (a breach with exit: 5)", async () => {
+  const f = fakeFleet();
+  const order: string[] = [];
+  f.deps.runner.run = async (c, line) => {
+    if (c === "a") {
+      await until(() => order.includes("b started"));
+      line.stopped("the failure budget of 0 was exceeded (1 failed)", 1);
+      await new Promise((r) => setTimeout(r, 5));
+      order.push("a ended");
+      return 5;
+    }
+    order.push("b started");
+    await until(() => line.hold.stopsBy?.() !== undefined);
+    await new Promise((r) => setTimeout(r, 10));
+    order.push("b ended");
+    return 1;
+  };
+  assert.equal(await runFleet(TWO_STAGES, f.deps), 5);
+  assert.deepEqual(
+    order,
+    ["b started", "a ended", "b ended"],
+    "exit after every run in flight ended",
   );
 });
 
@@ -172,4 +263,124 @@ Deno.test("runFleet starts no cluster once stopped by a signal", async () => {
   f.abort.abort();
   assert.equal(await runFleet(THREE, f.deps), 0);
   assert.deepEqual(f.calls, []);
+});
+
+/**
+ * The soak's gates on the fake clock: `at(now)` says what they say then.
+ * Plain values, so that the test reads on a runner without soak gates.
+ */
+function soakGatesOf(
+  now: () => number,
+  at: (t: number) => {
+    watch: { clean: true; since: number; after?: string } | { clean: false; why: string };
+    stop?: { cluster: string; cause: string };
+  },
+) {
+  const asked: string[][] = [];
+  let stopped = 0;
+  return {
+    asked,
+    stopped: () => stopped,
+    soakGates: (clusters: string[]) => {
+      asked.push(clusters);
+      return Promise.resolve({
+        watch: () => at(now()).watch,
+        stopsBy: () => at(now()).stop,
+        onChange: () => {},
+        stop: () => Promise.resolve(void stopped++),
+      });
+    },
+  };
+}
+
+Deno.test("runFleet's soak restarts, whole, from when every gate is clean again after a break inside it", async () => {
+  const spec = parseFleet(
+    "stages: [{name: one, clusters: [a], soakSecs: 30}, {name: two, clusters: [b]}]",
+    "f",
+  );
+  const f = fakeFleet();
+  const g = soakGatesOf(
+    f.deps.now,
+    (t) =>
+      t < 1_020_000
+        ? { watch: { clean: true, since: -Infinity } }
+        : t < 1_030_000
+        ? { watch: { clean: false, why: 'health gate breached: query "up == 0" returned 1' } }
+        : { watch: { clean: true, since: 1_030_000, after: "health gate breached" } },
+  );
+  Object.assign(f.deps.runner, { soakGates: g.soakGates });
+  assert.equal(await runFleet(spec, f.deps), 0);
+  // a ended at 1010000; the break at 1020000 restarts the 30 s soak from 1030000.
+  assert.equal(f.calls.at(-1), "run b at 1060000", f.calls.join("\n"));
+  assert.ok(f.lines.some((l) => /soak after stage one holds: health gate breached/.test(l)));
+  assert.ok(
+    f.lines.some((l) => /until 1970-01-01T00:17:40Z .*from the gates clean again/.test(l)),
+    f.lines.join("\n"),
+  );
+  assert.deepEqual(g.asked, [["a"]]);
+  assert.equal(g.stopped(), 1, "the soak's gates stop measuring with it");
+});
+
+Deno.test("runFleet stops in the soak at a breach no pause holds: exit 5 naming the cluster, next stage untouched", async () => {
+  const spec = parseFleet(
+    "stages: [{name: one, clusters: [a], soakSecs: 30}, {name: two, clusters: [b]}]",
+    "f",
+  );
+  const f = fakeFleet();
+  const g = soakGatesOf(f.deps.now, (t) => ({
+    watch: t < 1_020_000 ? { clean: true, since: -Infinity } : { clean: false, why: "breached" },
+    stop: t < 1_020_000
+      ? undefined
+      : { cluster: "a", cause: 'a health gate was breached: query "up == 0" returned 1' },
+  }));
+  Object.assign(f.deps.runner, { soakGates: g.soakGates });
+  assert.equal(await runFleet(spec, f.deps), 5);
+  assert.deepEqual(f.calls.filter((c) => c.startsWith("run")), ["run a at 1000000"]);
+  assert.match(
+    f.lines.find((l) => l.startsWith("error: "))!,
+    /stopped the line: cluster a in the soak after stage one: a health gate was breached/,
+  );
+  assert.deepEqual(f.deps.line.stopped, {
+    cluster: "a",
+    stage: "one",
+    cause: 'a health gate was breached: query "up == 0" returned 1',
+    code: 5,
+  });
+});
+
+Deno.test("runFleet's soak watches the gates of every stage so far, and passes at once when they are clean", async () => {
+  const spec = parseFleet(
+    "stages: [{name: one, clusters: [a]}, {name: two, clusters: [b]}, {name: three, clusters: [c]}]",
+    "f",
+  );
+  const f = fakeFleet();
+  const g = soakGatesOf(f.deps.now, () => ({ watch: { clean: true, since: -Infinity } }));
+  Object.assign(f.deps.runner, { soakGates: g.soakGates });
+  assert.equal(await runFleet(spec, f.deps), 0);
+  assert.deepEqual(g.asked, [["a"], ["a", "b"]]);
+  assert.deepEqual(f.calls, ["run a at 1000000", "run b at 1010000", "run c at 1020000"]);
+});
+
+Deno.test("runFleet says its soak on the CLI's Logger (its methods keep their `this`)", async () => {
+  const spec = parseFleet(
+    "stages: [{name: one, clusters: [a], soakSecs: 30}, {name: two, clusters: [b]}]",
+    "f",
+  );
+  const f = fakeFleet();
+  const said: string[] = [];
+  f.deps.log = new Logger("text", (line) => said.push(line));
+  const g = soakGatesOf(
+    f.deps.now,
+    (t) =>
+      t < 1_020_000
+        ? { watch: { clean: false, why: "Prometheus unreachable" } }
+        : { watch: { clean: true, since: 1_020_000, after: "Prometheus unreachable" } },
+  );
+  Object.assign(f.deps.runner, { soakGates: g.soakGates });
+  assert.equal(await runFleet(spec, f.deps), 0);
+  assert.ok(
+    said.some((l) => /warn: fleet: the soak after stage one holds/.test(l)),
+    said.join("\n"),
+  );
+  assert.ok(said.some((l) => /fleet: soaking after stage one until/.test(l)), said.join("\n"));
 });

@@ -83,7 +83,15 @@ export function resumeOwnerCommand(o: Omit<OwnerLatch, "kube">): string {
 
 /** Creates the pause file with the breach in it (its existence is what pauses). */
 export async function pauseFile(path: string, b: Breach): Promise<void> {
-  await Deno.writeTextFile(path, `${describeBreach(b)}\n`);
+  await pauseFileFor(path, describeBreach(b));
+}
+
+/**
+ * Creates the pause file with `reason` in it: the same latch for a stop
+ * that is not this run's breach (a fleet's stop-the-line).
+ */
+export async function pauseFileFor(path: string, reason: string): Promise<void> {
+  await Deno.writeTextFile(path, `${reason}\n`);
 }
 
 /**

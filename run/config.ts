@@ -12,6 +12,7 @@ import type { Logger } from "../report/log.ts";
 import type { LabelConfig, TaintSelector } from "../nodes/lifecycle.ts";
 import type { Order, TopologyLimit } from "../engine/safety.ts";
 import type { WaveSpec } from "../engine/waves.ts";
+import type { PauseGate } from "../engine/pause.ts";
 import type { VerifyConfig } from "../verify/verify.ts";
 import type { MaintenanceConfig } from "../maintenance/config.ts";
 import type { GateConfig } from "../gates/config.ts";
@@ -155,4 +156,11 @@ export interface RunContext {
    * exit code stays the run's.
    */
   settled?: () => void;
+  /**
+   * A pause gate of the caller's, asked before every start of the main
+   * phase with the run's own (the owner's pause, the pause file, the health
+   * gate): a caller that runs several rollouts (`fleet/`) holds or stops this
+   * one through it.
+   */
+  hold?: PauseGate;
 }

@@ -444,7 +444,7 @@ async function runMain(x: Execution, closes: number, cleanup: NodeResult[]): Pro
       ? { kube, namespace, owner, key: keys.gatesCleanSince, warn: (m) => log.warn(m) }
       : undefined,
   );
-  const gates = [watched, ownerPause, filePause].filter((g) => g !== undefined);
+  const gates = [watched, ownerPause, filePause, ctx.hold].filter((g) => g !== undefined);
   await ownerPause?.start();
   if (x.gate) {
     await bindGate(x.gate, { ...gateRun(x), recorder, metrics: x.metrics }, {

@@ -190,8 +190,19 @@ function darkRefusal(m: Measurement, url: string): string {
     `absent while healthy, --gate-allow-empty ${allow}`;
 }
 
+/**
+ * A gate that is not a run's: the same measurement and state machine, but
+ * its caller measures it (`checkNow`) and binds its latch; a fleet watches
+ * its clusters' gates through the soak between two stages with it.
+ *
+ * @throws {UsageError} for a flag that does not fit the URL
+ */
+export function watchOnlyGate(config: GateConfig, kube: Kube): HealthGate {
+  return new HealthGate({ config, measure: measure(transport({ config, kube }), config) });
+}
+
 /** How Prometheus is reached: through the API server's service proxy, or directly. */
-function transport({ config, kube }: GateRun) {
+function transport({ config, kube }: Pick<GateRun, "config" | "kube">) {
   if (viaApiServer(config.url, kube.server)) {
     const flag = config.bearerTokenFile
       ? "gate-bearer-token-file"

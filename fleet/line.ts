@@ -1,0 +1,124 @@
+/**
+ * The fleet's one stop-the-line: the first cluster that stops (a gate
+ * breach, its failure budget, a non-zero exit) stops it for every cluster.
+ * No further cluster starts; each cluster still in flight is held through
+ * its run's own pause, as a breach holds a run:
+ * - with `--pause-file` (and `--on-gate-breach pause`, the default): the
+ *   pause file is written, the run's own latch (gates/latch.ts), which every
+ *   cluster's run watches; no Job starts anywhere until a person removes it;
+ * - else (`--on-gate-breach exit`, or no pause file to latch): each run
+ *   stops as a gate's exit stops it: no further Job, its Jobs in flight
+ *   finish, its run ends; the fleet exits once every run ended.
+ *
+ * Each run sees the line as one more pause gate of the engine
+ * ({@linkcode StopLine.holdFor}), asked before every start with the run's own.
+ *
+ * @module
+ */
+
+import type { PauseGate } from "../engine/pause.ts";
+
+/** Who stopped the line, and why. */
+export interface Stop {
+  /** The cluster (kubeconfig context). */
+  cluster: string;
+  /** Its stage. */
+  stage: string;
+  /** Why, in a few words (the breach's query and value, the budget, its record's reason). */
+  cause: string;
+  /** The fleet's exit code for it: the cluster's run's, or 5 for a breach whose run goes on. */
+  code: number;
+}
+
+/** Where the line's pause is latched. */
+export interface LineLatch {
+  /** `--pause-file`, when the clusters hold on it; undefined: they stop instead. */
+  pauseFile?: string;
+  /** Writes the pause file with the reason in it (gates/latch.ts `pauseFileFor`). */
+  write: (path: string, reason: string) => Promise<void>;
+  /** Whether the file is there now (a person removes it to lift the pause). */
+  exists: (path: string) => boolean;
+}
+
+/** The line, shared by every cluster's run of one fleet process. */
+export class StopLine {
+  #latch: LineLatch;
+  #stop?: Stop;
+  /** The pause file was written (and so a missing one was lifted by a person). */
+  #written = false;
+  #lifted = false;
+  /** The pause could not be written: the clusters stop instead. */
+  #unlatched = false;
+  #wakes = new Set<() => void>();
+
+  /** @param latch where the pause is latched */
+  constructor(latch: LineLatch) {
+    this.#latch = latch;
+  }
+
+  /** Who stopped the line; undefined while no one has. */
+  get stopped(): Stop | undefined {
+    return this.#stop;
+  }
+
+  /** Whether the clusters in flight hold on a latched pause (else they stop). */
+  get latches(): boolean {
+    return this.#latch.pauseFile !== undefined && !this.#unlatched;
+  }
+
+  /** The reason a held cluster's run gives (its progress line, its report's stop). */
+  reason(): string | undefined {
+    const s = this.#stop;
+    return s && `fleet: the line is stopped by cluster ${s.cluster} (stage ${s.stage}): ${s.cause}`;
+  }
+
+  /**
+   * Stops the line, the first time; the cluster that stopped it may later
+   * give its run's exit code. Latches the pause (latch first: the runs are
+   * woken once it is written or refused).
+   *
+   * @returns whether this call stopped it
+   * @throws nothing: a pause that cannot be written makes the clusters stop instead
+   */
+  async stop(s: Stop): Promise<boolean> {
+    if (this.#stop) {
+      if (this.#stop.cluster === s.cluster && s.code !== 0) this.#stop.code = s.code;
+      return false;
+    }
+    this.#stop = { ...s };
+    this.#wake();
+    const path = this.#latch.pauseFile;
+    if (path !== undefined) {
+      try {
+        await this.#latch.write(path, this.reason()!);
+        this.#written = true;
+      } catch {
+        this.#unlatched = true;
+      }
+      this.#wake();
+    }
+    return true;
+  }
+
+  /** The line as cluster `cluster`'s run sees it: one more pause gate of its engine. */
+  holdFor(cluster: string): PauseGate {
+    const mine = () => this.#stop !== undefined && this.#stop.cluster !== cluster;
+    return {
+      pausedBy: () => {
+        if (!mine() || !this.latches || this.#lifted) return undefined;
+        // Written and gone: a person lifted it. Before it is written, starts hold too.
+        if (this.#written && !this.#latch.exists(this.#latch.pauseFile!)) {
+          this.#lifted = true;
+          return undefined;
+        }
+        return this.reason();
+      },
+      stopsBy: () => (mine() && !this.latches ? this.reason() : undefined),
+      onChange: (wake) => void this.#wakes.add(wake),
+    };
+  }
+
+  #wake(): void {
+    for (const w of this.#wakes) w();
+  }
+}
