@@ -258,3 +258,49 @@ Deno.test("NodeVerifier without nodes get or patch runs the smoke test and says 
     );
   });
 });
+
+Deno.test("NodeVerifier keeps the smoke-test verdict on the API server's clock: a dispatcher 60 s behind the cluster does not run the smoke test again after its TTL", async () => {
+  // The API server's clock is 60 s ahead of the dispatcher's: the node's Job
+  // ended (completionTime) at server time, which is the dispatcher's future.
+  const ended = Math.floor((Date.now() + 60_000) / 1000) * 1000;
+  const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, "Z");
+  const annotations: Record<string, string> = {};
+  let smoke: V1Job | undefined;
+  await withServer((req, _n, body) => {
+    const path = new URL(req.url).pathname;
+    if (path === "/api/v1/nodes/n1") {
+      if (req.method === "PATCH") {
+        for (const op of body as { op: string; path: string; value?: string }[]) {
+          const key = op.path.replace("/metadata/annotations/", "").replace("~1", "/");
+          if (op.op === "add" && op.path.startsWith("/metadata/annotations/")) {
+            annotations[key] = op.value!;
+          }
+        }
+      }
+      return Response.json({ metadata: { name: "n1", uid: NODE.uid, annotations } });
+    }
+    if (req.method === "POST") {
+      smoke = {
+        ...(body as V1Job),
+        metadata: {
+          ...(body as V1Job).metadata,
+          creationTimestamp: iso(ended + 2_000) as unknown as Date,
+        },
+        status: {
+          completionTime: iso(ended + 4_000) as unknown as Date,
+          conditions: [{ type: "Complete", status: "True" }],
+        },
+      };
+      return Response.json(smoke, { status: 201 });
+    }
+    if (path.endsWith("/jobs/up-verify-n1") && smoke) return Response.json(smoke);
+    return status(404, "NotFound");
+  }, async (kube, hits) => {
+    const config = { jobTemplate: "smoke.yaml", timeoutSecs: 5 };
+    assert.equal(await verifier(kube, config, true).verify(NODE, ended), undefined);
+    smoke = undefined; // ttlSecondsAfterFinished: the Job is gone; the run was killed
+    assert.equal(await verifier(kube, config, true).verify(NODE, ended), undefined);
+    const posts = hits.filter((h) => h.method === "POST").length;
+    assert.equal(posts, 1, "one smoke-test Job for one success of the node's Job");
+  });
+});
