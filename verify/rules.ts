@@ -123,7 +123,11 @@ export interface SmokeVerdict {
   owner?: string;
   /** The smoke-test Job's template hash. */
   templateHash?: string;
-  /** When the verdict was seen (ISO 8601). */
+  /**
+   * When the smoke-test Job's outcome was decided (ISO 8601; job.ts
+   * `outcomeAt`, the API server's stamps, else when the run saw it): compared
+   * with the node's Job's end, also the API server's, never a run's clock.
+   */
   at: string;
   /** Why the node failed its smoke test; none: it passed. */
   failed?: string;

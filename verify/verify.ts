@@ -11,7 +11,7 @@
  */
 
 import type { V1Job, V1Node, V1Pod } from "@kubernetes/client-node";
-import type { NodeFacts, TrackingKeys } from "../job.ts";
+import { type NodeFacts, outcomeAt, type TrackingKeys } from "../job.ts";
 import { isRetryable, type Kube, paths } from "../kube/client.ts";
 import { errorText } from "../base/errors.ts";
 import {
@@ -134,10 +134,10 @@ export class NodeVerifier {
       ? keptVerdict(seen, keys.verified, job, keys, finishedAt)
       : undefined;
     if (kept) return kept.failed;
-    const { why, decided } = await this.#runSmoke(node, job, finishedAt, deadline);
+    const { why, decidedAt } = await this.#runSmoke(node, job, finishedAt, deadline);
     // A timeout is not kept: the Job may yet succeed, and a re-run waits for it.
-    if (seen && decided) {
-      await this.#keep(seen, verdictOf(job, keys, new Date().toISOString(), why));
+    if (seen && decidedAt !== undefined) {
+      await this.#keep(seen, verdictOf(job, keys, new Date(decidedAt).toISOString(), why));
     }
     return why;
   }
@@ -184,7 +184,7 @@ export class NodeVerifier {
     job: V1Job,
     finishedAt: number,
     deadline: number,
-  ): Promise<{ why?: string; decided: boolean }> {
+  ): Promise<{ why?: string; decidedAt?: number }> {
     const name = job.metadata!.name!;
     const ns = this.#o.namespace;
     const secs = this.#o.config.timeoutSecs;
@@ -197,9 +197,15 @@ export class NodeVerifier {
       ) {
         created = true;
         const s = smokeState(seen);
-        if (s.state === "succeeded") return { decided: true };
+        // When the smoke-test Job's outcome was decided, on the API server's
+        // clock, as the node's Job's end the kept verdict is compared with
+        // (keptVerdict): this run's clock may be a minute off the server's.
+        // The Job was created after the node's Job ended (existingSmoke), so
+        // its own end is after it too; "now" only when the Job says no time.
+        const decidedAt = outcomeAt(seen) ?? Date.now();
+        if (s.state === "succeeded") return { decidedAt };
         if (s.state === "failed") {
-          return { why: `verification: job ${ns}/${name} failed: ${s.reason}`, decided: true };
+          return { why: `verification: job ${ns}/${name} failed: ${s.reason}`, decidedAt };
         }
       } else if (
         seen && existingSmoke(seen, node.uid, this.#o.keys.nodeUid, finishedAt) === "replace"
@@ -211,7 +217,6 @@ export class NodeVerifier {
       if (Date.now() >= deadline) {
         return {
           why: `verification: job ${ns}/${name} not succeeded after ${secs} s`,
-          decided: false,
         };
       }
       if (!(await this.#sleep(deadline))) throw new Error(STOPPED);
