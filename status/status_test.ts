@@ -496,3 +496,19 @@ Deno.test("status judges whether a run lives on the API server's clock, not the 
     });
   }
 });
+
+Deno.test("status in text and -o json shows finishing a dead run's Complete node whose success is still kept on the node, where its record, a heartbeat old, says running", async () => {
+  const complete = { succeeded: 1, conditions: [{ type: "Complete", status: "True" }] };
+  const { json, text } = await deadRun("running", complete, [
+    {
+      metadata: {
+        name: "n0",
+        uid: "n0-first",
+        annotations: { [keys.kept]: JSON.stringify({ job: "up-n0" }) },
+      },
+    },
+    { metadata: { name: "n1", uid: "n1-first" } },
+  ]);
+  assert.deepEqual((json as { counts?: unknown }).counts, { finishing: 1, succeeded: 1 });
+  assert.match(text, /^n0 +finishing .*post-success work never ended/m);
+});
