@@ -252,7 +252,7 @@ async function jobsOf(
   return mergeJobs(read.whole, [...jobs, ...again.flat()]);
 }
 
-/** A node slimmed to the facts status shows: its mark, our cordon, its error. */
+/** A node slimmed to the facts status shows: its mark, our cordon, its error, a kept success. */
 function slimNode(n: Pick<V1Node, "metadata" | "spec">, keys: TrackingKeys): V1Node {
   return {
     metadata: {
@@ -261,7 +261,8 @@ function slimNode(n: Pick<V1Node, "metadata" | "spec">, keys: TrackingKeys): V1N
       uid: n.metadata?.uid,
       creationTimestamp: n.metadata?.creationTimestamp,
       labels: pick(n.metadata?.labels, keys.result),
-      annotations: pick(n.metadata?.annotations, keys.cordonedBy, keys.error),
+      // keys.kept: a success kept before post-success work that never ended.
+      annotations: pick(n.metadata?.annotations, keys.cordonedBy, keys.error, keys.kept),
     },
     spec: { unschedulable: n.spec?.unschedulable },
   };

@@ -26,6 +26,7 @@ import {
   type TrackingKeys,
 } from "../job.ts";
 import { duration } from "../report/log.ts";
+import { keptSuccess } from "../nodes/success_mark.ts";
 import { jobAction } from "../engine/stale.ts";
 import type { RunRecord } from "../report/record.ts";
 
@@ -232,6 +233,31 @@ export function recordClockNow(o: {
   return o.record.updatedAt + Math.max(0, o.serverNow - o.writtenAt);
 }
 
+/**
+ * A node its Job made succeeded is still finishing while its node carries
+ * that Job's success mark (nodes/success_mark.ts): the run writes the mark
+ * before the post-success work and removes it after, so the mark is the
+ * cluster's word that the work never ended, where the record, written at
+ * most once a heartbeat, may still say running for a run killed after the
+ * Job became Complete. Only a mark of this Job (its name, owner, template
+ * hash), as a re-run counts it; the node is read only when the run is gone
+ * or with `-o json` / `-o wide`. Changes `n` in place.
+ */
+function owedWork(
+  n: StatusNode,
+  job: V1Job | undefined,
+  node: V1Node | undefined,
+  run: RunIdentity,
+): void {
+  if (n.phase !== "succeeded" || !job || n.jobStatus !== "Complete") return;
+  const kept = keptSuccess(node?.metadata?.annotations, run.keys.kept, {
+    job: job.metadata?.name ?? "",
+    owner: run.owner?.uid,
+    templateHash: job.metadata?.annotations?.[run.keys.templateHash],
+  });
+  if (kept) n.phase = "finishing";
+}
+
 /** Whether the record says the run lives, ended or died. */
 export function lifeOf(record: RunRecord | undefined, now: number): RunLife {
   if (!record) return "unrecorded";
@@ -268,7 +294,11 @@ export function buildView(v: ViewInput): StatusView {
     seen.add(base.node);
     const nodeUid = v.nodes.get(base.node)?.metadata?.uid;
     const stale = (j: V1Job) => classifyJob(j, run, nodeUid) === "stale";
-    const merged = mergeNode(base, byNode.get(base.node), live, stale);
+    const job = byNode.get(base.node);
+    const merged = mergeNode(base, job, live, stale);
+    // The record's own succeeded is the run's word that the work ended (a
+    // mark it could not remove after is left for a re-run, said in its log).
+    if (base.phase !== "succeeded") owedWork(merged, job, v.nodes.get(base.node), run);
     nodes.push(nodeFacts(merged, v.nodes.get(base.node), v.keys));
   };
   // The Job's own name where it exists: jobName() hashes every long name.

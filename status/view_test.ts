@@ -459,12 +459,15 @@ Deno.test({
       ["its Job's success kept", marked({ job: "up-n1", at: "2026-12-01T09:00:30Z" }), "finishing"],
       ["another template's mark", marked({ job: "up-n1", templateHash: "other" }), "succeeded"],
       ["no mark", undefined, "succeeded"],
+      // The run ended the work and could not remove the mark (said in its log).
+      ["the record's own succeeded", marked({ job: "up-n1" }), "succeeded"],
     ];
     for (const [name, node, phase] of cases) {
       await t.step(name, () => {
         const now = T0 + 200_000;
+        const own = name === "the record's own succeeded";
         const v = viewOf({
-          record: record({ nodes }),
+          record: record({ nodes: own ? [nodes[0], { node: "n1", phase: "succeeded" }] : nodes }),
           jobs: [job("n0", "Complete"), job("n1", "Complete")],
           nodes: new Map(node ? [["n1", node]] : []),
           now,
