@@ -479,3 +479,27 @@ Deno.test({
     }
   },
 });
+
+Deno.test("status's re-run line counts a finishing node whose Job its TTL removed when the node keeps that Job's success: the re-run does its post-success work and never starts its Job", () => {
+  const nodes = [
+    { node: "n0", phase: "succeeded" as const },
+    { node: "n1", phase: "finishing" as const, since: T0 + 30_000 },
+  ];
+  const kept: V1Node = {
+    metadata: {
+      name: "n1",
+      uid: "u1",
+      annotations: { [keys.kept]: JSON.stringify({ job: "up-n1", at: "2026-12-01T09:00:30Z" }) },
+    },
+  };
+  const now = T0 + 200_000;
+  const v = viewOf({
+    record: record({ nodes }),
+    jobs: [job("n0", "Complete")],
+    nodes: new Map([["n1", kept]]),
+    now,
+  });
+  assert.equal(v.nodes[1].phase, "finishing");
+  assert.equal(v.rerun, undefined, "nothing to start or adopt: n1's success is counted");
+  assert.doesNotMatch(renderText(v, now), /start 1 node/);
+});
