@@ -250,12 +250,19 @@ function owedWork(
   run: RunIdentity,
 ): void {
   if (n.phase !== "succeeded" || !job || n.jobStatus !== "Complete") return;
-  const kept = keptSuccess(node?.metadata?.annotations, run.keys.kept, {
-    job: job.metadata?.name ?? "",
+  const hash = job.metadata?.annotations?.[run.keys.templateHash];
+  if (keptOn(node, job.metadata?.name ?? "", { ...run, templateHash: hash })) {
+    n.phase = "finishing";
+  }
+}
+
+/** Whether `node` keeps the success of Job `job` of `run` (nodes/success_mark.ts `keptSuccess`). */
+function keptOn(node: V1Node | undefined, job: string, run: RunIdentity): boolean {
+  return keptSuccess(node?.metadata?.annotations, run.keys.kept, {
+    job,
     owner: run.owner?.uid,
-    templateHash: job.metadata?.annotations?.[run.keys.templateHash],
-  });
-  if (kept) n.phase = "finishing";
+    templateHash: run.templateHash,
+  }) !== undefined;
 }
 
 /** Whether the record says the run lives, ended or died. */
@@ -356,8 +363,16 @@ function rerunOf(
   const r = { adopt: 0, count: 0, start: 0 };
   const run = runOf(v);
   for (const n of nodes) {
+    const job = jobs.get(n.node);
+    // As engine/fanout.ts #keptSuccesses: a success kept on the node whose
+    // Job is gone or going (its TTL) is counted, its Job never started again.
+    const gone = !job || job.metadata?.deletionTimestamp !== undefined;
+    if (gone && keptOn(v.nodes.get(n.node), job?.metadata?.name ?? n.job, run)) {
+      r.count++;
+      continue;
+    }
     const nodeUid = v.nodes.get(n.node)?.metadata?.uid;
-    const action = jobAction(jobs.get(n.node), run, { nodeUid });
+    const action = jobAction(job, run, { nodeUid });
     if (action === "adopt") r.adopt++;
     else if (action === "succeeded" || action === "failed") r.count++;
     else r.start++;
