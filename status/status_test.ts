@@ -512,3 +512,31 @@ Deno.test("status in text and -o json shows finishing a dead run's Complete node
   assert.deepEqual((json as { counts?: unknown }).counts, { finishing: 1, succeeded: 1 });
   assert.match(text, /^n0 +finishing .*post-success work never ended/m);
 });
+
+Deno.test("status in text reads a dead run's finishing node that has no Job left: the success it keeps means the re-run starts nothing, as -o json says", async () => {
+  const rec: RunRecord = {
+    ...record(0),
+    state: "stopped",
+    nodes: [{ node: "n0", phase: "finishing" }],
+  };
+  const cm = recordConfigMap(keys, rec, await encodeRecord(rec));
+  const node = {
+    metadata: { name: "n0", uid: "n0-first", annotations: { [keys.kept]: '{"job":"up-n0"}' } },
+  };
+  await withServer((req) => {
+    const url = new URL(req.url);
+    if (url.pathname === "/api/v1/namespaces/team/configmaps/run-record.up") {
+      return Response.json(cm);
+    }
+    if (url.pathname.endsWith("/jobs")) return listAnswer(req, []);
+    if (url.pathname === "/api/v1/nodes") return listAnswer(req, [node]);
+    return new Response("{}", { status: 404 });
+  }, async (kube) => {
+    const json = JSON.parse((await statusOnce(kube, "json")).printed);
+    assert.equal(json.rerun ?? undefined, undefined);
+    const { printed, code } = await statusOnce(kube, "text");
+    assert.doesNotMatch(printed, /start 1 node/);
+    assert.match(printed, /^n0 +finishing .*post-success work never ended/m);
+    assert.equal(code, 1);
+  });
+});
