@@ -304,3 +304,44 @@ Deno.test("NodeVerifier keeps the smoke-test verdict on the API server's clock: 
     assert.equal(posts, 1, "one smoke-test Job for one success of the node's Job");
   });
 });
+
+Deno.test("NodeVerifier says nothing of RBAC when the verdict's PATCH fails its UID test (a node replaced under its name), and still warns of a refusal after", async () => {
+  const warnings: string[] = [];
+  let smoke: V1Job | undefined;
+  let patches = 0;
+  await withServer((req, _n, body) => {
+    const path = new URL(req.url).pathname;
+    if (path === "/api/v1/nodes/n1") {
+      if (req.method !== "PATCH") return Response.json({ metadata: { name: "n1", uid: NODE.uid } });
+      // The first: the node was replaced between the read and the write.
+      return ++patches === 1 ? status(422, "Invalid") : status(403, "Forbidden");
+    }
+    if (req.method === "POST") {
+      smoke = {
+        metadata: { ...(body as V1Job).metadata, creationTimestamp: "2026-12-01T10:00:07Z" },
+        status: { conditions: [{ type: "Complete", status: "True" }] },
+      } as unknown as V1Job;
+      return Response.json(smoke, { status: 201 });
+    }
+    return smoke ? Response.json(smoke) : status(404, "NotFound");
+  }, async (kube) => {
+    const v = new NodeVerifier({
+      kube,
+      namespace: "ops",
+      keys: { nodeUid: "u", templateHash: "h", verified: "up/verified-job" },
+      config: { jobTemplate: "smoke.yaml", timeoutSecs: 5 },
+      smokeJob: (node) => ({
+        metadata: { name: `up-verify-${node.name}`, annotations: { u: node.uid } },
+      }),
+      signal: new AbortController().signal,
+      pollMs: 20,
+      warn: (m) => warnings.push(m),
+    });
+    assert.equal(await v.verify(NODE, ENDED), undefined);
+    assert.deepEqual(warnings, [], "a replaced node is no refusal of the verdicts");
+    smoke = undefined;
+    assert.equal(await v.verify(NODE, ENDED), undefined);
+    assert.equal(warnings.length, 1);
+    assert.match(warnings[0], /Forbidden|403/);
+  });
+});
