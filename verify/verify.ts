@@ -174,6 +174,10 @@ export class NodeVerifier {
       await this.#o.kube.request("patch", "PATCH", paths.node(node.metadata!.name!), patch);
     } catch (e) {
       if (isRetryable(e)) throw e;
+      // 422: the patch's test of the node's UID failed, the node was replaced
+      // under its name since it was read: no verdict is owed to the new one,
+      // and no refusal of the write is said (as nodes/success_mark.ts).
+      if ((e as { status?: number }).status === 422) return;
       this.#cannotKeep(e);
     }
   }
