@@ -345,3 +345,22 @@ Deno.test("NodeVerifier says nothing of RBAC when the verdict's PATCH fails its 
     assert.match(warnings[0], /Forbidden|403/);
   });
 });
+
+Deno.test("NodeVerifier never creates the smoke-test Job a second time when its TTL removed it before a poll saw its outcome", async () => {
+  // ttlSecondsAfterFinished shorter than the poll: the Job ran, succeeded and
+  // was deleted between two GETs; each GET after the create finds nothing.
+  await withServer((req, _n, body) => {
+    const path = new URL(req.url).pathname;
+    if (path === "/api/v1/nodes/n1") {
+      return Response.json({ metadata: { name: "n1", uid: NODE.uid } });
+    }
+    if (req.method === "POST") return Response.json(body, { status: 201 });
+    return status(404, "NotFound");
+  }, async (kube, hits) => {
+    const why = await verifier(kube, { jobTemplate: "smoke.yaml", timeoutSecs: 0.5 }, true)
+      .verify(NODE, ENDED);
+    const posts = hits.filter((h) => h.method === "POST").length;
+    assert.equal(posts, 1, "one smoke-test Job: a second would run the smoke test again");
+    assert.match(why ?? "", /up-verify-n1 was removed before its outcome was seen/);
+  });
+});
