@@ -215,6 +215,15 @@ export class NodeVerifier {
         seen && existingSmoke(seen, node.uid, this.#o.keys.nodeUid, finishedAt) === "replace"
       ) {
         await this.#delete(name, seen.metadata!.uid!);
+      } else if (!seen && created) {
+        // Ours, gone before a poll saw its outcome: its TTL (shorter than the
+        // poll) or a person removed it. Creating it again would run the smoke
+        // test a second time for one success of the node's Job; the node
+        // fails instead, naming the cause.
+        return {
+          why: `verification: job ${ns}/${name} was removed before its outcome was seen ` +
+            `(its ttlSecondsAfterFinished must outlast two polls of ${this.#pollSecs()} s)`,
+        };
       } else if (!seen) {
         created = await this.#create(job);
       }
@@ -251,6 +260,10 @@ export class NodeVerifier {
       const status = (e as { status?: number }).status;
       if (status !== 404 && status !== 409) throw e;
     }
+  }
+
+  #pollSecs(): number {
+    return (this.#o.pollMs ?? 2000) / 1000;
   }
 
   /** Sleeps one poll interval, or until the deadline; false when the run was stopped. */
