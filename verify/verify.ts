@@ -56,6 +56,9 @@ export interface VerifierOptions {
   pollMs?: number;
 }
 
+/** How often the verifier reads the pods and the smoke-test Job, by default (ms). */
+export const VERIFY_POLL_MS = 2000;
+
 /** What the verifier says when the run was stopped midway: not the node's fault. */
 export const STOPPED = "the run was stopped during verification";
 
@@ -263,12 +266,12 @@ export class NodeVerifier {
   }
 
   #pollSecs(): number {
-    return (this.#o.pollMs ?? 2000) / 1000;
+    return (this.#o.pollMs ?? VERIFY_POLL_MS) / 1000;
   }
 
   /** Sleeps one poll interval, or until the deadline; false when the run was stopped. */
   async #sleep(deadline: number): Promise<boolean> {
-    const ms = Math.max(1, Math.min(this.#o.pollMs ?? 2000, deadline - Date.now()));
+    const ms = Math.max(1, Math.min(this.#o.pollMs ?? VERIFY_POLL_MS, deadline - Date.now()));
     const signal = this.#o.signal;
     if (signal.aborted) return false;
     await new Promise<void>((resolve) => {
