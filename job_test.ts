@@ -1274,19 +1274,33 @@ Deno.test({
   },
 });
 
+/** Folders of test and build tooling, not of the dispatcher: the guard below skips them. */
+const NOT_PRODUCT = new Set(["testing", "e2e", "bench", "scripts", "tools", "chart"]);
+
 Deno.test({
-  name: "no module but job.ts reads a Job's conditions: the engine, status and verify/ ask job.ts",
+  name:
+    "no module but job.ts reads a Job's conditions: every folder of the dispatcher (engine/, verify/, fleet/, status/, …) and main.ts ask job.ts",
   permissions: { read: true },
   async fn() {
     const root = new URL("./", import.meta.url);
-    const reads =
-      /\.type === "(Complete|Failed|SuccessCriteriaMet|FailureTarget|Suspended)"|\bon\("(Complete|Failed|SuccessCriteriaMet|FailureTarget)"\)/;
+    const cond = "(Complete|Failed|SuccessCriteriaMet|FailureTarget|Suspended)";
+    const reads = new RegExp(
+      `\\btype\\s*[!=]==?\\s*"${cond}"|"${cond}"\\s*[!=]==?\\s*\\w+\\.type\\b|` +
+        `\\bon\\("${cond}"\\)|\\.includes\\(\\w+\\.type\\)`,
+    );
     const found: string[] = [];
-    for (const dir of ["engine", "status", "verify", "run", "report", "gates", "nodes"]) {
+    const scan = async (path: string) => {
+      if (reads.test(await Deno.readTextFile(new URL(path, root)))) found.push(path);
+    };
+    const dirs: string[] = [];
+    for await (const e of Deno.readDir(root)) {
+      if (e.isDirectory && !e.name.startsWith(".") && !NOT_PRODUCT.has(e.name)) dirs.push(e.name);
+      else if (e.isFile && e.name === "main.ts") await scan(e.name);
+    }
+    for (const dir of ["engine", "verify", "fleet", "status", "run"]) assert.ok(dirs.includes(dir));
+    for (const dir of dirs) {
       for await (const f of Deno.readDir(new URL(`${dir}/`, root))) {
-        if (!f.name.endsWith(".ts") || f.name.endsWith("_test.ts")) continue;
-        const text = await Deno.readTextFile(new URL(`${dir}/${f.name}`, root));
-        if (reads.test(text)) found.push(`${dir}/${f.name}`);
+        if (f.name.endsWith(".ts") && !f.name.endsWith("_test.ts")) await scan(`${dir}/${f.name}`);
       }
     }
     assert.deepEqual(found, []);

@@ -267,7 +267,8 @@ clusterTest("job-dispatcher status reads a rollout from the cluster alone", asyn
       const smoke = await tempFile(
         jobTemplate("smoke", "1s").replace(
           "spec:\n  backoffLimit",
-          "spec:\n  ttlSecondsAfterFinished: 0\n  backoffLimit",
+          // Two polls of the verifier (2 s): a shorter TTL may remove it unseen.
+          "spec:\n  ttlSecondsAfterFinished: 5\n  backoffLimit",
         ),
       );
       const args = [

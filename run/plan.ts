@@ -48,6 +48,8 @@ import { resolveWaves, withWaves } from "../engine/waves.ts";
 import { checkTtl, resolveNamespace, resolveOwner } from "./preflight.ts";
 import { tieTemplate } from "./owner_guard.ts";
 import { counted, EXIT, writeReport } from "../report/summary.ts";
+import { smokeTtlTooShort } from "../verify/rules.ts";
+import { VERIFY_POLL_MS } from "../verify/verify.ts";
 
 /** How many already-done nodes are named one by one before the rest are counted. */
 const SATISFIED_LINES = 20;
@@ -322,6 +324,8 @@ function verifyJobOf(
   }
   const template = parseJobTemplate(text, path);
   checkTemplateNamespace(template, job.namespace, path);
+  const short = smokeTtlTooShort(template, VERIFY_POLL_MS / 1000);
+  if (short) throw new UsageError(`Invalid --verify-job-template ${path}: ${short}`);
   const hash = templateHash(template, opts.pin);
   return (node) => instantiateJob({ ...job, template, node, templateHash: hash });
 }

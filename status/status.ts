@@ -260,7 +260,7 @@ async function jobsOf(
   return mergeJobs(read.whole, [...jobs, ...again.flat()]);
 }
 
-/** A node slimmed to the facts status shows: its mark, our cordon, its error. */
+/** A node slimmed to the facts status shows: its mark, our cordon, its error, a kept success. */
 function slimNode(n: Pick<V1Node, "metadata" | "spec">, keys: TrackingKeys): V1Node {
   return {
     metadata: {
@@ -269,7 +269,16 @@ function slimNode(n: Pick<V1Node, "metadata" | "spec">, keys: TrackingKeys): V1N
       uid: n.metadata?.uid,
       creationTimestamp: n.metadata?.creationTimestamp,
       labels: pick(n.metadata?.labels, keys.result),
-      annotations: pick(n.metadata?.annotations, keys.cordonedBy, keys.error),
+      // keys.kept: a success kept before post-success work that never ended,
+      // one annotation per Job (`keptKey`: the key and a dot, then the Job).
+      annotations: {
+        ...pick(n.metadata?.annotations, keys.cordonedBy, keys.error),
+        ...Object.fromEntries(
+          Object.entries(n.metadata?.annotations ?? {}).filter(([k]) =>
+            k.startsWith(`${keys.kept}.`)
+          ),
+        ),
+      },
     },
     spec: { unschedulable: n.spec?.unschedulable },
   };
@@ -314,7 +323,8 @@ const MAX_NODE_GETS = 50;
  * run no longer lives (or, living, it is a queued node of the record that its
  * Job moved on in the first sketch), a node whose Job names the UID it was made for tells
  * the re-run line whether that node was since replaced (its Job is then
- * stale), as `-o json` tells it. Marks and cordons are in `-o wide` and
+ * stale), as `-o json` tells it, and a dead run's finishing node with no Job
+ * left whether it keeps its success (the re-run counts it). Marks and cordons are in `-o wide` and
  * `-o json`, which read every node.
  */
 async function shownNodes(
@@ -338,8 +348,15 @@ async function shownNodes(
     .filter((j) => j.metadata?.annotations?.[keys.nodeUid])
     .map((j) => j.metadata!.annotations![keys.nodeName] ?? j.metadata!.labels![keys.node])
     .filter((n) => sketch.life !== "running" || movedOn.has(n));
+  // A dead run's finishing node with no Job left (its TTL): a success kept
+  // on the node (nodes/success_mark.ts) makes the re-run count it, not start it.
+  const withJob = new Set(
+    jobs.map((j) => j.metadata?.annotations?.[keys.nodeName] ?? j.metadata?.labels?.[keys.node]),
+  );
+  const owed = sketch.life === "running" ? [] : sketch.nodes
+    .filter((n) => n.phase === "finishing" && !withJob.has(n.node)).map((n) => n.node);
   // The nodes the rows' judgement already read are not read again.
-  const names = new Set([...failed, ...madeFor].filter((n) => !read.has(n)));
+  const names = new Set([...failed, ...madeFor, ...owed].filter((n) => !read.has(n)));
   return await nodesNamed(kube, keys, [...names]);
 }
 

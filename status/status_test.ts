@@ -1,3 +1,4 @@
+import { keptKey } from "../nodes/success_mark.ts";
 import assert from "node:assert/strict";
 import { withServer } from "../testing/loopback.ts";
 import { listAnswer } from "../testing/list_answer.ts";
@@ -495,6 +496,54 @@ Deno.test("status judges whether a run lives on the API server's clock, not the 
       });
     });
   }
+});
+
+Deno.test("status in text and -o json shows finishing a dead run's Complete node whose success is still kept on the node, where its record, a heartbeat old, says running", async () => {
+  const complete = { succeeded: 1, conditions: [{ type: "Complete", status: "True" }] };
+  const { json, text } = await deadRun("running", complete, [
+    {
+      metadata: {
+        name: "n0",
+        uid: "n0-first",
+        annotations: { [keptKey(keys.kept, "up-n0")]: JSON.stringify({ job: "up-n0" }) },
+      },
+    },
+    { metadata: { name: "n1", uid: "n1-first" } },
+  ]);
+  assert.deepEqual((json as { counts?: unknown }).counts, { finishing: 1, succeeded: 1 });
+  assert.match(text, /^n0 +finishing .*post-success work never ended/m);
+});
+
+Deno.test("status in text reads a dead run's finishing node that has no Job left: the success it keeps means the re-run starts nothing, as -o json says", async () => {
+  const rec: RunRecord = {
+    ...record(0),
+    state: "stopped",
+    nodes: [{ node: "n0", phase: "finishing" }],
+  };
+  const cm = recordConfigMap(keys, rec, await encodeRecord(rec));
+  const node = {
+    metadata: {
+      name: "n0",
+      uid: "n0-first",
+      annotations: { [keptKey(keys.kept, "up-n0")]: '{"job":"up-n0"}' },
+    },
+  };
+  await withServer((req) => {
+    const url = new URL(req.url);
+    if (url.pathname === "/api/v1/namespaces/team/configmaps/run-record.up") {
+      return Response.json(cm);
+    }
+    if (url.pathname.endsWith("/jobs")) return listAnswer(req, []);
+    if (url.pathname === "/api/v1/nodes") return listAnswer(req, [node]);
+    return new Response("{}", { status: 404 });
+  }, async (kube) => {
+    const json = JSON.parse((await statusOnce(kube, "json")).printed);
+    assert.equal(json.rerun ?? undefined, undefined);
+    const { printed, code } = await statusOnce(kube, "text");
+    assert.doesNotMatch(printed, /start 1 node/);
+    assert.match(printed, /^n0 +finishing .*post-success work never ended/m);
+    assert.equal(code, 1);
+  });
 });
 
 Deno.test("status in text tells a node replaced since the run began on the API server's clock, though the run's writer ran 45 s ahead of it", async () => {

@@ -26,6 +26,7 @@ import {
   type TrackingKeys,
 } from "../job.ts";
 import { duration } from "../report/log.ts";
+import { keptKey, keptSuccess } from "../nodes/success_mark.ts";
 import { jobAction } from "../engine/stale.ts";
 import type { RunRecord } from "../report/record.ts";
 
@@ -248,6 +249,38 @@ function madeSince(job: V1Job | undefined, writtenAt: number | undefined): boole
     new Date(made).getTime() >= writtenAt + 1_000;
 }
 
+/**
+ * A node its Job made succeeded is still finishing while its node carries
+ * that Job's success mark (nodes/success_mark.ts): the run writes the mark
+ * before the post-success work and removes it after, so the mark is the
+ * cluster's word that the work never ended, where the record, written at
+ * most once a heartbeat, may still say running for a run killed after the
+ * Job became Complete. Only a mark of this Job (its name, owner, template
+ * hash), as a re-run counts it; the node is read only when the run is gone
+ * or with `-o json` / `-o wide`. Changes `n` in place.
+ */
+function owedWork(
+  n: StatusNode,
+  job: V1Job | undefined,
+  node: V1Node | undefined,
+  run: RunIdentity,
+): void {
+  if (n.phase !== "succeeded" || !job || n.jobStatus !== "Complete") return;
+  const hash = job.metadata?.annotations?.[run.keys.templateHash];
+  if (keptOn(node, job.metadata?.name ?? "", { ...run, templateHash: hash })) {
+    n.phase = "finishing";
+  }
+}
+
+/** Whether `node` keeps the success of Job `job` of `run` (nodes/success_mark.ts `keptSuccess`). */
+function keptOn(node: V1Node | undefined, job: string, run: RunIdentity): boolean {
+  return keptSuccess(node?.metadata?.annotations, keptKey(run.keys.kept, job), {
+    job,
+    owner: run.owner?.uid,
+    templateHash: run.templateHash,
+  }) !== undefined;
+}
+
 /** Whether the record says the run lives, ended or died. */
 export function lifeOf(record: RunRecord | undefined, now: number): RunLife {
   if (!record) return "unrecorded";
@@ -284,11 +317,14 @@ export function buildView(v: ViewInput): StatusView {
     seen.add(base.node);
     const nodeUid = v.nodes.get(base.node)?.metadata?.uid;
     const stale = (j: V1Job) => classifyJob(j, run, nodeUid) === "stale";
-    const j = byNode.get(base.node);
+    const job = byNode.get(base.node);
     // A later run's Complete Job says nothing of its post-success work
     // (verification, labels): only its failure or its activity is news.
-    const newer = !live && madeSince(j, v.writtenAt) && jobStatusOf(j) !== "Complete";
-    const merged = mergeNode(base, j, live, stale, newer);
+    const newer = !live && madeSince(job, v.writtenAt) && jobStatusOf(job) !== "Complete";
+    const merged = mergeNode(base, job, live, stale, newer);
+    // The record's own succeeded is the run's word that the work ended (a
+    // mark it could not remove after is left for a re-run, said in its log).
+    if (base.phase !== "succeeded") owedWork(merged, job, v.nodes.get(base.node), run);
     nodes.push(nodeFacts(merged, v.nodes.get(base.node), v.keys));
   };
   // The Job's own name where it exists: jobName() hashes every long name.
@@ -346,8 +382,16 @@ function rerunOf(
   const r = { adopt: 0, count: 0, start: 0 };
   const run = runOf(v);
   for (const n of nodes) {
+    const job = jobs.get(n.node);
+    // As engine/fanout.ts #keptSuccesses: a success kept on the node whose
+    // Job is gone or going (its TTL) is counted, its Job never started again.
+    const gone = !job || job.metadata?.deletionTimestamp !== undefined;
+    if (gone && keptOn(v.nodes.get(n.node), job?.metadata?.name ?? n.job, run)) {
+      r.count++;
+      continue;
+    }
     const nodeUid = v.nodes.get(n.node)?.metadata?.uid;
-    const action = jobAction(jobs.get(n.node), run, { nodeUid });
+    const action = jobAction(job, run, { nodeUid });
     if (action === "adopt") r.adopt++;
     else if (action === "succeeded" || action === "failed") r.count++;
     else r.start++;

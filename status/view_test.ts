@@ -1,3 +1,4 @@
+import { keptKey } from "../nodes/success_mark.ts";
 import assert from "node:assert/strict";
 import type { V1Job, V1Node } from "@kubernetes/client-node";
 import { trackingKeys } from "../job.ts";
@@ -439,6 +440,75 @@ Deno.test({
       });
     }
   },
+});
+
+Deno.test({
+  name:
+    "status shows finishing a Complete node of a dead run whose record, a heartbeat old, still says running, when its success is kept on the node: its post-success work never ended, and --require-ended fails",
+  permissions: "none",
+  async fn(t) {
+    // Killed after it kept n1's success on the node (nodes/success_mark.ts)
+    // and before its next heartbeat wrote n1 finishing.
+    const nodes = [
+      { node: "n0", phase: "succeeded" as const },
+      { node: "n1", phase: "running" as const, since: T0, startedAt: T0 },
+    ];
+    const marked = (mark: object): V1Node => ({
+      metadata: {
+        name: "n1",
+        uid: "u1",
+        annotations: { [keptKey(keys.kept, "up-n1")]: JSON.stringify(mark) },
+      },
+    });
+    const cases: [string, V1Node | undefined, string][] = [
+      ["its Job's success kept", marked({ job: "up-n1", at: "2026-12-01T09:00:30Z" }), "finishing"],
+      ["another template's mark", marked({ job: "up-n1", templateHash: "other" }), "succeeded"],
+      ["no mark", undefined, "succeeded"],
+      // The run ended the work and could not remove the mark (said in its log).
+      ["the record's own succeeded", marked({ job: "up-n1" }), "succeeded"],
+    ];
+    for (const [name, node, phase] of cases) {
+      await t.step(name, () => {
+        const now = T0 + 200_000;
+        const own = name === "the record's own succeeded";
+        const v = viewOf({
+          record: record({ nodes: own ? [nodes[0], { node: "n1", phase: "succeeded" }] : nodes }),
+          jobs: [job("n0", "Complete"), job("n1", "Complete")],
+          nodes: new Map(node ? [["n1", node]] : []),
+          now,
+        });
+        assert.equal(v.life, "gone");
+        assert.equal(v.nodes[1].phase, phase);
+        assert.equal(statusExitCode(v, { requireEnded: true }), phase === "finishing" ? 1 : 0);
+      });
+    }
+  },
+});
+
+Deno.test("status's re-run line counts a finishing node whose Job its TTL removed when the node keeps that Job's success: the re-run does its post-success work and never starts its Job", () => {
+  const nodes = [
+    { node: "n0", phase: "succeeded" as const },
+    { node: "n1", phase: "finishing" as const, since: T0 + 30_000 },
+  ];
+  const kept: V1Node = {
+    metadata: {
+      name: "n1",
+      uid: "u1",
+      annotations: {
+        [keptKey(keys.kept, "up-n1")]: JSON.stringify({ job: "up-n1", at: "2026-12-01T09:00:30Z" }),
+      },
+    },
+  };
+  const now = T0 + 200_000;
+  const v = viewOf({
+    record: record({ nodes }),
+    jobs: [job("n0", "Complete")],
+    nodes: new Map([["n1", kept]]),
+    now,
+  });
+  assert.equal(v.nodes[1].phase, "finishing");
+  assert.equal(v.rerun, undefined, "nothing to start or adopt: n1's success is counted");
+  assert.doesNotMatch(renderText(v, now), /start 1 node/);
 });
 
 Deno.test({

@@ -8,7 +8,7 @@
  */
 
 import type { V1Job, V1Node, V1Pod } from "@kubernetes/client-node";
-import { interpretStatus, stillRuns } from "../job.ts";
+import { interpretStatus, type JobTemplate, stillRuns } from "../job.ts";
 
 /** What the pods on a node say: all proven Ready after the Job, or the first that is not. */
 export type PodsVerdict =
@@ -123,7 +123,11 @@ export interface SmokeVerdict {
   owner?: string;
   /** The smoke-test Job's template hash. */
   templateHash?: string;
-  /** When the verdict was seen (ISO 8601). */
+  /**
+   * When the smoke-test Job's outcome was decided (ISO 8601; job.ts
+   * `outcomeAt`, the API server's stamps, else when the run saw it): compared
+   * with the node's Job's end, also the API server's, never a run's clock.
+   */
   at: string;
   /** Why the node failed its smoke test; none: it passed. */
   failed?: string;
@@ -205,4 +209,23 @@ export function verdictPatch(
     path: `/metadata/annotations/${pointer}`,
     value: JSON.stringify(verdict),
   }];
+}
+
+/**
+ * Why a smoke-test template's `ttlSecondsAfterFinished` is too short for the
+ * verifier to see its Job's outcome, or undefined: the verifier reads the
+ * Job every `pollSecs` (a GET, no watch), so a Job that finishes just after
+ * one read must still be there at the next. One removed unseen fails its
+ * node (verify.ts), since creating it again would run the smoke test twice.
+ *
+ * @example
+ * ```ts
+ * smokeTtlTooShort(template, 2); // with ttlSecondsAfterFinished: 0, "... at least 4 ..."
+ * ```
+ */
+export function smokeTtlTooShort(template: JobTemplate, pollSecs: number): string | undefined {
+  const ttl = template.spec.ttlSecondsAfterFinished;
+  if (ttl === undefined || ttl >= 2 * pollSecs) return undefined;
+  return `ttlSecondsAfterFinished ${ttl} may remove the smoke-test Job before the run sees ` +
+    `its outcome (it reads it every ${pollSecs} s): set it to at least ${2 * pollSecs}`;
 }

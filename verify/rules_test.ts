@@ -1,6 +1,13 @@
 import assert from "node:assert/strict";
 import type { V1Job, V1Pod } from "@kubernetes/client-node";
-import { existingSmoke, keptVerdict, podsVerdict, smokeState, verdictOf } from "./rules.ts";
+import {
+  existingSmoke,
+  keptVerdict,
+  podsVerdict,
+  smokeState,
+  smokeTtlTooShort,
+  verdictOf,
+} from "./rules.ts";
 
 const FINISHED = Date.parse("2026-12-01T10:00:05.700Z");
 
@@ -166,6 +173,29 @@ Deno.test({
     ];
     for (const [name, node, want] of cases) {
       await t.step(name, () => assert.deepEqual(keptVerdict(node, KEY, smoke, KEYS, ended), want));
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "smokeTtlTooShort() refuses a smoke-test template whose TTL may remove its Job between two of the verifier's polls",
+  permissions: "none",
+  async fn(t) {
+    const cases: [string, number | undefined, boolean][] = [
+      ["no TTL", undefined, false],
+      ["0 s: gone at once", 0, true],
+      ["3 s: under two polls of 2 s", 3, true],
+      ["4 s: two polls", 4, false],
+      ["1 h", 3600, false],
+    ];
+    for (const [name, ttl, refused] of cases) {
+      await t.step(name, () => {
+        const template = { spec: { ttlSecondsAfterFinished: ttl, template: {} } };
+        const why = smokeTtlTooShort(template as never, 2);
+        assert.equal(why !== undefined, refused, why ?? "no refusal");
+        if (why) assert.match(why, new RegExp(`ttlSecondsAfterFinished ${ttl} .* at least 4`));
+      });
     }
   },
 });

@@ -11,7 +11,7 @@
  */
 
 import type { V1Job, V1Node, V1Pod } from "@kubernetes/client-node";
-import type { NodeFacts, TrackingKeys } from "../job.ts";
+import { type NodeFacts, outcomeAt, type TrackingKeys } from "../job.ts";
 import { isRetryable, type Kube, paths } from "../kube/client.ts";
 import { errorText } from "../base/errors.ts";
 import {
@@ -55,6 +55,9 @@ export interface VerifierOptions {
   /** How often the pods and the smoke-test Job are read. @default 2000 */
   pollMs?: number;
 }
+
+/** How often the verifier reads the pods and the smoke-test Job, by default (ms). */
+export const VERIFY_POLL_MS = 2000;
 
 /** What the verifier says when the run was stopped midway: not the node's fault. */
 export const STOPPED = "the run was stopped during verification";
@@ -134,10 +137,10 @@ export class NodeVerifier {
       ? keptVerdict(seen, keys.verified, job, keys, finishedAt)
       : undefined;
     if (kept) return kept.failed;
-    const { why, decided } = await this.#runSmoke(node, job, finishedAt, deadline);
+    const { why, decidedAt } = await this.#runSmoke(node, job, finishedAt, deadline);
     // A timeout is not kept: the Job may yet succeed, and a re-run waits for it.
-    if (seen && decided) {
-      await this.#keep(seen, verdictOf(job, keys, new Date().toISOString(), why));
+    if (seen && decidedAt !== undefined) {
+      await this.#keep(seen, verdictOf(job, keys, new Date(decidedAt).toISOString(), why));
     }
     return why;
   }
@@ -174,6 +177,10 @@ export class NodeVerifier {
       await this.#o.kube.request("patch", "PATCH", paths.node(node.metadata!.name!), patch);
     } catch (e) {
       if (isRetryable(e)) throw e;
+      // 422: the patch's test of the node's UID failed, the node was replaced
+      // under its name since it was read: no verdict is owed to the new one,
+      // and no refusal of the write is said (as nodes/success_mark.ts).
+      if ((e as { status?: number }).status === 422) return;
       this.#cannotKeep(e);
     }
   }
@@ -184,7 +191,7 @@ export class NodeVerifier {
     job: V1Job,
     finishedAt: number,
     deadline: number,
-  ): Promise<{ why?: string; decided: boolean }> {
+  ): Promise<{ why?: string; decidedAt?: number }> {
     const name = job.metadata!.name!;
     const ns = this.#o.namespace;
     const secs = this.#o.config.timeoutSecs;
@@ -197,21 +204,35 @@ export class NodeVerifier {
       ) {
         created = true;
         const s = smokeState(seen);
-        if (s.state === "succeeded") return { decided: true };
+        // When the smoke-test Job's outcome was decided, on the API server's
+        // clock, as the node's Job's end the kept verdict is compared with
+        // (keptVerdict): this run's clock may be a minute off the server's.
+        // The Job was created after the node's Job ended (existingSmoke), so
+        // its own end is after it too; "now" only when the Job says no time.
+        const decidedAt = outcomeAt(seen) ?? Date.now();
+        if (s.state === "succeeded") return { decidedAt };
         if (s.state === "failed") {
-          return { why: `verification: job ${ns}/${name} failed: ${s.reason}`, decided: true };
+          return { why: `verification: job ${ns}/${name} failed: ${s.reason}`, decidedAt };
         }
       } else if (
         seen && existingSmoke(seen, node.uid, this.#o.keys.nodeUid, finishedAt) === "replace"
       ) {
         await this.#delete(name, seen.metadata!.uid!);
+      } else if (!seen && created) {
+        // Ours, gone before a poll saw its outcome: its TTL (shorter than the
+        // poll) or a person removed it. Creating it again would run the smoke
+        // test a second time for one success of the node's Job; the node
+        // fails instead, naming the cause.
+        return {
+          why: `verification: job ${ns}/${name} was removed before its outcome was seen ` +
+            `(its ttlSecondsAfterFinished must outlast two polls of ${this.#pollSecs()} s)`,
+        };
       } else if (!seen) {
         created = await this.#create(job);
       }
       if (Date.now() >= deadline) {
         return {
           why: `verification: job ${ns}/${name} not succeeded after ${secs} s`,
-          decided: false,
         };
       }
       if (!(await this.#sleep(deadline))) throw new Error(STOPPED);
@@ -244,9 +265,13 @@ export class NodeVerifier {
     }
   }
 
+  #pollSecs(): number {
+    return (this.#o.pollMs ?? VERIFY_POLL_MS) / 1000;
+  }
+
   /** Sleeps one poll interval, or until the deadline; false when the run was stopped. */
   async #sleep(deadline: number): Promise<boolean> {
-    const ms = Math.max(1, Math.min(this.#o.pollMs ?? 2000, deadline - Date.now()));
+    const ms = Math.max(1, Math.min(this.#o.pollMs ?? VERIFY_POLL_MS, deadline - Date.now()));
     const signal = this.#o.signal;
     if (signal.aborted) return false;
     await new Promise<void>((resolve) => {

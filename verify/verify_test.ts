@@ -258,3 +258,109 @@ Deno.test("NodeVerifier without nodes get or patch runs the smoke test and says 
     );
   });
 });
+
+Deno.test("NodeVerifier keeps the smoke-test verdict on the API server's clock: a dispatcher 60 s behind the cluster does not run the smoke test again after its TTL", async () => {
+  // The API server's clock is 60 s ahead of the dispatcher's: the node's Job
+  // ended (completionTime) at server time, which is the dispatcher's future.
+  const ended = Math.floor((Date.now() + 60_000) / 1000) * 1000;
+  const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, "Z");
+  const annotations: Record<string, string> = {};
+  let smoke: V1Job | undefined;
+  await withServer((req, _n, body) => {
+    const path = new URL(req.url).pathname;
+    if (path === "/api/v1/nodes/n1") {
+      if (req.method === "PATCH") {
+        for (const op of body as { op: string; path: string; value?: string }[]) {
+          const key = op.path.replace("/metadata/annotations/", "").replace("~1", "/");
+          if (op.op === "add" && op.path.startsWith("/metadata/annotations/")) {
+            annotations[key] = op.value!;
+          }
+        }
+      }
+      return Response.json({ metadata: { name: "n1", uid: NODE.uid, annotations } });
+    }
+    if (req.method === "POST") {
+      smoke = {
+        ...(body as V1Job),
+        metadata: {
+          ...(body as V1Job).metadata,
+          creationTimestamp: iso(ended + 2_000) as unknown as Date,
+        },
+        status: {
+          completionTime: iso(ended + 4_000) as unknown as Date,
+          conditions: [{ type: "Complete", status: "True" }],
+        },
+      };
+      return Response.json(smoke, { status: 201 });
+    }
+    if (path.endsWith("/jobs/up-verify-n1") && smoke) return Response.json(smoke);
+    return status(404, "NotFound");
+  }, async (kube, hits) => {
+    const config = { jobTemplate: "smoke.yaml", timeoutSecs: 5 };
+    assert.equal(await verifier(kube, config, true).verify(NODE, ended), undefined);
+    smoke = undefined; // ttlSecondsAfterFinished: the Job is gone; the run was killed
+    assert.equal(await verifier(kube, config, true).verify(NODE, ended), undefined);
+    const posts = hits.filter((h) => h.method === "POST").length;
+    assert.equal(posts, 1, "one smoke-test Job for one success of the node's Job");
+  });
+});
+
+Deno.test("NodeVerifier says nothing of RBAC when the verdict's PATCH fails its UID test (a node replaced under its name), and still warns of a refusal after", async () => {
+  const warnings: string[] = [];
+  let smoke: V1Job | undefined;
+  let patches = 0;
+  await withServer((req, _n, body) => {
+    const path = new URL(req.url).pathname;
+    if (path === "/api/v1/nodes/n1") {
+      if (req.method !== "PATCH") return Response.json({ metadata: { name: "n1", uid: NODE.uid } });
+      // The first: the node was replaced between the read and the write.
+      return ++patches === 1 ? status(422, "Invalid") : status(403, "Forbidden");
+    }
+    if (req.method === "POST") {
+      smoke = {
+        metadata: { ...(body as V1Job).metadata, creationTimestamp: "2026-12-01T10:00:07Z" },
+        status: { conditions: [{ type: "Complete", status: "True" }] },
+      } as unknown as V1Job;
+      return Response.json(smoke, { status: 201 });
+    }
+    return smoke ? Response.json(smoke) : status(404, "NotFound");
+  }, async (kube) => {
+    const v = new NodeVerifier({
+      kube,
+      namespace: "ops",
+      keys: { nodeUid: "u", templateHash: "h", verified: "up/verified-job" },
+      config: { jobTemplate: "smoke.yaml", timeoutSecs: 5 },
+      smokeJob: (node) => ({
+        metadata: { name: `up-verify-${node.name}`, annotations: { u: node.uid } },
+      }),
+      signal: new AbortController().signal,
+      pollMs: 20,
+      warn: (m) => warnings.push(m),
+    });
+    assert.equal(await v.verify(NODE, ENDED), undefined);
+    assert.deepEqual(warnings, [], "a replaced node is no refusal of the verdicts");
+    smoke = undefined;
+    assert.equal(await v.verify(NODE, ENDED), undefined);
+    assert.equal(warnings.length, 1);
+    assert.match(warnings[0], /Forbidden|403/);
+  });
+});
+
+Deno.test("NodeVerifier never creates the smoke-test Job a second time when its TTL removed it before a poll saw its outcome", async () => {
+  // ttlSecondsAfterFinished shorter than the poll: the Job ran, succeeded and
+  // was deleted between two GETs; each GET after the create finds nothing.
+  await withServer((req, _n, body) => {
+    const path = new URL(req.url).pathname;
+    if (path === "/api/v1/nodes/n1") {
+      return Response.json({ metadata: { name: "n1", uid: NODE.uid } });
+    }
+    if (req.method === "POST") return Response.json(body, { status: 201 });
+    return status(404, "NotFound");
+  }, async (kube, hits) => {
+    const why = await verifier(kube, { jobTemplate: "smoke.yaml", timeoutSecs: 0.5 }, true)
+      .verify(NODE, ENDED);
+    const posts = hits.filter((h) => h.method === "POST").length;
+    assert.equal(posts, 1, "one smoke-test Job: a second would run the smoke test again");
+    assert.match(why ?? "", /up-verify-n1 was removed before its outcome was seen/);
+  });
+});
