@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { status, withServer } from "../testing/loopback.ts";
 import { pauseFile, pauseOwner, resumeOwnerCommand } from "./latch.ts";
+import type { V1Job } from "@kubernetes/client-node";
+import { applyJsonPatch, type PatchOp } from "../testing/json_patch.ts";
 
 const B = { query: "up == 0", value: "{} 0", at: 0 };
 const OWNER = { name: "hook", uid: "u-1" };
@@ -45,4 +47,28 @@ Deno.test("pauseFile() creates the pause file with the breach in it", async () =
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("pauseOwner() never replaces the annotations the owner gained between its 422 and the map's creation", async () => {
+  let job: V1Job = { metadata: { name: "hook", uid: "u-1", resourceVersion: "1" } };
+  let patches = 0;
+  await withServer((req, _n, body) => {
+    if (req.method === "GET") return Response.json(job);
+    if (++patches === 2) {
+      // Another writer (the run's progress) made the map meanwhile.
+      job = {
+        metadata: { ...job.metadata, resourceVersion: "2", annotations: { "p/progress": "3/5" } },
+      };
+    }
+    try {
+      job = applyJsonPatch(job, body as PatchOp[]);
+      return Response.json(job);
+    } catch {
+      return status(422, "Invalid");
+    }
+  }, async (kube) => {
+    await pauseOwner({ kube, namespace: "ops", owner: OWNER, pausedKey: "p/paused" }, B);
+  });
+  assert.equal(job.metadata?.annotations?.["p/progress"], "3/5");
+  assert.equal(job.metadata?.annotations?.["p/paused"], "true");
 });

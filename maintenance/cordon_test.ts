@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import type { V1Node } from "@kubernetes/client-node";
 import { cordonNode, cordonPatch, type CordonTarget, uncordonNode } from "./cordon.ts";
+import { applyJsonPatch, type PatchOp } from "../testing/json_patch.ts";
 import { type Hit, status, withServer } from "../testing/loopback.ts";
 
 const KEY = "job-dispatcher/cordoned-by";
@@ -236,4 +237,20 @@ Deno.test("cordonNode() gives up naming the node when it keeps changing under th
     );
     assert.equal(patches().length, 5);
   }, churn);
+});
+
+Deno.test("cordonPatch() of a node read without annotations never replaces those it gained since the read", () => {
+  const read: V1Node = { metadata: { name: "n1", uid: "uid-1", resourceVersion: "5" }, spec: {} };
+  const now: V1Node = {
+    metadata: { name: "n1", uid: "uid-1", resourceVersion: "6", annotations: { other: "x" } },
+    spec: {},
+  };
+  const { ops } = cordonPatch(read, T);
+  let after: V1Node | undefined;
+  try {
+    after = applyJsonPatch(now, ops as PatchOp[]);
+  } catch {
+    return; // refused (422): the cordon reads the node again
+  }
+  assert.equal(after.metadata?.annotations?.other, "x");
 });

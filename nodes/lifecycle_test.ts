@@ -18,6 +18,7 @@ import {
   taintsToLift,
 } from "./lifecycle.ts";
 import { UsageError } from "../job.ts";
+import { applyJsonPatch, type PatchOp } from "../testing/json_patch.ts";
 
 const KEY = "kata.example.com/installed";
 const INSTALL: LabelConfig = {
@@ -366,5 +367,15 @@ Deno.test({
       ["10", undefined],
     ];
     for (const [text, ms] of cases) assert.equal(goDurationMs(text), ms, text);
+  },
+});
+
+Deno.test({
+  name: "labelPatch() for a node read without labels keeps the labels it gained since",
+  permissions: "none",
+  fn() {
+    const now: V1Node = { metadata: { uid: "u1", labels: { "kubernetes.io/hostname": "n1" } } };
+    const after = applyJsonPatch(now, labelPatch("u1", false, plan([[KEY, "true"]])) as PatchOp[]);
+    assert.deepEqual(after.metadata?.labels, { "kubernetes.io/hostname": "n1", [KEY]: "true" });
   },
 });

@@ -12,6 +12,8 @@ import type { Kube } from "../kube/client.ts";
 import { Logger } from "./log.ts";
 import { pointer } from "../nodes/lifecycle.ts";
 import { trackingKeys } from "../job.ts";
+import type { V1Node } from "@kubernetes/client-node";
+import { applyJsonPatch, type PatchOp } from "../testing/json_patch.ts";
 
 const INPUT: ReportInput = {
   startedAt: new Date("2026-11-30T10:00:00Z"),
@@ -421,5 +423,27 @@ Deno.test({
     assert.equal(rest.name, "ops/up", "the node a taint left out, in no wave");
     assert.equal(rest.testcase.name, "n4");
     assert.equal(rest.testcase.classname, "job-dispatcher.up");
+  },
+});
+
+Deno.test({
+  name: "nodeMarkPatch() on a node selected without labels or annotations keeps those it " +
+    "gained since (the run's own cordon record): an add of the map would replace it",
+  permissions: "none",
+  fn() {
+    const keys = trackingKeys("job-dispatcher");
+    const selected = { uid: "u1", hasLabels: false, hasAnnotations: false };
+    const now: V1Node = {
+      metadata: {
+        uid: "u1",
+        labels: { "kubernetes.io/hostname": "n1" },
+        annotations: { [keys.cordonedBy]: "run-a" },
+      },
+    };
+    const ops = nodeMarkPatch(keys, selected, "failed", "2026-11-30T10:00:00Z", "boom");
+    const after = applyJsonPatch(now, ops as PatchOp[]);
+    assert.equal(after.metadata?.annotations?.[keys.cordonedBy], "run-a");
+    assert.equal(after.metadata?.labels?.["kubernetes.io/hostname"], "n1");
+    assert.equal(after.metadata?.labels?.[keys.result], "failed");
   },
 });
