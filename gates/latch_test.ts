@@ -9,10 +9,17 @@ const OWNER = { name: "hook", uid: "u-1" };
 
 Deno.test("pauseOwner() sets <P>/paused=true and the reason on the owner, tested by its UID", async () => {
   await withServer(
-    (_req, n) => n === 1 ? status(422, "Invalid") : Response.json({}),
+    (_req, n) =>
+      n === 1
+        ? status(422, "Invalid")
+        : Response.json({ metadata: { name: "hook", uid: "u-1", resourceVersion: "7" } }),
     async (kube, hits) => {
       await pauseOwner({ kube, namespace: "ops", owner: OWNER, pausedKey: "p/paused" }, B);
-      assert.equal(hits.length, 2, "a missing annotations map is created with ours");
+      assert.deepEqual(
+        hits.map((h) => h.method),
+        ["PATCH", "GET", "PATCH"],
+        "a missing annotations map is made with ours, from a fresh read",
+      );
       assert.equal(new URL(hits[0].url).pathname, "/apis/batch/v1/namespaces/ops/jobs/hook");
       assert.deepEqual(hits[0].body, [
         { op: "test", path: "/metadata/uid", value: "u-1" },
@@ -23,8 +30,9 @@ Deno.test("pauseOwner() sets <P>/paused=true and the reason on the owner, tested
           value: 'query "up == 0" returned {} 0',
         },
       ]);
-      assert.deepEqual(hits[1].body, [
+      assert.deepEqual(hits[2].body, [
         { op: "test", path: "/metadata/uid", value: "u-1" },
+        { op: "test", path: "/metadata/resourceVersion", value: "7" },
         {
           op: "add",
           path: "/metadata/annotations",

@@ -196,9 +196,8 @@ Deno.test({
   name: "labelPatch() tests the UID first and removes with add-then-remove",
   permissions: "none",
   fn() {
-    assert.deepEqual(labelPatch("u1", false, plan([[KEY, "true"], ["tier", null]])), [
+    assert.deepEqual(labelPatch("u1", plan([[KEY, "true"], ["tier", null]])), [
       { op: "test", path: "/metadata/uid", value: "u1" },
-      { op: "add", path: "/metadata/labels", value: {} },
       { op: "add", path: "/metadata/labels/kata.example.com~1installed", value: "true" },
       { op: "add", path: "/metadata/labels/tier", value: "" },
       { op: "remove", path: "/metadata/labels/tier" },
@@ -375,7 +374,7 @@ Deno.test({
   permissions: "none",
   fn() {
     const now: V1Node = { metadata: { uid: "u1", labels: { "kubernetes.io/hostname": "n1" } } };
-    const after = applyJsonPatch(now, labelPatch("u1", false, plan([[KEY, "true"]])) as PatchOp[]);
+    const after = applyJsonPatch(now, labelPatch("u1", plan([[KEY, "true"]])) as PatchOp[]);
     assert.deepEqual(after.metadata?.labels, { "kubernetes.io/hostname": "n1", [KEY]: "true" });
   },
 });

@@ -13,6 +13,7 @@
 import type { V1Job, V1Node, V1Pod } from "@kubernetes/client-node";
 import type { NodeFacts, TrackingKeys } from "../job.ts";
 import { isRetryable, type Kube, paths } from "../kube/client.ts";
+import { writeMetadataMaps } from "../kube/metadata_patch.ts";
 import { errorText } from "../base/errors.ts";
 import {
   existingSmoke,
@@ -20,7 +21,7 @@ import {
   podsVerdict,
   smokeState,
   verdictOf,
-  verdictPatch,
+  verdictWrite,
 } from "./rules.ts";
 
 /** What `--verify-pod-selector`, `--verify-job-template` and `--verify-timeout-secs` ask. */
@@ -169,9 +170,12 @@ export class NodeVerifier {
    * a webhook) is said once, and the run goes on without it.
    */
   async #keep(node: V1Node, verdict: ReturnType<typeof verdictOf>): Promise<void> {
-    const patch = verdictPatch(this.#o.keys.verified, node, verdict);
+    const write = verdictWrite(this.#o.keys.verified, verdict);
     try {
-      await this.#o.kube.request("patch", "PATCH", paths.node(node.metadata!.name!), patch);
+      // Gone or replaced since: its verification says so, nothing to keep.
+      await writeMetadataMaps(this.#o.kube, paths.node(node.metadata!.name!), node.metadata!.uid!, [
+        write,
+      ]);
     } catch (e) {
       if (isRetryable(e)) throw e;
       this.#cannotKeep(e);
