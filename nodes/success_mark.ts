@@ -174,7 +174,10 @@ export interface SuccessKeeperOptions {
  * thrown by `keep`, for the caller to pause and try again: the work waits
  * for its mark. A refusal (no `nodes patch`, a webhook's denial) is said
  * once and the work goes on without the mark, as every node record does
- * (the README's RBAC): the mark only matters to a run killed midway.
+ * (the README's RBAC): the mark only matters to a run killed midway. With
+ * a template's `ttlSecondsAfterFinished` it is all that holds the success
+ * once the Job is gone, and the pre-flight (`run/preflight.ts`) refuses to
+ * start without `nodes patch`.
  */
 export class SuccessKeeper {
   #o: SuccessKeeperOptions;
