@@ -111,7 +111,7 @@ export function existingSmoke(
 
 /**
  * A smoke-test Job's verdict, kept on its node (annotation
- * `<prefix>/verified-job`, JSON) once its outcome is seen: the Job's TTL may
+ * `<prefix>/verified-job.<job>`, `keptKey`, JSON) once its outcome is seen: the Job's TTL may
  * remove it before the run that created it ends its post-success work, and
  * a re-run of a run stopped in between must not run the smoke test again.
  * The same shape as the per-node Job's kept success (`job`, `owner`,

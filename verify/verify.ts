@@ -14,6 +14,7 @@ import type { V1Job, V1Node, V1Pod } from "@kubernetes/client-node";
 import type { NodeFacts, TrackingKeys } from "../job.ts";
 import { isRetryable, type Kube, paths } from "../kube/client.ts";
 import { writeMetadataMaps } from "../kube/metadata_patch.ts";
+import { keptKey } from "../nodes/success_mark.ts";
 import { errorText } from "../base/errors.ts";
 import {
   existingSmoke,
@@ -132,7 +133,7 @@ export class NodeVerifier {
     const keys = this.#o.keys;
     const seen = await this.#node(node.name);
     const kept = seen?.metadata?.uid === node.uid
-      ? keptVerdict(seen, keys.verified, job, keys, finishedAt)
+      ? keptVerdict(seen, keptKey(keys.verified, job.metadata?.name ?? ""), job, keys, finishedAt)
       : undefined;
     if (kept) return kept.failed;
     const { why, decided } = await this.#runSmoke(node, job, finishedAt, deadline);
@@ -170,7 +171,9 @@ export class NodeVerifier {
    * a webhook) is said once, and the run goes on without it.
    */
   async #keep(node: V1Node, verdict: ReturnType<typeof verdictOf>): Promise<void> {
-    const write = verdictWrite(this.#o.keys.verified, verdict);
+    // One key per smoke-test Job, as the success mark's: two rollouts
+    // sharing the prefix on a node keep their verdicts apart.
+    const write = verdictWrite(keptKey(this.#o.keys.verified, verdict.job), verdict);
     try {
       // Gone or replaced since: its verification says so, nothing to keep.
       await writeMetadataMaps(this.#o.kube, paths.node(node.metadata!.name!), node.metadata!.uid!, [
