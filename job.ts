@@ -214,7 +214,10 @@ export interface TrackingKeys {
    * its post-success work, until that work ends (`nodes/success_mark.ts` `keptKey`).
    */
   kept: string;
-  /** Node annotation: the verdict of the node's smoke-test Job (`verify/rules.ts` `SmokeVerdict`). */
+  /**
+   * Node annotation base: the verdict of the node's smoke-test Job (`verify/rules.ts`
+   * `SmokeVerdict`), one key per smoke-test Job (`nodes/success_mark.ts` `keptKey`).
+   */
   verified: string;
   /**
    * Owner Job annotation the chart sets: its revision's template ConfigMap,

@@ -196,7 +196,7 @@ before it is labelled, uncordoned and counted)
                             Ready since before proves nothing. RBAC: list pods.
   --verify-job-template PATH  One more node-pinned Job (a smoke test, named
                             <prefix>-verify-<node>) must succeed. Its verdict is
-                            kept on the node (<P>/verified-job): a re-run never
+                            kept on the node (<P>/verified-job.<job>): a re-run never
                             runs it twice for one success of the node's Job.
   --verify-timeout-secs S   How long the verification may take (default 600). Else
                             the node fails with "verification: pod NS/NAME not Ready

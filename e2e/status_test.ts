@@ -285,7 +285,7 @@ clusterTest("job-dispatcher status reads a rollout from the cluster alone", asyn
           "node",
           "stw-000",
           "-o",
-          "jsonpath={.metadata.annotations.job-dispatcher/verified-job}",
+          "jsonpath={.metadata.annotations.job-dispatcher/verified-job\\.stw-verify-stw-000}",
         ])).stdout.trim();
       let kept = "";
       await eventually(

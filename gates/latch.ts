@@ -14,7 +14,7 @@
 
 import { ApiError, type Kube, paths } from "../kube/client.ts";
 import type { OwnerRef } from "../job.ts";
-import { pointer } from "../nodes/lifecycle.ts";
+import { writeMetadataMaps } from "../kube/metadata_patch.ts";
 import { type Breach, describeBreach } from "./state.ts";
 
 /**
@@ -54,25 +54,22 @@ export interface OwnerLatch {
  */
 export async function pauseOwner(o: OwnerLatch, b: Breach): Promise<void> {
   const path = paths.job(o.namespace, o.owner.name);
-  const test = { op: "test", path: "/metadata/uid", value: o.owner.uid };
   const values = { [o.pausedKey]: "true", [pausedReasonKey(o.pausedKey)]: describeBreach(b) };
-  try {
-    await o.kube.request("patch", "PATCH", path, [
-      test,
-      ...Object.entries(values).map(([k, value]) => ({
-        op: "add",
-        path: `/metadata/annotations/${pointer(k)}`,
-        value,
-      })),
-    ]);
-  } catch (e) {
-    // No annotations map yet (JSON Patch cannot add into a missing map).
-    if (!(e instanceof ApiError && e.status === 422)) throw e;
-    await o.kube.request("patch", "PATCH", path, [
-      test,
-      { op: "add", path: "/metadata/annotations", value: values },
-    ]);
-  }
+  const writes = Object.entries(values).map(([key, value]) => ({
+    map: "annotations" as const,
+    key,
+    value,
+  }));
+  if (await writeMetadataMaps(o.kube, path, o.owner.uid, writes)) return;
+  // A refusal (refusesLatch): the exit latch holds the next run instead.
+  throw new ApiError({
+    status: 404,
+    reason: "NotFound",
+    verb: "patch",
+    resource: "jobs",
+    message:
+      `owner job ${o.namespace}/${o.owner.name} (UID ${o.owner.uid}) was deleted or replaced`,
+  });
 }
 
 /** The command that lifts the pause the gate set on the owner Job. */

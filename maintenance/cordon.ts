@@ -9,7 +9,7 @@
 
 import type { V1Node } from "@kubernetes/client-node";
 import { ApiError, type Kube, paths } from "../kube/client.ts";
-import { pointer } from "../nodes/lifecycle.ts";
+import { mapWriteOps, pointer } from "../kube/metadata_patch.ts";
 
 /** What a cordon found and did. */
 export interface CordonResult {
@@ -67,11 +67,10 @@ export function cordonPatch(
     { op: "test", path: "/metadata/uid", value: t.uid },
     { op: "test", path: "/spec", value: node.spec ?? {} },
   ];
-  if (!node.metadata?.annotations) {
-    ops.push({ op: "add", path: "/metadata/annotations", value: {} });
-  }
+  // The node as read: a map it lacks is made under a test of its version,
+  // so one made since (another rollout's mark) fails the write, not vanishes.
   ops.push(
-    { op: "add", path: `/metadata/annotations/${pointer(t.annotation)}`, value: t.runId },
+    ...mapWriteOps([{ map: "annotations", key: t.annotation, value: t.runId }], node),
     { op: "add", path: "/spec/unschedulable", value: true },
   );
   return { result: { outcome: "cordoned" }, ops };

@@ -1,32 +1,13 @@
 import assert from "node:assert/strict";
 import type { V1Node } from "@kubernetes/client-node";
 import { cordonNode, cordonPatch, type CordonTarget, uncordonNode } from "./cordon.ts";
+import { applyJsonPatch, type PatchOp } from "../testing/json_patch.ts";
 import { type Hit, status, withServer } from "../testing/loopback.ts";
 
 const KEY = "job-dispatcher/cordoned-by";
 const T: CordonTarget = { name: "n1", uid: "uid-1", annotation: KEY, runId: "run-a" };
 
-/** Applies an RFC 6902 patch as the API server does, or says which test failed. */
-function applyPatch(doc: unknown, ops: { op: string; path: string; value?: unknown }[]): unknown {
-  const copy = structuredClone(doc) as Record<string, unknown>;
-  for (const { op, path, value } of ops) {
-    const keys = path.split("/").slice(1).map((k) => k.replaceAll("~1", "/").replaceAll("~0", "~"));
-    const last = keys.pop()!;
-    let parent = copy as Record<string, unknown>;
-    for (const k of keys) {
-      if (typeof parent[k] !== "object" || parent[k] === null) throw new Error(`missing ${path}`);
-      parent = parent[k] as Record<string, unknown>;
-    }
-    if (op === "test") {
-      if (JSON.stringify(parent[last]) !== JSON.stringify(value)) throw new Error(`test ${path}`);
-    } else if (op === "add" || op === "replace") parent[last] = structuredClone(value);
-    else if (op === "remove") {
-      if (!(last in parent)) throw new Error(`missing ${path}`);
-      delete parent[last];
-    } else throw new Error(`unknown op ${op}`);
-  }
-  return copy;
-}
+const applyPatch = applyJsonPatch;
 
 /**
  * A fake API server holding one node: GET returns it, PATCH applies a JSON
@@ -75,7 +56,12 @@ function node(
     ? { other: "x" }
     : undefined;
   return {
-    metadata: { name: "n1", uid: o.uid ?? "uid-1", ...(annotations ? { annotations } : {}) },
+    metadata: {
+      name: "n1",
+      uid: o.uid ?? "uid-1",
+      resourceVersion: "1",
+      ...(annotations ? { annotations } : {}),
+    },
     spec: o.cordoned ? { podCIDR: "10.0.0.0/24", unschedulable: true } : { podCIDR: "10.0.0.0/24" },
   };
 }
@@ -86,8 +72,13 @@ Deno.test("cordonNode() cordons with a UID- and spec-tested patch that records t
     assert.deepEqual(patches()[0].body, [
       { op: "test", path: "/metadata/uid", value: "uid-1" },
       { op: "test", path: "/spec", value: { podCIDR: "10.0.0.0/24" } },
-      { op: "add", path: "/metadata/annotations", value: {} },
-      { op: "add", path: "/metadata/annotations/job-dispatcher~1cordoned-by", value: "run-a" },
+      // Read without annotations: the map is made on that version only.
+      { op: "test", path: "/metadata/resourceVersion", value: "1" },
+      {
+        op: "add",
+        path: "/metadata/annotations",
+        value: { "job-dispatcher/cordoned-by": "run-a" },
+      },
       { op: "add", path: "/spec/unschedulable", value: true },
     ]);
     assert.equal(state()!.spec!.unschedulable, true);
@@ -236,4 +227,20 @@ Deno.test("cordonNode() gives up naming the node when it keeps changing under th
     );
     assert.equal(patches().length, 5);
   }, churn);
+});
+
+Deno.test("cordonPatch() of a node read without annotations never replaces those it gained since the read", () => {
+  const read: V1Node = { metadata: { name: "n1", uid: "uid-1", resourceVersion: "5" }, spec: {} };
+  const now: V1Node = {
+    metadata: { name: "n1", uid: "uid-1", resourceVersion: "6", annotations: { other: "x" } },
+    spec: {},
+  };
+  const { ops } = cordonPatch(read, T);
+  let after: V1Node | undefined;
+  try {
+    after = applyJsonPatch(now, ops as PatchOp[]);
+  } catch {
+    return; // refused (422): the cordon reads the node again
+  }
+  assert.equal(after.metadata?.annotations?.other, "x");
 });

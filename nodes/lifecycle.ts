@@ -15,6 +15,7 @@
 
 import type { V1Node, V1Taint } from "@kubernetes/client-node";
 import { isLabelKey, isLabelValue, UsageError } from "../job.ts";
+import { type MapWrite, mapWriteOps } from "../kube/metadata_patch.ts";
 
 /** One `--remove-node-taints` entry: a taint key, and an effect when given. */
 export interface TaintSelector {
@@ -190,33 +191,31 @@ export function planHolds(plan: LabelPlan, labels: Record<string, string>): bool
   return [...plan].every(([k, v]) => v === null ? labels[k] === undefined : labels[k] === v);
 }
 
-/** Escapes a map key for a JSON Patch path (RFC 6901). */
-export function pointer(key: string): string {
-  return key.replaceAll("~", "~0").replaceAll("/", "~1");
+/** Escapes a map key for a JSON Patch path (RFC 6901); kube/'s, for the node writes. */
+export { pointer } from "../kube/metadata_patch.ts";
+
+/** The label writes that carry out `plan` (`null`: remove). */
+export function labelWrites(plan: LabelPlan): MapWrite[] {
+  return [...plan].map(([key, value]) => ({ map: "labels", key, value }));
 }
 
 /**
  * The JSON Patch that carries out `plan`, guarded by a `test` of the node's
  * UID: a node deleted and recreated under the same name is a rejected write,
  * not a label on a machine that never ran the Job. A removal is an add then a
- * remove, so that it succeeds whether or not the label is still there.
+ * remove, so that it succeeds whether or not the label is still there. It
+ * assumes the node's labels map (`writeMetadataMaps` makes a missing one from
+ * a fresh read): an `add` of the map would replace every label it gained.
  *
  * @example
  * ```ts
- * labelPatch("uid-1", true, new Map([["k", "true"]]));
+ * labelPatch("uid-1", new Map([["k", "true"]]));
  * // [{ op: "test", path: "/metadata/uid", value: "uid-1" },
  * //  { op: "add", path: "/metadata/labels/k", value: "true" }]
  * ```
  */
-export function labelPatch(uid: string, hasLabels: boolean, plan: LabelPlan): unknown[] {
-  const ops: unknown[] = [{ op: "test", path: "/metadata/uid", value: uid }];
-  if (!hasLabels) ops.push({ op: "add", path: "/metadata/labels", value: {} });
-  for (const [k, v] of plan) {
-    const path = `/metadata/labels/${pointer(k)}`;
-    ops.push({ op: "add", path, value: v ?? "" });
-    if (v === null) ops.push({ op: "remove", path });
-  }
-  return ops;
+export function labelPatch(uid: string, plan: LabelPlan): unknown[] {
+  return [{ op: "test", path: "/metadata/uid", value: uid }, ...mapWriteOps(labelWrites(plan))];
 }
 
 /**

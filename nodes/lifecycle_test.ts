@@ -18,6 +18,7 @@ import {
   taintsToLift,
 } from "./lifecycle.ts";
 import { UsageError } from "../job.ts";
+import { applyJsonPatch, type PatchOp } from "../testing/json_patch.ts";
 
 const KEY = "kata.example.com/installed";
 const INSTALL: LabelConfig = {
@@ -195,9 +196,8 @@ Deno.test({
   name: "labelPatch() tests the UID first and removes with add-then-remove",
   permissions: "none",
   fn() {
-    assert.deepEqual(labelPatch("u1", false, plan([[KEY, "true"], ["tier", null]])), [
+    assert.deepEqual(labelPatch("u1", plan([[KEY, "true"], ["tier", null]])), [
       { op: "test", path: "/metadata/uid", value: "u1" },
-      { op: "add", path: "/metadata/labels", value: {} },
       { op: "add", path: "/metadata/labels/kata.example.com~1installed", value: "true" },
       { op: "add", path: "/metadata/labels/tier", value: "" },
       { op: "remove", path: "/metadata/labels/tier" },
@@ -366,5 +366,15 @@ Deno.test({
       ["10", undefined],
     ];
     for (const [text, ms] of cases) assert.equal(goDurationMs(text), ms, text);
+  },
+});
+
+Deno.test({
+  name: "labelPatch() for a node read without labels keeps the labels it gained since",
+  permissions: "none",
+  fn() {
+    const now: V1Node = { metadata: { uid: "u1", labels: { "kubernetes.io/hostname": "n1" } } };
+    const after = applyJsonPatch(now, labelPatch("u1", plan([[KEY, "true"]])) as PatchOp[]);
+    assert.deepEqual(after.metadata?.labels, { "kubernetes.io/hostname": "n1", [KEY]: "true" });
   },
 });

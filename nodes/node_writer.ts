@@ -10,18 +10,18 @@
 import type { V1Node } from "@kubernetes/client-node";
 import { ApiError, isRetryable, type Kube, paths } from "../kube/client.ts";
 import { SYSTEM_CLOCK } from "../base/clock.ts";
+import { writeMetadataMaps } from "../kube/metadata_patch.ts";
 import type { TrackingKeys } from "../job.ts";
 import {
   goDurationMs,
   isReady,
   type LabelConfig,
-  labelPatch,
   type LabelPlan,
+  labelWrites,
   missingFact,
   planAfterSuccess,
   planBeforeJob,
   planHolds,
-  pointer,
   type RequiredFacts,
   servesHandler,
   taintPatch,
@@ -257,39 +257,25 @@ export class NodeWriter {
   async #patchLabels(
     name: string,
     uid: string,
-    node: SelectedNode,
+    _node: SelectedNode,
     plan: LabelPlan,
     clearsMarks = false,
   ): Promise<void> {
-    const ops = labelPatch(uid, node.metadata?.labels !== undefined, plan);
+    const writes = labelWrites(plan);
     if (clearsMarks) {
       // A cleaned node keeps no outcome of the Jobs it no longer has.
       const k = this.#o.keys;
-      ops.push(...labelPatch(uid, true, new Map([[k.result, null]])).slice(1));
-      if (node.metadata?.annotations) {
-        for (const key of [k.error, k.finishedAt]) {
-          const path = `/metadata/annotations/${pointer(key)}`;
-          ops.push({ op: "add", path, value: "" }, { op: "remove", path });
-        }
-      }
+      writes.push(
+        { map: "labels", key: k.result, value: null },
+        { map: "annotations", key: k.error, value: null },
+        { map: "annotations", key: k.finishedAt, value: null },
+      );
     }
-    await this.#patch(name, uid, ops);
-  }
-
-  /**
-   * Sends a patch whose first operation tests the node's UID. The API server
-   * answers a failed test with a bare 422 ("the server rejected our
-   * request"), so a 422 is followed by a read that tells a replaced node.
-   */
-  async #patch(name: string, uid: string, ops: unknown[]): Promise<void> {
-    try {
-      await this.#o.kube.request("patch", "PATCH", paths.node(name), ops);
-    } catch (e) {
-      if (!(e instanceof ApiError && e.status === 422)) throw e;
-      const fresh = await this.#read(name, uid);
-      if (typeof fresh === "string") throw new Error(`${fresh}: the write was refused`);
-      throw e;
-    }
+    if (await writeMetadataMaps(this.#o.kube, paths.node(name), uid, writes)) return;
+    const fresh = await this.#read(name, uid);
+    throw new Error(
+      `${typeof fresh === "string" ? fresh : `node ${name} changed`}: the write was refused`,
+    );
   }
 
   async #liftTaints(name: string, uid: string, node: SelectedNode): Promise<string | undefined> {

@@ -24,10 +24,9 @@
  * @module
  */
 
-import { ApiError, isRetryable, type Kube, paths } from "../kube/client.ts";
+import { isRetryable, type Kube, paths } from "../kube/client.ts";
+import { type MapWrite, mapWriteOps, writeMetadataMaps } from "../kube/metadata_patch.ts";
 import { errorText } from "../base/errors.ts";
-import { pointer } from "./lifecycle.ts";
-import type { V1Node } from "@kubernetes/client-node";
 import { createHash } from "node:crypto";
 
 /** The most an annotation key's name (after the `/`) may hold. */
@@ -97,18 +96,16 @@ export function successMarkPatch(
   mark: SuccessMark | null,
   bare?: { resourceVersion: string },
 ): unknown[] {
-  const path = `/metadata/annotations/${pointer(key)}`;
-  const ops: unknown[] = [{ op: "test", path: "/metadata/uid", value: node.uid }];
-  if (bare && mark) {
-    return [
-      ...ops,
-      { op: "test", path: "/metadata/resourceVersion", value: bare.resourceVersion },
-      { op: "add", path: "/metadata/annotations", value: { [key]: JSON.stringify(mark) } },
-    ];
-  }
-  if (mark) return [...ops, { op: "add", path, value: JSON.stringify(mark) }];
-  // add-then-remove: a remove of a missing key fails the whole patch.
-  return [...ops, { op: "add", path, value: "" }, { op: "remove", path }];
+  const read = bare && { metadata: { resourceVersion: bare.resourceVersion } };
+  return [
+    { op: "test", path: "/metadata/uid", value: node.uid },
+    ...mapWriteOps([markWrite(key, mark)], read),
+  ];
+}
+
+/** The annotation write of `mark` under `key` (`null`: its removal). */
+function markWrite(key: string, mark: SuccessMark | null): MapWrite {
+  return { map: "annotations", key, value: mark && JSON.stringify(mark) };
 }
 
 /**
@@ -142,44 +139,21 @@ export function keptSuccess(
 }
 
 /**
- * Writes (or with `null` removes) the mark on the node: one PATCH, and on a
- * 422 a read of the node and, when it has no annotations map, one more
- * PATCH that makes it, tested against that read. An outage or refusal is
- * thrown for the caller to judge.
+ * Writes (or with `null` removes) the mark on the node, by
+ * `writeMetadataMaps`: a missing annotations map is made from a fresh read,
+ * never from the selection's view. An outage or refusal is thrown for the
+ * caller to judge.
  *
  * @returns false when the node is gone or was replaced under its name: nothing written
  * @throws {ApiError} as the API server answered
  */
-export async function writeSuccessMark(
+export function writeSuccessMark(
   kube: Pick<Kube, "request" | "get">,
   key: string,
   node: MarkedNode,
   mark: SuccessMark | null,
 ): Promise<boolean> {
-  const path = paths.node(node.name);
-  for (let attempt = 1;; attempt++) {
-    try {
-      await kube.request("patch", "PATCH", path, successMarkPatch(key, node, mark));
-      return true;
-    } catch (e) {
-      // Deleted (a scale-down after its Job): its own work says so.
-      if (e instanceof ApiError && e.status === 404) return false;
-      if (!(e instanceof ApiError && e.status === 422)) throw e;
-      const read = await kube.get<V1Node>(path);
-      if (read?.metadata?.uid !== node.uid) return false;
-      // Refused for another reason than a missing map (a value too large).
-      if (read.metadata.annotations) throw e;
-      if (!mark) return true;
-      const bare = { resourceVersion: read.metadata.resourceVersion ?? "" };
-      try {
-        await kube.request("patch", "PATCH", path, successMarkPatch(key, node, mark, bare));
-        return true;
-      } catch (again) {
-        // Changed since the read (its version moved on): read it again.
-        if (!(again instanceof ApiError && again.status === 422) || attempt >= 3) throw again;
-      }
-    }
-  }
+  return writeMetadataMaps(kube, paths.node(node.name), node.uid, [markWrite(key, mark)]);
 }
 
 /** Options of {@linkcode SuccessKeeper}. */
@@ -200,7 +174,10 @@ export interface SuccessKeeperOptions {
  * thrown by `keep`, for the caller to pause and try again: the work waits
  * for its mark. A refusal (no `nodes patch`, a webhook's denial) is said
  * once and the work goes on without the mark, as every node record does
- * (the README's RBAC): the mark only matters to a run killed midway.
+ * (the README's RBAC): the mark only matters to a run killed midway. With
+ * a template's `ttlSecondsAfterFinished` it is all that holds the success
+ * once the Job is gone, and the pre-flight (`run/preflight.ts`) refuses to
+ * start without `nodes patch`.
  */
 export class SuccessKeeper {
   #o: SuccessKeeperOptions;

@@ -10,6 +10,7 @@ import {
 import type { V1Node } from "@kubernetes/client-node";
 import { ApiError, type Kube } from "../kube/client.ts";
 import { status, withServer } from "../testing/loopback.ts";
+import { applyJsonPatch } from "../testing/json_patch.ts";
 
 const KEY = "job-dispatcher/succeeded-job";
 const NODE: MarkedNode = { name: "n1", uid: "u1" };
@@ -144,27 +145,7 @@ Deno.test({
   },
 });
 
-/** Applies an RFC 6902 patch as the API server does (`add` of a member that exists replaces it). */
-function applyPatch(doc: unknown, ops: { op: string; path: string; value?: unknown }[]): unknown {
-  const copy = structuredClone(doc) as Record<string, unknown>;
-  for (const { op, path, value } of ops) {
-    const keys = path.split("/").slice(1).map((k) => k.replaceAll("~1", "/").replaceAll("~0", "~"));
-    const last = keys.pop()!;
-    let parent = copy;
-    for (const k of keys) {
-      if (typeof parent[k] !== "object" || parent[k] === null) throw new Error(`missing ${path}`);
-      parent = parent[k] as Record<string, unknown>;
-    }
-    if (op === "test") {
-      if (JSON.stringify(parent[last]) !== JSON.stringify(value)) throw new Error(`test ${path}`);
-    } else if (op === "add") parent[last] = structuredClone(value);
-    else if (op === "remove") {
-      if (!(last in parent)) throw new Error(`missing ${path}`);
-      delete parent[last];
-    } else throw new Error(`unknown op ${op}`);
-  }
-  return copy;
-}
+const applyPatch = applyJsonPatch;
 
 /** A fake API server holding node n1: GET returns it, PATCH applies a JSON Patch (422 on a failure). */
 async function withNode(

@@ -15,7 +15,7 @@ import type { BreachRecord } from "../gates/gate.ts";
 import type { OwnerRef, TrackingKeys } from "../job.ts";
 import { ApiError, isRetryable, type Kube, paths } from "../kube/client.ts";
 import { describeProgress, type Logger } from "./log.ts";
-import { pointer } from "../nodes/lifecycle.ts";
+import { type MapWrite, mapWriteOps, writeMetadataMaps } from "../kube/metadata_patch.ts";
 import { type RecordOptions, RecordWriter } from "./record_writer.ts";
 import { RecordStore, SupersededError } from "./record_store.ts";
 
@@ -343,16 +343,35 @@ ${suites.map(suiteXml).join("\n")}
 export interface RecordedNode {
   /** The UID selected for it; every write tests it. */
   uid: string;
-  /** Whether the node had labels and annotations maps when selected. */
-  hasLabels: boolean;
-  hasAnnotations: boolean;
 }
 
 /**
- * The JSON Patch that marks a node with its outcome: label `<p>/result`,
- * annotations `<p>/finished-at` and `<p>/error` (removed on success), guarded
- * by a `test` of the node's UID so that a node replaced under the same name
- * is a rejected write, not a race.
+ * The writes that mark a node with its outcome: label `<p>/result`,
+ * annotations `<p>/finished-at` and `<p>/error` (removed on success).
+ */
+export function nodeMarkWrites(
+  keys: TrackingKeys,
+  outcome: "succeeded" | "failed",
+  finishedAt: string,
+  error?: string,
+): MapWrite[] {
+  return [
+    { map: "labels", key: keys.result, value: outcome },
+    { map: "annotations", key: keys.finishedAt, value: finishedAt },
+    {
+      map: "annotations",
+      key: keys.error,
+      value: outcome === "succeeded" ? null : (error ?? "").slice(0, 1024),
+    },
+  ];
+}
+
+/**
+ * The JSON Patch that marks a node with its outcome ({@linkcode nodeMarkWrites}),
+ * guarded by a `test` of the node's UID so that a node replaced under the
+ * same name is a rejected write, not a race. It assumes the node's maps
+ * (`writeMetadataMaps` makes a missing one from a fresh read): the
+ * selection's view of them is stale by the time a Job ends.
  */
 export function nodeMarkPatch(
   keys: TrackingKeys,
@@ -361,18 +380,10 @@ export function nodeMarkPatch(
   finishedAt: string,
   error?: string,
 ): unknown[] {
-  const ops: unknown[] = [{ op: "test", path: "/metadata/uid", value: node.uid }];
-  if (!node.hasLabels) ops.push({ op: "add", path: "/metadata/labels", value: {} });
-  if (!node.hasAnnotations) ops.push({ op: "add", path: "/metadata/annotations", value: {} });
-  const ann = (k: string) => `/metadata/annotations/${pointer(k)}`;
-  ops.push(
-    { op: "add", path: `/metadata/labels/${pointer(keys.result)}`, value: outcome },
-    { op: "add", path: ann(keys.finishedAt), value: finishedAt },
-    // add-then-remove clears the error whether or not an earlier run left one.
-    { op: "add", path: ann(keys.error), value: (error ?? "").slice(0, 1024) },
-  );
-  if (outcome === "succeeded") ops.push({ op: "remove", path: ann(keys.error) });
-  return ops;
+  return [
+    { op: "test", path: "/metadata/uid", value: node.uid },
+    ...mapWriteOps(nodeMarkWrites(keys, outcome, finishedAt, error)),
+  ];
 }
 
 /** Options of {@linkcode Recorder}. */
@@ -451,7 +462,8 @@ export class Recorder implements Reporter {
         this.#o.log.warn(e.message);
         return;
       }
-      // A node replaced under its name fails the UID test (422): skip quietly.
+      // A node that kept changing under the write (422 after the map was
+      // made from three reads): this record is lost, the later ones are not.
       if (e instanceof ApiError && e.status === 422 && kind === "node marks") return;
       // An outage loses this one record, not every later one.
       if (isRetryable(e)) {
@@ -565,8 +577,9 @@ export class Recorder implements Reporter {
   #mark(node: string, outcome: "succeeded" | "failed", error?: string): void {
     const n = this.#o.nodes.get(node);
     if (this.#o.marks === false || !n) return;
-    const patch = nodeMarkPatch(this.#o.keys, n, outcome, new Date().toISOString(), error);
-    this.#try("node marks", () => this.#o.kube.request("patch", "PATCH", paths.node(node), patch));
+    const writes = nodeMarkWrites(this.#o.keys, outcome, new Date().toISOString(), error);
+    // A node deleted or replaced since: nothing to mark.
+    this.#try("node marks", () => writeMetadataMaps(this.#o.kube, paths.node(node), n.uid, writes));
   }
 
   /** Progress, kept on the owner Job's annotation at most every 10 s. */
@@ -591,20 +604,9 @@ export class Recorder implements Reporter {
   async #patchOwner(text: string): Promise<void> {
     const owner = this.#o.owner!;
     const path = paths.job(this.#o.namespace, owner.name);
-    const test = { op: "test", path: "/metadata/uid", value: owner.uid };
-    try {
-      await this.#o.kube.request("patch", "PATCH", path, [
-        test,
-        { op: "add", path: `/metadata/annotations/${pointer(this.#o.keys.progress)}`, value: text },
-      ]);
-    } catch (e) {
-      // No annotations map yet: create it with ours.
-      if (!(e instanceof ApiError && e.status === 422)) throw e;
-      await this.#o.kube.request("patch", "PATCH", path, [
-        test,
-        { op: "add", path: "/metadata/annotations", value: { [this.#o.keys.progress]: text } },
-      ]);
-    }
+    await writeMetadataMaps(this.#o.kube, path, owner.uid, [
+      { map: "annotations", key: this.#o.keys.progress, value: text },
+    ]);
   }
 
   /** Records the end of the rollout on the owner Job and waits for every write. */

@@ -12,6 +12,8 @@ import type { Kube } from "../kube/client.ts";
 import { Logger } from "./log.ts";
 import { pointer } from "../nodes/lifecycle.ts";
 import { trackingKeys } from "../job.ts";
+import type { V1Node } from "@kubernetes/client-node";
+import { applyJsonPatch, type PatchOp } from "../testing/json_patch.ts";
 
 const INPUT: ReportInput = {
   startedAt: new Date("2026-11-30T10:00:00Z"),
@@ -138,7 +140,7 @@ Deno.test({
   permissions: "none",
   fn() {
     const keys = trackingKeys("job-dispatcher");
-    const node = { uid: "u1", hasLabels: true, hasAnnotations: true };
+    const node = { uid: "u1" };
     const ok = nodeMarkPatch(keys, node, "succeeded", "2026-11-30T10:00:00Z");
     assert.deepEqual(ok[0], { op: "test", path: "/metadata/uid", value: "u1" });
     assert.deepEqual(ok.slice(1), [
@@ -151,17 +153,11 @@ Deno.test({
       { op: "add", path: "/metadata/annotations/job-dispatcher~1error", value: "" },
       { op: "remove", path: "/metadata/annotations/job-dispatcher~1error" },
     ]);
-    const failed = nodeMarkPatch(
-      keys,
-      { uid: "u1", hasLabels: false, hasAnnotations: false },
-      "failed",
-      "t",
-      "install exited 1",
+    const failed = nodeMarkPatch(keys, { uid: "u1" }, "failed", "t", "install exited 1");
+    assert.ok(
+      !failed.some((o) => /^\/metadata\/(labels|annotations)$/.test((o as { path: string }).path)),
+      "never an add of a whole map: it would replace the one the node has",
     );
-    assert.deepEqual(failed.slice(1, 3), [
-      { op: "add", path: "/metadata/labels", value: {} },
-      { op: "add", path: "/metadata/annotations", value: {} },
-    ]);
     assert.deepEqual(failed.at(-1), {
       op: "add",
       path: "/metadata/annotations/job-dispatcher~1error",
@@ -220,7 +216,7 @@ Deno.test({
             return Promise.resolve({});
           },
         } as unknown as Kube;
-        const node = { uid: "u", hasLabels: true, hasAnnotations: true };
+        const node = { uid: "u" };
         const recorder = new Recorder({
           kube,
           log: new Logger("text", () => {}),
@@ -421,5 +417,27 @@ Deno.test({
     assert.equal(rest.name, "ops/up", "the node a taint left out, in no wave");
     assert.equal(rest.testcase.name, "n4");
     assert.equal(rest.testcase.classname, "job-dispatcher.up");
+  },
+});
+
+Deno.test({
+  name: "nodeMarkPatch() on a node selected without labels or annotations keeps those it " +
+    "gained since (the run's own cordon record): an add of the map would replace it",
+  permissions: "none",
+  fn() {
+    const keys = trackingKeys("job-dispatcher");
+    const selected = { uid: "u1" };
+    const now: V1Node = {
+      metadata: {
+        uid: "u1",
+        labels: { "kubernetes.io/hostname": "n1" },
+        annotations: { [keys.cordonedBy]: "run-a" },
+      },
+    };
+    const ops = nodeMarkPatch(keys, selected, "failed", "2026-11-30T10:00:00Z", "boom");
+    const after = applyJsonPatch(now, ops as PatchOp[]);
+    assert.equal(after.metadata?.annotations?.[keys.cordonedBy], "run-a");
+    assert.equal(after.metadata?.labels?.["kubernetes.io/hostname"], "n1");
+    assert.equal(after.metadata?.labels?.[keys.result], "failed");
   },
 });

@@ -34,7 +34,7 @@
 import type { V1Job } from "@kubernetes/client-node";
 import { interpretStatus, jobFinished, type OwnerRef, type TrackingKeys } from "../job.ts";
 import { ApiError, isRetryable, type Kube, paths } from "../kube/client.ts";
-import { pointer } from "../nodes/lifecycle.ts";
+import { pointer, writeMetadataMaps } from "../kube/metadata_patch.ts";
 
 /** What the guard logs. */
 export interface GuardLog {
@@ -295,22 +295,12 @@ async function markBegun(opts: OwnerGuardOptions): Promise<boolean> {
   const { kube, namespace, owner, keys, log } = opts;
   const path = paths.job(namespace, owner.name);
   const value = `began ${new Date().toISOString()}`;
-  const test = { op: "test", path: "/metadata/uid", value: owner.uid };
   for (;;) {
     if (opts.signal?.aborted) return false;
     try {
-      try {
-        await kube.request("patch", "PATCH", path, [
-          test,
-          { op: "add", path: `/metadata/annotations/${pointer(keys.progress)}`, value },
-        ]);
-      } catch (e) {
-        // No annotations map yet: create it with ours.
-        if (!(e instanceof ApiError && e.status === 422)) throw e;
-        await kube.request("patch", "PATCH", path, [
-          test,
-          { op: "add", path: "/metadata/annotations", value: { [keys.progress]: value } },
-        ]);
+      const writes = [{ map: "annotations" as const, key: keys.progress, value }];
+      if (!(await writeMetadataMaps(kube, path, owner.uid, writes))) {
+        log.warn(`Cannot mark owner job ${owner.name} as begun: it was deleted or replaced`);
       }
       return true;
     } catch (e) {

@@ -172,7 +172,7 @@ const RUN_ROLE = "Role job-dispatcher";
  */
 export function permissionNeeds(
   opts: RunConfig,
-  run?: { namespace: string; prefix: string },
+  run?: RunShape,
 ): PermissionNeed[] {
   const m = opts.maintenance;
   const needs: PermissionNeed[] = [];
@@ -199,8 +199,43 @@ export function permissionNeeds(
   if (labels && (labels.value !== undefined || labels.claim || labels.remove)) {
     need(nodes, "--node-label-key");
   }
+  const marked = run && markedWork(opts, run);
+  if (marked) need(nodes, `ttlSecondsAfterFinished with ${marked} (the success mark)`);
   if (opts.gate && run) gateNeeds(opts, run, need);
   return needs;
+}
+
+/** What {@linkcode permissionNeeds} reads of the run's plan. */
+export interface RunShape {
+  /** The Jobs' namespace. */
+  namespace: string;
+  /** The main template's name prefix. */
+  prefix: string;
+  /** The main Jobs (the first one's TTL is the template's). */
+  targets?: readonly { job(): V1Job }[];
+  /** The cleanup Jobs. */
+  cleanupTargets?: readonly { job(): V1Job }[];
+}
+
+/**
+ * The post-success work whose success mark (`nodes/success_mark.ts`) must
+ * be written, or undefined. With `ttlSecondsAfterFinished` the Job may be
+ * gone when a run killed during a node's post-success work is run again;
+ * only the mark on the node then stops the re-run from creating the Job a
+ * second time, and without `patch nodes` it cannot be written.
+ */
+function markedWork(opts: RunConfig, run: RunShape): string | undefined {
+  const ttl = [run.targets?.[0], run.cleanupTargets?.[0]].some((t) =>
+    t?.job().spec?.ttlSecondsAfterFinished !== undefined
+  );
+  if (!ttl) return undefined;
+  const labels = opts.nodeLabels;
+  const work = [
+    ...(labels && (labels.value !== undefined || labels.remove) ? ["--node-label-key"] : []),
+    ...(opts.maintenance.cordon ? [opts.maintenance.drain ? "--drain" : "--cordon"] : []),
+    ...(opts.verify ? ["--verify-*"] : []),
+  ];
+  return work.length ? work.join("/") : undefined;
 }
 
 /** What the health gates' latches need in the Jobs' namespace. */

@@ -212,3 +212,44 @@ Deno.test("checkPermissions() passes when all is allowed, and when the server ca
     });
   }
 });
+
+Deno.test({
+  name: "permissionNeeds() asks for `patch nodes` when the template's ttlSecondsAfterFinished " +
+    "meets post-success work: the success mark is all that stops a re-run from running a " +
+    "Job its TTL removed a second time",
+  permissions: "none",
+  async fn(t) {
+    const label = { key: "k", pendingValue: "false", extra: [], claim: false, remove: false };
+    const ttl = (secs?: number) => ({
+      namespace: "ns",
+      prefix: "drv",
+      targets: [{ job: () => ({ spec: { ttlSecondsAfterFinished: secs, template: {} } }) }],
+    });
+    const verified = (pods: boolean) =>
+      ({
+        ...withFlags({}),
+        verify: pods ? { podSelector: "app=x", timeoutSecs: 60 } : { timeoutSecs: 60 },
+      }) as unknown as RunConfig;
+    const mark = (flags: string) => `ttlSecondsAfterFinished with ${flags} (the success mark)`;
+    const cases: [string, RunConfig, ReturnType<typeof ttl>, string[]][] = [
+      ["--verify-* and a TTL", verified(false), ttl(600), [`patch nodes: ${mark("--verify-*")}`]],
+      ["--verify-pod-selector and a TTL", verified(true), ttl(0), [
+        "list pods: --verify-pod-selector",
+        `patch nodes: ${mark("--verify-*")}`,
+      ]],
+      ["--cordon and a TTL: once", withFlags({ cordon: true }), ttl(60), [
+        `patch nodes: --cordon ${mark("--cordon")}`,
+      ]],
+      ["--verify-* without a TTL: no mark needed", verified(false), ttl(undefined), []],
+      ["a TTL without post-success work", withFlags({}, { ...label }), ttl(60), []],
+    ];
+    for (const [name, opts, run, want] of cases) {
+      await t.step(name, () => {
+        const got = permissionNeeds(opts, run).map((n) =>
+          `${n.verb} ${n.resource}${n.subresource ? `/${n.subresource}` : ""}: ${n.flags.join(" ")}`
+        );
+        assert.deepEqual(got, want);
+      });
+    }
+  },
+});

@@ -289,11 +289,7 @@ function recorderFor(
     owner: withOwner ? plan.owner : undefined,
     marks,
     nodeRecords: opts.nodeRecords,
-    nodes: new Map(nodes.map((n) => [n.metadata!.name!, {
-      uid: n.metadata!.uid!,
-      hasLabels: n.metadata?.labels !== undefined,
-      hasAnnotations: n.metadata?.annotations !== undefined,
-    }])),
+    nodes: new Map(nodes.map((n) => [n.metadata!.name!, { uid: n.metadata!.uid! }])),
   });
 }
 

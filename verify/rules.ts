@@ -9,6 +9,7 @@
 
 import type { V1Job, V1Node, V1Pod } from "@kubernetes/client-node";
 import { interpretStatus, type JobTemplate, stillRuns } from "../job.ts";
+import { type MapWrite, mapWriteOps } from "../kube/metadata_patch.ts";
 
 /** What the pods on a node say: all proven Ready after the Job, or the first that is not. */
 export type PodsVerdict =
@@ -110,7 +111,7 @@ export function existingSmoke(
 
 /**
  * A smoke-test Job's verdict, kept on its node (annotation
- * `<prefix>/verified-job`, JSON) once its outcome is seen: the Job's TTL may
+ * `<prefix>/verified-job.<job>`, `keptKey`, JSON) once its outcome is seen: the Job's TTL may
  * remove it before the run that created it ends its post-success work, and
  * a re-run of a run stopped in between must not run the smoke test again.
  * The same shape as the per-node Job's kept success (`job`, `owner`,
@@ -192,23 +193,24 @@ export function verdictOf(
 /**
  * The JSON Patch that keeps `verdict` on the node under annotation `key`,
  * guarded by a `test` of the node's UID (a node replaced under its name is
- * refused).
+ * refused). It assumes the node's annotations map (`writeMetadataMaps`
+ * makes a missing one from a fresh read): an `add` of the map would replace
+ * the annotations the node gained since it was read.
  */
 export function verdictPatch(
   key: string,
   node: Pick<V1Node, "metadata">,
   verdict: SmokeVerdict,
 ): unknown[] {
-  const pointer = key.replace(/~/g, "~0").replace(/\//g, "~1");
-  const ops: unknown[] = [{ op: "test", path: "/metadata/uid", value: node.metadata?.uid }];
-  if (!node.metadata?.annotations) {
-    ops.push({ op: "add", path: "/metadata/annotations", value: {} });
-  }
-  return [...ops, {
-    op: "add",
-    path: `/metadata/annotations/${pointer}`,
-    value: JSON.stringify(verdict),
-  }];
+  return [
+    { op: "test", path: "/metadata/uid", value: node.metadata?.uid },
+    ...mapWriteOps([verdictWrite(key, verdict)]),
+  ];
+}
+
+/** The annotation write that keeps `verdict` under `key` ({@linkcode verdictPatch}'s). */
+export function verdictWrite(key: string, verdict: SmokeVerdict): MapWrite {
+  return { map: "annotations", key, value: JSON.stringify(verdict) };
 }
 
 /**

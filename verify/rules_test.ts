@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import type { V1Job, V1Pod } from "@kubernetes/client-node";
+import type { V1Job, V1Node, V1Pod } from "@kubernetes/client-node";
+import { applyJsonPatch, type PatchOp } from "../testing/json_patch.ts";
 import {
   existingSmoke,
   keptVerdict,
@@ -7,6 +8,7 @@ import {
   smokeState,
   smokeTtlTooShort,
   verdictOf,
+  verdictPatch,
 } from "./rules.ts";
 
 const FINISHED = Date.parse("2026-12-01T10:00:05.700Z");
@@ -198,4 +200,25 @@ Deno.test({
       });
     }
   },
+});
+
+Deno.test("verdictPatch() of a node read without annotations never replaces those it gained since the read", () => {
+  const key = "job-dispatcher/verified-job";
+  const read: V1Node = { metadata: { name: "n1", uid: "u1", resourceVersion: "5" } };
+  const now: V1Node = {
+    metadata: {
+      name: "n1",
+      uid: "u1",
+      resourceVersion: "6",
+      annotations: { "job-dispatcher/cordoned-by": "run-a" },
+    },
+  };
+  const ops = verdictPatch(key, read, { job: "smoke-n1", at: "2026-12-01T10:00:00Z" });
+  let after: V1Node | undefined;
+  try {
+    after = applyJsonPatch(now, ops as PatchOp[]);
+  } catch {
+    return; // refused (422): the writer reads the node again
+  }
+  assert.equal(after.metadata?.annotations?.["job-dispatcher/cordoned-by"], "run-a");
 });

@@ -13,6 +13,8 @@
 import type { V1Job, V1Node, V1Pod } from "@kubernetes/client-node";
 import { type NodeFacts, outcomeAt, type TrackingKeys } from "../job.ts";
 import { isRetryable, type Kube, paths } from "../kube/client.ts";
+import { writeMetadataMaps } from "../kube/metadata_patch.ts";
+import { keptKey } from "../nodes/success_mark.ts";
 import { errorText } from "../base/errors.ts";
 import {
   existingSmoke,
@@ -20,7 +22,7 @@ import {
   podsVerdict,
   smokeState,
   verdictOf,
-  verdictPatch,
+  verdictWrite,
 } from "./rules.ts";
 
 /** What `--verify-pod-selector`, `--verify-job-template` and `--verify-timeout-secs` ask. */
@@ -134,7 +136,7 @@ export class NodeVerifier {
     const keys = this.#o.keys;
     const seen = await this.#node(node.name);
     const kept = seen?.metadata?.uid === node.uid
-      ? keptVerdict(seen, keys.verified, job, keys, finishedAt)
+      ? keptVerdict(seen, keptKey(keys.verified, job.metadata?.name ?? ""), job, keys, finishedAt)
       : undefined;
     if (kept) return kept.failed;
     const { why, decidedAt } = await this.#runSmoke(node, job, finishedAt, deadline);
@@ -172,9 +174,14 @@ export class NodeVerifier {
    * a webhook) is said once, and the run goes on without it.
    */
   async #keep(node: V1Node, verdict: ReturnType<typeof verdictOf>): Promise<void> {
-    const patch = verdictPatch(this.#o.keys.verified, node, verdict);
+    // One key per smoke-test Job, as the success mark's: two rollouts
+    // sharing the prefix on a node keep their verdicts apart.
+    const write = verdictWrite(keptKey(this.#o.keys.verified, verdict.job), verdict);
     try {
-      await this.#o.kube.request("patch", "PATCH", paths.node(node.metadata!.name!), patch);
+      // Gone or replaced since: its verification says so, nothing to keep.
+      await writeMetadataMaps(this.#o.kube, paths.node(node.metadata!.name!), node.metadata!.uid!, [
+        write,
+      ]);
     } catch (e) {
       if (isRetryable(e)) throw e;
       // 422: the patch's test of the node's UID failed, the node was replaced

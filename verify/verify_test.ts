@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import type { V1Job } from "@kubernetes/client-node";
+import type { V1Job, V1Node } from "@kubernetes/client-node";
+import { applyJsonPatch, type PatchOp } from "../testing/json_patch.ts";
 import { status, withServer } from "../testing/loopback.ts";
 import { isRetryable } from "../kube/client.ts";
 import { NodeVerifier, type VerifyConfig } from "./verify.ts";
@@ -362,5 +363,58 @@ Deno.test("NodeVerifier never creates the smoke-test Job a second time when its 
     const posts = hits.filter((h) => h.method === "POST").length;
     assert.equal(posts, 1, "one smoke-test Job: a second would run the smoke test again");
     assert.match(why ?? "", /up-verify-n1 was removed before its outcome was seen/);
+  });
+});
+
+Deno.test("NodeVerifier keeps each smoke-test Job's verdict under its own key: two rollouts sharing the prefix on a node never replace each other's", async () => {
+  let node: V1Node = {
+    metadata: { name: "n1", uid: NODE.uid, resourceVersion: "1", annotations: {} },
+  };
+  const jobs = new Map<string, V1Job>();
+  const posts: string[] = [];
+  await withServer((req, _n, body) => {
+    const path = new URL(req.url).pathname;
+    if (path === "/api/v1/nodes/n1") {
+      if (req.method === "PATCH") node = applyJsonPatch(node, body as PatchOp[]);
+      return Response.json(node);
+    }
+    if (req.method === "POST") {
+      const job = body as V1Job;
+      posts.push(job.metadata!.name!);
+      const made = {
+        ...job,
+        metadata: { ...job.metadata, creationTimestamp: "2026-12-01T10:00:07Z" as unknown as Date },
+        status: { conditions: [{ type: "Complete", status: "True" }] },
+      };
+      jobs.set(job.metadata!.name!, made);
+      return Response.json(made, { status: 201 });
+    }
+    const job = jobs.get(path.split("/").at(-1)!);
+    return job ? Response.json(job) : status(404, "NotFound");
+  }, async (kube) => {
+    const rollout = (prefix: string) =>
+      new NodeVerifier({
+        kube,
+        namespace: "ops",
+        keys: {
+          nodeUid: "p/node-uid",
+          templateHash: "p/template-hash",
+          verified: "p/verified-job",
+        },
+        config: { jobTemplate: "smoke.yaml", timeoutSecs: 5 },
+        smokeJob: (n) => ({
+          apiVersion: "batch/v1",
+          kind: "Job",
+          metadata: { name: `${prefix}-verify-${n.name}`, annotations: { "p/node-uid": n.uid } },
+          spec: { template: { spec: { containers: [] } } },
+        }),
+        signal: new AbortController().signal,
+        pollMs: 20,
+      });
+    assert.equal(await rollout("a").verify(NODE, ENDED), undefined);
+    assert.equal(await rollout("b").verify(NODE, ENDED), undefined);
+    jobs.clear(); // ttlSecondsAfterFinished: both smoke-test Jobs are gone
+    assert.equal(await rollout("a").verify(NODE, ENDED), undefined);
+    assert.deepEqual(posts, ["a-verify-n1", "b-verify-n1"], "rollout a's re-run reads its verdict");
   });
 });
