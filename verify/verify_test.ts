@@ -313,8 +313,11 @@ Deno.test("NodeVerifier says nothing of RBAC when the verdict's PATCH fails its 
   await withServer((req, _n, body) => {
     const path = new URL(req.url).pathname;
     if (path === "/api/v1/nodes/n1") {
-      if (req.method !== "PATCH") return Response.json({ metadata: { name: "n1", uid: NODE.uid } });
-      // The first: the node was replaced between the read and the write.
+      // The first PATCH: the node was replaced between the read and the
+      // write, as the read after its 422 shows (another UID).
+      if (req.method !== "PATCH") {
+        return Response.json({ metadata: { name: "n1", uid: patches === 1 ? "new" : NODE.uid } });
+      }
       return ++patches === 1 ? status(422, "Invalid") : status(403, "Forbidden");
     }
     if (req.method === "POST") {
