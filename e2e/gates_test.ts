@@ -77,6 +77,13 @@ async function annotations(cluster: Cluster, ns: string): Promise<Record<string,
   return JSON.parse(r.stdout).metadata.annotations ?? {};
 }
 
+/** All 6 nodes of an owned run got their Job, and each completed. */
+async function assertNoNodeFailed(cluster: Cluster, ns: string): Promise<void> {
+  const jobs = await nodeJobs(cluster, ns);
+  assert.equal(jobs.length, 6);
+  assert.ok(jobs.every((j) => j.complete), "no node failed");
+}
+
 /** Waits for the pause the dispatcher sets on its owner Job "hook" for a breach. */
 async function untilPaused(cluster: Cluster, ns: string): Promise<void> {
   await eventually(
@@ -112,71 +119,75 @@ clusterTest("health gates with a real Prometheus", async (t, cluster) => {
   });
   try {
     await untilSamples(prom, "e2e_broken", (n) => n === 1);
-    await t.step(
-      "a breach mid-run latches: no Job after 2 × (interval + scrape), none 30 s after recovery; the pause lifted, exit 0",
-      () => breachLatches(cluster, prom, exporter),
-    );
-    await t.step(
-      "a breach during a soak holds the next wave: no Job of it while latched, nor after the gauge recovers, nor until a whole soak after the pause is lifted; the report shows the breach and the soak's restart",
-      () => breachInSoak(cluster, prom, exporter),
-    );
-    await t.step(
-      "a run SIGKILLed while a breach inside a soak is latched on its owner: the re-run opens the next wave no sooner than a whole soak after the pause is lifted",
-      () => breachInSoakKilled(cluster, prom, exporter),
-    );
-    await t.step(
-      "a run SIGKILLed inside the soak restarted after a lifted breach: the re-run opens the next wave no sooner than a whole soak after the lift",
-      () => restartedSoakKilled(cluster, prom, exporter),
-    );
-    await t.step(
-      'the real Prometheus scrapes --metrics-addr during a run; with --metrics-linger-secs it scrapes the final state: job_dispatcher_nodes{phase="succeeded"} equals the report\'s count',
-      () => metricsScraped(cluster, prom, metricsPort),
-    );
-    await t.step(
-      "--on-gate-breach exit: exit 5 once the Jobs in flight finished; the re-run refuses until cleared",
-      () => breachExits(cluster, prom, exporter),
-    );
-    await t.step(
-      "Prometheus killed mid-run: starts pause and say so, no node fails; restarted, the run completes",
-      () => outagePauses(cluster, prom),
-    );
-    await t.step(
-      "--gate-alerts: a firing alerting rule stops the run before any Job; quiet, the run completes",
-      () => alertGates(cluster, prom, exporter),
-    );
-    await t.step(
-      "bad input: bad PromQL, a gate flag without URL, no Prometheus: nothing created",
-      () => badInput(cluster, prom),
-    );
-    await t.step(
-      "no data: a query over a series that does not exist, or ALERTS of an alertname no rule has, is refused (exit 2, the selector named), no Job created; --gate-allow-empty lets it run",
-      () => noDataRefused(cluster, prom),
-    );
-    await t.step(
-      "no data mid-run: the exporter dies, starts pause within two gate intervals and the log names the selector; back, the run finishes by itself",
-      () => noDataPauses(cluster, prom, exporter),
-    );
-    await t.step(
-      "no data mid-run over a range: max_over_time(e2e_broken[10m]) > 5 pauses within two gate intervals of the exporter's death, though the range still holds its samples",
-      () =>
-        noDataPauses(cluster, prom, exporter, {
-          suite: "gdarkrange",
-          query: "max_over_time(e2e_broken[10m]) > 5",
-          selector: "e2e_broken[10m]",
-        }),
-    );
-    await t.step(
-      "--on-gate-breach exit: a run SIGKILLed while it waits for its Jobs in flight leaves the latch; the re-run exits 5 creating no Job",
-      () => latchBeforeKill(cluster, prom, exporter),
-    );
-    await t.step(
-      "--on-gate-breach exit: a run that waited for an earlier run of its release reads the latch again when it starts: exit 5, no Job",
-      () => latchReadAfterWait(cluster, prom, exporter),
-    );
-    await t.step(
-      "a pause that cannot be written (a ValidatingAdmissionPolicy denies it) ends the run: exit 5, the reason and the clear command; without patch jobs the pre-flight refuses (exit 3)",
-      () => pauseRefused(cluster, prom, exporter),
-    );
+    // Each step in order, on the one Prometheus and exporter.
+    const steps: [string, () => Promise<void>][] = [
+      [
+        "a breach mid-run latches: no Job after 2 × (interval + scrape), none 30 s after recovery; the pause lifted, exit 0",
+        () => breachLatches(cluster, prom, exporter),
+      ],
+      [
+        "a breach during a soak holds the next wave: no Job of it while latched, nor after the gauge recovers, nor until a whole soak after the pause is lifted; the report shows the breach and the soak's restart",
+        () => breachInSoak(cluster, prom, exporter),
+      ],
+      [
+        "a run SIGKILLed while a breach inside a soak is latched on its owner: the re-run opens the next wave no sooner than a whole soak after the pause is lifted",
+        () => breachInSoakKilled(cluster, prom, exporter),
+      ],
+      [
+        "a run SIGKILLed inside the soak restarted after a lifted breach: the re-run opens the next wave no sooner than a whole soak after the lift",
+        () => restartedSoakKilled(cluster, prom, exporter),
+      ],
+      [
+        'the real Prometheus scrapes --metrics-addr during a run; with --metrics-linger-secs it scrapes the final state: job_dispatcher_nodes{phase="succeeded"} equals the report\'s count',
+        () => metricsScraped(cluster, prom, metricsPort),
+      ],
+      [
+        "--on-gate-breach exit: exit 5 once the Jobs in flight finished; the re-run refuses until cleared",
+        () => breachExits(cluster, prom, exporter),
+      ],
+      [
+        "Prometheus killed mid-run: starts pause and say so, no node fails; restarted, the run completes",
+        () => outagePauses(cluster, prom),
+      ],
+      [
+        "--gate-alerts: a firing alerting rule stops the run before any Job; quiet, the run completes",
+        () => alertGates(cluster, prom, exporter),
+      ],
+      [
+        "bad input: bad PromQL, a gate flag without URL, no Prometheus: nothing created",
+        () => badInput(cluster, prom),
+      ],
+      [
+        "no data: a query over a series that does not exist, or ALERTS of an alertname no rule has, is refused (exit 2, the selector named), no Job created; --gate-allow-empty lets it run",
+        () => noDataRefused(cluster, prom),
+      ],
+      [
+        "no data mid-run: the exporter dies, starts pause within two gate intervals and the log names the selector; back, the run finishes by itself",
+        () => noDataPauses(cluster, prom, exporter),
+      ],
+      [
+        "no data mid-run over a range: max_over_time(e2e_broken[10m]) > 5 pauses within two gate intervals of the exporter's death, though the range still holds its samples",
+        () =>
+          noDataPauses(cluster, prom, exporter, {
+            suite: "gdarkrange",
+            query: "max_over_time(e2e_broken[10m]) > 5",
+            selector: "e2e_broken[10m]",
+          }),
+      ],
+      [
+        "--on-gate-breach exit: a run SIGKILLed while it waits for its Jobs in flight leaves the latch; the re-run exits 5 creating no Job",
+        () => latchBeforeKill(cluster, prom, exporter),
+      ],
+      [
+        "--on-gate-breach exit: a run that waited for an earlier run of its release reads the latch again when it starts: exit 5, no Job",
+        () => latchReadAfterWait(cluster, prom, exporter),
+      ],
+      [
+        "a pause that cannot be written (a ValidatingAdmissionPolicy denies it) ends the run: exit 5, the reason and the clear command; without patch jobs the pre-flight refuses (exit 3)",
+        () => pauseRefused(cluster, prom, exporter),
+      ],
+    ];
+    for (const [name, step] of steps) await t.step(name, step);
   } finally {
     await prom.stop();
     await exporter.stop();
@@ -278,9 +289,7 @@ async function breachInSoak(cluster: Cluster, prom: RunningPrometheus, exporter:
       ...["--owner-job-name", "hook", "--parallelism", "2", "--progress-interval-secs", "1"],
       ...["--waves", "1,100%", "--wave-soak-secs", String(SOAK_SECS), "--report", report],
     ]);
-    const wave1 = () => [...watcher.times.values()].find((x) => x.finished !== undefined);
-    await eventually(() => Promise.resolve(wave1() !== undefined), 60_000, "wave 1's Job done");
-    const soakEnds = wave1()!.finished! + SOAK_SECS * 1000;
+    const { wave1, soakEnds } = await untilWave1Done(watcher);
     await flip(prom, exporter, 1);
     assert.ok(Date.now() < soakEnds - BOUND_MS, "the gauge flipped early in the soak");
     await untilPaused(cluster, ns);
@@ -351,6 +360,58 @@ function assertReportsSoakBreach(json: any, ns: string, lifting: number, ended: 
 }
 
 /**
+ * The killed-soak steps' fixture: 3 fresh nodes of 1 s Jobs under owner
+ * "hook", wave 1 of one node soaked SOAK_SECS, and a watch of their Jobs.
+ */
+async function soakedRun(cluster: Cluster, suite: string, prom: RunningPrometheus) {
+  const { ns, args } = await suiteStep(cluster, suite, { nodes: 3, duration: "1s" });
+  await ownerJob(cluster, ns, "hook");
+  const watcher = await JobWatcher.start(cluster, ns);
+  const runArgs = [
+    ...args,
+    ...gateArgs(prom),
+    ...["--owner-job-name", "hook", "--parallelism", "2"],
+    ...["--waves", "1,100%", "--wave-soak-secs", String(SOAK_SECS)],
+  ];
+  return { ns, watcher, runArgs };
+}
+
+/** Waits for wave 1's Job to finish: that Job, and when a soak from its completion ends. */
+async function untilWave1Done(watcher: JobWatcher) {
+  const wave1 = () => [...watcher.times.values()].find((x) => x.finished !== undefined);
+  await eventually(() => Promise.resolve(wave1() !== undefined), 60_000, "wave 1's Job done");
+  return { wave1, soakEnds: wave1()!.finished! + SOAK_SECS * 1000 };
+}
+
+/**
+ * Starts the first run of `run`, and once wave 1's Job is done (its soak
+ * begun) breaks the gauge and waits until the run paused its owner.
+ */
+async function breachInWave1Soak(
+  cluster: Cluster,
+  prom: RunningPrometheus,
+  exporter: Exporter,
+  run: { ns: string; watcher: JobWatcher; runArgs: string[] },
+) {
+  const first = new DispatcherProcess(cluster, run.runArgs);
+  const { wave1, soakEnds } = await untilWave1Done(run.watcher);
+  await flip(prom, exporter, 1);
+  await untilPaused(cluster, run.ns);
+  return { first, wave1, soakEnds };
+}
+
+/** Both nodes of wave 2 got their Job, the first no sooner than a whole soak after `lifting`. */
+function assertWave2AfterSoak(watcher: JobWatcher, wave1: unknown, lifting: number): void {
+  const wave2 = [...watcher.times.values()].filter((x) => x !== wave1);
+  assert.equal(wave2.length, 2, "every node got its Job");
+  const opened = Math.min(...wave2.map((x) => x.added));
+  assert.ok(
+    opened >= lifting + SOAK_SECS * 1000,
+    `wave 2 began ${(opened - lifting) / 1000} s after the lift, before a whole soak after it`,
+  );
+}
+
+/**
  * The soak's break outlives the run that saw it: a run killed while its
  * breach is latched leaves only the owner's pause; the re-run's gate sees a
  * healthy metric, and the wave's Job completed longer ago than the soak.
@@ -360,40 +421,22 @@ async function breachInSoakKilled(
   prom: RunningPrometheus,
   exporter: Exporter,
 ) {
-  const { ns, args } = await suiteStep(cluster, "gskill", { nodes: 3, duration: "1s" });
-  await ownerJob(cluster, ns, "hook");
-  const watcher = await JobWatcher.start(cluster, ns);
-  const runArgs = [
-    ...args,
-    ...gateArgs(prom),
-    ...["--owner-job-name", "hook", "--parallelism", "2"],
-    ...["--waves", "1,100%", "--wave-soak-secs", String(SOAK_SECS)],
-  ];
+  const run = await soakedRun(cluster, "gskill", prom);
+  const { watcher, runArgs, ns } = run;
   try {
-    const first = new DispatcherProcess(cluster, runArgs);
-    const wave1 = () => [...watcher.times.values()].find((x) => x.finished !== undefined);
-    await eventually(() => Promise.resolve(wave1() !== undefined), 60_000, "wave 1's Job done");
-    const soakEnds = wave1()!.finished! + SOAK_SECS * 1000;
-    await flip(prom, exporter, 1);
-    await untilPaused(cluster, ns);
+    const { first, wave1, soakEnds } = await breachInWave1Soak(cluster, prom, exporter, run);
     first.kill("SIGKILL");
     await first.ended;
     await flip(prom, exporter, 0);
-    const run = dispatcher(cluster, runArgs);
+    const rerun = dispatcher(cluster, runArgs);
     // Past the soak counted from the Job's completion, the metric healthy.
     await delay(Math.max(0, soakEnds - Date.now()) + 5_000);
     assert.equal(watcher.seen.size, 1, "no Job of wave 2 while the owner stays paused");
     const lifting = Date.now();
     await liftPause(cluster, ns);
-    const r = await run;
+    const r = await rerun;
     assert.equal(r.code, 0, r.stderr);
-    const wave2 = [...watcher.times.values()].filter((x) => x !== wave1());
-    assert.equal(wave2.length, 2, "every node got its Job");
-    const opened = Math.min(...wave2.map((x) => x.added));
-    assert.ok(
-      opened >= lifting + SOAK_SECS * 1000,
-      `wave 2 began ${(opened - lifting) / 1000} s after the lift, before a whole soak after it`,
-    );
+    assertWave2AfterSoak(watcher, wave1(), lifting);
   } finally {
     await watcher.stop();
     exporter.set(0);
@@ -410,22 +453,10 @@ async function restartedSoakKilled(
   prom: RunningPrometheus,
   exporter: Exporter,
 ) {
-  const { ns, args } = await suiteStep(cluster, "gsrk", { nodes: 3, duration: "1s" });
-  await ownerJob(cluster, ns, "hook");
-  const watcher = await JobWatcher.start(cluster, ns);
-  const runArgs = [
-    ...args,
-    ...gateArgs(prom),
-    ...["--owner-job-name", "hook", "--parallelism", "2"],
-    ...["--waves", "1,100%", "--wave-soak-secs", String(SOAK_SECS)],
-  ];
+  const run = await soakedRun(cluster, "gsrk", prom);
+  const { watcher, runArgs, ns } = run;
   try {
-    const first = new DispatcherProcess(cluster, runArgs);
-    const wave1 = () => [...watcher.times.values()].find((x) => x.finished !== undefined);
-    await eventually(() => Promise.resolve(wave1() !== undefined), 60_000, "wave 1's Job done");
-    const soakEnds = wave1()!.finished! + SOAK_SECS * 1000;
-    await flip(prom, exporter, 1);
-    await untilPaused(cluster, ns);
+    const { first, wave1, soakEnds } = await breachInWave1Soak(cluster, prom, exporter, run);
     await flip(prom, exporter, 0);
     // Past the soak counted from the Job's completion, then lifted.
     await delay(Math.max(0, soakEnds - Date.now()) + 2_000);
@@ -441,13 +472,7 @@ async function restartedSoakKilled(
     assert.equal(watcher.seen.size, 1, "wave 2 had not opened when killed");
     const r = await dispatcher(cluster, runArgs);
     assert.equal(r.code, 0, r.stderr);
-    const wave2 = [...watcher.times.values()].filter((x) => x !== wave1());
-    assert.equal(wave2.length, 2, "every node got its Job");
-    const opened = Math.min(...wave2.map((x) => x.added));
-    assert.ok(
-      opened >= lifting + SOAK_SECS * 1000,
-      `wave 2 began ${(opened - lifting) / 1000} s after the lift, before a whole soak after it`,
-    );
+    assertWave2AfterSoak(watcher, wave1(), lifting);
   } finally {
     await watcher.stop();
     exporter.set(0);
@@ -581,9 +606,7 @@ async function outagePauses(cluster: Cluster, prom: RunningPrometheus) {
     );
     assert.match(r.stderr, /health gate: Prometheus http:\/\/\S+ answers again; starts resume/);
     assert.doesNotMatch(r.stderr, /breached/);
-    const jobs = await nodeJobs(cluster, ns);
-    assert.equal(jobs.length, 6);
-    assert.ok(jobs.every((j) => j.complete), "no node failed");
+    await assertNoNodeFailed(cluster, ns);
     assert.equal((await annotations(cluster, ns))["job-dispatcher/paused"], undefined);
   } finally {
     await watcher.stop();
@@ -757,9 +780,7 @@ async function noDataPauses(
       `paused ${since - died} ms after the exporter died (bound ${2 * INTERVAL_SECS} s)`,
     );
     assert.doesNotMatch(r.stderr, /breached/);
-    const jobs = await nodeJobs(cluster, ns);
-    assert.equal(jobs.length, 6);
-    assert.ok(jobs.every((j) => j.complete), "no node failed");
+    await assertNoNodeFailed(cluster, ns);
   } finally {
     exporter.down(false);
     await watcher.stop();
