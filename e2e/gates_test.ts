@@ -93,17 +93,19 @@ async function untilPaused(cluster: Cluster, ns: string): Promise<void> {
   );
 }
 
+/** `kubectl annotate job hook` in `ns` with `changes` (`key=value` sets, `key-` removes). */
+function annotateHook(cluster: Cluster, ns: string, ...changes: string[]) {
+  return cluster.kubectl(["annotate", "job", "hook", "-n", ns, ...changes]);
+}
+
 /** Lifts that pause as a person would, with the command the dispatcher names. */
 async function liftPause(cluster: Cluster, ns: string): Promise<void> {
-  const lift = await cluster.kubectl([
-    "annotate",
-    "job",
-    "hook",
-    "-n",
+  const lift = await annotateHook(
+    cluster,
     ns,
     "job-dispatcher/paused-",
     "job-dispatcher/paused-reason-",
-  ]);
+  );
   assert.equal(lift.code, 0, lift.stderr);
 }
 
@@ -361,9 +363,17 @@ function assertReportsSoakBreach(json: any, ns: string, lifting: number, ended: 
 
 /**
  * The killed-soak steps' fixture: 3 fresh nodes of 1 s Jobs under owner
- * "hook", wave 1 of one node soaked SOAK_SECS, and a watch of their Jobs.
+ * "hook", wave 1 of one node soaked SOAK_SECS. Starts the first run and,
+ * once wave 1's Job is done (its soak begun), breaks the gauge and waits
+ * until the run paused its owner; then `body`, with a watch of the Jobs.
  */
-async function soakedRun(cluster: Cluster, suite: string, prom: RunningPrometheus) {
+async function inBreachedSoak(
+  cluster: Cluster,
+  prom: RunningPrometheus,
+  exporter: Exporter,
+  suite: string,
+  body: (run: BreachedSoak) => Promise<void>,
+): Promise<void> {
   const { ns, args } = await suiteStep(cluster, suite, { nodes: 3, duration: "1s" });
   await ownerJob(cluster, ns, "hook");
   const watcher = await JobWatcher.start(cluster, ns);
@@ -373,7 +383,29 @@ async function soakedRun(cluster: Cluster, suite: string, prom: RunningPrometheu
     ...["--owner-job-name", "hook", "--parallelism", "2"],
     ...["--waves", "1,100%", "--wave-soak-secs", String(SOAK_SECS)],
   ];
-  return { ns, watcher, runArgs };
+  try {
+    const first = new DispatcherProcess(cluster, runArgs);
+    const { wave1, soakEnds } = await untilWave1Done(watcher);
+    await flip(prom, exporter, 1);
+    await untilPaused(cluster, ns);
+    await body({ ns, watcher, runArgs, first, wave1, soakEnds });
+  } finally {
+    await watcher.stop();
+    exporter.set(0);
+  }
+}
+
+/** What a killed-soak step works with: the first run, paused inside wave 1's soak. */
+interface BreachedSoak {
+  ns: string;
+  watcher: JobWatcher;
+  runArgs: string[];
+  /** The first run, its owner paused by the breach. */
+  first: DispatcherProcess;
+  /** Wave 1's Job. */
+  wave1: () => unknown;
+  /** When a soak counted from wave 1's Job's completion ends. */
+  soakEnds: number;
 }
 
 /** Waits for wave 1's Job to finish: that Job, and when a soak from its completion ends. */
@@ -381,23 +413,6 @@ async function untilWave1Done(watcher: JobWatcher) {
   const wave1 = () => [...watcher.times.values()].find((x) => x.finished !== undefined);
   await eventually(() => Promise.resolve(wave1() !== undefined), 60_000, "wave 1's Job done");
   return { wave1, soakEnds: wave1()!.finished! + SOAK_SECS * 1000 };
-}
-
-/**
- * Starts the first run of `run`, and once wave 1's Job is done (its soak
- * begun) breaks the gauge and waits until the run paused its owner.
- */
-async function breachInWave1Soak(
-  cluster: Cluster,
-  prom: RunningPrometheus,
-  exporter: Exporter,
-  run: { ns: string; watcher: JobWatcher; runArgs: string[] },
-) {
-  const first = new DispatcherProcess(cluster, run.runArgs);
-  const { wave1, soakEnds } = await untilWave1Done(run.watcher);
-  await flip(prom, exporter, 1);
-  await untilPaused(cluster, run.ns);
-  return { first, wave1, soakEnds };
 }
 
 /** Both nodes of wave 2 got their Job, the first no sooner than a whole soak after `lifting`. */
@@ -416,15 +431,9 @@ function assertWave2AfterSoak(watcher: JobWatcher, wave1: unknown, lifting: numb
  * breach is latched leaves only the owner's pause; the re-run's gate sees a
  * healthy metric, and the wave's Job completed longer ago than the soak.
  */
-async function breachInSoakKilled(
-  cluster: Cluster,
-  prom: RunningPrometheus,
-  exporter: Exporter,
-) {
-  const run = await soakedRun(cluster, "gskill", prom);
-  const { watcher, runArgs, ns } = run;
-  try {
-    const { first, wave1, soakEnds } = await breachInWave1Soak(cluster, prom, exporter, run);
+async function breachInSoakKilled(cluster: Cluster, prom: RunningPrometheus, exporter: Exporter) {
+  await inBreachedSoak(cluster, prom, exporter, "gskill", async (run) => {
+    const { watcher, runArgs, ns, first, wave1, soakEnds } = run;
     first.kill("SIGKILL");
     await first.ended;
     await flip(prom, exporter, 0);
@@ -437,10 +446,7 @@ async function breachInSoakKilled(
     const r = await rerun;
     assert.equal(r.code, 0, r.stderr);
     assertWave2AfterSoak(watcher, wave1(), lifting);
-  } finally {
-    await watcher.stop();
-    exporter.set(0);
-  }
+  });
 }
 
 /**
@@ -448,15 +454,9 @@ async function breachInSoakKilled(
  * the lift, inside the soak restarted by it, leaves a healthy metric and no
  * pause; the wave's Job completed longer ago than the soak.
  */
-async function restartedSoakKilled(
-  cluster: Cluster,
-  prom: RunningPrometheus,
-  exporter: Exporter,
-) {
-  const run = await soakedRun(cluster, "gsrk", prom);
-  const { watcher, runArgs, ns } = run;
-  try {
-    const { first, wave1, soakEnds } = await breachInWave1Soak(cluster, prom, exporter, run);
+async function restartedSoakKilled(cluster: Cluster, prom: RunningPrometheus, exporter: Exporter) {
+  await inBreachedSoak(cluster, prom, exporter, "gsrk", async (run) => {
+    const { watcher, runArgs, ns, first, wave1, soakEnds } = run;
     await flip(prom, exporter, 0);
     // Past the soak counted from the Job's completion, then lifted.
     await delay(Math.max(0, soakEnds - Date.now()) + 2_000);
@@ -473,10 +473,7 @@ async function restartedSoakKilled(
     const r = await dispatcher(cluster, runArgs);
     assert.equal(r.code, 0, r.stderr);
     assertWave2AfterSoak(watcher, wave1(), lifting);
-  } finally {
-    await watcher.stop();
-    exporter.set(0);
-  }
+  });
 }
 
 /** Prometheus's instant query `expr`: each sample's value, by its labels. */
@@ -659,44 +656,35 @@ async function badInput(cluster: Cluster, prom: RunningPrometheus) {
     const cms = await cluster.kubectl(["get", "configmaps", "-n", ns, "-o", "name"]);
     assert.doesNotMatch(cms.stdout, /gate-breach/, "no latch created");
   };
-  const bad = await dispatcher(cluster, [
-    ...args,
-    "--gate-prometheus-url",
-    prom.url,
-    "--gate-query",
-    "sum(e2e_broken))",
-    ...exit,
-  ]);
-  assert.equal(bad.code, 2, bad.stderr);
-  assert.match(
-    bad.stderr,
+  // Each refused with its code and one line naming the bad input, nothing created.
+  const refused = async (flags: string[], code: number, message: RegExp) => {
+    const r = await dispatcher(cluster, [...args, ...flags]);
+    assert.equal(r.code, code, r.stderr);
+    assert.match(r.stderr, message);
+    await nothing();
+    return r;
+  };
+  const bad = await refused(
+    ["--gate-prometheus-url", prom.url, "--gate-query", "sum(e2e_broken))", ...exit],
+    2,
     /Invalid --gate-query "sum\(e2e_broken\)\)": Prometheus rejected it: .*parse error/,
   );
   assert.equal(bad.stderr.trim().split("\n").filter((l) => /error/i.test(l)).length, 1);
-  await nothing();
 
-  const noUrl = await dispatcher(cluster, [...args, "--gate-query", "up == 0"]);
-  assert.equal(noUrl.code, 2, noUrl.stderr);
-  assert.match(noUrl.stderr, /Invalid --gate-query: it needs --gate-prometheus-url URL/);
-  await nothing();
+  await refused(
+    ["--gate-query", "up == 0"],
+    2,
+    /Invalid --gate-query: it needs --gate-prometheus-url URL/,
+  );
 
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (listener.addr as Deno.NetAddr).port;
   listener.close();
-  const down = await dispatcher(cluster, [
-    ...args,
-    "--gate-prometheus-url",
-    `http://127.0.0.1:${port}`,
-    "--gate-query",
-    "up == 0",
-    ...exit,
-  ]);
-  assert.equal(down.code, 3, down.stderr);
-  assert.match(
-    down.stderr,
+  await refused(
+    ["--gate-prometheus-url", `http://127.0.0.1:${port}`, "--gate-query", "up == 0", ...exit],
+    3,
     /Cannot reach Prometheus http:\/\/127\.0\.0\.1:\d+ .*nothing was created/,
   );
-  await nothing();
 }
 
 /** A query over a series no exporter has. */
@@ -720,21 +708,19 @@ async function noDataRefused(cluster: Cluster, prom: RunningPrometheus) {
   assert.equal(jobs.code, 0, jobs.stderr);
   assert.equal(jobs.stdout.trim(), "", "no Job created");
   // ALERTS of an alert no rule has (a typo) could never fire: refused too.
-  const typo = await dispatcher(cluster, [
-    ...args,
-    ...gate,
-    ...["--gate-allow-empty", "e2e_no_such_series"],
-    ...["--gate-query", 'ALERTS{alertname="E2ENeverFire"}'],
-  ]);
+  // The missing series allowed by name, and a second query: ALERTS of `alertname`.
+  const withAlert = (alertname: string) =>
+    dispatcher(cluster, [
+      ...args,
+      ...gate,
+      ...["--gate-allow-empty", "e2e_no_such_series"],
+      ...["--gate-query", `ALERTS{alertname="${alertname}"}`],
+    ]);
+  const typo = await withAlert("E2ENeverFire");
   assert.equal(typo.code, 2, typo.stderr);
   assert.match(typo.stderr, /alertname "E2ENeverFire" names no alerting rule/);
   // Meant to be absent: allowed by name, and ALERTS of an alert that never fires needs no flag.
-  const ok = await dispatcher(cluster, [
-    ...args,
-    ...gate,
-    ...["--gate-allow-empty", "e2e_no_such_series"],
-    ...["--gate-query", 'ALERTS{alertname="E2ENeverFires"}'],
-  ]);
+  const ok = await withAlert("E2ENeverFires");
   assert.equal(ok.code, 0, ok.stderr);
   assert.equal((await nodeJobs(cluster, ns)).length, 2);
 }
@@ -863,24 +849,8 @@ async function pauseRefused(cluster: Cluster, prom: RunningPrometheus, exporter:
   // The policy takes effect a moment after it is written.
   await eventually(
     async () => {
-      const a = await cluster.kubectl([
-        "annotate",
-        "job",
-        "hook",
-        "-n",
-        ns,
-        "job-dispatcher/paused=true",
-      ]);
-      if (a.code === 0) {
-        await cluster.kubectl([
-          "annotate",
-          "job",
-          "hook",
-          "-n",
-          ns,
-          "job-dispatcher/paused-",
-        ]);
-      }
+      const a = await annotateHook(cluster, ns, "job-dispatcher/paused=true");
+      if (a.code === 0) await annotateHook(cluster, ns, "job-dispatcher/paused-");
       return a.code !== 0;
     },
     30_000,
