@@ -120,6 +120,59 @@ export async function* watchEvents<T>(
   }
 }
 
+/** A watch the test follows until it calls `stop`. */
+export interface FollowedWatch {
+  /** Stops watching; throws what ended the watch early (a gap in its versions). */
+  stop(): Promise<void>;
+}
+
+/**
+ * Follows the watch at `url` (a `?watch=1` URL) from resourceVersion `rv`,
+ * handing `see` every event in order. A dropped connection resumes from the
+ * last version seen; an ERROR event (the version expired: the API server
+ * would skip versions) ends the watch, which `stop` then throws as
+ * `<what> watch ended`, since a gap would hide what these watches are for.
+ */
+export function followWatch<T extends { metadata: { resourceVersion: string } }>(
+  cluster: Cluster,
+  url: string,
+  rv: string,
+  what: string,
+  see: (type: string, object: T) => void,
+): FollowedWatch {
+  const client = adminClient(cluster);
+  const stopped = new AbortController();
+  const done = (async () => {
+    while (!stopped.signal.aborted) {
+      try {
+        const res = await fetch(`${url}&resourceVersion=${rv}`, {
+          client,
+          signal: stopped.signal,
+        });
+        for await (const ev of watchEvents<T>(res)) {
+          if (ev.type === "ERROR") throw new Error(`${what} watch ended: ${JSON.stringify(ev)}`);
+          rv = ev.object.metadata.resourceVersion;
+          see(ev.type, ev.object);
+        }
+      } catch (error) {
+        if (stopped.signal.aborted) return;
+        if (String(error).includes(`${what} watch ended`)) throw error;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+  })();
+  return {
+    async stop() {
+      stopped.abort();
+      try {
+        await done;
+      } finally {
+        client.close();
+      }
+    },
+  };
+}
+
 /**
  * Watches the Jobs of a namespace from the API server, independently of the
  * dispatcher, and records the most that were active at once, in all and per

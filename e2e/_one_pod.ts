@@ -20,12 +20,12 @@
 import assert from "node:assert/strict";
 import type { Cluster } from "./cluster.ts";
 import {
-  adminClient,
   eventually,
+  type FollowedWatch,
+  followWatch,
   jobsIn,
   jobTemplate,
   JobWatcher,
-  watchEvents,
 } from "./_dispatcher.ts";
 import { DispatcherProcess, runDispatcher } from "./_faults.ts";
 import { namespace, serviceAccount, SUITE, suiteNodes as nodes, tempFile } from "./_fixtures.ts";
@@ -47,33 +47,11 @@ class PodWatch {
   readonly live = new Map<string, PodView>();
   /** `<new> created while <old> was <phase>[, terminating]`, once per such create. */
   readonly overlaps: string[] = [];
-  #stop = new AbortController();
-  #client: Deno.HttpClient;
-  #done: Promise<void>;
+  #watch: FollowedWatch;
 
   private constructor(cluster: Cluster, ns: string, rv: string) {
-    const client = adminClient(cluster);
-    this.#client = client;
     const url = `${cluster.server}/api/v1/namespaces/${ns}/pods?watch=1`;
-    this.#done = (async () => {
-      while (!this.#stop.signal.aborted) {
-        try {
-          const res = await fetch(`${url}&resourceVersion=${rv}`, {
-            client,
-            signal: this.#stop.signal,
-          });
-          for await (const ev of watchEvents<PodView>(res)) {
-            if (ev.type === "ERROR") throw new Error(`pod watch ended: ${JSON.stringify(ev)}`);
-            rv = ev.object.metadata.resourceVersion;
-            this.#see(ev.type, ev.object);
-          }
-        } catch (error) {
-          if (this.#stop.signal.aborted) return;
-          if (String(error).includes("pod watch ended")) throw error;
-          await new Promise((r) => setTimeout(r, 200));
-        }
-      }
-    })();
+    this.#watch = followWatch<PodView>(cluster, url, rv, "pod", (t, pod) => this.#see(t, pod));
   }
 
   /** `+<ms> <type> <pod> <phase>[ terminating]`, for the failure message. */
@@ -111,13 +89,8 @@ class PodWatch {
   }
 
   /** Stops watching. */
-  async stop(): Promise<void> {
-    this.#stop.abort();
-    try {
-      await this.#done;
-    } finally {
-      this.#client.close();
-    }
+  stop(): Promise<void> {
+    return this.#watch.stop();
   }
 }
 

@@ -259,29 +259,18 @@ Deno.test({
         assert.equal(none.metadata.name, FULLNAME, "without an owner: the fixed name");
         // No owner to tie it to: Helm's before-hook-creation replaces the one fixed name.
         assert.equal(none.metadata.annotations["job-dispatcher/template-configmap"], undefined);
-        const refused = await helmResult(home)([
-          "template",
-          RELEASE,
-          CHART,
-          "-f",
-          values,
-          "--set",
-          "hook.deletePolicy=before-hook-creation\\,hook-failed",
-        ]);
+        // `helm template` with `value` set: the chart's own refusals.
+        const templateWith = (value: string) =>
+          helmResult(home)(["template", RELEASE, CHART, "-f", values, "--set", value]);
+        const refused = await templateWith("hook.deletePolicy=before-hook-creation\\,hook-failed");
         assert.notEqual(refused.code, 0);
         assert.match(refused.stderr, /hook\/deletePolicy/);
         // helm rollback re-creates the stored hook of the revision rolled
         // back to and deletes one of its name first (before-hook-creation):
         // a hook Job whose run still goes on, and with it its per-node Jobs.
-        const rollback = await helmResult(home)([
-          "template",
-          RELEASE,
-          CHART,
-          "-f",
-          values,
-          "--set",
+        const rollback = await templateWith(
           "hook.events=post-install\\,post-upgrade\\,post-rollback",
-        ]);
+        );
         assert.notEqual(rollback.code, 0, "post-rollback is refused");
         assert.match(rollback.stderr, /hook\.events: post-rollback is refused.*helm upgrade/);
       },

@@ -16,12 +16,12 @@
 import assert from "node:assert/strict";
 import { type Cluster, type NodeSpec, OUTCOME_LABEL } from "./cluster.ts";
 import {
-  adminClient,
   eventually,
+  type FollowedWatch,
+  followWatch,
   jobsIn,
   jobTemplate,
   JobWatcher,
-  watchEvents,
 } from "./_dispatcher.ts";
 import { DispatcherProcess, type Ended, failedNodes, runDispatcher } from "./_faults.ts";
 import {
@@ -162,37 +162,20 @@ async function ended(p: DispatcherProcess): Promise<Ended> {
 class NodeWatch {
   /** The versions seen so far, oldest first. */
   readonly versions: NodeView[] = [];
-  #stop = new AbortController();
-  #client: Deno.HttpClient;
-  #done: Promise<void>;
+  #watch: FollowedWatch;
 
   private constructor(cluster: Cluster, first: NodeView) {
-    const client = adminClient(cluster);
-    this.#client = client;
     this.versions.push(first);
     const name = first.metadata.name;
     const url = `${cluster.server}/api/v1/nodes?watch=1&fieldSelector=metadata.name%3D${name}`;
-    this.#done = (async () => {
-      let rv = first.metadata.resourceVersion;
-      while (!this.#stop.signal.aborted) {
-        try {
-          const res = await fetch(`${url}&resourceVersion=${rv}`, {
-            client,
-            signal: this.#stop.signal,
-          });
-          for await (const ev of watchEvents<NodeView>(res)) {
-            // A gap would hide versions, which is what this watch is for.
-            if (ev.type === "ERROR") throw new Error(`node watch ended: ${JSON.stringify(ev)}`);
-            rv = ev.object.metadata.resourceVersion;
-            this.versions.push(ev.object);
-          }
-        } catch (error) {
-          if (this.#stop.signal.aborted) return;
-          if (String(error).includes("node watch ended")) throw error;
-          await new Promise((r) => setTimeout(r, 200));
-        }
-      }
-    })();
+    // A gap would hide versions, which is what this watch is for: followWatch ends on one.
+    this.#watch = followWatch<NodeView>(
+      cluster,
+      url,
+      first.metadata.resourceVersion,
+      "node",
+      (_, v) => void this.versions.push(v),
+    );
   }
 
   /** Starts watching node `name` from its current version. */
@@ -201,13 +184,8 @@ class NodeWatch {
   }
 
   /** Stops watching; throws if the watch lost versions. */
-  async stop(): Promise<void> {
-    this.#stop.abort();
-    try {
-      await this.#done;
-    } finally {
-      this.#client.close();
-    }
+  stop(): Promise<void> {
+    return this.#watch.stop();
   }
 }
 

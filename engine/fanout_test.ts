@@ -18,6 +18,17 @@ import { ApiError } from "../kube/client.ts";
 import { FakeClock, FakeJobApi, runOn } from "../testing/fake_api.ts";
 import { unschedulablePod } from "../testing/pods.ts";
 
+/** The ApiError the client throws for `verb resource` answered `status reason: message`. */
+function apiError(
+  status: number,
+  reason: string,
+  verb: string,
+  resource: string,
+  message: string,
+): ApiError {
+  return new ApiError({ status, reason, verb, resource, message });
+}
+
 const KEYS = trackingKeys("job-dispatcher");
 const PREFIX = "up";
 const OWNER = { name: "owner", uid: "owner-uid" };
@@ -503,13 +514,7 @@ Deno.test("dispatch() says once that it cannot read pods and goes on", async () 
   const h = harness();
   h.api.listPods = () =>
     Promise.reject(
-      new ApiError({
-        status: 403,
-        reason: "Forbidden",
-        verb: "list",
-        resource: "pods",
-        message: "forbidden",
-      }),
+      apiError(403, "Forbidden", "list", "pods", "forbidden"),
     );
   const promise = run(h, targets(1), {
     stallAfterMs: 1000,
@@ -540,13 +545,7 @@ Deno.test("dispatch() fails a node whose re-read throws, with the reason, and go
     recheck: (t) =>
       t.node.name === "node-001"
         ? Promise.reject(
-          new ApiError({
-            status: 400,
-            reason: "BadRequest",
-            verb: "list",
-            resource: "nodes",
-            message: "bad field selector",
-          }),
+          apiError(400, "BadRequest", "list", "nodes", "bad field selector"),
         )
         : Promise.resolve(undefined),
   });
@@ -560,13 +559,7 @@ Deno.test("dispatch() fails a node whose re-read throws, with the reason, and go
 
 Deno.test("dispatch() stops new starts on a 403 mid-run rather than failing node after node", async () => {
   const h = harness({ runMs: 100 });
-  const forbidden = new ApiError({
-    status: 403,
-    reason: "Forbidden",
-    verb: "patch",
-    resource: "nodes",
-    message: 'nodes "node-001" is forbidden',
-  });
+  const forbidden = apiError(403, "Forbidden", "patch", "nodes", 'nodes "node-001" is forbidden');
   const { results, stoppedBy } = await report(h, targets(4), {
     parallelism: 1,
     recheck: (t) =>
@@ -792,13 +785,13 @@ Deno.test("dispatch() keeps a success through a post-success outage and never ru
       calls.set(t.node.name, n);
       if (n > 3) return Promise.resolve(undefined);
       return Promise.reject(
-        new ApiError({
-          status: 500,
-          reason: "InternalError",
-          verb: "patch",
-          resource: "nodes",
-          message: 'failed calling webhook "deny.example": connection refused',
-        }),
+        apiError(
+          500,
+          "InternalError",
+          "patch",
+          "nodes",
+          'failed calling webhook "deny.example": connection refused',
+        ),
       );
     },
   }, progress);
@@ -832,22 +825,15 @@ Deno.test("dispatch() runs a node's post-success work once when its Complete Job
 
 Deno.test("dispatch() fails a node whose post-success write keeps failing while the run's other writes go through, after the node timeout; an unreachable API only pauses it", async (t) => {
   const webhookDown = () =>
-    new ApiError({
-      status: 500,
-      reason: "InternalError",
-      verb: "patch",
-      resource: "nodes",
-      message: 'Internal error occurred: failed calling webhook "nodes.example.com": ' +
+    apiError(
+      500,
+      "InternalError",
+      "patch",
+      "nodes",
+      'Internal error occurred: failed calling webhook "nodes.example.com": ' +
         "connection refused",
-    });
-  const unreachable = () =>
-    new ApiError({
-      status: 0,
-      reason: "Unreachable",
-      verb: "patch",
-      resource: "nodes",
-      message: "connection refused",
-    });
+    );
+  const unreachable = () => apiError(0, "Unreachable", "patch", "nodes", "connection refused");
   const cases = [
     {
       name: "a node webhook that never comes back: failed at the node timeout",
@@ -914,13 +900,7 @@ Deno.test("dispatch() only pauses a finishing node while every write is refused 
     afterSuccess: () => {
       if (!down()) return Promise.resolve(undefined);
       return Promise.reject(
-        new ApiError({
-          status: 500,
-          reason: "InternalError",
-          verb: "patch",
-          resource: "nodes",
-          message: storage,
-        }),
+        apiError(500, "InternalError", "patch", "nodes", storage),
       );
     },
   });
@@ -1024,13 +1004,7 @@ Deno.test("dispatch() bounds the wait for a stale Job that still runs by the nod
 
 Deno.test("dispatch() prepares a node (cordon, drain) before its Job, holding its slot", async (t) => {
   const outage = () =>
-    new ApiError({
-      status: 503,
-      reason: "ServiceUnavailable",
-      verb: "create",
-      resource: "pods/eviction",
-      message: "etcd leader changed",
-    });
+    apiError(503, "ServiceUnavailable", "create", "pods/eviction", "etcd leader changed");
   await t.step("the Job is created only after its node's prepare ended", async () => {
     const h = harness({ runMs: 100 });
     const preparedAt: Record<string, number> = {};
@@ -1331,13 +1305,7 @@ Deno.test("dispatch() never gives a second Job to a node whose lost create's Job
     readsLost = 1;
     override getJob(name: string) {
       if (this.readsLost-- <= 0) return super.getJob(name);
-      const cut = new ApiError({
-        status: 0,
-        reason: "Timeout",
-        verb: "get",
-        resource: "jobs",
-        message: "cut",
-      });
+      const cut = apiError(0, "Timeout", "get", "jobs", "cut");
       return Promise.reject(cut);
     }
     override async *watchJobs(rv: string, signal: AbortSignal) {

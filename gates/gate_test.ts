@@ -49,6 +49,44 @@ function gateOn(
   });
 }
 
+/** What {@linkcode withGate} sets up before the test's own steps. */
+interface GateSetup {
+  onBreach?: "pause" | "exit";
+  config?: Partial<GateConfig>;
+  clock?: Clock;
+  /** The gauge before the first measurement. */
+  initial?: { value?: number; down?: boolean; dark?: boolean };
+  /** Called on the gate before it starts (a subscriber that must see its first state). */
+  before?: (gate: HealthGate) => void;
+  /** The run's callbacks the started gate is bound to. */
+  bind?: Parameters<HealthGate["bind"]>[0];
+}
+
+/**
+ * A gate on a loopback Prometheus ({@linkcode gateOn}), started and bound as
+ * `o` says; `fn` gets it and the gauge's setter; the gate stops after.
+ */
+async function withGate(
+  o: GateSetup,
+  fn: (
+    gate: HealthGate,
+    set: (s: { value?: number; down?: boolean; dark?: boolean }) => void,
+  ) => Promise<void>,
+): Promise<void> {
+  await withPrometheus(async (url, set) => {
+    const gate = gateOn(url, o);
+    if (o.initial) set(o.initial);
+    o.before?.(gate);
+    await gate.start();
+    try {
+      if (o.bind) await gate.bind(o.bind);
+      await fn(gate, set);
+    } finally {
+      await gate.stop();
+    }
+  });
+}
+
 async function until(what: string, ok: () => boolean, ms = 5000): Promise<void> {
   const end = Date.now() + ms;
   while (!ok()) {
@@ -58,235 +96,179 @@ async function until(what: string, ok: () => boolean, ms = 5000): Promise<void> 
 }
 
 Deno.test("HealthGate lets starts through on a fresh clean answer and holds them once it is stale", async () => {
-  await withPrometheus(async (url) => {
-    let now = Date.now();
-    const clock = { now: () => now, sleep: () => Promise.resolve() };
-    const gate = gateOn(url, { clock });
-    await gate.start();
-    try {
-      assert.equal(gate.state.kind, "fresh");
-      assert.equal(gate.pausedBy(), undefined);
-      now += 10_000; // no answer for longer than the interval
-      assert.equal(gate.state.kind, "stale");
-      assert.match(gate.pausedBy() ?? "", /waiting for an answer of Prometheus/);
-      assert.equal(await gate.checkNow(), undefined, "a new answer makes it fresh again");
-    } finally {
-      await gate.stop();
-    }
+  let now = Date.now();
+  const clock = { now: () => now, sleep: () => Promise.resolve() };
+  await withGate({ clock }, async (gate) => {
+    assert.equal(gate.state.kind, "fresh");
+    assert.equal(gate.pausedBy(), undefined);
+    now += 10_000; // no answer for longer than the interval
+    assert.equal(gate.state.kind, "stale");
+    assert.match(gate.pausedBy() ?? "", /waiting for an answer of Prometheus/);
+    assert.equal(await gate.checkNow(), undefined, "a new answer makes it fresh again");
   });
 });
 
 Deno.test("HealthGate latches a breach: it holds after the metric recovers, until the pause it set is lifted", async () => {
-  await withPrometheus(async (url, set) => {
-    const gate = gateOn(url);
-    const breaches: Breach[] = [];
-    let paused = false;
-    let wakes = 0;
-    gate.onChange(() => wakes++);
-    await gate.start();
-    await gate.bind({
-      onBreach: (b) => breaches.push(b),
-      latch: () => Promise.resolve(void (paused = true)),
-      pauseSeen: () => paused,
-    });
-    try {
-      assert.equal(gate.pausedBy(), undefined);
-      set({ value: 3 });
-      await until("the breach", () => gate.breached() !== undefined);
-      assert.match(
-        gate.pausedBy() ?? "",
-        /health gate breached: query "broken > 0" returned broken 3/,
-      );
-      await until("the latch", () => gate.state.kind === "latched");
-      assert.equal(paused, true, "the gate set the run's pause");
-      assert.ok(wakes > 0, "the engine was woken");
-      set({}); // the metric recovers
-      await new Promise((r) => setTimeout(r, 600));
-      assert.equal(gate.state.kind, "latched", "still latched after the metric recovered");
-      assert.ok(gate.pausedBy());
-      paused = false; // a person lifts the pause
-      await until("the release", () => gate.pausedBy() === undefined);
-      assert.equal(breaches.length, 1, "one breach told once");
-      assert.equal(breaches[0].value, "broken 3");
-    } finally {
-      await gate.stop();
-    }
+  const breaches: Breach[] = [];
+  let paused = false;
+  let wakes = 0;
+  const bind = {
+    onBreach: (b: Breach) => void breaches.push(b),
+    latch: () => Promise.resolve(void (paused = true)),
+    pauseSeen: () => paused,
+  };
+  await withGate({ before: (g) => g.onChange(() => wakes++), bind }, async (gate, set) => {
+    assert.equal(gate.pausedBy(), undefined);
+    set({ value: 3 });
+    await until("the breach", () => gate.breached() !== undefined);
+    assert.match(
+      gate.pausedBy() ?? "",
+      /health gate breached: query "broken > 0" returned broken 3/,
+    );
+    await until("the latch", () => gate.state.kind === "latched");
+    assert.equal(paused, true, "the gate set the run's pause");
+    assert.ok(wakes > 0, "the engine was woken");
+    set({}); // the metric recovers
+    await new Promise((r) => setTimeout(r, 600));
+    assert.equal(gate.state.kind, "latched", "still latched after the metric recovered");
+    assert.ok(gate.pausedBy());
+    paused = false; // a person lifts the pause
+    await until("the release", () => gate.pausedBy() === undefined);
+    assert.equal(breaches.length, 1, "one breach told once");
+    assert.equal(breaches[0].value, "broken 3");
   });
 });
 
 Deno.test("HealthGate: an unanswering Prometheus is an outage that pauses and resumes by itself, never a breach", async () => {
-  await withPrometheus(async (url, set) => {
-    const gate = gateOn(url);
-    const told: string[] = [];
-    await gate.start();
-    await gate.bind({
-      onBreach: () => told.push("breach"),
-      onHold: (c) => told.push(c.state),
-    });
-    try {
-      set({ down: true });
-      await until("the outage", () => gate.state.kind === "outage");
-      assert.match(
-        gate.pausedBy() ?? "",
-        /unreachable since .*HTTP 503: down.*resume by themselves/,
-      );
-      assert.equal(gate.breached(), undefined);
-      assert.equal(gate.stopsBy(), undefined);
-      set({});
-      await until("the recovery", () => gate.pausedBy() === undefined);
-      assert.deepEqual(told, ["paused", "resumed"]);
-    } finally {
-      await gate.stop();
-    }
+  const told: string[] = [];
+  const bind = {
+    onBreach: () => void told.push("breach"),
+    onHold: (c: { state: string }) => void told.push(c.state),
+  };
+  await withGate({ bind }, async (gate, set) => {
+    set({ down: true });
+    await until("the outage", () => gate.state.kind === "outage");
+    assert.match(
+      gate.pausedBy() ?? "",
+      /unreachable since .*HTTP 503: down.*resume by themselves/,
+    );
+    assert.equal(gate.breached(), undefined);
+    assert.equal(gate.stopsBy(), undefined);
+    set({});
+    await until("the recovery", () => gate.pausedBy() === undefined);
+    assert.deepEqual(told, ["paused", "resumed"]);
   });
 });
 
 Deno.test("HealthGate with --on-gate-breach exit stops the rollout on a breach and sets no pause", async () => {
-  await withPrometheus(async (url, set) => {
-    const gate = gateOn(url, { onBreach: "exit" });
-    set({ value: 1 });
-    await gate.start();
-    try {
-      assert.equal(
-        gate.stopsBy(),
-        'a health gate was breached: query "broken > 0" returned broken 1',
-      );
-      assert.equal(
-        await gate.checkNow(),
-        'health gate breached: query "broken > 0" returned broken 1',
-      );
-    } finally {
-      await gate.stop();
-    }
+  await withGate({ onBreach: "exit", initial: { value: 1 } }, async (gate) => {
+    assert.equal(
+      gate.stopsBy(),
+      'a health gate was breached: query "broken > 0" returned broken 1',
+    );
+    assert.equal(
+      await gate.checkNow(),
+      'health gate breached: query "broken > 0" returned broken 1',
+    );
   });
 });
 
 Deno.test("HealthGate.afterWave() measures once more when the soak ends and says stop on a breach (exit)", async () => {
-  await withPrometheus(async (url, set) => {
-    // No measurement of its own during the soak.
-    const gate = gateOn(url, { onBreach: "exit", config: { intervalSecs: 60 } });
-    await gate.start();
-    try {
-      assert.equal(await gate.afterWave(0), undefined, "healthy: the next wave may open");
-      const soak = gate.afterWave(300);
-      set({ value: 1 }); // breached during the soak: seen at its end
-      const began = Date.now();
-      assert.match((await soak) ?? "", /^a health gate was breached: query "broken > 0"/);
-      assert.ok(Date.now() - began >= 250, "it held the soak");
-    } finally {
-      await gate.stop();
-    }
+  // No measurement of its own during the soak.
+  await withGate({ onBreach: "exit", config: { intervalSecs: 60 } }, async (gate, set) => {
+    assert.equal(await gate.afterWave(0), undefined, "healthy: the next wave may open");
+    const soak = gate.afterWave(300);
+    set({ value: 1 }); // breached during the soak: seen at its end
+    const began = Date.now();
+    assert.match((await soak) ?? "", /^a health gate was breached: query "broken > 0"/);
+    assert.ok(Date.now() - began >= 250, "it held the soak");
   });
 });
 
 Deno.test("HealthGate.breaches records each breach with its query, value and when its latch was set and lifted", async () => {
-  await withPrometheus(async (url, set) => {
-    const gate = gateOn(url);
-    let paused = false;
-    await gate.start();
-    await gate.bind({
-      onBreach: () => {},
-      latch: () => Promise.resolve(void (paused = true)),
-      pauseSeen: () => paused,
-    });
-    try {
-      assert.equal(gate.breaches.length, 0, "no breach yet");
-      const before = Date.now();
-      set({ value: 2 });
-      await until("the latch", () => gate.state.kind === "latched");
-      const [held] = gate.breaches;
-      assert.equal(held.query, "broken > 0");
-      assert.equal(held.value, "broken 2");
-      assert.ok(held.at >= before && held.latchedAt! >= held.at, "breached, then latched");
-      assert.equal(held.liftedAt, undefined, "still held");
-      set({});
-      paused = false;
-      await until("the release", () => gate.pausedBy() === undefined);
-      assert.ok(gate.breaches[0].liftedAt! >= held.latchedAt!, "lifted after it was latched");
-      set({ value: 5 });
-      await until("a second breach", () => gate.breaches.length === 2);
-      assert.equal(gate.breaches[1].value, "broken 5");
-    } finally {
-      await gate.stop();
-    }
+  let paused = false;
+  const bind = {
+    onBreach: () => {},
+    latch: () => Promise.resolve(void (paused = true)),
+    pauseSeen: () => paused,
+  };
+  await withGate({ bind }, async (gate, set) => {
+    assert.equal(gate.breaches.length, 0, "no breach yet");
+    const before = Date.now();
+    set({ value: 2 });
+    await until("the latch", () => gate.state.kind === "latched");
+    const [held] = gate.breaches;
+    assert.equal(held.query, "broken > 0");
+    assert.equal(held.value, "broken 2");
+    assert.ok(held.at >= before && held.latchedAt! >= held.at, "breached, then latched");
+    assert.equal(held.liftedAt, undefined, "still held");
+    set({});
+    paused = false;
+    await until("the release", () => gate.pausedBy() === undefined);
+    assert.ok(gate.breaches[0].liftedAt! >= held.latchedAt!, "lifted after it was latched");
+    set({ value: 5 });
+    await until("a second breach", () => gate.breaches.length === 2);
+    assert.equal(gate.breaches[1].value, "broken 5");
   });
 });
 
 Deno.test("HealthGate: a selector gone dark is no data: starts pause, say which, and resume when it is back", async () => {
-  await withPrometheus(async (url, set) => {
-    const gate = gateOn(url);
-    const told: string[] = [];
-    await gate.start();
-    await gate.bind({
-      onBreach: () => told.push("breach"),
-      onHold: (c) => told.push(`${c.kind} ${c.state}`),
-    });
-    try {
-      const cleanFrom = gate.cleanSince();
-      assert.ok(cleanFrom !== undefined, "clean since the first answer");
-      set({ dark: true });
-      await until("no data", () => gate.state.kind === "nodata");
-      assert.match(
-        gate.pausedBy() ?? "",
-        /no data since .*: selector broken of query "broken > 0" matches no series/,
-      );
-      assert.equal(gate.cleanSince(), undefined, "not clean while dark");
-      assert.equal(gate.stopsBy(), undefined);
-      set({});
-      await until("the data back", () => gate.pausedBy() === undefined);
-      assert.deepEqual(told, ["nodata paused", "nodata resumed"]);
-      assert.ok(gate.cleanSince()! > cleanFrom, "clean again, since the data came back");
-    } finally {
-      await gate.stop();
-    }
+  const told: string[] = [];
+  const bind = {
+    onBreach: () => void told.push("breach"),
+    onHold: (c: { kind: string; state: string }) => void told.push(`${c.kind} ${c.state}`),
+  };
+  await withGate({ bind }, async (gate, set) => {
+    const cleanFrom = gate.cleanSince();
+    assert.ok(cleanFrom !== undefined, "clean since the first answer");
+    set({ dark: true });
+    await until("no data", () => gate.state.kind === "nodata");
+    assert.match(
+      gate.pausedBy() ?? "",
+      /no data since .*: selector broken of query "broken > 0" matches no series/,
+    );
+    assert.equal(gate.cleanSince(), undefined, "not clean while dark");
+    assert.equal(gate.stopsBy(), undefined);
+    set({});
+    await until("the data back", () => gate.pausedBy() === undefined);
+    assert.deepEqual(told, ["nodata paused", "nodata resumed"]);
+    assert.ok(gate.cleanSince()! > cleanFrom, "clean again, since the data came back");
   });
 });
 
 Deno.test("HealthGate writes the latch before it tells the breach, and a latch refused stops the run", async () => {
-  await withPrometheus(async (url, set) => {
-    const gate = gateOn(url);
-    const order: string[] = [];
-    const kinds: string[] = [];
-    gate.subscribe((s) => kinds.push(s.kind));
-    await gate.start();
-    await gate.bind({
-      onBreach: (_, latch) => order.push(`told ${latch}`),
-      latch: () => {
-        order.push("latch");
-        return Promise.reject(new LatchRefused("denied by policy"));
-      },
-      pauseSeen: () => false,
-    });
-    try {
-      set({ value: 1 });
-      await until("the refusal", () => gate.state.kind === "unlatched");
-      assert.deepEqual(order, ["latch", "told unlatched"]);
-      assert.match(gate.stopsBy() ?? "", /the run cannot pause itself: denied by policy/);
-      assert.equal(kinds[0], "fresh", "subscribers see every change");
-      assert.deepEqual(kinds.slice(-2), ["breached", "unlatched"]);
-    } finally {
-      await gate.stop();
-    }
+  const order: string[] = [];
+  const kinds: string[] = [];
+  const bind = {
+    onBreach: (_: Breach, latch: string) => void order.push(`told ${latch}`),
+    latch: () => {
+      order.push("latch");
+      return Promise.reject(new LatchRefused("denied by policy"));
+    },
+    pauseSeen: () => false,
+  };
+  const before = (g: HealthGate) => g.subscribe((s) => kinds.push(s.kind));
+  await withGate({ before, bind }, async (gate, set) => {
+    set({ value: 1 });
+    await until("the refusal", () => gate.state.kind === "unlatched");
+    assert.deepEqual(order, ["latch", "told unlatched"]);
+    assert.match(gate.stopsBy() ?? "", /the run cannot pause itself: denied by policy/);
+    assert.equal(kinds[0], "fresh", "subscribers see every change");
+    assert.deepEqual(kinds.slice(-2), ["breached", "unlatched"]);
   });
 });
 
 Deno.test("HealthGate: a latch that keeps failing (API out) is tried again, then stops the run after three intervals", async () => {
-  await withPrometheus(async (url, set) => {
-    const gate = gateOn(url);
-    let tries = 0;
-    await gate.start();
-    await gate.bind({
-      onBreach: () => {},
-      latch: () => Promise.reject(new Error(`HTTP 503 (try ${++tries})`)),
-      pauseSeen: () => false,
-    });
-    try {
-      set({ value: 1 });
-      await until("the stop", () => gate.state.kind === "unlatched");
-      assert.ok(tries >= 3, `${tries} tries`);
-      assert.match(gate.stopsBy() ?? "", /cannot pause itself: HTTP 503/);
-    } finally {
-      await gate.stop();
-    }
+  let tries = 0;
+  const bind = {
+    onBreach: () => {},
+    latch: () => Promise.reject(new Error(`HTTP 503 (try ${++tries})`)),
+    pauseSeen: () => false,
+  };
+  await withGate({ bind }, async (gate, set) => {
+    set({ value: 1 });
+    await until("the stop", () => gate.state.kind === "unlatched");
+    assert.ok(tries >= 3, `${tries} tries`);
+    assert.match(gate.stopsBy() ?? "", /cannot pause itself: HTTP 503/);
   });
 });

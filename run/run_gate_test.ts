@@ -6,7 +6,7 @@ import { EXIT } from "../report/summary.ts";
 import { status, withServer } from "../testing/loopback.ts";
 import type { GateConfig } from "../gates/config.ts";
 import { HealthGate } from "../gates/gate.ts";
-import { bindGate, latchExit, openGate, refuseIfEarlierPaused } from "./run_gate.ts";
+import { bindGate, type GateRun, latchExit, openGate, refuseIfEarlierPaused } from "./run_gate.ts";
 import type { Recorder } from "../report/report.ts";
 import type { Plan } from "./plan.ts";
 
@@ -179,122 +179,111 @@ Deno.test("openGate() refuses a selector that matches no series: a UsageError na
 
 const RECORDER = { ownerWarning: () => {} } as unknown as Recorder;
 
+/** A client that gives up on a failing write within 100 ms, for the tests of writes that keep failing. */
+const FAST_RETRY = {
+  retry: { requestTimeoutMs: 1000, budgetMs: 100, baseDelayMs: 10, maxDelayMs: 20 },
+};
+
+/** The owner Job a pausing run writes its pause to. */
+const OWNED = { ...PLAN, owner: { name: "hook", uid: "u1" } } as Plan;
+
+/**
+ * The API of the latch tests: a POST (the exit latch) is created and its
+ * path kept in `created`; a PATCH (the owner's pause) answers `patch`.
+ */
+function latchApi(created: string[], patch = () => status(404, "NotFound")) {
+  return (req: Request) => {
+    if (req.method === "PATCH") return patch();
+    if (req.method === "POST") {
+      created.push(new URL(req.url).pathname);
+      return Response.json({}, { status: 201 });
+    }
+    return status(404, "NotFound");
+  };
+}
+
+/**
+ * A gate of `config` opened on a Prometheus whose every answer breaches and
+ * bound to the run; `fn` sees it, its run and the log's lines; the gate
+ * stops after.
+ */
+async function withBoundGate(
+  kube: GateRun["kube"],
+  config: (url: string) => GateConfig,
+  plan: Plan,
+  fn: (gate: HealthGate, g: GateRun, lines: string[]) => void | Promise<void>,
+): Promise<void> {
+  const lines: string[] = [];
+  const log = new Logger("text", (l) => lines.push(l));
+  await withPrometheus(breached, async (url) => {
+    const g = { config: config(url), plan, kube, log };
+    const gate = await openGate(g);
+    assert.ok(gate instanceof HealthGate);
+    try {
+      await bindGate(gate, { ...g, recorder: RECORDER }, {});
+      await fn(gate, g, lines);
+    } finally {
+      await gate.stop();
+    }
+  });
+}
+
+/** Waits (5 s at most) for the gate to give up its latch, and says it did. */
+async function untilUnlatched(gate: HealthGate): Promise<void> {
+  const end = Date.now() + 5000;
+  while (gate.state.kind !== "unlatched" && Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  assert.equal(gate.state.kind, "unlatched");
+}
+
 Deno.test("bindGate() with exit writes the exit latch the moment the breach is seen, before the run ends", async () => {
   const created: string[] = [];
-  await withServer(
-    (req) => {
-      if (req.method === "POST") {
-        created.push(new URL(req.url).pathname);
-        return Response.json({}, { status: 201 });
-      }
-      return status(404, "NotFound");
-    },
-    async (kube) => {
-      const lines: string[] = [];
-      const log = new Logger("text", (l) => lines.push(l));
-      await withPrometheus(breached, async (url) => {
-        const g = { config: config(url), plan: PLAN, kube, log };
-        const gate = await openGate(g);
-        assert.ok(gate instanceof HealthGate);
-        try {
-          await bindGate(gate, { ...g, recorder: RECORDER }, {});
-          assert.deepEqual(created, ["/api/v1/namespaces/ops/configmaps"], "latched at once");
-          assert.equal(gate.state.kind, "latched");
-          assert.match(
-            lines.join("\n"),
-            /health gate breached: .*latched: the next run refuses to start until it is cleared: kubectl delete configmap -n ops drv-gate-breach/,
-          );
-        } finally {
-          await gate.stop();
-        }
-      });
-    },
-  );
+  await withServer(latchApi(created), async (kube) => {
+    await withBoundGate(kube, (url) => config(url), PLAN, (gate, _g, lines) => {
+      assert.deepEqual(created, ["/api/v1/namespaces/ops/configmaps"], "latched at once");
+      assert.equal(gate.state.kind, "latched");
+      assert.match(
+        lines.join("\n"),
+        /health gate breached: .*latched: the next run refuses to start until it is cleared: kubectl delete configmap -n ops drv-gate-breach/,
+      );
+    });
+  });
 });
 
 Deno.test("bindGate(): a pause the API refuses (403) stops the run and leaves the exit latch, naming the command that clears it", async () => {
   const created: string[] = [];
-  await withServer(
-    (req) => {
-      if (req.method === "PATCH") return status(403, "Forbidden");
-      if (req.method === "POST") {
-        created.push(new URL(req.url).pathname);
-        return Response.json({}, { status: 201 });
-      }
-      return status(404, "NotFound");
-    },
-    async (kube) => {
-      const lines: string[] = [];
-      const log = new Logger("text", (l) => lines.push(l));
-      const plan = { ...PLAN, owner: { name: "hook", uid: "u1" } } as Plan;
-      await withPrometheus(breached, async (url) => {
-        const g = { config: config(url, "pause"), plan, kube, log };
-        const gate = await openGate(g);
-        assert.ok(gate instanceof HealthGate);
-        try {
-          await bindGate(gate, { ...g, recorder: RECORDER }, {});
-          assert.equal(gate.state.kind, "unlatched");
-          assert.match(gate.stopsBy() ?? "", /the run cannot pause itself: Cannot pause the run/);
-          assert.deepEqual(
-            created,
-            ["/api/v1/namespaces/ops/configmaps"],
-            "the exit latch instead",
-          );
-          assert.match(
-            lines.join("\n"),
-            /Cannot pause the run for the health gate's breach: PATCH of job-dispatcher\/paused on owner Job ops\/hook refused: .*; the run stops \(exit 5\); the exit latch holds the next run until it is cleared: kubectl delete configmap -n ops drv-gate-breach/,
-          );
-        } finally {
-          await gate.stop();
-        }
-      });
-    },
-  );
+  await withServer(latchApi(created, () => status(403, "Forbidden")), async (kube) => {
+    await withBoundGate(kube, (url) => config(url, "pause"), OWNED, (gate, _g, lines) => {
+      assert.equal(gate.state.kind, "unlatched");
+      assert.match(gate.stopsBy() ?? "", /the run cannot pause itself: Cannot pause the run/);
+      assert.deepEqual(created, ["/api/v1/namespaces/ops/configmaps"], "the exit latch instead");
+      assert.match(
+        lines.join("\n"),
+        /Cannot pause the run for the health gate's breach: PATCH of job-dispatcher\/paused on owner Job ops\/hook refused: .*; the run stops \(exit 5\); the exit latch holds the next run until it is cleared: kubectl delete configmap -n ops drv-gate-breach/,
+      );
+    });
+  });
 });
 
 Deno.test("bindGate(): a pause that keeps failing (a webhook down: 500) stops the run after three intervals and leaves the exit latch, naming the command that clears it", async () => {
   const created: string[] = [];
   await withServer(
-    (req) => {
-      if (req.method === "PATCH") return status(500, "InternalError");
-      if (req.method === "POST") {
-        created.push(new URL(req.url).pathname);
-        return Response.json({}, { status: 201 });
-      }
-      return status(404, "NotFound");
-    },
+    latchApi(created, () => status(500, "InternalError")),
     async (kube) => {
-      const lines: string[] = [];
-      const log = new Logger("text", (l) => lines.push(l));
-      const plan = { ...PLAN, owner: { name: "hook", uid: "u1" } } as Plan;
-      await withPrometheus(breached, async (url) => {
-        const g = { config: { ...config(url, "pause"), intervalSecs: 0.2 }, plan, kube, log };
-        const gate = await openGate(g);
-        assert.ok(gate instanceof HealthGate);
-        try {
-          await bindGate(gate, { ...g, recorder: RECORDER }, {});
-          const end = Date.now() + 5000;
-          while (gate.state.kind !== "unlatched" && Date.now() < end) {
-            await new Promise((r) => setTimeout(r, 20));
-          }
-          assert.equal(gate.state.kind, "unlatched");
-          assert.deepEqual(
-            created,
-            ["/api/v1/namespaces/ops/configmaps"],
-            "the exit latch instead",
-          );
-          assert.match(
-            lines.join("\n"),
-            /Cannot pause the run for the health gate's breach: .*the exit latch holds the next run until it is cleared: kubectl delete configmap -n ops drv-gate-breach/,
-          );
-        } finally {
-          await gate.stop();
-        }
+      const fast = (url: string) => ({ ...config(url, "pause"), intervalSecs: 0.2 });
+      await withBoundGate(kube, fast, OWNED, async (gate, _g, lines) => {
+        await untilUnlatched(gate);
+        assert.deepEqual(created, ["/api/v1/namespaces/ops/configmaps"], "the exit latch instead");
+        assert.match(
+          lines.join("\n"),
+          /Cannot pause the run for the health gate's breach: .*the exit latch holds the next run until it is cleared: kubectl delete configmap -n ops drv-gate-breach/,
+        );
       });
     },
     undefined,
     undefined,
-    { retry: { requestTimeoutMs: 1000, budgetMs: 100, baseDelayMs: 10, maxDelayMs: 20 } },
+    FAST_RETRY,
   );
 });
 
@@ -367,40 +356,21 @@ Deno.test("refuseIfEarlierPaused(): an earlier hook Job of the release whose run
 Deno.test("latchExit(): an exit latch that kept failing (500) while Jobs were in flight is tried once more when the run ends, and set if the API is back", async () => {
   let down = true;
   const created: string[] = [];
+  const api = latchApi(created);
   await withServer(
-    (req) => {
-      if (req.method === "POST") {
-        if (down) return status(500, "InternalError");
-        created.push(new URL(req.url).pathname);
-        return Response.json({}, { status: 201 });
-      }
-      return status(404, "NotFound");
-    },
+    (req) => (req.method === "POST" && down ? status(500, "InternalError") : api(req)),
     async (kube) => {
-      const lines: string[] = [];
-      const log = new Logger("text", (l) => lines.push(l));
-      await withPrometheus(breached, async (url) => {
-        const g = { config: { ...config(url, "exit"), intervalSecs: 0.2 }, plan: PLAN, kube, log };
-        const gate = await openGate(g);
-        assert.ok(gate instanceof HealthGate);
-        try {
-          await bindGate(gate, { ...g, recorder: RECORDER }, {});
-          const end = Date.now() + 5000;
-          while (gate.state.kind !== "unlatched" && Date.now() < end) {
-            await new Promise((r) => setTimeout(r, 20));
-          }
-          assert.equal(gate.state.kind, "unlatched");
-          down = false; // the Jobs in flight finished; the API is back
-          assert.equal(await latchExit(gate, g), true);
-          assert.deepEqual(created, ["/api/v1/namespaces/ops/configmaps"], "latched at the end");
-          assert.match(lines.at(-1)!, /kubectl delete configmap -n ops drv-gate-breach/);
-        } finally {
-          await gate.stop();
-        }
+      const fast = (url: string) => ({ ...config(url, "exit"), intervalSecs: 0.2 });
+      await withBoundGate(kube, fast, PLAN, async (gate, g, lines) => {
+        await untilUnlatched(gate);
+        down = false; // the Jobs in flight finished; the API is back
+        assert.equal(await latchExit(gate, g), true);
+        assert.deepEqual(created, ["/api/v1/namespaces/ops/configmaps"], "latched at the end");
+        assert.match(lines.at(-1)!, /kubectl delete configmap -n ops drv-gate-breach/);
       });
     },
     undefined,
     undefined,
-    { retry: { requestTimeoutMs: 1000, budgetMs: 100, baseDelayMs: 10, maxDelayMs: 20 } },
+    FAST_RETRY,
   );
 });

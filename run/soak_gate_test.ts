@@ -2,6 +2,25 @@ import assert from "node:assert/strict";
 import { HealthGate } from "../gates/gate.ts";
 import { PrometheusUnreachable } from "../gates/prometheus.ts";
 import { WatchedGate } from "./soak_gate.ts";
+import type { GateConfig } from "../gates/config.ts";
+import type { Clock } from "../base/clock.ts";
+
+/** The gate of these tests: one query, pausing on a breach. */
+const CONFIG: GateConfig = {
+  url: "http://prom:9090",
+  queries: ["up == 0"],
+  intervalSecs: 30,
+  onBreach: "pause",
+};
+
+/** A gate whose every measurement is clean, on the test's clock. */
+function cleanGate(clock: Clock): HealthGate {
+  return new HealthGate({
+    config: CONFIG,
+    measure: () => Promise.resolve({ dark: [], warnings: [] }),
+    clock,
+  });
+}
 
 type Answer = { query: string; value: string } | undefined | "down";
 
@@ -11,7 +30,7 @@ function scripted() {
   let answer: Answer;
   let paused = false;
   const gate = new HealthGate({
-    config: { url: "http://prom:9090", queries: ["up == 0"], intervalSecs: 30, onBreach: "pause" },
+    config: CONFIG,
     measure: () =>
       answer === "down"
         ? Promise.reject(new PrometheusUnreachable("connection refused"))
@@ -98,16 +117,7 @@ Deno.test({
   async fn() {
     let now = 1_000;
     const clock = { now: () => now, sleep: () => Promise.resolve() };
-    const gate = new HealthGate({
-      config: {
-        url: "http://prom:9090",
-        queries: ["up == 0"],
-        intervalSecs: 30,
-        onBreach: "pause",
-      },
-      measure: () => Promise.resolve({ dark: [], warnings: [] }),
-      clock,
-    });
+    const gate = cleanGate(clock);
     let paused: string | undefined = "annotation p/paused=true on Job ops/hook";
     const owner = { pausedBy: () => paused, onChange: () => {} };
     const watched = new WatchedGate(gate, { pauses: [owner], clock });
@@ -138,17 +148,7 @@ Deno.test({
   async fn(t) {
     let now = 1_000;
     const clock = { now: () => now, sleep: () => Promise.resolve() };
-    const gateAt = () =>
-      new HealthGate({
-        config: {
-          url: "http://prom:9090",
-          queries: ["up == 0"],
-          intervalSecs: 30,
-          onBreach: "pause",
-        },
-        measure: () => Promise.resolve({ dark: [], warnings: [] }),
-        clock,
-      });
+    const gateAt = () => cleanGate(clock);
     await t.step("a break and its end, written in order", async () => {
       const gate = gateAt();
       let paused: string | undefined;
