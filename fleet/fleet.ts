@@ -303,6 +303,7 @@ async function rollStage(
       });
       await Promise.all(stopping);
       inFlight.delete(c);
+      deps.line.release(c);
       if (rc === 0 && !deps.signal.aborted) {
         // Its record unread (an API hiccup) must not end the others' runs: now is its end.
         ended.set(c, (await deps.runner.endedAt(c).catch(() => undefined)) ?? deps.now());

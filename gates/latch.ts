@@ -53,9 +53,19 @@ export interface OwnerLatch {
  * @throws {ApiError} when the API refuses or cannot be reached
  */
 export async function pauseOwner(o: OwnerLatch, b: Breach): Promise<void> {
+  await pauseOwnerFor(o, describeBreach(b));
+}
+
+/**
+ * Sets `<P>/paused=true` and `reason` on the owner Job: the same latch for a
+ * stop that is not this run's breach (a fleet's stop-the-line).
+ *
+ * @throws {ApiError} when the API refuses or cannot be reached
+ */
+export async function pauseOwnerFor(o: OwnerLatch, reason: string): Promise<void> {
   const path = paths.job(o.namespace, o.owner.name);
   const test = { op: "test", path: "/metadata/uid", value: o.owner.uid };
-  const values = { [o.pausedKey]: "true", [pausedReasonKey(o.pausedKey)]: describeBreach(b) };
+  const values = { [o.pausedKey]: "true", [pausedReasonKey(o.pausedKey)]: reason };
   try {
     await o.kube.request("patch", "PATCH", path, [
       test,
