@@ -81,6 +81,11 @@ export class StopLine {
     return this.#latch.pauseFile !== undefined && !this.#unlatched;
   }
 
+  /** Whether the pause is latched on each cluster's owner Job (else on the pause file). */
+  get onOwners(): boolean {
+    return this.#latch.owner !== undefined;
+  }
+
   /** The reason a held cluster's run gives (its progress line, its report's stop). */
   reason(): string | undefined {
     const s = this.#stop;
