@@ -20,7 +20,7 @@ import { whoAmI } from "../kube/whoami.ts";
 import type { Logger } from "../report/log.ts";
 import type { RunConfig, RunContext } from "../run/config.ts";
 import { EXIT, resolveNamespace, runDispatcher } from "../run/run.ts";
-import { validateOnServer } from "../run/preflight.ts";
+import { resolveOwner, validateOnServer } from "../run/preflight.ts";
 import {
   approvedBy,
   endedCleanly,
@@ -34,7 +34,7 @@ import { StopLine } from "./line.ts";
 import { openSoakGates } from "./soak_gates.ts";
 import { fleetReport } from "./report.ts";
 import { fleetEta } from "./eta.ts";
-import { pauseFileFor } from "../gates/latch.ts";
+import { pauseFileFor, pauseOwnerFor } from "../gates/latch.ts";
 import { fleetClusters, type FleetSpec } from "./spec.ts";
 import { type ClusterFacts, fleetView, renderFleetView } from "./status.ts";
 
@@ -314,7 +314,7 @@ export async function fleetCommand(
     const refused = await checkTemplateEverywhere(members, opts, template, env);
     if (refused !== undefined) return refused;
     const runner = runnerOf(new Map(members.map((x) => [x.name, x])), template, cleanup, env);
-    const line = stopLine(opts);
+    const line = stopLine(opts, members);
     const exitCode = await runFleet(spec, {
       runner,
       log: env.log,
@@ -517,13 +517,32 @@ export async function fleetStatus(
  * pause`) the clusters in flight hold on that file, latched as a breach
  * latches it; else they stop.
  */
-function stopLine(opts: RunConfig): StopLine {
-  const pauseFile = opts.gate?.onBreach === "exit" ? undefined : opts.maintenance.pauseFile;
+function stopLine(opts: RunConfig, members: Member[]): StopLine {
+  const holds = opts.gate?.onBreach !== "exit";
+  const pauseFile = holds ? opts.maintenance.pauseFile : undefined;
   return new StopLine({
     pauseFile,
     write: pauseFileFor,
     exists: fileExists,
+    owner: holds && opts.ownerJobName
+      ? (c, reason) => latchOwner(opts, members, c, reason)
+      : undefined,
   });
+}
+
+/**
+ * Latches the line's pause on cluster `c`'s owner Job as a breach latches
+ * it, so its run's owner gate holds it and the `kubectl annotate` it prints lifts it.
+ *
+ * @throws {ApiError} when the API refuses (that cluster then stops instead)
+ */
+async function latchOwner(opts: RunConfig, members: Member[], c: string, reason: string) {
+  const m = members.find((x) => x.name === c)!;
+  const namespace = m.key.namespace;
+  const owner = await resolveOwner(m.cfg, m.kube, namespace);
+  if (!owner) throw new Error(`cluster ${c}: no owner Job ${opts.ownerJobName} to latch`);
+  const pausedKey = trackingKeys(m.cfg.trackingLabelPrefix).paused;
+  await pauseOwnerFor({ kube: m.kube, namespace, owner, pausedKey }, reason);
 }
 
 /** Whether a file is there now (the pause file: a person removes it to lift the pause). */

@@ -303,6 +303,7 @@ async function rollStage(
       });
       await Promise.all(stopping);
       inFlight.delete(c);
+      deps.line.release(c);
       if (rc === 0 && !deps.signal.aborted) {
         // Its record unread (an API hiccup) must not end the others' runs: now is its end.
         ended.set(c, (await deps.runner.endedAt(c).catch(() => undefined)) ?? deps.now());
@@ -337,6 +338,9 @@ function stoppedTheLine(
   const list = others.join(", ");
   const held = !others.length
     ? "no other cluster is in flight"
+    : line.latches && line.onOwners
+    ? `the pause is latched on each owner Job: no Job starts in ${list} until a person ` +
+      "lifts it with the kubectl annotate its run prints"
     : line.latches
     ? `the pause file is latched: no Job starts in ${list} until a person removes it`
     : `${list}: no further Job, each run ends once its Jobs in flight finished`;

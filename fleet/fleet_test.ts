@@ -384,3 +384,27 @@ Deno.test("runFleet says its soak on the CLI's Logger (its methods keep their `t
   );
   assert.ok(said.some((l) => /fleet: soaking after stage one until/.test(l)), said.join("\n"));
 });
+
+Deno.test("runFleet with owner Jobs latches the pause on each run in flight's owner, not on one it ended", async () => {
+  const f = fakeFleet();
+  const owners = new Map<string, string>();
+  f.deps.line = new StopLine({
+    write: () => Promise.reject(new Error("no pause file")),
+    exists: () => false,
+    owner: (c, reason) => Promise.resolve(void owners.set(c, reason)),
+  });
+  f.deps.runner.run = async (c, line) => {
+    f.calls.push(`run ${c}`);
+    if (c === "a") return await Promise.resolve(1);
+    await until(() => owners.has(c)); // its owner Job latched: its own owner gate holds it now
+    assert.equal(line.hold.pausedBy(), undefined);
+    assert.equal(line.hold.stopsBy?.(), undefined);
+    return 0;
+  };
+  assert.equal(await runFleet(TWO_STAGES, f.deps), 1);
+  assert.deepEqual(f.calls, ["run a", "run b"], "stage t never starts");
+  assert.deepEqual([...owners.keys()], ["b"]);
+  assert.match(owners.get("b")!, /the line is stopped by cluster a \(stage s\): a said 1/);
+  const stop = f.lines.filter((l) => l.startsWith("error: "));
+  assert.match(stop[0], /the pause is latched on each owner Job: no Job starts in b until/);
+});

@@ -6,6 +6,10 @@
  * - with `--pause-file` (and `--on-gate-breach pause`, the default): the
  *   pause file is written, the run's own latch (gates/latch.ts), which every
  *   cluster's run watches; no Job starts anywhere until a person removes it;
+ * - with an owner Job (`--owner-job-name`): `<P>/paused` and its reason are
+ *   set on each in-flight cluster's owner Job, as a breach latches it there;
+ *   the run's own owner gate then holds it, and a person lifts each with the
+ *   `kubectl annotate` its run prints (a refused latch stops that cluster);
  * - else (`--on-gate-breach exit`, or no pause file to latch): each run
  *   stops as a gate's exit stops it: no further Job, its Jobs in flight
  *   finish, its run ends; the fleet exits once every run ended.
@@ -38,6 +42,11 @@ export interface LineLatch {
   write: (path: string, reason: string) => Promise<void>;
   /** Whether the file is there now (a person removes it to lift the pause). */
   exists: (path: string) => boolean;
+  /**
+   * Latches the pause on cluster `cluster`'s owner Job (gates/latch.ts
+   * `pauseOwnerFor`); undefined when the runs have no owner Job.
+   */
+  owner?: (cluster: string, reason: string) => Promise<void>;
 }
 
 /** The line, shared by every cluster's run of one fleet process. */
@@ -50,6 +59,11 @@ export class StopLine {
   /** The pause could not be written: the clusters stop instead. */
   #unlatched = false;
   #wakes = new Set<() => void>();
+  /** The clusters whose runs are in flight (their owner Jobs get the latch). */
+  #running = new Set<string>();
+  /** Owner Jobs latched (their runs' owner gates hold them) and refused (they stop). */
+  #ownerLatched = new Set<string>();
+  #ownerRefused = new Set<string>();
 
   /** @param latch where the pause is latched */
   constructor(latch: LineLatch) {
@@ -63,7 +77,13 @@ export class StopLine {
 
   /** Whether the clusters in flight hold on a latched pause (else they stop). */
   get latches(): boolean {
+    if (this.#latch.owner) return true;
     return this.#latch.pauseFile !== undefined && !this.#unlatched;
+  }
+
+  /** Whether the pause is latched on each cluster's owner Job (else on the pause file). */
+  get onOwners(): boolean {
+    return this.#latch.owner !== undefined;
   }
 
   /** The reason a held cluster's run gives (its progress line, its report's stop). */
@@ -87,6 +107,10 @@ export class StopLine {
     }
     this.#stop = { ...s };
     this.#wake();
+    if (this.#latch.owner) {
+      await this.#latchOwners(s.cluster);
+      return true;
+    }
     const path = this.#latch.pauseFile;
     if (path !== undefined) {
       try {
@@ -100,10 +124,33 @@ export class StopLine {
     return true;
   }
 
-  /** The line as cluster `cluster`'s run sees it: one more pause gate of its engine. */
+  /** Cluster `cluster`'s run ended: a later stop leaves its owner Job alone. */
+  release(cluster: string): void {
+    this.#running.delete(cluster);
+  }
+
+  /** Latches every in-flight cluster's owner Job but the stopper's (latch first, then wake). */
+  async #latchOwners(stopper: string): Promise<void> {
+    const held = [...this.#running].filter((c) => c !== stopper);
+    await Promise.all(held.map(async (c) => {
+      try {
+        await this.#latch.owner!(c, this.reason()!);
+        this.#ownerLatched.add(c);
+      } catch {
+        this.#ownerRefused.add(c);
+      }
+    }));
+    this.#wake();
+  }
+
+  /**
+   * The line as cluster `cluster`'s run sees it: one more pause gate of its
+   * engine. Counts the cluster in flight until {@linkcode StopLine.release}.
+   */
   holdFor(cluster: string): PauseGate {
+    this.#running.add(cluster);
     const mine = () => this.#stop !== undefined && this.#stop.cluster !== cluster;
-    return {
+    return this.#latch.owner ? this.#ownerHold(cluster, mine) : {
       pausedBy: () => {
         if (!mine() || !this.latches || this.#lifted) return undefined;
         // Written and gone: a person lifted it. Before it is written, starts hold too.
@@ -114,6 +161,19 @@ export class StopLine {
         return this.reason();
       },
       stopsBy: () => (mine() && !this.latches ? this.reason() : undefined),
+      onChange: (wake) => void this.#wakes.add(wake),
+    };
+  }
+
+  /**
+   * Held until its owner Job is latched; from then the run's own owner gate
+   * holds it (so the `kubectl annotate` that lifts a breach lifts this too).
+   */
+  #ownerHold(cluster: string, mine: () => boolean): PauseGate {
+    const settled = () => this.#ownerLatched.has(cluster) || this.#ownerRefused.has(cluster);
+    return {
+      pausedBy: () => (mine() && !settled() ? this.reason() : undefined),
+      stopsBy: () => (mine() && this.#ownerRefused.has(cluster) ? this.reason() : undefined),
       onChange: (wake) => void this.#wakes.add(wake),
     };
   }

@@ -92,3 +92,30 @@ Deno.test("StopLine keeps the first stop; its cluster's own exit code replaces t
   assert.equal(await line.stop({ ...STOP, code: 4 }), false);
   assert.deepEqual(line.stopped, { ...STOP, code: 4 });
 });
+
+Deno.test("StopLine latches the pause on each in-flight cluster's owner Job", async () => {
+  const owners = new Map<string, string>();
+  const line = new StopLine({
+    write: () => Promise.reject(new Error("no pause file here")),
+    exists: () => false,
+    owner: (cluster, reason) =>
+      cluster === "c"
+        ? Promise.reject(new Error("403 forbidden"))
+        : Promise.resolve(void owners.set(cluster, reason)),
+  });
+  const a = line.holdFor("a");
+  const b = line.holdFor("b");
+  const c = line.holdFor("c");
+  line.holdFor("d");
+  line.release("d"); // ended before the stop: its owner is left alone
+  await line.stop(STOP);
+  assert.deepEqual([...owners], [["b", REASON]]);
+  assert.equal(line.latches, true);
+  // b holds on its own owner Job's pause (the run's OwnerPause gate), which a person lifts.
+  assert.equal(b.pausedBy(), undefined);
+  assert.equal(b.stopsBy?.(), undefined);
+  // c's owner refused the latch: c stops instead, as a breach's refused latch stops a run.
+  assert.equal(c.stopsBy?.(), REASON);
+  assert.equal(a.pausedBy(), undefined);
+  assert.equal(a.stopsBy?.(), undefined);
+});

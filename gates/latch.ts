@@ -53,8 +53,18 @@ export interface OwnerLatch {
  * @throws {ApiError} when the API refuses or cannot be reached
  */
 export async function pauseOwner(o: OwnerLatch, b: Breach): Promise<void> {
+  await pauseOwnerFor(o, describeBreach(b));
+}
+
+/**
+ * Sets `<P>/paused=true` and `reason` on the owner Job: the same latch for a
+ * stop that is not this run's breach (a fleet's stop-the-line).
+ *
+ * @throws {ApiError} when the API refuses or cannot be reached
+ */
+export async function pauseOwnerFor(o: OwnerLatch, reason: string): Promise<void> {
   const path = paths.job(o.namespace, o.owner.name);
-  const values = { [o.pausedKey]: "true", [pausedReasonKey(o.pausedKey)]: describeBreach(b) };
+  const values = { [o.pausedKey]: "true", [pausedReasonKey(o.pausedKey)]: reason };
   const writes = Object.entries(values).map(([key, value]) => ({
     map: "annotations" as const,
     key,
