@@ -335,6 +335,7 @@ async function dispatchPhase(
         recorder.event(e);
         metrics?.event(e);
         pauses.event(e);
+        if (e.kind === "stopped") ctx.onStop?.(e.reason, EXIT.failed);
       },
       progress: (p) => {
         log.progress(p);
@@ -495,6 +496,7 @@ function gateRun({ opts, plan, ctx }: Execution): GateRun {
     kube: ctx.kube,
     log: ctx.log,
     pauseFilePath: opts.maintenance.pauseFile,
+    onStop: ctx.onStop,
   };
 }
 
