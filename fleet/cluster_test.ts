@@ -28,6 +28,17 @@ const CASES: [string, RunRecord | undefined, number | undefined][] = [
     { ...RECORD, nodes: [{ node: "n1", phase: "failed", reason: "exit 1" }] },
     undefined,
   ],
+  // A run whose window closed with nodes left records no stoppedBy (exit 4).
+  [
+    "the window closed with a node left queued",
+    { ...RECORD, nodes: [{ node: "n1", phase: "succeeded" }, { node: "n2", phase: "queued" }] },
+    undefined,
+  ],
+  [
+    "a node still blocked by its disruption budget (exit 1)",
+    { ...RECORD, nodes: [{ node: "n1", phase: "stillBlocked" }] },
+    undefined,
+  ],
 ];
 
 for (const [name, record, want] of CASES) {
