@@ -42,7 +42,8 @@ export async function readRecord(kube: Kube, key: RolloutKey): Promise<RunRecord
 
 /**
  * When a record says its rollout of this template ended cleanly: finished
- * (not stopped, not running), not stopped early, no node failed. A record
+ * (not stopped, not running), not stopped early, every node ended as a
+ * single run's exit 0 would have it (none failed, blocked or left). A record
  * of another template, or one that ended otherwise, is not counted: the
  * cluster is run again, and the run adopts what is there.
  *
@@ -53,8 +54,17 @@ export async function readRecord(kube: Kube, key: RolloutKey): Promise<RunRecord
  */
 export function endedCleanly(record: RunRecord | undefined, hash: string): number | undefined {
   if (!record || record.state !== "finished" || record.templateHash !== hash) return undefined;
-  if (record.stoppedBy || record.nodes.some((n) => n.phase === "failed")) return undefined;
+  if (record.stoppedBy || !record.nodes.every(endedWell)) return undefined;
   return record.updatedAt;
+}
+
+/**
+ * A node the run's exit code does not hold against it (report/summary.ts
+ * `exitCode`): a run whose window closed leaves its nodes queued with no
+ * `stoppedBy` (exit 4), and one still blocked by its PDB is exit 1.
+ */
+function endedWell(n: RunRecord["nodes"][number]): boolean {
+  return n.phase === "succeeded" || n.phase === "unknown";
 }
 
 /** Why a record's run ended as it did, in a few words. */
