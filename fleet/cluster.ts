@@ -67,6 +67,15 @@ function endedWell(n: RunRecord["nodes"][number]): boolean {
   return n.phase === "succeeded" || n.phase === "unknown";
 }
 
+/**
+ * When the cluster's rollout of this template ended cleanly, on this
+ * process's clock, or undefined when its record does not say it did
+ * ({@linkcode endedCleanly}).
+ */
+export async function recordedEnd(kube: Kube, key: RolloutKey): Promise<number | undefined> {
+  return endedCleanly(await readRecord(kube, key), key.templateHash);
+}
+
 /** Why a record's run ended as it did, in a few words. */
 export function recordCause(record: RunRecord | undefined): string | undefined {
   if (!record) return undefined;

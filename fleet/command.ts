@@ -23,10 +23,10 @@ import { EXIT, resolveNamespace, runDispatcher } from "../run/run.ts";
 import { validateOnServer } from "../run/preflight.ts";
 import {
   approvedBy,
-  endedCleanly,
   readRecord,
   recordApproval,
   recordCause,
+  recordedEnd,
   type RolloutKey,
 } from "./cluster.ts";
 import { type ClusterRunner, runFleet } from "./fleet.ts";
@@ -245,8 +245,7 @@ function runnerOf(
 ): ClusterRunner {
   const m = (name: string) => members.get(name)!;
   return {
-    endedAt: async (c) =>
-      endedCleanly(await readRecord(m(c).kube, m(c).key), m(c).key.templateHash),
+    endedAt: (c) => recordedEnd(m(c).kube, m(c).key),
     run: async (c, line) => {
       // The fleet's line is one more pause gate of the run: another cluster's stop holds it.
       // Its stops (a breach, the failure budget) stop the line through an
