@@ -15,6 +15,7 @@
 import { labelValue } from "../job.ts";
 import { ApiError, type Kube } from "../kube/client.ts";
 import { decodeRecord, recordPath, type RunRecord } from "../report/record.ts";
+import { type ManagedFieldsEntry, recordWrittenAt } from "../status/view.ts";
 
 /** Where one cluster's rollout lives: its namespace, the Jobs' prefix and the template's hash. */
 export interface RolloutKey {
@@ -28,15 +29,26 @@ export interface RolloutKey {
 
 /** The run record of the prefix in the cluster, or undefined when there is none (or it is unreadable). */
 export async function readRecord(kube: Kube, key: RolloutKey): Promise<RunRecord | undefined> {
-  const cm = await kube.get<{ data?: Record<string, string>; binaryData?: Record<string, string> }>(
-    recordPath(key.namespace, key.prefix),
-  );
-  if (!cm) return undefined;
+  return (await readRecordWritten(kube, key)).record;
+}
+
+/** The record, and when the API server stamped its last write (`managedFields`), if it did. */
+async function readRecordWritten(
+  kube: Kube,
+  key: RolloutKey,
+): Promise<{ record?: RunRecord; writtenAt?: number }> {
+  const cm = await kube.get<{
+    metadata?: { managedFields?: ManagedFieldsEntry[] };
+    data?: Record<string, string>;
+    binaryData?: Record<string, string>;
+  }>(recordPath(key.namespace, key.prefix));
+  if (!cm) return {};
   try {
-    return await decodeRecord(cm.data, cm.binaryData);
+    const record = await decodeRecord(cm.data, cm.binaryData);
+    return { record, writtenAt: recordWrittenAt(cm.metadata?.managedFields) };
   } catch {
     // Another version's record: not ours to count; the run will say more.
-    return undefined;
+    return {};
   }
 }
 
@@ -73,7 +85,16 @@ function endedWell(n: RunRecord["nodes"][number]): boolean {
  * ({@linkcode endedCleanly}).
  */
 export async function recordedEnd(kube: Kube, key: RolloutKey): Promise<number | undefined> {
-  return endedCleanly(await readRecord(kube, key), key.templateHash);
+  const { record, writtenAt } = await readRecordWritten(kube, key);
+  const end = endedCleanly(record, key.templateHash);
+  // The record's updatedAt is its writer's clock: another bastion's after a
+  // resume elsewhere, or one without NTP, which would cut the next soak short
+  // or stretch it. The API server stamps the write itself (to the second,
+  // hence the second added: a soak never ends early), and its Date header
+  // says how far its clock is from ours.
+  const offset = kube.serverClockOffsetMs;
+  if (end === undefined || writtenAt === undefined || offset === undefined) return end;
+  return writtenAt + 1000 - offset;
 }
 
 /** Why a record's run ended as it did, in a few words. */
