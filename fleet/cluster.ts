@@ -15,6 +15,7 @@
 import { labelValue } from "../job.ts";
 import { ApiError, type Kube } from "../kube/client.ts";
 import { decodeRecord, recordPath, type RunRecord } from "../report/record.ts";
+import { type ManagedFieldsEntry, recordWrittenAt } from "../status/view.ts";
 
 /** Where one cluster's rollout lives: its namespace, the Jobs' prefix and the template's hash. */
 export interface RolloutKey {
@@ -28,21 +29,33 @@ export interface RolloutKey {
 
 /** The run record of the prefix in the cluster, or undefined when there is none (or it is unreadable). */
 export async function readRecord(kube: Kube, key: RolloutKey): Promise<RunRecord | undefined> {
-  const cm = await kube.get<{ data?: Record<string, string>; binaryData?: Record<string, string> }>(
-    recordPath(key.namespace, key.prefix),
-  );
-  if (!cm) return undefined;
+  return (await readRecordWritten(kube, key)).record;
+}
+
+/** The record, and when the API server stamped its last write (`managedFields`), if it did. */
+async function readRecordWritten(
+  kube: Kube,
+  key: RolloutKey,
+): Promise<{ record?: RunRecord; writtenAt?: number }> {
+  const cm = await kube.get<{
+    metadata?: { managedFields?: ManagedFieldsEntry[] };
+    data?: Record<string, string>;
+    binaryData?: Record<string, string>;
+  }>(recordPath(key.namespace, key.prefix));
+  if (!cm) return {};
   try {
-    return await decodeRecord(cm.data, cm.binaryData);
+    const record = await decodeRecord(cm.data, cm.binaryData);
+    return { record, writtenAt: recordWrittenAt(cm.metadata?.managedFields) };
   } catch {
     // Another version's record: not ours to count; the run will say more.
-    return undefined;
+    return {};
   }
 }
 
 /**
  * When a record says its rollout of this template ended cleanly: finished
- * (not stopped, not running), not stopped early, no node failed. A record
+ * (not stopped, not running), not stopped early, every node ended as a
+ * single run's exit 0 would have it (none failed, blocked or left). A record
  * of another template, or one that ended otherwise, is not counted: the
  * cluster is run again, and the run adopts what is there.
  *
@@ -53,8 +66,35 @@ export async function readRecord(kube: Kube, key: RolloutKey): Promise<RunRecord
  */
 export function endedCleanly(record: RunRecord | undefined, hash: string): number | undefined {
   if (!record || record.state !== "finished" || record.templateHash !== hash) return undefined;
-  if (record.stoppedBy || record.nodes.some((n) => n.phase === "failed")) return undefined;
+  if (record.stoppedBy || !record.nodes.every(endedWell)) return undefined;
   return record.updatedAt;
+}
+
+/**
+ * A node the run's exit code does not hold against it (report/summary.ts
+ * `exitCode`): a run whose window closed leaves its nodes queued with no
+ * `stoppedBy` (exit 4), and one still blocked by its PDB is exit 1.
+ */
+function endedWell(n: RunRecord["nodes"][number]): boolean {
+  return n.phase === "succeeded" || n.phase === "unknown";
+}
+
+/**
+ * When the cluster's rollout of this template ended cleanly, on this
+ * process's clock, or undefined when its record does not say it did
+ * ({@linkcode endedCleanly}).
+ */
+export async function recordedEnd(kube: Kube, key: RolloutKey): Promise<number | undefined> {
+  const { record, writtenAt } = await readRecordWritten(kube, key);
+  const end = endedCleanly(record, key.templateHash);
+  // The record's updatedAt is its writer's clock: another bastion's after a
+  // resume elsewhere, or one without NTP, which would cut the next soak short
+  // or stretch it. The API server stamps the write itself (to the second,
+  // hence the second added: a soak never ends early), and its Date header
+  // says how far its clock is from ours.
+  const offset = kube.serverClockOffsetMs;
+  if (end === undefined || writtenAt === undefined || offset === undefined) return end;
+  return writtenAt + 1000 - offset;
 }
 
 /** Why a record's run ended as it did, in a few words. */

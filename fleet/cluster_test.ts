@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import type { RunRecord } from "../report/record.ts";
-import { approvalName, endedCleanly, recordCause } from "./cluster.ts";
+import { encodeRecord } from "../report/record.ts";
+import { withServer } from "../testing/loopback.ts";
+import { approvalName, endedCleanly, recordCause, recordedEnd } from "./cluster.ts";
 
 const RECORD: RunRecord = {
   version: 1,
@@ -28,6 +30,17 @@ const CASES: [string, RunRecord | undefined, number | undefined][] = [
     { ...RECORD, nodes: [{ node: "n1", phase: "failed", reason: "exit 1" }] },
     undefined,
   ],
+  // A run whose window closed with nodes left records no stoppedBy (exit 4).
+  [
+    "the window closed with a node left queued",
+    { ...RECORD, nodes: [{ node: "n1", phase: "succeeded" }, { node: "n2", phase: "queued" }] },
+    undefined,
+  ],
+  [
+    "a node still blocked by its disruption budget (exit 1)",
+    { ...RECORD, nodes: [{ node: "n1", phase: "stillBlocked" }] },
+    undefined,
+  ],
 ];
 
 for (const [name, record, want] of CASES) {
@@ -45,4 +58,32 @@ Deno.test("recordCause says why the run stopped, else its summary", () => {
 Deno.test("approvalName is a ConfigMap name of the prefix and the stage", () => {
   assert.equal(approvalName("upgrade", "eu"), "fleet-approval.upgrade.eu");
   assert.match(approvalName("Up_Grade", "eu"), /^[a-z0-9.-]+$/);
+});
+
+Deno.test("recordedEnd takes the end from the API server's clock: a record written by a bastion an hour behind does not end its soak at once", async () => {
+  // The API server stamps the record's write (managedFields) and says its
+  // now (Date): the write was 10 s ago, whatever the writer's clock said.
+  const serverNow = Math.floor(Date.now() / 1000) * 1000 + 3_600_000;
+  const written = serverNow - 10_000;
+  const encoded = await encodeRecord({ ...RECORD, updatedAt: written - 7_200_000 });
+  const cm = {
+    metadata: {
+      managedFields: [{
+        manager: "job-dispatcher",
+        time: new Date(written).toISOString(),
+        fieldsV1: { "f:data": { "f:record": {}, "f:summary": {} } },
+      }],
+    },
+    data: encoded.data,
+    binaryData: encoded.binaryData,
+  };
+  await withServer(
+    () => Response.json(cm, { headers: { Date: new Date(serverNow).toUTCString() } }),
+    async (kube) => {
+      const at = await recordedEnd(kube, { namespace: "ops", prefix: "drv", templateHash: "h1" });
+      assert.ok(at !== undefined);
+      const ago = Date.now() - at;
+      assert.ok(ago >= 8_000 && ago <= 12_000, `ended ${ago} ms ago on this clock, not 10 s`);
+    },
+  );
 });

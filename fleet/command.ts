@@ -23,10 +23,10 @@ import { EXIT, resolveNamespace, runDispatcher } from "../run/run.ts";
 import { resolveOwner, validateOnServer } from "../run/preflight.ts";
 import {
   approvedBy,
-  endedCleanly,
   readRecord,
   recordApproval,
   recordCause,
+  recordedEnd,
   type RolloutKey,
 } from "./cluster.ts";
 import { type ClusterRunner, runFleet } from "./fleet.ts";
@@ -67,8 +67,6 @@ interface Member {
   kube: Kube;
   log: Logger;
   key: RolloutKey;
-  /** Told when its run stops the line while it goes on (fleet.ts `ClusterLine.stopped`). */
-  onStop?: (cause: string, code: number) => void;
 }
 
 /**
@@ -158,7 +156,6 @@ async function connectOne(
     templateHash: templateHash(template, opts.pin),
   };
   const member: Member = { name, cfg, kube, log, key };
-  tellStops(member);
   return member;
 }
 
@@ -248,12 +245,16 @@ function runnerOf(
 ): ClusterRunner {
   const m = (name: string) => members.get(name)!;
   return {
-    endedAt: async (c) =>
-      endedCleanly(await readRecord(m(c).kube, m(c).key), m(c).key.templateHash),
+    endedAt: (c) => recordedEnd(m(c).kube, m(c).key),
     run: async (c, line) => {
-      m(c).onStop = line.stopped;
       // The fleet's line is one more pause gate of the run: another cluster's stop holds it.
-      const ctx = { ...env.context(m(c).kube, m(c).log), hold: line.hold };
+      // Its stops (a breach, the failure budget) stop the line through an
+      // explicit hook, not by listening for the log's event names.
+      const ctx = {
+        ...env.context(m(c).kube, m(c).log),
+        hold: line.hold,
+        onStop: line.stopped,
+      };
       try {
         return await runDispatcher(m(c).cfg, template, ctx, cleanup);
       } catch (e) {
@@ -266,31 +267,6 @@ function runnerOf(
     },
     approvedBy: (stage, c) => approvedBy(m(c).kube, m(c).key, stage),
     soakGates: (clusters) => openSoakGates(clusters.map(m), env.log, fileExists),
-  };
-}
-
-/**
- * Tells `member.onStop` when the cluster's run stops the line while it goes
- * on: its gate breached (with `pause` the run holds, latched, and never
- * exits on its own) or its engine stopped (the failure budget, a gate's
- * exit). The run says both on its log, as events; the fleet listens there
- * so that `run/` knows nothing of fleets.
- */
-function tellStops(member: Member): void {
-  const log = member.log;
-  const event = log.event.bind(log);
-  const warn = log.warn.bind(log);
-  log.event = (e) => {
-    event(e);
-    if (e.kind === "stopped") member.onStop?.(e.reason, EXIT.failed);
-  };
-  log.warn = (msg, fields = {}) => {
-    warn(msg, fields);
-    if (fields.event !== "gateBreached") return;
-    const cause = `health gate breached: query ${JSON.stringify(fields.query)} returned ${
-      String(fields.value)
-    }`;
-    member.onStop?.(cause, EXIT.gate);
   };
 }
 

@@ -163,4 +163,12 @@ export interface RunContext {
    * one through it.
    */
   hold?: PauseGate;
+  /**
+   * Told when this run stops a rollout on its own: its health gate breached
+   * (with `pause` the run holds, latched, and never exits by itself) or its
+   * engine stopped (the failure budget). A caller that runs several
+   * rollouts (`fleet/`) stops its line on it; an explicit hook rather than
+   * the log's event names, which may be renamed without a type error.
+   */
+  onStop?: (cause: string, code: number) => void;
 }

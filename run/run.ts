@@ -331,6 +331,7 @@ async function dispatchPhase(
         recorder.event(e);
         metrics?.event(e);
         pauses.event(e);
+        if (e.kind === "stopped") ctx.onStop?.(e.reason, EXIT.failed);
       },
       progress: (p) => {
         log.progress(p);
@@ -491,6 +492,7 @@ function gateRun({ opts, plan, ctx }: Execution): GateRun {
     kube: ctx.kube,
     log: ctx.log,
     pauseFilePath: opts.maintenance.pauseFile,
+    onStop: ctx.onStop,
   };
 }
 

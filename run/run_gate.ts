@@ -54,6 +54,8 @@ export interface GateRun {
   log: Logger;
   /** `--pause-file`, where a breach pauses a run without an owner. */
   pauseFilePath?: string;
+  /** The caller's hook, told of a breach ({@linkcode RunContext.onStop}). */
+  onStop?: (cause: string, code: number) => void;
 }
 
 /**
@@ -244,6 +246,7 @@ export async function bindGate(
       log.warn(msg, { event: "gateBreached", query: b.query, value: b.value, latch });
       recorder.ownerWarning("GateBreached", msg);
       g.metrics?.breach();
+      g.onStop?.(`health gate breached: ${describeBreach(b)}`, EXIT.gate);
     },
     latch: config.onBreach === "exit" ? (b) => writeExitLatch(g, b) : (b) => writePause(g, b),
     giveUp: config.onBreach === "exit"

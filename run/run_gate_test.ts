@@ -374,3 +374,34 @@ Deno.test("latchExit(): an exit latch that kept failing (500) while Jobs were in
     FAST_RETRY,
   );
 });
+
+Deno.test("bindGate() tells the caller's onStop of a breach with the gate's exit code, whatever its log line is named", async () => {
+  await withServer(
+    (req) => req.method === "POST" ? Response.json({}, { status: 201 }) : status(404, "NotFound"),
+    async (kube) => {
+      // A logger that drops every line: the caller must not depend on them.
+      const log = new Logger("text", () => {});
+      log.warn = () => {};
+      await withPrometheus(breached, async (url) => {
+        const g = { config: config(url), plan: PLAN, kube, log };
+        const gate = await openGate(g);
+        assert.ok(gate instanceof HealthGate);
+        const stops: [string, number][] = [];
+        // Built apart from the call so that it type-checks before the hook exists.
+        const run = {
+          ...g,
+          recorder: RECORDER,
+          onStop: (c: string, n: number) => stops.push([c, n]),
+        };
+        try {
+          await bindGate(gate, run, {});
+          assert.equal(stops.length, 1, "told once");
+          assert.equal(stops[0][1], EXIT.gate);
+          assert.match(stops[0][0], /^health gate breached: /);
+        } finally {
+          await gate.stop();
+        }
+      });
+    },
+  );
+});
