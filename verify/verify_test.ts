@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import type { V1Job, V1Node } from "@kubernetes/client-node";
 import { applyJsonPatch, type PatchOp } from "../testing/json_patch.ts";
 import { status, withServer } from "../testing/loopback.ts";
-import { isRetryable } from "../kube/client.ts";
+import { isRetryable, type Kube } from "../kube/client.ts";
 import { NodeVerifier, type VerifyConfig } from "./verify.ts";
 
 const NODE = { name: "n1", uid: "node-uid" };
@@ -223,6 +223,30 @@ Deno.test("NodeVerifier does not run the smoke-test Job twice: a re-run after it
   });
 });
 
+/** The smoke-test Job the API server made of `body`: Complete at once. */
+function completeSmoke(body: unknown): V1Job {
+  return {
+    metadata: { ...(body as V1Job).metadata, creationTimestamp: "2026-12-01T10:00:07Z" },
+    status: { conditions: [{ type: "Complete", status: "True" }] },
+  } as unknown as V1Job;
+}
+
+/** A verifier whose warnings go to `warnings`, polling every 20 ms. */
+function warnedVerifier(kube: Kube, warnings: string[]): NodeVerifier {
+  return new NodeVerifier({
+    kube,
+    namespace: "ops",
+    keys: { nodeUid: "u", templateHash: "h", verified: "up/verified-job" },
+    config: { jobTemplate: "smoke.yaml", timeoutSecs: 5 },
+    smokeJob: (node) => ({
+      metadata: { name: `up-verify-${node.name}`, annotations: { u: node.uid } },
+    }),
+    signal: new AbortController().signal,
+    pollMs: 20,
+    warn: (m) => warnings.push(m),
+  });
+}
+
 Deno.test("NodeVerifier without nodes get or patch runs the smoke test and says once that it cannot keep its verdict", async () => {
   const warnings: string[] = [];
   let smoke: V1Job | undefined;
@@ -230,26 +254,12 @@ Deno.test("NodeVerifier without nodes get or patch runs the smoke test and says 
     const path = new URL(req.url).pathname;
     if (path === "/api/v1/nodes/n1") return status(403, "Forbidden");
     if (req.method === "POST") {
-      smoke = {
-        metadata: { ...(body as V1Job).metadata, creationTimestamp: "2026-12-01T10:00:07Z" },
-        status: { conditions: [{ type: "Complete", status: "True" }] },
-      } as unknown as V1Job;
+      smoke = completeSmoke(body);
       return Response.json(smoke, { status: 201 });
     }
     return smoke ? Response.json(smoke) : status(404, "NotFound");
   }, async (kube) => {
-    const v = new NodeVerifier({
-      kube,
-      namespace: "ops",
-      keys: { nodeUid: "u", templateHash: "h", verified: "up/verified-job" },
-      config: { jobTemplate: "smoke.yaml", timeoutSecs: 5 },
-      smokeJob: (node) => ({
-        metadata: { name: `up-verify-${node.name}`, annotations: { u: node.uid } },
-      }),
-      signal: new AbortController().signal,
-      pollMs: 20,
-      warn: (m) => warnings.push(m),
-    });
+    const v = warnedVerifier(kube, warnings);
     assert.equal(await v.verify(NODE, ENDED), undefined);
     assert.equal(await v.verify(NODE, ENDED), undefined);
     assert.equal(warnings.length, 1);
@@ -321,26 +331,12 @@ Deno.test("NodeVerifier says nothing of RBAC when the verdict's PATCH fails its 
       return ++patches === 1 ? status(422, "Invalid") : status(403, "Forbidden");
     }
     if (req.method === "POST") {
-      smoke = {
-        metadata: { ...(body as V1Job).metadata, creationTimestamp: "2026-12-01T10:00:07Z" },
-        status: { conditions: [{ type: "Complete", status: "True" }] },
-      } as unknown as V1Job;
+      smoke = completeSmoke(body);
       return Response.json(smoke, { status: 201 });
     }
     return smoke ? Response.json(smoke) : status(404, "NotFound");
   }, async (kube) => {
-    const v = new NodeVerifier({
-      kube,
-      namespace: "ops",
-      keys: { nodeUid: "u", templateHash: "h", verified: "up/verified-job" },
-      config: { jobTemplate: "smoke.yaml", timeoutSecs: 5 },
-      smokeJob: (node) => ({
-        metadata: { name: `up-verify-${node.name}`, annotations: { u: node.uid } },
-      }),
-      signal: new AbortController().signal,
-      pollMs: 20,
-      warn: (m) => warnings.push(m),
-    });
+    const v = warnedVerifier(kube, warnings);
     assert.equal(await v.verify(NODE, ENDED), undefined);
     assert.deepEqual(warnings, [], "a replaced node is no refusal of the verdicts");
     smoke = undefined;
