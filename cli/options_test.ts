@@ -1311,7 +1311,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "--help and the README name every field of a node and of the estimate in the plan's JSON (-o json), --max-per-topology's too",
+    "--help and docs/watching.md name every field of a node and of the estimate in the plan's JSON (-o json), --max-per-topology's too",
   permissions: { read: true },
   async fn(t) {
     const zone = "topology.kubernetes.io/zone";
@@ -1334,14 +1334,16 @@ Deno.test({
       ...Object.keys(view.estimate!),
     ];
     const help = HELP.slice(HELP.indexOf("-o, --output"), HELP.indexOf("--estimate-from REPORT"));
-    const readme = await Deno.readTextFile(new URL("../README.md", import.meta.url));
-    const json = readme.slice(readme.indexOf("`-o json` prints one object"));
+    const page = await Deno.readTextFile(new URL("../docs/watching.md", import.meta.url));
+    const at = page.indexOf("`-o json` prints one object");
+    assert.notEqual(at, -1, "docs/watching.md has the -o json paragraph");
+    const json = page.slice(at);
     const paragraph = json.slice(0, json.indexOf("\n\n"));
     for (const field of new Set(fields)) {
       await t.step(field, () => {
         const named = new RegExp(`\\b${field}\\b`);
         assert.match(help, named, `--help's -o names ${field}`);
-        assert.match(paragraph, named, `the README's -o json paragraph names ${field}`);
+        assert.match(paragraph, named, `docs/watching.md's -o json paragraph names ${field}`);
       });
     }
   },
