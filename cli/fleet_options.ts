@@ -44,9 +44,13 @@ USAGE
 
   "fleet status" reads the same records and approvals (read-only: configmaps
   get in each cluster): one row per cluster (stage, phase, nodes succeeded /
-  failed / total, ETA, pause or stop), and the fleet's stage and what it
-  waits for (its clusters, a soak, an approval, a stopped line). Exit 3 when
-  a cluster could not be read.
+  failed / total, ETA, pause or stop), the fleet's stage and what it
+  waits for (its clusters, a soak, an approval, a stopped line), and the
+  whole fleet's ETA: the soak left, the stage in flight (its runs' ETAs)
+  and the stages after it (each cluster as long as the ended ones took),
+  approvals' waits not counted. No number while a cluster is paused or the
+  line is stopped: it says "paused (…)" or "stopped (…)". Exit 3 when a
+  cluster could not be read.
 
 FLEET.yaml
   stages:

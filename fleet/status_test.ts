@@ -101,7 +101,11 @@ Deno.test("renderFleetView prints one row per cluster and the fleet's line", () 
   assert.match(lines[0], /^CLUSTER\s+STAGE\s+PHASE\s+SUCCEEDED\s+FAILED\s+TOTAL\s+ETA\s+REASON$/);
   assert.match(lines[1], /^a\s+one\s+ended\s+2\s+0\s+2\s+-$/);
   assert.match(lines[2], /^b\s+two\s+notStarted\s+0\s+0\s+0/);
-  assert.equal(lines.at(-1), "fleet: stage two; waits for soak, 50 s left");
+  assert.equal(lines.at(-2), "fleet: stage two; waits for soak, 50 s left");
+  assert.equal(
+    lines.at(-1),
+    "fleet ETA: 2m20s (soak 50s left; stage two 1m30s) plus the approval of stage two",
+  );
 });
 
 // The fleet's ETA: what is left of the stage in flight, the soak left, the
@@ -168,6 +172,9 @@ Deno.test("fleetView shows no per-cluster ETA while that cluster is paused", () 
   };
   const v = fleetView(SPEC, new Map(Object.entries(facts)), "h", NOW);
   assert.equal(v.clusters[0].etaSecs, undefined);
-  assert.match(renderFleetView(v).split("\n")[1], /^a\s+one\s+running\s+0\s+0\s+2\s+paused\s+gate$/);
+  assert.match(
+    renderFleetView(v).split("\n")[1],
+    /^a\s+one\s+running\s+2\s+0\s+2\s+paused\s+gate$/,
+  );
   assert.match(renderFleetView(v), /^fleet ETA: paused \(cluster a: gate\)$/m);
 });
