@@ -77,7 +77,9 @@ FLAGS
   --report PATH is written once per cluster, as PATH with the context's
   name before its ending; with --report-format json, PATH itself is the
   fleet's report: the order, who stopped the line and why, and one section
-  per cluster (its report). Not taken here: --context (FLEET.yaml names the
+  per cluster (its report); with html, PATH is one timeline with a lane per
+  cluster in stage order (its nodes' rows, pauses, soaks, breaches), a line
+  where each stage started and the wait between stages shaded. Not taken here: --context (FLEET.yaml names the
   contexts), --metrics-addr (not built for fleets yet).
   --dry-run=plan|client|server  Each cluster's dry run in stage order, each
                             headed by "# cluster C (stage S)" after the

@@ -1,12 +1,15 @@
 /**
- * The fleet's JSON report (`--report PATH` with `--report-format json`):
- * one document with the fleet's order, who stopped the line and why, and
- * one section per cluster, that cluster's own run report (written beside
- * it, as `PATH` with the context before its ending) as it stands.
+ * The fleet's report at `--report PATH`: with `--report-format json` one
+ * document with the fleet's order, who stopped the line and why, and one
+ * section per cluster, that cluster's own run report (written beside it, as
+ * `PATH` with the context before its ending) as it stands; with `html` one
+ * timeline with a lane per cluster, in stage order.
  *
  * @module
  */
 
+import type { ReportInput } from "../report/report.ts";
+import { htmlLanes } from "../report/timeline.ts";
 import type { Stop } from "./line.ts";
 import type { FleetSpec } from "./spec.ts";
 
@@ -64,4 +67,73 @@ export function fleetReport(
     stoppedBy: outcome.stoppedBy ?? null,
     clusters,
   };
+}
+
+/** Who stopped the line, in words. */
+export function stopText(s: Stop): string {
+  return `cluster ${s.cluster} (stage ${s.stage}): ${s.cause}`;
+}
+
+/**
+ * The fleet's HTML timeline: one lane per cluster in stage order, each the
+ * rows of the single run's timeline (its run's report input, as this
+ * process ran it), on one time axis; a line where each stage started and,
+ * shaded across every lane, the wait between stages (its soak, an approval).
+ * A cluster this process did not run (counted from its record on a re-run,
+ * or never started) is a lane heading that says so.
+ */
+export function fleetTimeline(
+  spec: FleetSpec,
+  outcome: { stoppedBy?: Stop },
+  inputs: ReadonlyMap<string, ReportInput>,
+): string {
+  const lanes = spec.stages.flatMap((s) =>
+    s.clusters.map((c) => ({
+      title: `${c}: stage ${s.name}`,
+      input: inputs.get(c),
+      note: inputs.has(c)
+        ? undefined
+        : "no run in this process: counted from its record, or not started",
+    }))
+  );
+  const span = spec.stages.map((s) => {
+    const runs = s.clusters.flatMap((c) => inputs.get(c) ?? []);
+    return runs.length
+      ? {
+        from: Math.min(...runs.map((r) => r.startedAt.getTime())),
+        to: Math.max(...runs.map((r) => r.finishedAt.getTime())),
+      }
+      : undefined;
+  });
+  const marks = spec.stages.flatMap((s, i) =>
+    span[i] ? [{ at: span[i]!.from, label: `stage ${s.name} starts` }] : []
+  );
+  return htmlLanes({
+    title: `fleet ${spec.source}`,
+    lanes,
+    marks,
+    bands: waits(spec, span),
+    stoppedBy: outcome.stoppedBy && stopText(outcome.stoppedBy),
+    legend: "dark lines: a stage starts; amber across every lane: the wait between stages",
+  });
+}
+
+/** The wait between each stage's end and the next one's start: its soak, an approval. */
+function waits(spec: FleetSpec, span: ({ from: number; to: number } | undefined)[]) {
+  return spec.stages.slice(0, -1).flatMap((s, i) => {
+    const next = spec.stages[i + 1];
+    const [ended, started] = [span[i]?.to, span[i + 1]?.from];
+    if (ended === undefined || started === undefined) return [];
+    if (s.soakSecs === 0 && !next.approval) return [];
+    const what = [
+      ...(s.soakSecs ? [`a soak of ${s.soakSecs} s`] : []),
+      ...(next.approval ? [`the approval of stage ${next.name}`] : []),
+    ].join(" and ");
+    const after = Math.round((started - ended) / 1000);
+    return [{
+      from: ended,
+      to: started,
+      why: `after stage ${s.name}: ${what}; stage ${next.name} started ${after} s after`,
+    }];
+  });
 }
