@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { fleetReport, fleetTimeline } from "./report.ts";
+import { fleetJunit, fleetReport, fleetTimeline } from "./report.ts";
 import type { ReportInput } from "../report/report.ts";
 import { parseFleet } from "./spec.ts";
 
@@ -96,4 +96,29 @@ Deno.test("fleetTimeline draws one lane per cluster, in stage order, each with i
   ]]);
   assert.match(d.stoppedBy, /cluster b \(stage two\): the failure budget/);
   assert.equal(d.title, "fleet FLEET.yaml");
+});
+
+Deno.test("fleetJunit is one JUnit document with each cluster's suites in stage order, the cluster in their names and classnames", () => {
+  const spec = parseFleet(
+    "stages: [{name: one, clusters: [a]}, {name: two, clusters: [c, b]}]",
+    "FLEET.yaml",
+  );
+  const T = Date.UTC(2026, 11, 3, 9);
+  const inputs = new Map([
+    ["b", run(["b-1", "b-2"], T + 100_000, T + 130_000)],
+    ["a", run(["a-1"], T, T + 30_000)],
+  ]);
+  const xml = fleetJunit(spec, inputs);
+  assert.equal(xml.match(/<testsuites /g)?.length, 1, "one document");
+  assert.match(xml, /<testsuites name="job-dispatcher fleet FLEET.yaml" tests="3" failures="0"/);
+  const suites = [...xml.matchAll(/<testsuite name="([^"]+)" tests="(\d+)"/g)].map((m) => [
+    m[1],
+    m[2],
+  ]);
+  assert.deepEqual(suites, [
+    ["a (stage one): ops/drv", "1"],
+    ["c (stage two): no run in this process (counted from its record, or not started)", "0"],
+    ["b (stage two): ops/drv", "2"],
+  ]);
+  assert.match(xml, /<testcase classname="job-dispatcher\.b\.drv" name="b-1"/);
 });
