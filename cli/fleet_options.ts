@@ -79,7 +79,9 @@ FLAGS
   fleet's report: the order, who stopped the line and why, and one section
   per cluster (its report); with html, PATH is one timeline with a lane per
   cluster in stage order (its nodes' rows, pauses, soaks, breaches), a line
-  where each stage started and the wait between stages shaded. Not taken here: --context (FLEET.yaml names the
+  where each stage started and the wait between stages shaded; with junit,
+  PATH is one document of every cluster's suites in stage order, each
+  suite's name and classname naming its cluster. Not taken here: --context (FLEET.yaml names the
   contexts), --metrics-addr (not built for fleets yet).
   --dry-run=plan|client|server  Each cluster's dry run in stage order, each
                             headed by "# cluster C (stage S)" after the

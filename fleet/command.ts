@@ -33,7 +33,7 @@ import {
 import { type ClusterRunner, runFleet } from "./fleet.ts";
 import { type Stop, StopLine } from "./line.ts";
 import { openSoakGates } from "./soak_gates.ts";
-import { fleetReport, fleetTimeline } from "./report.ts";
+import { fleetJunit, fleetReport, fleetTimeline } from "./report.ts";
 import { fleetEta } from "./eta.ts";
 import { pauseFileFor, pauseOwnerFor } from "../gates/latch.ts";
 import { fleetClusters, type FleetSpec } from "./spec.ts";
@@ -319,9 +319,8 @@ export async function fleetCommand(
 
 /**
  * Writes the fleet's own report at `--report PATH` (json: one section per
- * cluster; html: one lane per cluster), beside each cluster's run report.
- * JUnit has no fleet form: each cluster's file is the report. Whether it was
- * written (or had nothing to write).
+ * cluster; html: one lane per cluster; junit: each cluster's suites), beside
+ * each cluster's run report. Whether it was written (or had nothing to write).
  */
 function writeFleetReport(
   spec: FleetSpec,
@@ -331,9 +330,11 @@ function writeFleetReport(
   io: RunContext,
   env: FleetEnv,
 ): boolean {
-  if (!opts.report || opts.reportFormat === "junit") return true;
+  if (!opts.report) return true;
   const text = opts.reportFormat === "html"
     ? fleetTimeline(spec, outcome, reports)
+    : opts.reportFormat === "junit"
+    ? fleetJunit(spec, reports)
     : JSON.stringify(
       fleetReport(
         spec,

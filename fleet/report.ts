@@ -3,12 +3,13 @@
  * document with the fleet's order, who stopped the line and why, and one
  * section per cluster, that cluster's own run report (written beside it, as
  * `PATH` with the context before its ending) as it stands; with `html` one
- * timeline with a lane per cluster, in stage order.
+ * timeline with a lane per cluster, in stage order; with `junit` one
+ * document of each cluster's suites, in stage order.
  *
  * @module
  */
 
-import type { ReportInput } from "../report/report.ts";
+import { junitDocument, junitSuites, type ReportInput, type Suite } from "../report/report.ts";
 import { htmlLanes } from "../report/timeline.ts";
 import type { Stop } from "./line.ts";
 import type { FleetSpec } from "./spec.ts";
@@ -67,6 +68,32 @@ export function fleetReport(
     stoppedBy: outcome.stoppedBy ?? null,
     clusters,
   };
+}
+
+const NOT_RUN = "no run in this process (counted from its record, or not started)";
+
+/**
+ * The fleet's JUnit report: each cluster's suites (those of its single run's
+ * report) in stage order, the cluster and its stage heading each suite's
+ * name and the cluster in each classname (`job-dispatcher.<cluster>.<prefix>`:
+ * CI systems group by it); a cluster this process did not run is an empty
+ * suite that says so.
+ */
+export function fleetJunit(spec: FleetSpec, inputs: ReadonlyMap<string, ReportInput>): string {
+  const runs = [...inputs.values()];
+  const from = Math.min(...runs.map((r) => r.startedAt.getTime()));
+  const to = Math.max(...runs.map((r) => r.finishedAt.getTime()));
+  const start = new Date(Number.isFinite(from) ? from : Date.now()).toISOString();
+  const suites = spec.stages.flatMap((s) =>
+    s.clusters.flatMap((c): Suite[] => {
+      const label = `${c} (stage ${s.name})`;
+      const r = inputs.get(c);
+      if (r) return junitSuites(r, { name: c, label });
+      return [{ name: `${label}: ${NOT_RUN}`, cases: [], secs: "0.000", timestamp: start }];
+    })
+  );
+  const secs = runs.length ? ((to - from) / 1000).toFixed(3) : "0.000";
+  return junitDocument(`job-dispatcher fleet ${spec.source}`, suites, secs);
 }
 
 /** Who stopped the line, in words. */
