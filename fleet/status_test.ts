@@ -118,9 +118,18 @@ const ETA_CASES: {
   text: RegExp;
 }[] = [
   {
-    name: "stage one running: its ETA, the soak, stage two as long as the ended mean",
+    name: "stage one running, none ended: no estimate for the clusters not started",
     facts: { a: { record: record({ state: "running", updatedAt: NOW, etaSecs: 40 }) } },
-    text: /unknown: no estimate for b, c/,
+    text: /^unknown: no estimate yet for b, c$/,
+  },
+  {
+    name: "a running cluster stopped by its gate (its Jobs in flight finish): stopped, not paused",
+    facts: {
+      a: {
+        record: record({ state: "running", updatedAt: NOW, etaSecs: 40, stoppedBy: "gate" }),
+      },
+    },
+    text: /^stopped \(cluster a: gate\)$/,
   },
   {
     name: "stage one ended 10 s ago: soak left, then stage two at the ended clusters' mean",
