@@ -47,8 +47,10 @@ export interface ClusterRow {
   total: number;
   /** A pause, a stop or a read error, if any. */
   reason?: string;
-  /** Seconds left at the run's rate, while it runs and is not paused. */
+  /** Seconds left at the run's rate, while it runs and is not held. */
   etaSecs?: number;
+  /** While it runs: held by a pause, or stopped by its gate with its Jobs in flight finishing. */
+  held?: "paused" | "stopped";
 }
 
 /**
@@ -100,10 +102,12 @@ function rowOf(cluster: string, stage: string, f: ClusterFacts, hash: string, no
   const reason = f.error ?? (phase === "notStarted" ? undefined : f.record!.stoppedBy ??
     f.record!.paused);
   if (reason) row.reason = reason;
-  // A paused run's rate says nothing of when it ends: no number while it holds.
-  if (phase === "running" && !reason && f.record!.etaSecs !== undefined) {
-    row.etaSecs = f.record!.etaSecs;
-  }
+  if (phase !== "running") return row;
+  const r = f.record!;
+  if (r.stoppedBy !== undefined) row.held = "stopped";
+  else if (r.paused !== undefined) row.held = "paused";
+  // A held run's rate says nothing of when it ends: no number while it holds.
+  else if (r.etaSecs !== undefined) row.etaSecs = r.etaSecs;
   return row;
 }
 
@@ -150,8 +154,12 @@ function waitOf(
   const bad = mine.find((r) => ["failed", "stopped", "dead", "unreadable"].includes(r.phase));
   if (bad) return { stage: stage.name, waitsFor: waitOnBad(bad) };
   if (mine.some((r) => r.phase === "running")) {
-    const paused = mine.find((r) => r.reason);
-    const waits = paused ? `cluster ${paused.cluster} paused: ${paused.reason}` : "its clusters";
+    const held = mine.find((r) => r.held);
+    const waits = !held
+      ? "its clusters"
+      : held.held === "paused"
+      ? `cluster ${held.cluster} paused: ${held.reason}`
+      : `cluster ${held.cluster} stopped: ${held.reason} (the line is stopped)`;
     return { stage: stage.name, waitsFor: waits };
   }
   const unapproved = stage.clusters.filter((c) => facts.get(c)?.approvedBy === undefined);
@@ -192,9 +200,12 @@ function viewEta(
   wait: Wait,
 ): ViewEta {
   if (at < 0) return { seconds: 0, text: "0s" };
-  const stopped = clusters.find((r) => ["failed", "stopped", "dead"].includes(r.phase));
+  // A run stopped by its gate (`--on-gate-breach exit`) runs on while its Jobs in flight finish.
+  const stopped = clusters.find((r) =>
+    ["failed", "stopped", "dead"].includes(r.phase) || r.held === "stopped"
+  );
   if (stopped) return { text: `stopped (${etaStop(stopped)})` };
-  const paused = clusters.find((r) => r.phase === "running" && r.reason);
+  const paused = clusters.find((r) => r.held === "paused");
   if (paused) return { text: `paused (cluster ${paused.cluster}: ${paused.reason})` };
   const unread = clusters.find((r) => r.phase === "unreadable");
   if (unread) return { text: `unknown: cluster ${unread.cluster} could not be read` };
@@ -209,7 +220,7 @@ function viewEta(
     return r.phase === "ended" ? 0 : r.phase === "running" ? r.etaSecs : mean;
   });
   if (!("seconds" in eta)) {
-    return { text: `unknown: no estimate for ${eta.missing.join(", ")} (none ended yet)` };
+    return { text: `unknown: no estimate yet for ${eta.missing.join(", ")}` };
   }
   const soak = wait.soakLeft ?? 0;
   const parts = [...(soak ? [`soak ${formatDuration(soak)} left`] : []), ...stageParts(eta.stages)];
@@ -222,8 +233,9 @@ function viewEta(
 }
 
 function etaStop(r: ClusterRow): string {
-  return r.phase === "dead"
-    ? `cluster ${r.cluster}'s run is gone; a re-run resumes it`
+  if (r.phase === "dead") return `cluster ${r.cluster}'s run is gone; a re-run resumes it`;
+  return r.phase === "running"
+    ? `cluster ${r.cluster}: ${r.reason}`
     : `cluster ${r.cluster} ${r.phase}`;
 }
 
@@ -237,11 +249,7 @@ export function renderFleetView(v: FleetView): string {
     String(r.succeeded),
     String(r.failed),
     String(r.total),
-    r.etaSecs !== undefined
-      ? formatDuration(r.etaSecs)
-      : r.phase === "running" && r.reason
-      ? "paused"
-      : "-",
+    r.etaSecs !== undefined ? formatDuration(r.etaSecs) : r.held ?? "-",
     r.reason ?? "",
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));

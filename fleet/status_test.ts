@@ -38,6 +38,12 @@ const CASES: [string, Record<string, ClusterFacts>, string | undefined, RegExp][
     /cluster a paused: gate breach/,
   ],
   [
+    "stage one running, stopped by its gate",
+    { a: { record: record({ state: "running", updatedAt: NOW, stoppedBy: "gate breach" }) } },
+    "one",
+    /cluster a stopped: gate breach \(the line is stopped\)/,
+  ],
+  [
     "stage one's run gone",
     { a: { record: record({ state: "running", updatedAt: NOW - 60_000 }) } },
     "one",
