@@ -229,7 +229,13 @@ Deno.test({
             assert.match(r.stderr, want);
             if (oneLine) assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
           }
-          for (const c of clusters) assert.deepEqual(await jobsOf(c, "bad"), []);
+          for (const c of clusters) {
+            assert.deepEqual(await jobsOf(c, "bad"), []);
+            // Nor a run record, a lock or a lease of the prefix: nothing at all.
+            const r = await c.kubectl(["get", "configmaps,leases", "-n", NS, "-o", "name"]);
+            assert.equal(r.code, 0, r.stderr);
+            assert.deepEqual(r.stdout.split("\n").filter((n) => n.includes("bad")), []);
+          }
         },
       );
 
