@@ -44,9 +44,13 @@ USAGE
 
   "fleet status" reads the same records and approvals (read-only: configmaps
   get in each cluster): one row per cluster (stage, phase, nodes succeeded /
-  failed / total, ETA, pause or stop), and the fleet's stage and what it
-  waits for (its clusters, a soak, an approval, a stopped line). Exit 3 when
-  a cluster could not be read.
+  failed / total, ETA, pause or stop), the fleet's stage and what it
+  waits for (its clusters, a soak, an approval, a stopped line), and the
+  whole fleet's ETA: the soak left, the stage in flight (its runs' ETAs)
+  and the stages after it (each cluster as long as the ended ones took),
+  approvals' waits not counted. No number while a cluster is paused or the
+  line is stopped: it says "paused (…)" or "stopped (…)". Exit 3 when a
+  cluster could not be read.
 
 FLEET.yaml
   stages:
@@ -73,7 +77,11 @@ FLAGS
   --report PATH is written once per cluster, as PATH with the context's
   name before its ending; with --report-format json, PATH itself is the
   fleet's report: the order, who stopped the line and why, and one section
-  per cluster (its report). Not taken here: --context (FLEET.yaml names the
+  per cluster (its report); with html, PATH is one timeline with a lane per
+  cluster in stage order (its nodes' rows, pauses, soaks, breaches), a line
+  where each stage started and the wait between stages shaded; with junit,
+  PATH is one document of every cluster's suites in stage order, each
+  suite's name and classname naming its cluster. Not taken here: --context (FLEET.yaml names the
   contexts), --metrics-addr (not built for fleets yet).
   --dry-run=plan|client|server  Each cluster's dry run in stage order, each
                             headed by "# cluster C (stage S)" after the

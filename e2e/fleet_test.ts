@@ -229,7 +229,13 @@ Deno.test({
             assert.match(r.stderr, want);
             if (oneLine) assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
           }
-          for (const c of clusters) assert.deepEqual(await jobsOf(c, "bad"), []);
+          for (const c of clusters) {
+            assert.deepEqual(await jobsOf(c, "bad"), []);
+            // Nor a run record, a lock or a lease of the prefix: nothing at all.
+            const r = await c.kubectl(["get", "configmaps,leases", "-n", NS, "-o", "name"]);
+            assert.equal(r.code, 0, r.stderr);
+            assert.deepEqual(r.stdout.split("\n").filter((n) => n.includes("bad")), []);
+          }
         },
       );
 
@@ -271,8 +277,24 @@ Deno.test({
   - {name: one, clusters: [c1], soakSecs: ${soakSecs}}
   - {name: two, clusters: [c2, c3]}
 `;
-        const r = await run(await fleet(yaml, "order"));
+        const report = `${await Deno.makeTempDir({ prefix: "fleet-report-" })}/fleet.html`;
+        const html = ["--report", report, "--report-format", "html"];
+        const r = await run(await fleet(yaml, "order", html));
         assert.equal(r.code, 0, r.stderr);
+        // The fleet's timeline: one lane per cluster in stage order, each with its nodes.
+        const page = await Deno.readTextFile(report);
+        const data = JSON.parse(
+          page.match(/<script type="application\/json" id="data">(.*?)<\/script>/s)![1],
+        );
+        assert.deepEqual(
+          data.lanes.map((l: { title: string; rows: unknown[] }) => [l.title, l.rows.length]),
+          [["c1: stage one", 3], ["c2: stage two", 3], ["c3: stage two", 3]],
+        );
+        assert.deepEqual(data.marks.map((m: unknown[]) => m[1]), [
+          "stage one starts",
+          "stage two starts",
+        ]);
+        assert.equal(data.bands.length, 1, "the soak between the stages is shaded");
         const [j1, j2, j3] = await Promise.all(clusters.map((c) => jobsOf(c, "order")));
         for (const jobs of [j1, j2, j3]) assert.equal(jobs.length, 3, r.stderr);
         // Whole seconds both: a gap of whole seconds at least soakSecs means at least soakSecs.

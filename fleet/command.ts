@@ -18,6 +18,7 @@ import {
 import { ConfigError, type Kube } from "../kube/client.ts";
 import { whoAmI } from "../kube/whoami.ts";
 import type { Logger } from "../report/log.ts";
+import type { ReportInput } from "../report/report.ts";
 import type { RunConfig, RunContext } from "../run/config.ts";
 import { EXIT, resolveNamespace, runDispatcher } from "../run/run.ts";
 import { resolveOwner, validateOnServer } from "../run/preflight.ts";
@@ -30,9 +31,9 @@ import {
   type RolloutKey,
 } from "./cluster.ts";
 import { type ClusterRunner, runFleet } from "./fleet.ts";
-import { StopLine } from "./line.ts";
+import { type Stop, StopLine } from "./line.ts";
 import { openSoakGates } from "./soak_gates.ts";
-import { fleetReport } from "./report.ts";
+import { fleetJunit, fleetReport, fleetTimeline } from "./report.ts";
 import { fleetEta } from "./eta.ts";
 import { pauseFileFor, pauseOwnerFor } from "../gates/latch.ts";
 import { fleetClusters, type FleetSpec } from "./spec.ts";
@@ -242,6 +243,7 @@ function runnerOf(
   template: JobTemplate,
   cleanup: JobTemplate | undefined,
   env: FleetEnv,
+  reports: Map<string, ReportInput>,
 ): ClusterRunner {
   const m = (name: string) => members.get(name)!;
   return {
@@ -254,6 +256,7 @@ function runnerOf(
         ...env.context(m(c).kube, m(c).log),
         hold: line.hold,
         onStop: line.stopped,
+        onReport: (input: ReportInput) => reports.set(c, input),
       };
       try {
         return await runDispatcher(m(c).cfg, template, ctx, cleanup);
@@ -289,7 +292,9 @@ export async function fleetCommand(
     if (opts.dryRun) return await dryRunFleet(spec, members, opts, { template, cleanup }, env);
     const refused = await checkTemplateEverywhere(members, opts, template, env);
     if (refused !== undefined) return refused;
-    const runner = runnerOf(new Map(members.map((x) => [x.name, x])), template, cleanup, env);
+    const reports = new Map<string, ReportInput>();
+    const byName = new Map(members.map((x) => [x.name, x]));
+    const runner = runnerOf(byName, template, cleanup, env, reports);
     const line = stopLine(opts, members);
     const exitCode = await runFleet(spec, {
       runner,
@@ -301,22 +306,54 @@ export async function fleetCommand(
       approveHint: env.approveHint,
       line,
     });
-    if (opts.report && opts.reportFormat === "json") {
-      // The runs' own files and this one go through the run's file access.
-      const io = env.context(members[0].kube, env.log);
-      const report = fleetReport(
-        spec,
-        { exitCode, stoppedBy: line.stopped },
-        (c) => clusterConfig(opts, spec, c, env.home).report!,
-        io.readFile,
-      );
-      io.writeFile(opts.report, JSON.stringify(report, null, 2) + "\n");
-      env.log.info(`fleet: report written to ${opts.report}, one section per cluster`);
-    }
-    return exitCode;
+    // The runs' own files and this one go through the run's file access.
+    const io = env.context(members[0].kube, env.log);
+    const outcome = { exitCode, stoppedBy: line.stopped };
+    // As a run's: a fleet whose report is lost fails.
+    const written = writeFleetReport(spec, opts, outcome, reports, io, env);
+    return written || exitCode !== EXIT.ok ? exitCode : EXIT.failed;
   } finally {
     for (const x of members) x.kube.close();
   }
+}
+
+/**
+ * Writes the fleet's own report at `--report PATH` (json: one section per
+ * cluster; html: one lane per cluster; junit: each cluster's suites), beside
+ * each cluster's run report. Whether it was written (or had nothing to write).
+ */
+function writeFleetReport(
+  spec: FleetSpec,
+  opts: RunConfig,
+  outcome: { exitCode: number; stoppedBy?: Stop },
+  reports: ReadonlyMap<string, ReportInput>,
+  io: RunContext,
+  env: FleetEnv,
+): boolean {
+  if (!opts.report) return true;
+  const text = opts.reportFormat === "html"
+    ? fleetTimeline(spec, outcome, reports)
+    : opts.reportFormat === "junit"
+    ? fleetJunit(spec, reports)
+    : JSON.stringify(
+      fleetReport(
+        spec,
+        outcome,
+        (c) => clusterConfig(opts, spec, c, env.home).report!,
+        io.readFile,
+      ),
+      null,
+      2,
+    ) + "\n";
+  try {
+    io.writeFile(opts.report, text);
+  } catch (e) {
+    env.log.error(`Cannot write report ${opts.report}: ${(e as Error).message}`);
+    return false;
+  }
+  const per = opts.reportFormat === "html" ? "one lane" : "one section";
+  env.log.info(`fleet: report written to ${opts.report}, ${per} per cluster`);
+  return true;
 }
 
 /**

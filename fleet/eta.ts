@@ -42,13 +42,28 @@ export function fleetEta(
     approval: s.approval,
   }));
   const seconds = stages.reduce((sum, s) => sum + s.seconds + s.soakSecs, 0);
-  const parts = stages.map((s) =>
+  const approvals = stages.some((s) => s.approval) ? " plus the approvals' waits" : "";
+  return {
+    seconds,
+    text: `${formatDuration(seconds)} (${stageParts(stages).join("; ")})${approvals}`,
+    stages,
+  };
+}
+
+/**
+ * Each stage's part of the ETA in words, for the plan's and `fleet status`'s line.
+ *
+ * @example
+ * ```ts
+ * stageParts([{ name: "a", seconds: 100, soakSecs: 60 }]); // ["stage a 1m40s, soak 1m00s"]
+ * ```
+ */
+export function stageParts(stages: { name: string; seconds: number; soakSecs: number }[]) {
+  return stages.map((s) =>
     `stage ${s.name} ${formatDuration(s.seconds)}${
       s.soakSecs ? `, soak ${formatDuration(s.soakSecs)}` : ""
     }`
   );
-  const approvals = stages.some((s) => s.approval) ? " plus the approvals' waits" : "";
-  return { seconds, text: `${formatDuration(seconds)} (${parts.join("; ")})${approvals}`, stages };
 }
 
 /** A stage's clusters in order, each to the first free of `width` slots: when the last ends. */

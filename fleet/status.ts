@@ -7,8 +7,10 @@
  * @module
  */
 
+import { formatDuration } from "../preview/estimate.ts";
 import type { RunRecord } from "../report/record.ts";
 import { endedCleanly } from "./cluster.ts";
+import { fleetEta, stageParts } from "./eta.ts";
 import type { FleetSpec } from "./spec.ts";
 
 /** What was read of one cluster. */
@@ -45,8 +47,21 @@ export interface ClusterRow {
   total: number;
   /** A pause, a stop or a read error, if any. */
   reason?: string;
-  /** Seconds left at the run's rate, while it runs. */
+  /** Seconds left at the run's rate, while it runs and is not held. */
   etaSecs?: number;
+  /** While it runs: held by a pause, or stopped by its gate with its Jobs in flight finishing. */
+  held?: "paused" | "stopped";
+}
+
+/**
+ * The fleet's ETA: `seconds` only when it is a number; else `text` says why
+ * not (a paused cluster, the line stopped, a cluster without an estimate).
+ */
+export interface ViewEta {
+  /** Seconds until the last stage ends, approvals' waits not counted. */
+  seconds?: number;
+  /** The ETA in words: `2m20s (soak 50s left; stage two 1m30s)`, `paused (…)`, `stopped (…)`. */
+  text: string;
 }
 
 /** The fleet as a whole. */
@@ -57,6 +72,8 @@ export interface FleetView {
   stage?: string;
   /** What the fleet waits for, in words. */
   waitsFor: string;
+  /** The whole fleet's ETA. */
+  eta: ViewEta;
 }
 
 function phaseOf(f: ClusterFacts, hash: string, now: number): ClusterPhase {
@@ -85,7 +102,12 @@ function rowOf(cluster: string, stage: string, f: ClusterFacts, hash: string, no
   const reason = f.error ?? (phase === "notStarted" ? undefined : f.record!.stoppedBy ??
     f.record!.paused);
   if (reason) row.reason = reason;
-  if (phase === "running" && f.record!.etaSecs !== undefined) row.etaSecs = f.record!.etaSecs;
+  if (phase !== "running") return row;
+  const r = f.record!;
+  if (r.stoppedBy !== undefined) row.held = "stopped";
+  else if (r.paused !== undefined) row.held = "paused";
+  // A held run's rate says nothing of when it ends: no number while it holds.
+  else if (r.etaSecs !== undefined) row.etaSecs = r.etaSecs;
   return row;
 }
 
@@ -106,27 +128,54 @@ export function fleetView(
   const at = spec.stages.findIndex((s) =>
     clusters.some((r) => r.stage === s.name && r.phase !== "ended")
   );
-  if (at < 0) return { clusters, waitsFor: "nothing: every stage ended" };
+  const where = waitOf(spec, clusters, facts, at, now);
+  const eta = viewEta(spec, clusters, facts, at, where);
+  return { clusters, stage: where.stage, waitsFor: where.waitsFor, eta };
+}
+
+/** Where the fleet stands: its stage, what it waits for, the soak left, an approval pending. */
+interface Wait {
+  stage?: string;
+  waitsFor: string;
+  soakLeft?: number;
+  approval?: boolean;
+}
+
+function waitOf(
+  spec: FleetSpec,
+  clusters: ClusterRow[],
+  facts: ReadonlyMap<string, ClusterFacts>,
+  at: number,
+  now: number,
+): Wait {
+  if (at < 0) return { waitsFor: "nothing: every stage ended" };
   const stage = spec.stages[at];
   const mine = clusters.filter((r) => r.stage === stage.name);
   const bad = mine.find((r) => ["failed", "stopped", "dead", "unreadable"].includes(r.phase));
-  if (bad) return { clusters, stage: stage.name, waitsFor: waitOnBad(bad) };
+  if (bad) return { stage: stage.name, waitsFor: waitOnBad(bad) };
   if (mine.some((r) => r.phase === "running")) {
-    const paused = mine.find((r) => r.reason);
-    const waits = paused ? `cluster ${paused.cluster} paused: ${paused.reason}` : "its clusters";
-    return { clusters, stage: stage.name, waitsFor: waits };
+    const held = mine.find((r) => r.held);
+    const waits = !held
+      ? "its clusters"
+      : held.held === "paused"
+      ? `cluster ${held.cluster} paused: ${held.reason}`
+      : `cluster ${held.cluster} stopped: ${held.reason} (the line is stopped)`;
+    return { stage: stage.name, waitsFor: waits };
   }
+  const unapproved = stage.clusters.filter((c) => facts.get(c)?.approvedBy === undefined);
+  const approval = stage.approval && unapproved.length > 0;
   const before = spec.stages[at - 1];
   if (before && before.soakSecs > 0) {
     const ends = before.clusters.map((c) => facts.get(c)?.record?.updatedAt ?? 0);
     const left = Math.ceil((Math.max(...ends) + before.soakSecs * 1000 - now) / 1000);
-    if (left > 0) return { clusters, stage: stage.name, waitsFor: `soak, ${left} s left` };
+    if (left > 0) {
+      return { stage: stage.name, waitsFor: `soak, ${left} s left`, soakLeft: left, approval };
+    }
   }
-  const unapproved = stage.clusters.filter((c) => facts.get(c)?.approvedBy === undefined);
-  if (stage.approval && unapproved.length) {
-    return { clusters, stage: stage.name, waitsFor: `approval (fleet approve ${stage.name})` };
+  if (approval) {
+    return { stage: stage.name, waitsFor: `approval (fleet approve ${stage.name})`, approval };
   }
-  return { clusters, stage: stage.name, waitsFor: "the fleet command to start its clusters" };
+  return { stage: stage.name, waitsFor: "the fleet command to start its clusters" };
 }
 
 function waitOnBad(r: ClusterRow): string {
@@ -136,7 +185,61 @@ function waitOnBad(r: ClusterRow): string {
   return `cluster ${r.cluster} ${r.phase}${why} (the line is stopped)`;
 }
 
-/** The view as text: a table, then the fleet's line. */
+/**
+ * The fleet's ETA from where it stands: the stage in flight and those after
+ * it through {@linkcode fleetEta}, each cluster's seconds its run's own ETA
+ * (0 once ended) and, not yet begun, the mean time the fleet's ended
+ * clusters took; the soak left before them. No number while a cluster holds
+ * paused or the line is stopped: neither ends by itself.
+ */
+function viewEta(
+  spec: FleetSpec,
+  clusters: ClusterRow[],
+  facts: ReadonlyMap<string, ClusterFacts>,
+  at: number,
+  wait: Wait,
+): ViewEta {
+  if (at < 0) return { seconds: 0, text: "0s" };
+  // A run stopped by its gate (`--on-gate-breach exit`) runs on while its Jobs in flight finish.
+  const stopped = clusters.find((r) =>
+    ["failed", "stopped", "dead"].includes(r.phase) || r.held === "stopped"
+  );
+  if (stopped) return { text: `stopped (${etaStop(stopped)})` };
+  const paused = clusters.find((r) => r.held === "paused");
+  if (paused) return { text: `paused (cluster ${paused.cluster}: ${paused.reason})` };
+  const unread = clusters.find((r) => r.phase === "unreadable");
+  if (unread) return { text: `unknown: cluster ${unread.cluster} could not be read` };
+  const took = clusters.filter((r) => r.phase === "ended").map((r) => {
+    const rec = facts.get(r.cluster)!.record!;
+    return (rec.updatedAt - rec.startedAt) / 1000;
+  });
+  const mean = took.length ? took.reduce((a, b) => a + b, 0) / took.length : undefined;
+  const row = new Map(clusters.map((r) => [r.cluster, r]));
+  const eta = fleetEta({ ...spec, stages: spec.stages.slice(at) }, (c) => {
+    const r = row.get(c)!;
+    return r.phase === "ended" ? 0 : r.phase === "running" ? r.etaSecs : mean;
+  });
+  if (!("seconds" in eta)) {
+    return { text: `unknown: no estimate yet for ${eta.missing.join(", ")}` };
+  }
+  const soak = wait.soakLeft ?? 0;
+  const parts = [...(soak ? [`soak ${formatDuration(soak)} left`] : []), ...stageParts(eta.stages)];
+  const asked = spec.stages.slice(at).filter((s, i) => s.approval && (i > 0 || wait.approval));
+  const approvals = asked.length
+    ? ` plus the approval of stage ${asked.map((s) => s.name).join(", ")}`
+    : "";
+  const seconds = soak + eta.seconds;
+  return { seconds, text: `${formatDuration(seconds)} (${parts.join("; ")})${approvals}` };
+}
+
+function etaStop(r: ClusterRow): string {
+  if (r.phase === "dead") return `cluster ${r.cluster}'s run is gone; a re-run resumes it`;
+  return r.phase === "running"
+    ? `cluster ${r.cluster}: ${r.reason}`
+    : `cluster ${r.cluster} ${r.phase}`;
+}
+
+/** The view as text: a table, then the fleet's line and its ETA. */
 export function renderFleetView(v: FleetView): string {
   const head = ["CLUSTER", "STAGE", "PHASE", "SUCCEEDED", "FAILED", "TOTAL", "ETA", "REASON"];
   const rows = v.clusters.map((r) => [
@@ -146,7 +249,7 @@ export function renderFleetView(v: FleetView): string {
     String(r.succeeded),
     String(r.failed),
     String(r.total),
-    r.etaSecs === undefined ? "-" : `${Math.round(r.etaSecs)}s`,
+    r.etaSecs !== undefined ? formatDuration(r.etaSecs) : r.held ?? "-",
     r.reason ?? "",
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
@@ -154,5 +257,5 @@ export function renderFleetView(v: FleetView): string {
   const fleet = v.stage === undefined
     ? "fleet: every stage ended"
     : `fleet: stage ${v.stage}; waits for ${v.waitsFor}`;
-  return [line(head), ...rows.map(line), "", fleet].join("\n") + "\n";
+  return [line(head), ...rows.map(line), "", fleet, `fleet ETA: ${v.eta.text}`].join("\n") + "\n";
 }

@@ -38,6 +38,12 @@ const CASES: [string, Record<string, ClusterFacts>, string | undefined, RegExp][
     /cluster a paused: gate breach/,
   ],
   [
+    "stage one running, stopped by its gate",
+    { a: { record: record({ state: "running", updatedAt: NOW, stoppedBy: "gate breach" }) } },
+    "one",
+    /cluster a stopped: gate breach \(the line is stopped\)/,
+  ],
+  [
     "stage one's run gone",
     { a: { record: record({ state: "running", updatedAt: NOW - 60_000 }) } },
     "one",
@@ -101,5 +107,89 @@ Deno.test("renderFleetView prints one row per cluster and the fleet's line", () 
   assert.match(lines[0], /^CLUSTER\s+STAGE\s+PHASE\s+SUCCEEDED\s+FAILED\s+TOTAL\s+ETA\s+REASON$/);
   assert.match(lines[1], /^a\s+one\s+ended\s+2\s+0\s+2\s+-$/);
   assert.match(lines[2], /^b\s+two\s+notStarted\s+0\s+0\s+0/);
-  assert.equal(lines.at(-1), "fleet: stage two; waits for soak, 50 s left");
+  assert.equal(lines.at(-2), "fleet: stage two; waits for soak, 50 s left");
+  assert.equal(
+    lines.at(-1),
+    "fleet ETA: 2m20s (soak 50s left; stage two 1m30s) plus the approval of stage two",
+  );
+});
+
+// The fleet's ETA: what is left of the stage in flight, the soak left, the
+// stages after it from each cluster's estimate; a word, not a number, while
+// a cluster is paused or the line is stopped.
+const ETA_CASES: {
+  name: string;
+  facts: Record<string, ClusterFacts>;
+  seconds?: number;
+  text: RegExp;
+}[] = [
+  {
+    name: "stage one running, none ended: no estimate for the clusters not started",
+    facts: { a: { record: record({ state: "running", updatedAt: NOW, etaSecs: 40 }) } },
+    text: /^unknown: no estimate yet for b, c$/,
+  },
+  {
+    name: "a running cluster stopped by its gate (its Jobs in flight finish): stopped, not paused",
+    facts: {
+      a: {
+        record: record({ state: "running", updatedAt: NOW, etaSecs: 40, stoppedBy: "gate" }),
+      },
+    },
+    text: /^stopped \(cluster a: gate\)$/,
+  },
+  {
+    name: "stage one ended 10 s ago: soak left, then stage two at the ended clusters' mean",
+    facts: { a: { record: record() } },
+    seconds: 50 + 90,
+    text: /^2m20s \(soak 50s left; stage two 1m30s\) plus the approval of stage two$/,
+  },
+  {
+    name: "stage two running: the longest of its clusters",
+    facts: {
+      a: { record: record({ updatedAt: NOW - 500_000, startedAt: NOW - 600_000 }) },
+      b: { record: record({ state: "running", updatedAt: NOW, etaSecs: 30 }) },
+      c: { record: record({ state: "running", updatedAt: NOW, etaSecs: 70 }) },
+    },
+    seconds: 70,
+    text: /^1m10s \(stage two 1m10s\)$/,
+  },
+  {
+    name: "a running cluster paused: no number",
+    facts: {
+      a: { record: record({ state: "running", updatedAt: NOW, etaSecs: 40, paused: "gate" }) },
+    },
+    text: /^paused \(cluster a: gate\)$/,
+  },
+  {
+    name: "a failed cluster: the line is stopped",
+    facts: { a: { record: record({ nodes: [{ node: "n1", phase: "failed" }] }) } },
+    text: /^stopped \(cluster a failed\)$/,
+  },
+  {
+    name: "every stage ended",
+    facts: { a: { record: record() }, b: { record: record() }, c: { record: record() } },
+    seconds: 0,
+    text: /^0s$/,
+  },
+];
+
+for (const c of ETA_CASES) {
+  Deno.test(`fleetView ETA: ${c.name}`, () => {
+    const v = fleetView(SPEC, new Map(Object.entries(c.facts)), "h", NOW);
+    assert.match(v.eta.text, c.text);
+    assert.equal(v.eta.seconds, c.seconds);
+  });
+}
+
+Deno.test("fleetView shows no per-cluster ETA while that cluster is paused", () => {
+  const facts = {
+    a: { record: record({ state: "running", updatedAt: NOW, etaSecs: 40, paused: "gate" }) },
+  };
+  const v = fleetView(SPEC, new Map(Object.entries(facts)), "h", NOW);
+  assert.equal(v.clusters[0].etaSecs, undefined);
+  assert.match(
+    renderFleetView(v).split("\n")[1],
+    /^a\s+one\s+running\s+2\s+0\s+2\s+paused\s+gate$/,
+  );
+  assert.match(renderFleetView(v), /^fleet ETA: paused \(cluster a: gate\)$/m);
 });

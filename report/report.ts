@@ -237,11 +237,17 @@ function testCase(x: NodeResult, classname: string): { text: string; as?: "failu
 }
 
 /** One `<testsuite>`: its test cases, counts, time and properties. */
-interface Suite {
+/** A JUnit `<testsuite>`: its name, its test cases' XML, its time, its properties. */
+export interface Suite {
+  /** Its name. */
   name: string;
+  /** Its test cases, as XML, each with what it counts as. */
   cases: { text: string; as?: "failure" | "skipped" }[];
+  /** Seconds it took, as the attribute says it. */
   secs: string;
+  /** When it began (ISO). */
   timestamp: string;
+  /** Its `<properties>`. */
   properties?: [string, string][];
 }
 
@@ -287,13 +293,23 @@ function waveProperties(w: WaveRecord | undefined, wave: number): [string, strin
  * taint) are in the run's suite.
  */
 export function junitReport(r: ReportInput): string {
-  const base = `job-dispatcher.${r.prefix}`;
+  const secs = ((r.finishedAt.getTime() - r.startedAt.getTime()) / 1000).toFixed(3);
+  return junitDocument("job-dispatcher", junitSuites(r), secs);
+}
+
+/**
+ * One run's JUnit suites (its waves', then its own). With `scope` (a fleet's
+ * cluster) the scope heads each suite's name and stands in each classname
+ * (`job-dispatcher.<scope>.<prefix>`), so one document can hold several runs.
+ */
+export function junitSuites(r: ReportInput, scope?: { name: string; label: string }): Suite[] {
+  const base = `job-dispatcher.${scope ? `${scope.name}.` : ""}${r.prefix}`;
+  const head = scope ? `${scope.label}: ` : "";
   const t0 = r.startedAt.getTime();
-  const secs = ((r.finishedAt.getTime() - t0) / 1000).toFixed(3);
   const run: Suite = {
-    name: `${r.namespace}/${r.prefix}`,
+    name: `${head}${r.namespace}/${r.prefix}`,
     cases: [],
-    secs,
+    secs: ((r.finishedAt.getTime() - t0) / 1000).toFixed(3),
     timestamp: r.startedAt.toISOString(),
   };
   const waves = new Map<number, Suite>();
@@ -307,7 +323,9 @@ export function junitReport(r: ReportInput): string {
       const w = r.waves?.find((w) => w.wave === x.wave);
       const from = w?.openedAt ?? t0, to = w?.soakEndedAt ?? w?.endedAt ?? r.finishedAt.getTime();
       suite = {
-        name: `${r.namespace}/${r.prefix} wave ${x.wave}${r.waves ? ` of ${r.waves.length}` : ""}`,
+        name: `${head}${r.namespace}/${r.prefix} wave ${x.wave}${
+          r.waves ? ` of ${r.waves.length}` : ""
+        }`,
         cases: [],
         secs: (Math.max(0, to - from) / 1000).toFixed(3),
         timestamp: new Date(from).toISOString(),
@@ -324,14 +342,18 @@ export function junitReport(r: ReportInput): string {
         `      <skipped message="${xml(s.reason)}"/>\n    </testcase>`,
     });
   }
-  const suites = [
+  return [
     ...[...waves].sort(([a], [b]) => a - b).map(([, s]) => s),
     ...(run.cases.length || !waves.size ? [run] : []),
   ];
+}
+
+/** Suites as one JUnit document, its totals theirs. */
+export function junitDocument(name: string, suites: Suite[], secs: string): string {
   const all = suites.flatMap((s) => s.cases);
   const count = (as: string) => all.filter((c) => c.as === as).length;
   return `<?xml version="1.0" encoding="UTF-8"?>
-<testsuites name="job-dispatcher" tests="${all.length}" failures="${count("failure")}" skipped="${
+<testsuites name="${xml(name)}" tests="${all.length}" failures="${count("failure")}" skipped="${
     count("skipped")
   }" time="${secs}">
 ${suites.map(suiteXml).join("\n")}

@@ -155,27 +155,96 @@ function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
+/** One lane's data, times in ms from the page's start `t0`. */
+function laneData(r: ReportInput, t0: number) {
+  const end = r.finishedAt.getTime();
+  return {
+    rows: rows(r, t0),
+    pauses: (r.pauses ?? []).map((p) => [p.from - t0, (p.to ?? end) - t0, p.why]),
+    soaks: soaks(r, t0, end),
+    breaches: breaches(r, t0, end),
+    waves: waveLines(r, t0),
+    counts: { ...outcomeCounts(r.results), skipped: r.skipped.length },
+    stoppedBy: r.stoppedBy ?? null,
+  };
+}
+
 /**
  * The timeline of a run as one HTML file: `r.pauses` ({@linkcode PauseSpans}),
  * the waves' soaks and the gate's breaches shaded, the waves' starts lines.
  */
 export function htmlTimeline(r: ReportInput): string {
-  const pauses = r.pauses ?? [];
   const t0 = r.startedAt.getTime();
-  const end = r.finishedAt.getTime();
-  const c = outcomeCounts(r.results);
-  const data = {
+  return page({
     title: `${r.namespace}/${r.prefix}`,
     startedAt: r.startedAt.toISOString(),
     durationMs: r.finishedAt.getTime() - t0,
-    rows: rows(r, t0),
-    pauses: pauses.map((p) => [p.from - t0, (p.to ?? end) - t0, p.why]),
-    soaks: soaks(r, t0, end),
-    breaches: breaches(r, t0, end),
-    waves: waveLines(r, t0),
-    counts: { ...c, skipped: r.skipped.length },
-    stoppedBy: r.stoppedBy ?? null,
-  };
+    ...laneData(r, t0),
+  });
+}
+
+/** One lane of {@linkcode htmlLanes}: a titled band of a run's node rows. */
+export interface Lane {
+  /** Its heading (a cluster and its stage). */
+  title: string;
+  /** Its run, when there is one to draw. */
+  input?: ReportInput;
+  /** A word on the heading (why there is no run to draw). */
+  note?: string;
+}
+
+/** Several runs on one time axis, for {@linkcode htmlLanes}. */
+export interface LanesPage {
+  /** The page's title. */
+  title: string;
+  /** The lanes, top to bottom. */
+  lanes: Lane[];
+  /** Lines across every lane: `{ at, label }` (ms since the epoch). */
+  marks: { at: number; label: string }[];
+  /** Spans shaded across every lane (a soak between stages): ms since the epoch. */
+  bands: { from: number; to: number; why: string }[];
+  /** Why the whole stopped, if it did. */
+  stoppedBy?: string;
+  /** What the marks and bands are, for the legend. */
+  legend: string;
+}
+
+/**
+ * Several runs (a fleet's clusters) as one HTML timeline: one lane per run,
+ * each the rows, pauses, soaks, breaches and waves the single run's page
+ * draws, on one time axis from the earliest start, with the page's own
+ * lines and bands across every lane.
+ */
+export function htmlLanes(p: LanesPage): string {
+  const runs = p.lanes.flatMap((l) => (l.input ? [l.input] : []));
+  const t0 = Math.min(...runs.map((r) => r.startedAt.getTime()), ...p.marks.map((m) => m.at));
+  const end = Math.max(...runs.map((r) => r.finishedAt.getTime()), ...p.bands.map((b) => b.to));
+  const start = Number.isFinite(t0) ? t0 : Date.now();
+  const empty = { rows: [], pauses: [], soaks: [], breaches: [], waves: [], counts: {} };
+  const lanes = p.lanes.map((l) => ({
+    title: l.title,
+    note: l.note ?? null,
+    ...(l.input ? laneData(l.input, start) : { ...empty, stoppedBy: null }),
+  }));
+  const counts: Record<string, number> = {};
+  for (const l of lanes) {
+    for (const [k, n] of Object.entries(l.counts)) counts[k] = (counts[k] ?? 0) + n;
+  }
+  return page({
+    title: p.title,
+    startedAt: new Date(start).toISOString(),
+    durationMs: Math.max(0, (Number.isFinite(end) ? end : start) - start),
+    lanes,
+    counts,
+    stoppedBy: p.stoppedBy ?? null,
+    marks: p.marks.map((m) => [m.at - start, m.label]),
+    bands: p.bands.map((b) => [b.from - start, b.to - start, b.why]),
+    legend: p.legend,
+  });
+}
+
+/** The page around its data: one lane at the top level, or `lanes`. */
+function page(data: { title: string } & Record<string, unknown>): string {
   return `<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -212,7 +281,11 @@ header h1 { font-size: 15px; margin: 0 0 6px; }
   padding: 4px 6px; max-width: 480px; box-shadow: 0 2px 6px #0003; white-space: pre-wrap; }
 `;
 
-/** The page's script: the summary, the axis, and the rows in view drawn on scroll. */
+/**
+ * The page's script: the summary, the axis, and the rows in view drawn on
+ * scroll. A page of several runs (`D.lanes`) draws each as a lane under a
+ * heading row, its own spans shaded over its rows only.
+ */
 const SCRIPT = `
 "use strict";
 const D = JSON.parse(document.getElementById("data").textContent);
@@ -222,14 +295,25 @@ const COLOR = ["#2da44e", "#cf222e", "#bf8700", "#8250df", "#0969da", "#afb8c1",
 const VERIFY = ["#7ee2a8", "#ff9492", "#eac54f", "#c297ff", "#80ccff", "#d0d7de", "#eaeef2"];
 const DRAIN = "#57606a";
 const BANDS = [["pauses", "#0969da1c"], ["soaks", "#bf870026"], ["breaches", "#cf222e2e"]];
+// One run is one lane without a heading; each lane's display rows are [lane, row], a heading [lane].
+const LANES = D.lanes || [D], ROWS = [];
+LANES.forEach((l, k) => {
+  l.first = ROWS.length;
+  if (D.lanes) ROWS.push([k]);
+  for (const r of l.rows) ROWS.push([k, r]);
+  l.end = ROWS.length;
+});
+const NODES = LANES.reduce((n, l) => n + l.rows.length, 0);
+const MARKS = D.marks || [], SPANS = D.bands || [];
+const AXIS = MARKS.concat(D.lanes ? [] : D.waves);
 const fmt = (ms) => { const s = Math.round(ms / 1000); return s < 60 ? s + "s" : s < 3600 ? Math.floor(s / 60) + "m" + String(s % 60).padStart(2, "0") + "s" : Math.floor(s / 3600) + "h" + String(Math.floor(s % 3600 / 60)).padStart(2, "0") + "m"; };
 function summary() {
   const h = document.getElementById("summary");
-  const total = D.rows.length || 1;
+  const total = NODES || 1;
   const c = D.counts, parts = [["succeeded", c.succeeded, 0], ["failed", c.failed, 1], ["unknown", c.unknown, 2],
     ["blocked", c.blocked, 3], ["in flight", c.inFlight, 4], ["not started", c.notStarted, 5], ["skipped", c.skipped, 6]];
   const title = document.createElement("h1");
-  title.textContent = D.title + ": " + D.rows.length + " nodes in " + fmt(D.durationMs) + ", started " + D.startedAt +
+  title.textContent = D.title + ": " + NODES + " nodes in " + fmt(D.durationMs) + ", started " + D.startedAt +
     (D.stoppedBy ? " (stopped: " + D.stoppedBy + ")" : "");
   const strip = document.createElement("div"); strip.className = "strip";
   const legend = document.createElement("div"); legend.className = "legend";
@@ -242,7 +326,7 @@ function summary() {
   }
   const keys = document.createElement("span");
   keys.textContent = "bars: drain (dark), Job (outcome), verification (light); shaded: paused (blue), " +
-    "soak (amber), health gate breach (red); lines: a wave opens";
+    "soak (amber), health gate breach (red); lines: a wave opens" + (D.legend ? "; " + D.legend : "");
   legend.append(keys);
   h.append(title, strip, legend);
 }
@@ -253,7 +337,7 @@ let scale = 1;
 function layout() {
   const dpr = window.devicePixelRatio || 1;
   const w = scroll.clientWidth, h = scroll.clientHeight;
-  document.getElementById("spacer").style.height = Math.max(0, D.rows.length * ROW - h) + "px";
+  document.getElementById("spacer").style.height = Math.max(0, ROWS.length * ROW - h) + "px";
   for (const [c, ch] of [[canvas, h], [axis, 24]]) {
     c.width = w * dpr; c.height = ch * dpr; c.style.width = w + "px"; c.style.height = ch + "px";
     c.getContext("2d").setTransform(dpr, 0, 0, dpr, 0, 0);
@@ -269,27 +353,47 @@ function drawAxis(w) {
     .find((s) => s * scale >= 70) || 14400000;
   for (let t = 0; t <= D.durationMs; t += step) { a.fillRect(x(t), 16, 1, 8); a.fillText(fmt(t), x(t) + 2, 12); }
   a.fillStyle = "#9a6700";
-  for (const [at, label] of D.waves) { a.fillRect(x(at), 0, 2, 24); a.fillText(label, x(at) + 4, 22); }
+  for (const [at, label] of AXIS) { a.fillRect(x(at), 0, 2, 24); a.fillText(label, x(at) + 4, 22); }
+}
+// Each lane's own shading and wave lines, over its rows only (clipped to the view).
+function shadeLanes(top, first, last, h) {
+  for (const l of LANES) {
+    if (l.end <= first || l.first >= last) continue;
+    const y0 = Math.max(0, top(l.first)), y1 = Math.min(h, top(l.end));
+    for (const [key, color] of BANDS) {
+      ctx.fillStyle = color;
+      for (const [from, to] of l[key]) ctx.fillRect(x(from), y0, Math.max(1, (to - from) * scale), y1 - y0);
+    }
+    ctx.fillStyle = "#9a6700";
+    for (const [at] of l.waves) ctx.fillRect(x(at), y0, 2, y1 - y0);
+  }
+}
+function heading(l, y, w) {
+  ctx.fillStyle = "#eaeef2"; ctx.fillRect(0, y, w, ROW);
+  ctx.fillStyle = "#1f2328"; ctx.font = "bold 12px system-ui";
+  ctx.fillText(l.title + (l.note ? " (" + l.note + ")" : "") + (l.stoppedBy ? " (stopped: " + l.stoppedBy + ")" : ""), 4, y + ROW / 2);
+  ctx.font = "12px system-ui";
 }
 let drawn = 0;
 function draw() {
   const w = scroll.clientWidth, h = scroll.clientHeight;
   ctx.clearRect(0, 0, w, h);
-  const first = Math.floor(scroll.scrollTop / ROW), last = Math.min(D.rows.length, first + Math.ceil(h / ROW) + 1);
+  const first = Math.floor(scroll.scrollTop / ROW), last = Math.min(ROWS.length, first + Math.ceil(h / ROW) + 1);
   const top = (i) => (i - first) * ROW - (scroll.scrollTop % ROW);
   ctx.fillStyle = "#f6f8fa";
   for (let i = first; i < last; i++) if (i % 2) ctx.fillRect(0, top(i), w, ROW);
-  // The shading over the stripes, under the bars: it spans every row.
-  for (const [key, color] of BANDS) {
-    ctx.fillStyle = color;
-    for (const [from, to] of D[key]) ctx.fillRect(x(from), 0, Math.max(1, (to - from) * scale), h);
-  }
-  ctx.fillStyle = "#9a6700";
-  for (const [at] of D.waves) ctx.fillRect(x(at), 0, 2, h);
+  // The shading over the stripes, under the bars: the page's spans every row, a lane's its own.
+  ctx.fillStyle = "#bf870026";
+  for (const [from, to] of SPANS) ctx.fillRect(x(from), 0, Math.max(1, (to - from) * scale), h);
+  shadeLanes(top, first, last, h);
+  ctx.fillStyle = "#1f2328";
+  for (const [at] of MARKS) ctx.fillRect(x(at), 0, 2, h);
   ctx.font = "12px system-ui"; ctx.textBaseline = "middle";
   for (let i = first; i < last; i++) {
-    const [name, out, d0, d1, j0, j1, end] = D.rows[i];
+    const [k, row] = ROWS[i];
     const y = top(i);
+    if (!row) { heading(LANES[k], y, w); continue; }
+    const [name, out, d0, d1, j0, j1, end] = row;
     ctx.fillStyle = "#1f2328"; ctx.fillText(name.length > 34 ? name.slice(0, 33) + "…" : name, 4, y + ROW / 2);
     if (d0 >= 0) { ctx.fillStyle = DRAIN; ctx.fillRect(x(d0), y + 4, Math.max(1, ((d1 >= 0 ? d1 : j0) - d0) * scale), ROW - 8); }
     if (j0 >= 0) {
@@ -299,17 +403,19 @@ function draw() {
     } else if (out !== 0) { ctx.fillStyle = COLOR[out]; ctx.fillRect(NAME - 10, y + 4, 6, ROW - 8); }
   }
   drawn = last - first;
-  document.body.dataset.rows = String(D.rows.length);
+  document.body.dataset.rows = String(NODES);
   document.body.dataset.drawn = String(drawn);
 }
 function hover(ev) {
   const r = canvas.getBoundingClientRect();
   const i = Math.floor((ev.clientY - r.top + scroll.scrollTop) / ROW);
   const at = (ev.clientX - r.left - NAME) / scale, slack = 3 / scale;
-  const spans = BANDS.flatMap(([key]) => D[key]).filter(([a, b]) => at >= a && at <= b).map((s) => s[2])
-    .concat(D.waves.filter(([w]) => Math.abs(at - w) <= slack).map((w) => w[1] + " opens"));
-  const row = D.rows[i];
-  if (!row && !spans.length) { tip.hidden = true; return; }
+  const [k, row] = ROWS[i] || [];
+  const l = LANES[k];
+  const near = (list) => list.filter(([w]) => Math.abs(at - w) <= slack);
+  const spans = (l ? BANDS.flatMap(([key]) => l[key]) : []).concat(SPANS).filter(([a, b]) => at >= a && at <= b)
+    .map((s) => s[2]).concat(near(l ? l.waves : []).map((w) => w[1] + " opens"), near(MARKS).map((m) => m[1]));
+  if (!l && !spans.length) { tip.hidden = true; return; }
   const t = (ms) => (ms >= 0 ? "+" + fmt(ms) : "-");
   let text = "";
   if (row) {
@@ -317,6 +423,8 @@ function hover(ev) {
     text = name + ": " + OUT[out] + (reason ? "\\n" + reason : "") +
       (d0 >= 0 ? "\\ndrain " + t(d0) + " → " + t(d1) : "") + (j0 >= 0 ? "\\nJob " + t(j0) + " → " + t(j1) : "") +
       (end > j1 && j1 >= 0 ? "\\nverified " + t(end) : "");
+  } else if (l) {
+    text = l.title + (l.note ? "\\n" + l.note : "") + (l.stoppedBy ? "\\nstopped: " + l.stoppedBy : "");
   }
   tip.textContent = [text, ...spans].filter(Boolean).join("\\n");
   tip.style.left = Math.min(ev.clientX + 12, innerWidth - 490) + "px"; tip.style.top = (ev.clientY + 12) + "px";

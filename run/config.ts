@@ -9,6 +9,7 @@
 import type { LogFormat } from "../report/log.ts";
 import type { Kube } from "../kube/client.ts";
 import type { Logger } from "../report/log.ts";
+import type { ReportInput } from "../report/report.ts";
 import type { LabelConfig, TaintSelector } from "../nodes/lifecycle.ts";
 import type { Order, TopologyLimit } from "../engine/safety.ts";
 import type { WaveSpec } from "../engine/waves.ts";
@@ -171,4 +172,9 @@ export interface RunContext {
    * the log's event names, which may be renamed without a type error.
    */
   onStop?: (cause: string, code: number) => void;
+  /**
+   * Told the run's report as written (`--report`): a caller that runs
+   * several rollouts (`fleet/`) draws them on one timeline.
+   */
+  onReport?: (input: ReportInput) => void;
 }

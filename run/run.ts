@@ -639,6 +639,7 @@ function writeRunReport(
       reason: `taint ${formatTaint(taint)} is not tolerated by the template`,
     })),
   };
+  ctx.onReport?.(input);
   return writeReport({
     path: opts.report!,
     format: opts.reportFormat,
