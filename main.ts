@@ -18,6 +18,7 @@ import { StopSignals } from "./cli/signals.ts";
 import { FLEET_HELP, type FleetOptions, parseFleetOptions } from "./cli/fleet_options.ts";
 import { parseFleet } from "./fleet/spec.ts";
 import { fleetApprove, fleetCommand, type FleetEnv, fleetStatus } from "./fleet/command.ts";
+import { helpText } from "./cli/commands.ts";
 
 /** The release version; `--version` prints it. */
 export const VERSION = "0.1.0";
@@ -264,8 +265,19 @@ async function fleetMain(args: string[]): Promise<number> {
   }
 }
 
+/** `job-dispatcher help [TOPIC]`: one section of `--help`; an unknown topic exits 2. */
+function helpMain(args: string[]): number {
+  try {
+    writeStdout(helpText(args.find((a) => a !== "--help" && a !== "-h")));
+    return EXIT.ok;
+  } catch (e) {
+    return exitForError(e, { log: new Logger("text"), stopped: false, exitCode: EXIT.ok });
+  }
+}
+
 /** Runs the CLI with `args` and returns the process exit code. */
 export async function main(args: string[]): Promise<number> {
+  if (args[0] === "help") return helpMain(args.slice(1));
   if (args[0] === "status") return await statusMain(args.slice(1));
   if (args[0] === "fleet") return await fleetMain(args.slice(1));
   const stop = new StopSignals(new Logger(requestedLogFormat(args)));
