@@ -30,8 +30,8 @@ export interface FlagEntry {
 }
 
 // A heading starts at column 0 with two or more capitals ("EXIT CODES",
-// "NODE VERIFICATION (after ..."); "FLEET.yaml" counts by its word too.
-const HEADING = /^([A-Z][A-Z]+(?: [A-Z][A-Z]+)*)(?=[\s(.]|$)/;
+// "NODE VERIFICATION (after ..."), or names a file ("FLEET.yaml").
+const HEADING = /^([A-Z][A-Z]+(?: [A-Z][A-Z]+)*(?:\.[a-z]+)?)(?=[\s(]|$)/;
 
 /**
  * Splits a manual into its sections, in order.

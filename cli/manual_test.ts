@@ -6,12 +6,13 @@ Deno.test({
   permissions: "none",
   fn() {
     const help = "tool: x\n\nUSAGE\n  tool [flags]\n\nNODE VERIFICATION (after a Job;\nbefore)\n" +
-      "  --a  A.\n\nEXIT CODES\n  0  ok\n";
+      "  --a  A.\n\nFLEET.yaml\n  stages: []\n\nEXIT CODES\n  0  ok\n";
     const sections = manualSections(help);
     assert.deepEqual(sections.map((s) => [s.name, s.topic]), [
       ["", ""],
       ["USAGE", "usage"],
       ["NODE VERIFICATION", "node-verification"],
+      ["FLEET.yaml", "fleet.yaml"],
       ["EXIT CODES", "exit-codes"],
     ]);
     assert.equal(sections[2].text, "NODE VERIFICATION (after a Job;\nbefore)\n  --a  A.");
