@@ -18,6 +18,9 @@ import { StopSignals } from "./cli/signals.ts";
 import { FLEET_HELP, type FleetOptions, parseFleetOptions } from "./cli/fleet_options.ts";
 import { parseFleet } from "./fleet/spec.ts";
 import { fleetApprove, fleetCommand, type FleetEnv, fleetStatus } from "./fleet/command.ts";
+import { helpText } from "./cli/commands.ts";
+import { completionScript } from "./cli/completion.ts";
+import { completeWords } from "./cli/complete.ts";
 
 /** The release version; `--version` prints it. */
 export const VERSION = "0.1.0";
@@ -264,8 +267,31 @@ async function fleetMain(args: string[]): Promise<number> {
   }
 }
 
+/**
+ * `job-dispatcher help [TOPIC]` (one section of `--help`) and `completion
+ * SHELL` (the shell's script): a bad word exits 2 in one line.
+ */
+function textMain(command: "help" | "completion", args: string[]): number {
+  const word = args.find((a) => a !== "--help" && a !== "-h");
+  const manual = args.includes("--help") || args.includes("-h");
+  try {
+    writeStdout(
+      manual ? helpText(command) : command === "help" ? helpText(word) : completionScript(word),
+    );
+    return EXIT.ok;
+  } catch (e) {
+    return exitForError(e, { log: new Logger("text"), stopped: false, exitCode: EXIT.ok });
+  }
+}
+
 /** Runs the CLI with `args` and returns the process exit code. */
 export async function main(args: string[]): Promise<number> {
+  if (args[0] === "help" || args[0] === "completion") return textMain(args[0], args.slice(1));
+  // Hidden: what the completion scripts ask for --context and --namespace.
+  if (args[0] === "__complete") {
+    writeStdout(await completeWords(args[1] ?? "", args.slice(2)));
+    return EXIT.ok;
+  }
   if (args[0] === "status") return await statusMain(args.slice(1));
   if (args[0] === "fleet") return await fleetMain(args.slice(1));
   const stop = new StopSignals(new Logger(requestedLogFormat(args)));

@@ -37,12 +37,27 @@ export interface Options extends RunConfig {
 /** The manual printed by `--help`. */
 export const HELP = `job-dispatcher: run exactly one Kubernetes Job per selected node, paced.
 
+MOST USED (in full below; "job-dispatcher help TOPIC" prints one section)
+  --job-template PATH       The Job to run on each node (help template).
+  --node-selector SEL       Which nodes: a label selector, repeatable (help selection).
+  -n, --namespace NS        Namespace of the Jobs (help template).
+  --parallelism N           Most Jobs in flight at once, default 100 (help pacing).
+  --dry-run=client|server|plan  What the run would do; plan also how long (help plan).
+  --owner-job-name NAME     The Job that owns the per-node Jobs (help owner).
+  --drain                   Cordon and evict each node's pods before its Job (help drain).
+  --max-unavailable N|P%    At most N nodes unavailable at once (help drain).
+  --waves SIZES             Roll out in growing waves, e.g. 1,5%,25%,100% (help waves).
+  --max-failures N|P%       Stop starting Jobs once more than N nodes failed (help safety).
+
 USAGE
   job-dispatcher --job-template PATH [selection] [flags]
   job-dispatcher status (--name-prefix P | --owner-job-name JOB) [-n NS] [-o wide|json] [-w]
                             a run seen from anywhere, read-only (status --help)
   job-dispatcher fleet -f FLEET.yaml --job-template PATH [flags]
                             one rollout across kubeconfig contexts, in stages (fleet --help)
+  job-dispatcher help TOPIC one section of this manual: help gates, help drain, ...
+  job-dispatcher completion bash|zsh|fish
+                            shell completion: source <(job-dispatcher completion bash)
 
   Flags as kubectl's: a value follows a space or "="; a switch also takes
   "=true" or "=false".
@@ -496,7 +511,8 @@ export const GATE_FLAGS = {
   "on-gate-breach": { type: "string" },
 } as const;
 
-const FLAGS = {
+/** Every flag of a run, in parseArgs form: what `--help` documents, no more and no less. */
+export const FLAGS = {
   "job-template": { type: "string" },
   "name-prefix": { type: "string" },
   namespace: { type: "string", short: "n" },

@@ -48,7 +48,8 @@ EXIT CODES
   3  the cluster cannot be reached or refuses a read
 `;
 
-const STATUS_FLAGS = {
+/** Every flag of `status`, in parseArgs form: what {@linkcode STATUS_HELP} documents. */
+export const STATUS_FLAGS = {
   "name-prefix": { type: "string" },
   "owner-job-name": { type: "string" },
   namespace: { type: "string", short: "n" },

@@ -486,6 +486,23 @@ clusterTest("--report-format html and the kubectl plugin on a run", async (t, cl
       }
     },
   );
+
+  await t.step(
+    "shell completion of --namespace: the cluster's namespaces by one list call; a viewer who may not list them gets nothing, silently",
+    async () => {
+      const ns = await namespace(cluster, "cpl");
+      const admin = await runDispatcher(cluster, ["__complete", "namespaces", "-n", ""]);
+      assert.equal(admin.code, 0, admin.stderr);
+      const names = admin.stdout.trim().split("\n");
+      assert.ok(names.includes("default") && names.includes(ns), admin.stdout);
+      const kubeconfig = await viewer(cluster, ns, "cpl-viewer");
+      const viewer_ = await runDispatcher(cluster, ["__complete", "namespaces"], { kubeconfig });
+      assert.deepEqual([viewer_.code, viewer_.stdout, viewer_.stderr], [0, "", ""]);
+      const contexts = await runDispatcher(cluster, ["__complete", "contexts"], { kubeconfig });
+      assert.equal(contexts.code, 0, contexts.stderr);
+      assert.ok(contexts.stdout.trim().length > 0, "the viewer kubeconfig's context");
+    },
+  );
 });
 
 clusterTest(

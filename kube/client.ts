@@ -17,7 +17,13 @@
  */
 
 import type { V1Job, V1Node, V1ObjectMeta, V1Pod } from "@kubernetes/client-node";
-import { ConfigError, type KubeconfigIo, loadKubeconfig, type Target } from "./kubeconfig.ts";
+import {
+  ConfigError,
+  contextNames,
+  type KubeconfigIo,
+  loadKubeconfig,
+  type Target,
+} from "./kubeconfig.ts";
 import { CredentialSource, type Identity, planCredentials, type ProxyPlan } from "./credentials.ts";
 import { DENO_RUNNER, ExecPlugin } from "./exec.ts";
 import { Limiter, type LimiterOptions } from "./limiter.ts";
@@ -376,6 +382,16 @@ export function fetchFailure(e: unknown): string {
  */
 export function untrusted(e: unknown): boolean {
   return /invalid peer certificate/i.test(fetchFailure(e));
+}
+
+/**
+ * The context names of the kubeconfig `--kubeconfig` (or kubectl's lookup)
+ * names, read from the files alone; what shell completion offers.
+ *
+ * @throws {ConfigError} when no kubeconfig is found or one cannot be read
+ */
+export function kubeconfigContexts(kubeconfig?: string): string[] {
+  return contextNames({ kubeconfig }, DENO_IO);
 }
 
 /** The kubeconfig reads, from the file system and the environment. */

@@ -292,6 +292,20 @@ function noClusterWhy(config: Kubeconfig, context: ContextEntry | undefined): st
     : `it has no current-context; pass --context (contexts: ${names(config.contexts)})`;
 }
 
+/**
+ * The context names of the kubeconfig kubectl would read (as
+ * {@linkcode loadKubeconfig} finds it), for shell completion: no network.
+ *
+ * @throws {ConfigError} when no kubeconfig is found or one cannot be read
+ * @example
+ * ```ts
+ * contextNames({}, io); // ["dev", "prod-eu1"]
+ * ```
+ */
+export function contextNames(opts: LoadOptions, io: KubeconfigIo): string[] {
+  return readConfigs(opts, io).config.contexts.map((c) => c.name);
+}
+
 function readConfigs(opts: LoadOptions, io: KubeconfigIo): { source: string; config: Kubeconfig } {
   const fromEnv = io.env("KUBECONFIG");
   const source = opts.kubeconfig ?? (fromEnv ? `$KUBECONFIG (${fromEnv})` : "~/.kube/config");
