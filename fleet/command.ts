@@ -27,6 +27,7 @@ import {
   recordApproval,
   recordCause,
   recordedEnd,
+  recordSettled,
   type RolloutKey,
 } from "./cluster.ts";
 import { type ClusterRunner, runFleet } from "./fleet.ts";
@@ -246,6 +247,7 @@ function runnerOf(
   const m = (name: string) => members.get(name)!;
   return {
     endedAt: (c) => recordedEnd(m(c).kube, m(c).key),
+    settled: (c) => recordSettled(m(c).kube, m(c).key),
     run: async (c, line) => {
       // The fleet's line is one more pause gate of the run: another cluster's stop holds it.
       // Its stops (a breach, the failure budget) stop the line through an
@@ -254,6 +256,7 @@ function runnerOf(
         ...env.context(m(c).kube, m(c).log),
         hold: line.hold,
         onStop: line.stopped,
+        onNothingToDo: line.nothingToDo,
       };
       try {
         return await runDispatcher(m(c).cfg, template, ctx, cleanup);

@@ -171,4 +171,10 @@ export interface RunContext {
    * the log's event names, which may be renamed without a type error.
    */
   onStop?: (cause: string, code: number) => void;
+  /**
+   * Told when the run selected no node (or every one was done already) and
+   * so ends at once with exit 0 and no run record: a caller that counts a
+   * rollout by its record (`fleet/`) counts this one as ended.
+   */
+  onNothingToDo?: () => void;
 }
