@@ -57,6 +57,8 @@ export interface FleetView {
   stage?: string;
   /** What the fleet waits for, in words. */
   waitsFor: string;
+  /** The fleet process holding the lease (fleet/lease.ts), while one does. */
+  heldBy?: { holder: string; fleet: string; renewedAt: string; cluster: string };
 }
 
 function phaseOf(f: ClusterFacts, hash: string, now: number): ClusterPhase {
@@ -154,5 +156,9 @@ export function renderFleetView(v: FleetView): string {
   const fleet = v.stage === undefined
     ? "fleet: every stage ended"
     : `fleet: stage ${v.stage}; waits for ${v.waitsFor}`;
-  return [line(head), ...rows.map(line), "", fleet].join("\n") + "\n";
+  const h = v.heldBy;
+  const lease = h
+    ? [`fleet: run by ${h.holder} (fleet ${h.fleet}), its lease renewed ${h.renewedAt}`]
+    : [];
+  return [line(head), ...rows.map(line), "", fleet, ...lease].join("\n") + "\n";
 }

@@ -103,3 +103,17 @@ Deno.test("renderFleetView prints one row per cluster and the fleet's line", () 
   assert.match(lines[2], /^b\s+two\s+notStarted\s+0\s+0\s+0/);
   assert.equal(lines.at(-1), "fleet: stage two; waits for soak, 50 s left");
 });
+
+Deno.test("renderFleetView names the fleet process holding the lease, while one does", () => {
+  const view = fleetView(SPEC, new Map([["a", { record: record() }]]), "h", NOW);
+  view.heldBy = {
+    holder: "bob@bastion pid 7",
+    fleet: "f.yaml",
+    renewedAt: "2026-12-03T12:00:00Z",
+    cluster: "a",
+  };
+  assert.equal(
+    renderFleetView(view).trimEnd().split("\n").at(-1),
+    "fleet: run by bob@bastion pid 7 (fleet f.yaml), its lease renewed 2026-12-03T12:00:00Z",
+  );
+});
