@@ -128,19 +128,23 @@ export function leaseHolder(
   };
 }
 
-/** Whether process `pid` of this host runs: /proc says on Linux; elsewhere unknown. */
+/**
+ * Whether process `pid` of this host runs, asked with a signal: reading
+ * `/proc` needs `--allow-all` in Deno, and signal 0 is not offered.
+ * SIGURG's default action is to ignore it (POSIX), and the Go runtime
+ * takes it as its own preemption tick, so a live holder, or whatever
+ * process reused its pid, is not disturbed. No such process: false; one of
+ * another user (EPERM): true; no right to signal: unknown.
+ */
 export function processAlive(pid: number): boolean | undefined {
   if (!Number.isInteger(pid) || pid <= 0) return undefined;
   try {
-    Deno.statSync("/proc/self");
-  } catch {
-    return undefined;
-  }
-  try {
-    Deno.statSync(`/proc/${pid}`);
+    Deno.kill(pid, "SIGURG");
     return true;
-  } catch {
-    return false;
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return false;
+    if (e instanceof Deno.errors.PermissionDenied) return true;
+    return undefined;
   }
 }
 

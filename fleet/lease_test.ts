@@ -8,6 +8,7 @@ import {
   leaseHolder,
   type LeaseMember,
   leaseName,
+  processAlive,
   readHolder,
   RENEW_MS,
 } from "./lease.ts";
@@ -184,4 +185,13 @@ Deno.test("readHolder shows the live holder for fleet status, none once released
   assert.equal((await readHolder(f.members[0], "drv", NOW))?.holder, "one@bastion pid 1");
   await lease.release();
   assert.equal(await readHolder(f.members[0], "drv", NOW), undefined);
+});
+
+Deno.test("processAlive: this process runs, a reaped one does not", async () => {
+  assert.equal(processAlive(Deno.pid), true);
+  const child = new Deno.Command(Deno.execPath(), { args: ["eval", "setTimeout(() => {}, 60000)"] })
+    .spawn();
+  child.kill("SIGKILL");
+  await child.status;
+  assert.equal(processAlive(child.pid), false);
 });
