@@ -387,6 +387,19 @@ Deno.test({
       });
 
       await t.step(
+        "a selection that matches no node counts as ended, stage after stage",
+        async () => {
+          // Its run writes no record: the fleet counts it by the run's word, not a missing record.
+          const yaml = "stages: [{name: one, clusters: [c1]}, {name: two, clusters: [c2]}]";
+          const r = await run(await fleet(yaml, "none", ["--node-selector", "pool=none"]));
+          assert.equal(r.code, 0, r.stderr);
+          assert.match(r.stderr, /\[c1\] .*nothing to do: No resources found[^]*stage one ended/);
+          assert.match(r.stderr, /fleet: every stage ended \(2 stages\)/);
+          assert.doesNotMatch(r.stderr, /without rolling out/);
+        },
+      );
+
+      await t.step(
         "two fleet processes at once: the second yields to the first's lease, creating nothing",
         async () => {
           const yaml = "stages: [{name: one, clusters: [c3], approval: true}]";
