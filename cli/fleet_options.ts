@@ -40,7 +40,15 @@ USAGE
   outage of one cluster pauses that cluster's run only. A re-run of the
   same command (after a crash, kill -9) counts each cluster whose run
   record says its rollout of this template ended cleanly, honours a
-  stage's soak from its recorded end, and resumes the rest.
+  stage's soak from its recorded end, and resumes the rest. A run that
+  exits 0 without rolling out (it yielded to a live run) stops the line,
+  exit 1.
+
+  One fleet process at a time: a lease (ConfigMap fleet-lease.<prefix> in
+  each cluster, renewed every 5 s) is taken before the first write; a second
+  process finding a live one says who holds it and exits 0, creating
+  nothing. A lease not renewed for 15 s, or whose process on this host is
+  gone (kill -9), is taken over.
 
   "fleet status" reads the same records and approvals (read-only: configmaps
   get in each cluster): one row per cluster (stage, phase, nodes succeeded /
@@ -50,7 +58,7 @@ USAGE
   and the stages after it (each cluster as long as the ended ones took),
   approvals' waits not counted. No number while a cluster is paused or the
   line is stopped: it says "paused (…)" or "stopped (…)". Exit 3 when a
-  cluster could not be read.
+  cluster could not be read. It also names the process holding the lease.
 
 FLEET.yaml
   stages:

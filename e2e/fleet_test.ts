@@ -10,7 +10,14 @@ import assert from "node:assert/strict";
 import { parse, parseAllDocuments, stringify } from "yaml";
 import { build, type Cluster, type CommandResult, OUTCOME_LABEL, startCluster } from "./cluster.ts";
 import { dispatcher, dispatcherCommand, eventually, jobTemplate } from "./_dispatcher.ts";
-import { namespace, removeScratch, serviceAccount, tempDir, tempFile } from "./_fixtures.ts";
+import {
+  namespace,
+  ownerJob,
+  removeScratch,
+  serviceAccount,
+  tempDir,
+  tempFile,
+} from "./_fixtures.ts";
 import { delay, freePorts } from "./_procs.ts";
 import {
   type Exporter,
@@ -402,6 +409,56 @@ Deno.test({
       });
 
       await t.step(
+        "a selection that matches no node counts as ended, stage after stage",
+        async () => {
+          // Its run writes no record: the fleet counts it by the run's word, not a missing record.
+          const yaml = "stages: [{name: one, clusters: [c1]}, {name: two, clusters: [c2]}]";
+          const r = await run(await fleet(yaml, "none", ["--node-selector", "pool=none"]));
+          assert.equal(r.code, 0, r.stderr);
+          assert.match(r.stderr, /\[c1\] .*nothing to do: No resources found[^]*stage one ended/);
+          assert.match(r.stderr, /fleet: every stage ended \(2 stages\)/);
+          assert.doesNotMatch(r.stderr, /without rolling out/);
+        },
+      );
+
+      await t.step(
+        "two fleet processes at once: the second yields to the first's lease, creating nothing",
+        async () => {
+          const yaml = "stages: [{name: one, clusters: [c3], approval: true}]";
+          const args = await fleet(yaml, "lease");
+          const first = spawnDispatcher(args, env);
+          await awaitFleet(
+            first,
+            () => Promise.resolve(/stage one waits for approval/.test(first.stderr())),
+            60_000,
+            "the first fleet process holding its lease",
+          );
+          const lease = ["get", "configmap", "-n", NS, "fleet-lease.lease", "-o", "json"];
+          const held = JSON.parse((await c3.kubectl(lease)).stdout);
+          const second = await run(args);
+          assert.equal(second.code, 0, second.stderr);
+          assert.match(
+            second.stderr,
+            /yielding: fleet lease fleet-lease\.lease in cluster c3 is held by \S+ pid \d+ \(fleet [^)]+\), renewed \S+Z \(\d+ s ago\); creating nothing: stop that process first/,
+          );
+          assert.doesNotMatch(second.stderr, /starting cluster|created job/);
+          // Nothing written by the second: the first's lease, renewed by the first only.
+          const after = JSON.parse((await c3.kubectl(lease)).stdout);
+          assert.equal(after.data.holderId, held.data.holderId);
+          assert.deepEqual(await jobsOf(c3, "lease"), []);
+          const status = await run(["fleet", "status", ...args.slice(1)]);
+          assert.match(status.stdout, /fleet: run by \S+ pid \d+ \(fleet /, status.stderr);
+          const approve = await run(["fleet", "approve", "-f", args[2], "one", ...args.slice(3)]);
+          assert.equal(approve.code, 0, approve.stderr);
+          const r = await first.done;
+          assert.equal(r.code, 0, r.stderr);
+          assert.equal((await jobsOf(c3, "lease")).length, 3);
+          const released = JSON.parse((await c3.kubectl(lease)).stdout);
+          assert.ok(released.data.released, "released at the end");
+        },
+      );
+
+      await t.step(
         "one cluster's API server stopped 60 s mid-stage: the others finish",
         async () => {
           const yaml = "stages: [{name: one, clusters: [c2, c3]}]";
@@ -581,6 +638,54 @@ Deno.test({
           assert.deepEqual(await jobsOf(c3, "halt"), [], "no further cluster started");
           assert.equal(r.stderr.match(/fleet: stopped the line/g)?.length, 1, r.stderr);
           console.log(`halt: c2 held at ${held} of 3 Jobs until the pause file was removed`);
+        },
+      );
+      await t.step(
+        "a stop in one cluster latches the pause on the in-flight clusters' owner Jobs",
+        async () => {
+          // As the step above, the latch on each cluster's owner Job (--owner-job-name)
+          // instead of a pause file: c1 (bad-000 first) stops the line, c2 is held.
+          await Promise.all(clusters.map((c) => ownerJob(c, NS, "fleet-owner")));
+          const yaml = "stages: [{name: one, clusters: [c1, c2]}, {name: two, clusters: [c3]}]";
+          const args = await fleet(
+            yaml,
+            "ohold",
+            ["--parallelism", "1", "--max-failures", "0", "--owner-job-name", "fleet-owner"],
+            "6s",
+          );
+          const live = spawnDispatcher(args, env);
+          const owner = ["get", "job", "fleet-owner", "-n", NS, "-o", "json"];
+          const pausedOn = async (c: Cluster) =>
+            JSON.parse((await c.kubectl(owner)).stdout).metadata.annotations?.[
+              "job-dispatcher/paused"
+            ];
+          await awaitFleet(live, async () => await pausedOn(c2) === "true", 60_000, "c2's latch");
+          assert.match(
+            live.stderr(),
+            /fleet: stopped the line: cluster c1 \(stage one\) stopped: .*the pause is latched on each owner Job: no Job starts in c2/,
+          );
+          // Held: its Job in flight finishes, then no Job starts while the owner carries the pause.
+          await awaitFleet(
+            live,
+            async () => (await jobsOf(c2, "ohold")).every((j) => j.succeeded),
+            30_000,
+            "c2's Job in flight finished",
+          );
+          const held = (await jobsOf(c2, "ohold")).length;
+          await delay(4_000);
+          assert.equal((await jobsOf(c2, "ohold")).length, held, "a Job started while held");
+          assert.ok(held < 3, `c2 went on creating Jobs: ${held}\n${live.stderr()}`);
+          const lift = await c2.kubectl(
+            ["annotate", "job", "fleet-owner", "-n", NS, "job-dispatcher/paused-"],
+          );
+          assert.equal(lift.code, 0, lift.stderr);
+          const r = await live.done;
+          assert.equal(r.code, 1, r.stderr);
+          assert.equal((await jobsOf(c2, "ohold")).length, 3, "lifted, c2 went on");
+          assert.deepEqual(await jobsOf(c3, "ohold"), [], "no further cluster started");
+          console.log(
+            `owner hold: c2 held at ${held} of 3 Jobs until its owner's pause was lifted`,
+          );
         },
       );
       ok = true;

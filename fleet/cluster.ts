@@ -85,7 +85,44 @@ function endedWell(n: RunRecord["nodes"][number]): boolean {
  * ({@linkcode endedCleanly}).
  */
 export async function recordedEnd(kube: Kube, key: RolloutKey): Promise<number | undefined> {
-  const { record, writtenAt } = await readRecordWritten(kube, key);
+  return endOnOurClock(kube, key, await readRecordWritten(kube, key));
+}
+
+/**
+ * After a run exited 0: its recorded end ({@linkcode recordedEnd}), or why
+ * its record does not say it rolled out. A run exits 0 without rolling out
+ * when it yields to a live run of the prefix (`--yield-to-live-run`) or
+ * waits out an earlier revision's run that stays live (run/owner_guard.ts).
+ *
+ * @throws {ApiError} when the record cannot be read (the API server is out)
+ */
+export async function recordSettled(
+  kube: Kube,
+  key: RolloutKey,
+): Promise<{ endedAt: number } | { not: string }> {
+  const written = await readRecordWritten(kube, key);
+  const end = endOnOurClock(kube, key, written);
+  if (end !== undefined) return { endedAt: end };
+  return { not: notEnded(written.record, key) };
+}
+
+/** Why a record does not say the rollout of this template ended cleanly, in a few words. */
+export function notEnded(record: RunRecord | undefined, key: RolloutKey): string {
+  const live = "another run of prefix " + key.prefix + " may be live: it yielded to it or " +
+    "waited out an earlier one";
+  if (!record) return `it has no run record of prefix ${key.prefix} (${live})`;
+  if (record.templateHash !== key.templateHash) {
+    return `its run record is of template ${record.templateHash}, not ${key.templateHash} (${live})`;
+  }
+  if (record.state !== "finished") return `its run record says ${record.state} (${live})`;
+  return recordCause(record) ?? "its run record does not say every node succeeded";
+}
+
+function endOnOurClock(
+  kube: Kube,
+  key: RolloutKey,
+  { record, writtenAt }: { record?: RunRecord; writtenAt?: number },
+): number | undefined {
   const end = endedCleanly(record, key.templateHash);
   // The record's updatedAt is its writer's clock: another bastion's after a
   // resume elsewhere, or one without NTP, which would cut the next soak short

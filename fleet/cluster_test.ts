@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import type { RunRecord } from "../report/record.ts";
 import { encodeRecord } from "../report/record.ts";
 import { withServer } from "../testing/loopback.ts";
-import { approvalName, endedCleanly, recordCause, recordedEnd } from "./cluster.ts";
+import { approvalName, endedCleanly, notEnded, recordCause, recordedEnd } from "./cluster.ts";
 
 const RECORD: RunRecord = {
   version: 1,
@@ -87,3 +87,17 @@ Deno.test("recordedEnd takes the end from the API server's clock: a record writt
     },
   );
 });
+
+const KEY = { namespace: "ops", prefix: "drv", templateHash: "h1" };
+const NOT_ENDED: [string, RunRecord | undefined, RegExp][] = [
+  ["no record (it yielded before writing one)", undefined, /no run record of prefix drv.*yielded/],
+  ["another template's", { ...RECORD, templateHash: "h0" }, /template h0, not h1/],
+  ["a live run's", { ...RECORD, state: "running" }, /says running \(another run of prefix drv/],
+  ["stopped early", { ...RECORD, stoppedBy: "failure budget" }, /stopped: failure budget/],
+];
+
+for (const [name, record, want] of NOT_ENDED) {
+  Deno.test(`notEnded says why a run that exited 0 is not counted: ${name}`, () => {
+    assert.match(notEnded(record, KEY), want);
+  });
+}

@@ -21,13 +21,15 @@ import type { Logger } from "../report/log.ts";
 import type { ReportInput } from "../report/report.ts";
 import type { RunConfig, RunContext } from "../run/config.ts";
 import { EXIT, resolveNamespace, runDispatcher } from "../run/run.ts";
-import { resolveOwner, validateOnServer } from "../run/preflight.ts";
+import { checkPermissions, resolveOwner, validateOnServer } from "../run/preflight.ts";
+import { FleetLease, leaseNeeds, processAlive, readHolder, thisProcess } from "./lease.ts";
 import {
   approvedBy,
   readRecord,
   recordApproval,
   recordCause,
   recordedEnd,
+  recordSettled,
   type RolloutKey,
 } from "./cluster.ts";
 import { type ClusterRunner, runFleet } from "./fleet.ts";
@@ -37,7 +39,7 @@ import { fleetJunit, fleetReport, fleetTimeline } from "./report.ts";
 import { fleetEta } from "./eta.ts";
 import { pauseFileFor, pauseOwnerFor } from "../gates/latch.ts";
 import { fleetClusters, type FleetSpec } from "./spec.ts";
-import { type ClusterFacts, fleetView, renderFleetView } from "./status.ts";
+import { type ClusterFacts, type FleetView, fleetView, renderFleetView } from "./status.ts";
 
 /** What the command needs from the process (main.ts gives it). */
 export interface FleetEnv {
@@ -248,6 +250,7 @@ function runnerOf(
   const m = (name: string) => members.get(name)!;
   return {
     endedAt: (c) => recordedEnd(m(c).kube, m(c).key),
+    settled: (c) => recordSettled(m(c).kube, m(c).key),
     run: async (c, line) => {
       // The fleet's line is one more pause gate of the run: another cluster's stop holds it.
       // Its stops (a breach, the failure budget) stop the line through an
@@ -257,6 +260,7 @@ function runnerOf(
         hold: line.hold,
         onStop: line.stopped,
         onReport: (input: ReportInput) => reports.set(c, input),
+        onNothingToDo: line.nothingToDo,
       };
       try {
         return await runDispatcher(m(c).cfg, template, ctx, cleanup);
@@ -296,16 +300,19 @@ export async function fleetCommand(
     const byName = new Map(members.map((x) => [x.name, x]));
     const runner = runnerOf(byName, template, cleanup, env, reports);
     const line = stopLine(opts, members);
-    const exitCode = await runFleet(spec, {
-      runner,
-      log: env.log,
-      signal: env.signal,
-      now: Date.now,
-      sleep,
-      approvalPollMs: Math.max(1000, opts.pollIntervalSecs * 1000),
-      approveHint: env.approveHint,
-      line,
-    });
+    const held = await withLease(spec, members, env, (signal) =>
+      runFleet(spec, {
+        runner,
+        log: env.log,
+        signal,
+        now: Date.now,
+        sleep,
+        approvalPollMs: Math.max(1000, opts.pollIntervalSecs * 1000),
+        approveHint: env.approveHint,
+        line,
+      }));
+    if (held.yielded !== undefined) return held.yielded;
+    const exitCode = held.code;
     // The runs' own files and this one go through the run's file access.
     const io = env.context(members[0].kube, env.log);
     const outcome = { exitCode, stoppedBy: line.stopped };
@@ -354,6 +361,78 @@ function writeFleetReport(
   const per = opts.reportFormat === "html" ? "one lane" : "one section";
   env.log.info(`fleet: report written to ${opts.report}, ${per} per cluster`);
   return true;
+}
+
+/**
+ * Runs `fleet` holding the fleet's lease in every cluster (fleet/lease.ts):
+ * its rights asked first (the pre-flight), then taken before the first
+ * write anywhere, renewed meanwhile, released at the end. A live lease of
+ * another process yields, as a run yields to a live run of its prefix:
+ * one line naming the holder, exit 0, nothing created. A lease lost
+ * meanwhile (ours expired in an outage and another process took it) stops
+ * the fleet as a signal does, exit 3.
+ */
+async function withLease(
+  spec: FleetSpec,
+  members: Member[],
+  env: FleetEnv,
+  fleet: (signal: AbortSignal) => Promise<number>,
+): Promise<{ yielded: number } | { yielded?: undefined; code: number }> {
+  const failed = await firstFailure(
+    members,
+    env,
+    (m) => checkPermissions(m.kube, leaseNeeds(m.key.namespace)),
+  );
+  if (failed !== undefined) return { yielded: failed };
+  const lost = new AbortController();
+  const lease = new FleetLease(
+    members.map((m) => ({ name: m.name, kube: m.kube, namespace: m.key.namespace })),
+    members[0].key.prefix,
+    thisProcess(spec.source),
+    {
+      now: Date.now,
+      sleep,
+      alive: processAlive,
+      warn: (msg) => env.log.warn(msg),
+      lost: (cluster, msg) => {
+        env.log.error(msg, { event: "fleetLeaseLost", cluster });
+        lost.abort();
+      },
+    },
+  );
+  let refused: string | undefined;
+  try {
+    refused = await lease.take();
+  } catch (e) {
+    return { yielded: env.errorCode(e, env.log) };
+  }
+  if (refused) {
+    env.log.info(refused, { event: "fleetYielded", lease: lease.name });
+    return { yielded: EXIT.ok };
+  }
+  try {
+    const code = await fleet(AbortSignal.any([env.signal, lost.signal]));
+    return { code: lost.signal.aborted && !env.signal.aborted ? EXIT.cluster : code };
+  } finally {
+    await lease.release();
+  }
+}
+
+/** Calls `check` for each member at once; the first failure's exit code (said on its log), else undefined. */
+async function firstFailure(
+  members: Member[],
+  env: FleetEnv,
+  check: (m: Member) => Promise<void>,
+): Promise<number | undefined> {
+  const codes = await Promise.all(members.map(async (m) => {
+    try {
+      await check(m);
+      return undefined;
+    } catch (e) {
+      return env.errorCode(e, m.log);
+    }
+  }));
+  return codes.find((c) => c !== undefined);
 }
 
 /**
@@ -518,11 +597,24 @@ export async function fleetStatus(
       }
     }));
     const view = fleetView(spec, facts, members[0].key.templateHash, Date.now());
+    view.heldBy = await leaseHolderOf(members);
     env.stdout(output === "json" ? JSON.stringify(view, null, 2) + "\n" : renderFleetView(view));
     return view.clusters.some((r) => r.phase === "unreadable") ? EXIT.cluster : EXIT.ok;
   } finally {
     for (const x of members) x.kube.close();
   }
+}
+
+/** The live holder of the fleet's lease in the first cluster that has one (unreadable ones skipped). */
+async function leaseHolderOf(members: Member[]): Promise<FleetView["heldBy"]> {
+  for (const m of members) {
+    const member = { name: m.name, kube: m.kube, namespace: m.key.namespace };
+    const h = await readHolder(member, m.key.prefix, Date.now()).catch(() => undefined);
+    if (!h) continue;
+    const renewedAt = new Date(h.renewedAt).toISOString().replace(/\.\d+Z$/, "Z");
+    return { holder: h.holder, fleet: h.fleet, renewedAt, cluster: m.name };
+  }
+  return undefined;
 }
 
 /**

@@ -24,6 +24,14 @@ export interface ClusterRunner {
   /** When the cluster's rollout of this template ended cleanly, as its run record says; undefined when it did not. */
   endedAt(cluster: string): Promise<number | undefined>;
   /**
+   * After its run exited 0: when the cluster's record says its rollout of
+   * this template ended cleanly, or why it does not say so (no record,
+   * another template's, still running).
+   *
+   * @throws when the record cannot be read (an outage): the fleet reads again
+   */
+  settled(cluster: string): Promise<{ endedAt: number } | { not: string }>;
+  /**
    * Runs the cluster's rollout (the CLI's run) and returns its exit code;
    * never throws. `line` is the fleet's stop-the-line as this run sees it.
    */
@@ -57,6 +65,8 @@ export interface ClusterLine {
   hold: PauseGate;
   /** The run tells it when it stops the line while it goes on (a gate breach, its failure budget). */
   stopped: (cause: string, code: number) => void;
+  /** The run tells it when it selected no node: it ends with nothing undone and writes no record. */
+  nothingToDo: () => void;
 }
 
 /** The fleet's log: one line per decision. */
@@ -81,7 +91,7 @@ export interface FleetDeps {
   now: () => number;
   /** Waits `ms`, or less when `signal` aborts. */
   sleep: (ms: number, signal: AbortSignal) => Promise<void>;
-  /** How often an awaited approval is looked for. */
+  /** How often an awaited approval, or a record that could not be read, is looked for. */
   approvalPollMs: number;
   /** The approve command, for the waiting line. */
   approveHint: (stage: string) => string;
@@ -297,16 +307,25 @@ async function rollStage(
       });
       inFlight.add(c);
       const stopping: Promise<void>[] = [];
+      let nothing = false;
       const rc = await deps.runner.run(c, {
         hold: deps.line.holdFor(c),
         stopped: (cause, code) => void stopping.push(stop(c, "stopped", cause, code)),
+        nothingToDo: () => void (nothing = true),
       });
       await Promise.all(stopping);
       inFlight.delete(c);
       deps.line.release(c);
       if (rc === 0 && !deps.signal.aborted) {
-        // Its record unread (an API hiccup) must not end the others' runs: now is its end.
-        ended.set(c, (await deps.runner.endedAt(c).catch(() => undefined)) ?? deps.now());
+        // A run over no node writes no record: it ended, with nothing undone, now.
+        const end = nothing ? deps.now() : await settledEnd(c, stage, deps);
+        if (typeof end === "number") ended.set(c, end);
+        // Exit 0 without a record of this rollout ended: it yielded to a live
+        // run of the prefix, or waited out an earlier one that is still live.
+        // (A line stopped already keeps its stopper's code: this run was held.)
+        else if (end && !deps.line.stopped) {
+          await stop(c, "exited 0 without rolling out", end.not, EXIT_NOT_ROLLED);
+        }
         continue;
       }
       // A run the line stopped ends non-zero too: only the first stop is said.
@@ -318,6 +337,45 @@ async function rollStage(
   const width = Math.max(1, Math.min(stage.maxParallelClusters, clusters.length));
   await Promise.all(Array.from({ length: width }, worker));
   return { code: deps.line.stopped?.code ?? 0, ended };
+}
+
+/**
+ * The fleet's exit code when a cluster's run exited 0 but its record does
+ * not say it rolled out: the fleet cannot count it, nor go on (1, as a run
+ * that failed; the run's own exit 0 means "not mine to do", not "done").
+ */
+const EXIT_NOT_ROLLED = 1;
+
+/**
+ * A cluster's end after its run exited 0, from its record: the recorded end,
+ * or why the record does not say it ended; undefined when stopped by a
+ * signal. A record that cannot be read (the cluster's API server is out)
+ * holds this cluster only, as an outage holds its run: it is read again
+ * every poll, and its stage waits for it.
+ */
+async function settledEnd(
+  c: string,
+  stage: Stage,
+  deps: FleetDeps,
+): Promise<number | { not: string } | undefined> {
+  let said = false;
+  while (!deps.signal.aborted) {
+    try {
+      const s = await deps.runner.settled(c);
+      return "endedAt" in s ? s.endedAt : s;
+    } catch (e) {
+      if (!said) {
+        deps.log.warn(
+          `fleet: cluster ${c} (stage ${stage.name}) ended its run, but its record cannot be ` +
+            `read: ${(e as Error).message}; it waits, and stage ${stage.name} with it`,
+          { event: "fleetRecordUnreadable", cluster: c, stage: stage.name },
+        );
+        said = true;
+      }
+      await deps.sleep(deps.approvalPollMs, deps.signal);
+    }
+  }
+  return undefined;
 }
 
 /** Says the stop of the line: the cluster, the cause, and what the clusters in flight do. */

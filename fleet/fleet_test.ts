@@ -10,6 +10,12 @@ function fakeFleet(opts: {
   codes?: Record<string, number>;
   approvals?: Record<string, number>;
   pauseFile?: string;
+  /** Clusters whose run exits 0 without rolling out (it yielded to a live run): no record of theirs ends. */
+  yields?: string[];
+  /** Clusters whose run selects no node: it says so and writes no record. */
+  noNodes?: string[];
+  /** How many reads of each cluster's record after its run fail (an outage). */
+  unreadable?: Record<string, number>;
 } = {}) {
   let now = 1_000_000;
   const ended = new Map(Object.entries(opts.ended ?? {}));
@@ -19,7 +25,18 @@ function fakeFleet(opts: {
   let widest = 0;
   const runner: ClusterRunner = {
     endedAt: (c) => Promise.resolve(ended.get(c)),
-    run: async (c) => {
+    settled: (c) => {
+      const left = opts.unreadable?.[c] ?? 0;
+      if (left > 0) {
+        opts.unreadable![c] = left - 1;
+        return Promise.reject(new Error(`${c}: 503 Service Unavailable`));
+      }
+      const at = ended.get(c);
+      return Promise.resolve(
+        at === undefined ? { not: `${c}'s record is of another template` } : { endedAt: at },
+      );
+    },
+    run: async (c, line) => {
       calls.push(`run ${c} at ${now}`);
       inFlight.add(c);
       widest = Math.max(widest, inFlight.size);
@@ -28,7 +45,9 @@ function fakeFleet(opts: {
       now += 10_000;
       inFlight.delete(c);
       const code = opts.codes?.[c] ?? 0;
-      if (code === 0) ended.set(c, now);
+      if (opts.noNodes?.includes(c)) line.nothingToDo();
+      const rolled = !opts.yields?.includes(c) && !opts.noNodes?.includes(c);
+      if (code === 0 && rolled) ended.set(c, now);
       return code;
     },
     cause: (c, code) => Promise.resolve(`${c} said ${code}`),
@@ -239,17 +258,43 @@ Deno.test("runFleet exits with the stopping run's own code once it ended (a brea
   );
 });
 
-Deno.test("runFleet takes now as a cluster's end when its record cannot be read after its run", async () => {
-  const f = fakeFleet();
-  const endedAt = f.deps.runner.endedAt;
-  const reads = new Map<string, number>();
-  // Each cluster's second read is the one after its run: it fails.
-  f.deps.runner.endedAt = (c) => {
-    reads.set(c, (reads.get(c) ?? 0) + 1);
-    return reads.get(c) === 2 ? Promise.reject(new Error("503")) : endedAt(c);
-  };
+Deno.test("runFleet waits for a cluster whose record cannot be read after its run; its stage waits, the end is the record's", async () => {
+  const spec = parseFleet(
+    "stages: [{name: one, clusters: [a, b], soakSecs: 30}, {name: two, clusters: [c]}]",
+    "f",
+  );
+  const f = fakeFleet({ unreadable: { a: 2 } });
+  assert.equal(await runFleet(spec, f.deps), 0);
+  // The stage ended at 1020000 (each fake run takes 10 s of the clock); a's record
+  // is read on the third try, two polls later, and the soak still runs from the
+  // recorded end, not from when it was read.
+  assert.deepEqual(f.calls, [
+    "run a at 1000000",
+    "run b at 1000000",
+    "sleep 5000",
+    "sleep 5000",
+    "sleep 20000",
+    "run c at 1050000",
+  ]);
+  const waits = f.lines.filter((l) => /cluster a .*record cannot be read/.test(l));
+  assert.equal(waits.length, 1, f.lines.join("\n"));
+  assert.match(waits[0], /503 Service Unavailable; it waits, and stage one with it/);
+});
+
+Deno.test("runFleet stops the line loudly when a cluster's run exits 0 without rolling out (it yielded)", async () => {
+  const f = fakeFleet({ yields: ["a"] });
+  assert.equal(await runFleet(THREE, f.deps), 1);
+  assert.deepEqual(f.calls, ["run a at 1000000"], "stage two never starts");
+  const stop = f.lines.find((l) => l.startsWith("error: "));
+  assert.match(
+    stop!,
+    /stopped the line: cluster a \(stage one\) exited 0 without rolling out: a's record is of another template/,
+  );
+});
+
+Deno.test("runFleet counts a cluster whose run selected no node as ended when it returned", async () => {
+  const f = fakeFleet({ noNodes: ["a"] });
   assert.equal(await runFleet(THREE, f.deps), 0);
-  // a ended at 1010000 (now, then); the soak of 30 s runs from there.
   assert.deepEqual(f.calls, [
     "run a at 1000000",
     "sleep 30000",

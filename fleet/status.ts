@@ -74,6 +74,8 @@ export interface FleetView {
   waitsFor: string;
   /** The whole fleet's ETA. */
   eta: ViewEta;
+  /** The fleet process holding the lease (fleet/lease.ts), while one does. */
+  heldBy?: { holder: string; fleet: string; renewedAt: string; cluster: string };
 }
 
 function phaseOf(f: ClusterFacts, hash: string, now: number): ClusterPhase {
@@ -257,5 +259,11 @@ export function renderFleetView(v: FleetView): string {
   const fleet = v.stage === undefined
     ? "fleet: every stage ended"
     : `fleet: stage ${v.stage}; waits for ${v.waitsFor}`;
-  return [line(head), ...rows.map(line), "", fleet, `fleet ETA: ${v.eta.text}`].join("\n") + "\n";
+  const h = v.heldBy;
+  const lease = h
+    ? [`fleet: run by ${h.holder} (fleet ${h.fleet}), its lease renewed ${h.renewedAt}`]
+    : [];
+  return [line(head), ...rows.map(line), "", fleet, `fleet ETA: ${v.eta.text}`, ...lease].join(
+    "\n",
+  ) + "\n";
 }

@@ -193,3 +193,17 @@ Deno.test("fleetView shows no per-cluster ETA while that cluster is paused", () 
   );
   assert.match(renderFleetView(v), /^fleet ETA: paused \(cluster a: gate\)$/m);
 });
+
+Deno.test("renderFleetView names the fleet process holding the lease, while one does", () => {
+  const view = fleetView(SPEC, new Map([["a", { record: record() }]]), "h", NOW);
+  view.heldBy = {
+    holder: "bob@bastion pid 7",
+    fleet: "f.yaml",
+    renewedAt: "2026-12-03T12:00:00Z",
+    cluster: "a",
+  };
+  assert.equal(
+    renderFleetView(view).trimEnd().split("\n").at(-1),
+    "fleet: run by bob@bastion pid 7 (fleet f.yaml), its lease renewed 2026-12-03T12:00:00Z",
+  );
+});

@@ -177,4 +177,10 @@ export interface RunContext {
    * several rollouts (`fleet/`) draws them on one timeline.
    */
   onReport?: (input: ReportInput) => void;
+  /**
+   * Told when the run selected no node (or every one was done already) and
+   * so ends at once with exit 0 and no run record: a caller that counts a
+   * rollout by its record (`fleet/`) counts this one as ended.
+   */
+  onNothingToDo?: () => void;
 }

@@ -239,6 +239,7 @@ function nothingToDo(
 ): number {
   const [msg, fields] = nothingToDoLine(p.resolved.eligible.length, p.selection);
   ctx.log.info(msg, fields);
+  ctx.onNothingToDo?.();
   if (!opts.report) return EXIT.ok;
   const now = new Date();
   const written = writeReport({
