@@ -18,6 +18,8 @@ import { StopSignals } from "./cli/signals.ts";
 import { FLEET_HELP, type FleetOptions, parseFleetOptions } from "./cli/fleet_options.ts";
 import { parseFleet } from "./fleet/spec.ts";
 import { fleetApprove, fleetCommand, type FleetEnv, fleetStatus } from "./fleet/command.ts";
+import { parseRbacOptions, RBAC_HELP } from "./cli/rbac_options.ts";
+import { rbacCommandDocuments, rbacYaml } from "./rbac/command.ts";
 
 /** The release version; `--version` prints it. */
 export const VERSION = "0.1.0";
@@ -209,6 +211,33 @@ async function statusMain(args: string[]): Promise<number> {
   }
 }
 
+/**
+ * `job-dispatcher rbac …`: prints the RBAC a run with these flags needs
+ * (or `--viewer`'s); asks no cluster. Bad flags end as a run's do.
+ */
+async function rbacMain(args: string[]): Promise<number> {
+  const log = new Logger("text");
+  try {
+    const r = parseRbacOptions(args);
+    if (r.help) {
+      console.log(RBAC_HELP);
+      return EXIT.ok;
+    }
+    const templates = r.viewer ? {} : await readTemplates(r.run);
+    const { readFile, env } = processContext(
+      undefined as unknown as Kube,
+      log,
+      new AbortController().signal,
+      false,
+    );
+    const docs = rbacCommandDocuments({ ...r, opts: r.run, ...templates }, { env, readFile });
+    writeStdout(rbacYaml(docs));
+    return EXIT.ok;
+  } catch (e) {
+    return exitForError(e, { log, stopped: false, exitCode: EXIT.ok });
+  }
+}
+
 /** A cluster's log: each line names the cluster (text: a `[context]` tag; JSON: a field). */
 function clusterLogger(opts: Options, cluster: string): Logger {
   const sink = opts.logFormat === "json"
@@ -268,6 +297,7 @@ async function fleetMain(args: string[]): Promise<number> {
 export async function main(args: string[]): Promise<number> {
   if (args[0] === "status") return await statusMain(args.slice(1));
   if (args[0] === "fleet") return await fleetMain(args.slice(1));
+  if (args[0] === "rbac") return await rbacMain(args.slice(1));
   const stop = new StopSignals(new Logger(requestedLogFormat(args)));
   let kube: Kube | undefined;
   try {
