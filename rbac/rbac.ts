@@ -35,9 +35,10 @@ export const VERB_ORDER = ["get", "list", "watch", "create", "update", "patch", 
 
 /**
  * The needs as rules: one rule per resource (and per object name), its verbs
- * merged. A need on one named object is left out where the same verb on every
- * object of the resource is granted anyway: a rule the API server would
- * never consult, which no pre-flight could find missing.
+ * merged. A need on one named object, or in one namespace, is left out where
+ * the same verb on every object, or in every namespace, is granted anyway: a
+ * rule the API server would never consult, which no pre-flight could find
+ * missing.
  *
  * @example
  * ```ts
@@ -46,12 +47,14 @@ export const VERB_ORDER = ["get", "list", "watch", "create", "update", "patch", 
  * ```
  */
 export function rbacRules(needs: readonly PermissionNeed[]): RbacRules {
-  const subsumed = (n: PermissionNeed) =>
-    n.name !== undefined &&
-    needs.some((o) =>
-      o.name === undefined && o.verb === n.verb && o.group === n.group &&
-      o.resource === n.resource && o.subresource === n.subresource && o.namespace === n.namespace
-    );
+  // o covers n: the same verb on the same resource, on every object or n's
+  // one, in every namespace or n's own.
+  const covers = (o: PermissionNeed, n: PermissionNeed) =>
+    o !== n && o.verb === n.verb && o.group === n.group && o.resource === n.resource &&
+    o.subresource === n.subresource && (o.name === undefined || o.name === n.name) &&
+    (o.namespace === undefined || o.namespace === n.namespace) &&
+    (o.name !== n.name || o.namespace !== n.namespace);
+  const subsumed = (n: PermissionNeed) => needs.some((o) => covers(o, n));
   const out: RbacRules = { cluster: [], namespaced: new Map() };
   for (const n of needs.filter((n) => !subsumed(n))) {
     const rules = n.namespace === undefined

@@ -58,6 +58,14 @@ Deno.test({
         },
       ],
       [
+        "a namespace's need covered by the cluster-wide one: left out",
+        [need("list", "pods", { namespace: "ns" }), need("list", "pods")],
+        {
+          cluster: [{ apiGroups: [""], resources: ["pods"], verbs: ["list"] }],
+          namespaced: new Map(),
+        },
+      ],
+      [
         "each namespace its own rules",
         [
           need("create", "events", { namespace: "ns" }),
