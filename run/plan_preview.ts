@@ -98,9 +98,10 @@ export async function preflight(
   plan: Plan,
   ctx: Pick<RunContext, "kube" | "log">,
 ): Promise<void> {
-  const lacking = await checkPermissions(ctx.kube, accessNeeds(opts, plan));
+  const warn = (line: string) => ctx.log.warn(line, { event: "preflight" });
+  const lacking = await checkPermissions(ctx.kube, accessNeeds(opts, plan), warn);
   const line = optionalNeedsLine(lacking);
-  if (line) ctx.log.warn(line, { event: "preflight" });
+  if (line) warn(line);
 }
 
 /**

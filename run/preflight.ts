@@ -339,6 +339,7 @@ function describeNeed(n: PermissionNeed): string {
  * `list pods`. An API server that cannot answer the review (404, 403) is not
  * asked further: the run goes on, and a missing right shows when it is used.
  *
+ * @param warn told of the optional needs lacking too when a required one stops the run
  * @returns the optional needs this user lacks, for the caller to warn of
  * @throws {PermissionError} naming every missing required permission and the README's rules
  * @throws {ApiError} when the API server cannot be reached
@@ -346,6 +347,7 @@ function describeNeed(n: PermissionNeed): string {
 export async function checkPermissions(
   kube: Kube,
   needs: readonly PermissionNeed[],
+  warn?: (line: string) => void,
 ): Promise<PermissionNeed[]> {
   let answers: boolean[];
   try {
@@ -357,6 +359,9 @@ export async function checkPermissions(
   const lacking = needs.filter((_, i) => !answers[i]);
   const missing = lacking.filter((n) => !n.optional);
   if (!missing.length) return lacking;
+  // The optional ones too, so that one pre-flight names every rule to add.
+  const optional = optionalNeedsLine(lacking.filter((n) => n.optional));
+  if (optional) warn?.(optional);
   const grants = [...new Set(missing.map((n) => n.grant))].join(", ");
   throw new PermissionError(
     `Missing permission: cannot ${missing.map(describeNeed).join(", ")}; ` +
