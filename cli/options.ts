@@ -43,7 +43,7 @@ USAGE
                             a run seen from anywhere, read-only (status --help)
   job-dispatcher fleet -f FLEET.yaml --job-template PATH [flags]
                             one rollout across kubeconfig contexts, in stages (fleet --help)
-  job-dispatcher rbac --job-template PATH [flags] [--service-account NAME] [--viewer]
+  job-dispatcher rbac --job-template PATH [flags]
                             the RBAC these flags need, as YAML for kubectl apply (rbac --help)
 
   Flags as kubectl's: a value follows a space or "="; a switch also takes
