@@ -66,21 +66,12 @@ function rows(): Row[] {
   const run = { namespace: "NS", prefix: "PREFIX", targets: [{ job: () => TTL_TEMPLATE }] };
   const key = (n: PermissionNeed) =>
     [n.verb, n.group, n.resource, n.subresource, n.namespace, n.name].join(" ");
-  // A need a flag makes required keeps the uses that alone would only warn:
-  // those of an optional need in some run.
-  const optionalUses = new Set(
-    RUNS.flatMap((opts) => accessNeeds(opts, run)).filter((n) => n.optional).flatMap((n) =>
-      n.flags.map((f) => `${key(n)}: ${f}`)
-    ),
-  );
   for (const opts of RUNS) {
     for (const n of accessNeeds(opts, run)) {
       let row = out.find(({ need }) => key(need) === key(n));
       if (!row) out.push(row = { need: n, required: new Set(), optional: new Set() });
-      for (const f of n.flags) {
-        const optional = n.optional || optionalUses.has(`${key(n)}: ${f}`);
-        (optional ? row.optional : row.required).add(f);
-      }
+      for (const f of n.flags) (n.optional ? row.optional : row.required).add(f);
+      for (const f of n.uses ?? []) row.optional.add(f);
     }
   }
   return out;

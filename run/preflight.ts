@@ -147,8 +147,10 @@ export interface PermissionNeed {
   namespace?: string;
   /** The one object it is needed on (a Role may grant it by `resourceNames`). */
   name?: string;
-  /** The flags that need it. */
+  /** The flags that need it (of an optional need: what uses it). */
   flags: string[];
+  /** What else only uses a required need (it would be optional for them alone). */
+  uses?: string[];
   /** The README's RBAC rule that grants it. */
   grant: string;
   /**
@@ -211,9 +213,13 @@ function needAdder(needs: PermissionNeed[]) {
       x.subresource === n.subresource && x.namespace === n.namespace && x.name === n.name
     );
     if (!same) needs.push({ ...n, flags: [flag] });
+    else if (!n.optional === !same.optional) same.flags.push(flag);
+    else if (n.optional) (same.uses ??= []).push(flag);
     else {
-      same.flags.push(flag);
-      if (!n.optional) delete same.optional;
+      // Required now: the error names what needs it; the optional uses stay told apart.
+      same.uses = [...same.uses ?? [], ...same.flags];
+      same.flags = [flag];
+      delete same.optional;
     }
   };
 }

@@ -359,3 +359,15 @@ Deno.test("checkPermissions() returns the optional needs the user lacks, for one
     },
   );
 });
+
+Deno.test({
+  name: "accessNeeds() names only what requires a need in its flags; what merely uses it is apart",
+  permissions: "none",
+  fn() {
+    const patch = accessNeeds(gated("pause", "owner"), { namespace: "ns", prefix: "p" })
+      .find((n) => n.verb === "patch" && n.resource === "jobs")!;
+    assert.deepEqual(patch.flags, ["--on-gate-breach pause"]);
+    assert.deepEqual(patch.uses, ["the owner's progress annotation"]);
+    assert.equal(patch.optional, undefined);
+  },
+});
