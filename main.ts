@@ -117,6 +117,15 @@ function connect(opts: Options, signal: AbortSignal, log: Logger): Promise<Kube>
   });
 }
 
+/** A file's text, or undefined when it cannot be read (absent is an answer, not an error). */
+function readFileOrUndefined(path: string): string | undefined {
+  try {
+    return Deno.readTextFileSync(path);
+  } catch {
+    return undefined;
+  }
+}
+
 /** What the run may do to the world outside the cluster: the process's own I/O. */
 function processContext(
   kube: Kube,
@@ -131,13 +140,7 @@ function processContext(
     signal,
     settled,
     env: (name: string) => Deno.env.get(name),
-    readFile: (path: string) => {
-      try {
-        return Deno.readTextFileSync(path);
-      } catch {
-        return undefined;
-      }
-    },
+    readFile: readFileOrUndefined,
     stdout: (text: string) => console.log(text),
     terminal,
     writeFile: (path: string, text: string) => Deno.writeTextFileSync(path, text),
@@ -224,13 +227,11 @@ async function rbacMain(args: string[]): Promise<number> {
       return EXIT.ok;
     }
     const templates = r.viewer ? {} : await readTemplates(r.run);
-    const { readFile, env } = processContext(
-      undefined as unknown as Kube,
-      log,
-      new AbortController().signal,
-      false,
-    );
-    const docs = rbacCommandDocuments({ ...r, opts: r.run, ...templates }, { env, readFile });
+    const env = (name: string) => Deno.env.get(name);
+    const docs = rbacCommandDocuments({ ...r, opts: r.run, ...templates }, {
+      env,
+      readFile: readFileOrUndefined,
+    });
     writeStdout(rbacYaml(docs));
     return EXIT.ok;
   } catch (e) {
