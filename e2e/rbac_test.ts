@@ -242,6 +242,11 @@ clusterTest("job-dispatcher rbac on a bare cluster", async (t, cluster) => {
           assert.ok(named.length > 0, `${what} is not named:\n${r.stderr}`);
           if (/Missing permission|Pre-flight: no permission/.test(r.stderr)) {
             assert.deepEqual(named, rule.verbs, `every verb of ${what} named:\n${r.stderr}`);
+          } else {
+            // Only the nodes' rule is used by the plan step (the selection's
+            // LIST) before the pre-flight can ask: its 403 names the verb.
+            assert.equal(resource, "nodes", `${what}: named by the pre-flight:\n${r.stderr}`);
+            assert.equal(r.code, 3, r.stderr);
           }
         } finally {
           await applyUntil(cluster, docs, user, { ...probe, allowed: true });
