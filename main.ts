@@ -21,6 +21,8 @@ import { fleetApprove, fleetCommand, type FleetEnv, fleetStatus } from "./fleet/
 import { helpText } from "./cli/commands.ts";
 import { completionScript } from "./cli/completion.ts";
 import { completeWords } from "./cli/complete.ts";
+import { parseRbacOptions, RBAC_HELP } from "./cli/rbac_options.ts";
+import { rbacCommandDocuments, rbacYaml } from "./rbac/command.ts";
 
 /** The release version; `--version` prints it. */
 export const VERSION = "0.1.0";
@@ -118,6 +120,15 @@ function connect(opts: Options, signal: AbortSignal, log: Logger): Promise<Kube>
   });
 }
 
+/** A file's text, or undefined when it cannot be read (absent is an answer, not an error). */
+function readFileOrUndefined(path: string): string | undefined {
+  try {
+    return Deno.readTextFileSync(path);
+  } catch {
+    return undefined;
+  }
+}
+
 /** What the run may do to the world outside the cluster: the process's own I/O. */
 function processContext(
   kube: Kube,
@@ -132,13 +143,7 @@ function processContext(
     signal,
     settled,
     env: (name: string) => Deno.env.get(name),
-    readFile: (path: string) => {
-      try {
-        return Deno.readTextFileSync(path);
-      } catch {
-        return undefined;
-      }
-    },
+    readFile: readFileOrUndefined,
     stdout: (text: string) => console.log(text),
     terminal,
     writeFile: (path: string, text: string) => Deno.writeTextFileSync(path, text),
@@ -209,6 +214,31 @@ async function statusMain(args: string[]): Promise<number> {
   } finally {
     Deno.removeSignalListener("SIGINT", end);
     kube?.close();
+  }
+}
+
+/**
+ * `job-dispatcher rbac …`: prints the RBAC a run with these flags needs
+ * (or `--viewer`'s); asks no cluster. Bad flags end as a run's do.
+ */
+async function rbacMain(args: string[]): Promise<number> {
+  const log = new Logger("text");
+  try {
+    const r = parseRbacOptions(args);
+    if (r.help) {
+      console.log(RBAC_HELP);
+      return EXIT.ok;
+    }
+    const templates = r.viewer ? {} : await readTemplates(r.run);
+    const env = (name: string) => Deno.env.get(name);
+    const docs = rbacCommandDocuments({ ...r, opts: r.run, ...templates }, {
+      env,
+      readFile: readFileOrUndefined,
+    });
+    writeStdout(rbacYaml(docs));
+    return EXIT.ok;
+  } catch (e) {
+    return exitForError(e, { log, stopped: false, exitCode: EXIT.ok });
   }
 }
 
@@ -294,6 +324,7 @@ export async function main(args: string[]): Promise<number> {
   }
   if (args[0] === "status") return await statusMain(args.slice(1));
   if (args[0] === "fleet") return await fleetMain(args.slice(1));
+  if (args[0] === "rbac") return await rbacMain(args.slice(1));
   const stop = new StopSignals(new Logger(requestedLogFormat(args)));
   let kube: Kube | undefined;
   try {

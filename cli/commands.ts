@@ -13,6 +13,7 @@ import { FLEET_HELP } from "./fleet_options.ts";
 import { flagEntries, type FlagEntry, manualSections, type Section } from "./manual.ts";
 import { FLAGS, HELP } from "./options.ts";
 import { STATUS_FLAGS, STATUS_HELP } from "./status_options.ts";
+import { RBAC_HELP } from "./rbac_options.ts";
 
 /** One command of the CLI: its word, its manual and the flags it parses. */
 export interface Command {
@@ -59,6 +60,7 @@ export const COMMANDS: readonly Command[] = [
   { name: "", help: HELP, table: FLAGS },
   { name: "status", help: STATUS_HELP, table: STATUS_FLAGS },
   { name: "fleet", help: FLEET_HELP, actions: ["approve", "status"], runFlags: true },
+  { name: "rbac", help: RBAC_HELP, runFlags: true },
   { name: "help", help: HELP_HELP },
   { name: "completion", help: COMPLETION_HELP, actions: ["bash", "zsh", "fish"] },
 ];

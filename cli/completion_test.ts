@@ -69,7 +69,7 @@ const CASES: [string, string[], (got: string[]) => void][] = [
     assert.deepEqual(got, ["--drain", "--drain-timeout-secs"]);
   }],
   ["the subcommands first", ["job-dispatcher", ""], (got) => {
-    assert.deepEqual(got, ["status", "fleet", "help", "completion"]);
+    assert.deepEqual(got, ["status", "fleet", "rbac", "help", "completion"]);
   }],
   ["--on-gate-breach's values", ["job-dispatcher", "--on-gate-breach", ""], (got) => {
     assert.deepEqual(got, ["pause", "exit"]);

@@ -58,6 +58,8 @@ USAGE
   job-dispatcher help TOPIC one section of this manual: help gates, help drain, ...
   job-dispatcher completion bash|zsh|fish
                             shell completion: source <(job-dispatcher completion bash)
+  job-dispatcher rbac --job-template PATH [flags]
+                            the RBAC these flags need, as YAML for kubectl apply (rbac --help)
 
   Flags as kubectl's: a value follows a space or "="; a switch also takes
   "=true" or "=false".

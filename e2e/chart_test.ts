@@ -181,7 +181,8 @@ Deno.test({
           resources: ["jobs"],
           verbs: ["get", "list", "watch", "create", "delete", "patch"],
         },
-        { apiGroups: [""], resources: ["pods"], verbs: ["get", "list"] },
+        // get pods only with owner.mode=pod (--owner-job-from-pod), below
+        { apiGroups: [""], resources: ["pods"], verbs: ["list"] },
         { apiGroups: [""], resources: ["events"], verbs: ["create"] },
         // Only this revision's template: its hook Job becomes its owner, so
         // the collector deletes it with the Job (run/owner_guard.ts).

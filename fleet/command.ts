@@ -381,7 +381,7 @@ async function withLease(
   const failed = await firstFailure(
     members,
     env,
-    (m) => checkPermissions(m.kube, leaseNeeds(m.key.namespace)),
+    async (m) => void await checkPermissions(m.kube, leaseNeeds(m.key.namespace)),
   );
   if (failed !== undefined) return { yielded: failed };
   const lost = new AbortController();

@@ -352,7 +352,7 @@ function planCleanupTargets(
  *
  * @throws {UsageError} when there is none, or nothing of it is usable in a name
  */
-function namePrefixOf(opts: RunConfig, template: JobTemplate): string {
+export function namePrefixOf(opts: RunConfig, template: JobTemplate): string {
   const prefix = opts.namePrefix ?? template.metadata?.name;
   if (!prefix) {
     throw new UsageError(

@@ -15,7 +15,7 @@ import { previewPlan, type PreviewSource } from "../preview/preview.ts";
 import { formatTaint } from "../nodes/eligibility.ts";
 import { describeSelection } from "../nodes/select.ts";
 import type { RunConfig, RunContext } from "./config.ts";
-import { checkPermissions, permissionNeeds } from "./preflight.ts";
+import { accessNeeds, checkPermissions, optionalNeedsLine } from "./preflight.ts";
 import { openGate } from "./run_gate.ts";
 import type { Plan } from "./plan.ts";
 import { jobApiFor } from "./job_api.ts";
@@ -87,6 +87,24 @@ export function previewSource(
 }
 
 /**
+ * The pre-flight of the run's permissions (`accessNeeds`): a missing
+ * required one stops the run before anything is touched; missing optional
+ * ones are said once, as one warning.
+ *
+ * @throws {PermissionError} naming every missing required permission
+ */
+export async function preflight(
+  opts: RunConfig,
+  plan: Plan,
+  ctx: Pick<RunContext, "kube" | "log">,
+): Promise<void> {
+  const warn = (line: string) => ctx.log.warn(line, { event: "preflight" });
+  const lacking = await checkPermissions(ctx.kube, accessNeeds(opts, plan), warn);
+  const line = optionalNeedsLine(lacking);
+  if (line) warn(line);
+}
+
+/**
  * `--dry-run=plan` after the plan step: the permissions the run checks
  * before its first cordon (the same SelfSubjectAccessReviews, which store
  * nothing), then the Jobs there now, then the plan printed.
@@ -104,7 +122,7 @@ export async function runPlanPreview(
   // A plan of a run that would stop at once says so, with the run's words and exit code.
   let gate: PreviewSource["gate"];
   if (plan.targets.length + plan.cleanupTargets.length) {
-    await checkPermissions(ctx.kube, permissionNeeds(opts, plan));
+    await preflight(opts, plan, ctx);
     const held = opts.gate && await gateNow(opts, plan, ctx);
     if (typeof held === "number") return held;
     gate = held;

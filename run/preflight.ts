@@ -147,10 +147,17 @@ export interface PermissionNeed {
   namespace?: string;
   /** The one object it is needed on (a Role may grant it by `resourceNames`). */
   name?: string;
-  /** The flags that need it. */
+  /** The flags that need it (of an optional need: what uses it). */
   flags: string[];
+  /** What else only uses a required need (it would be optional for them alone). */
+  uses?: string[];
   /** The README's RBAC rule that grants it. */
   grant: string;
+  /**
+   * Only recording or speed hangs on it (events, the run record, a watch):
+   * the pre-flight warns instead of stopping the run. @default false
+   */
+  optional?: boolean;
 }
 
 const DRAIN_ROLE = "ClusterRole job-dispatcher-drain (chart: rbac.drain=true)";
@@ -176,14 +183,7 @@ export function permissionNeeds(
 ): PermissionNeed[] {
   const m = opts.maintenance;
   const needs: PermissionNeed[] = [];
-  const need = (n: Omit<PermissionNeed, "flags">, flag: string) => {
-    const same = needs.find((x) =>
-      x.verb === n.verb && x.resource === n.resource && x.subresource === n.subresource &&
-      x.namespace === n.namespace
-    );
-    if (same) same.flags.push(flag);
-    else needs.push({ ...n, flags: [flag] });
-  };
+  const need = needAdder(needs);
   const pods = { group: "", resource: "pods", grant: DRAIN_ROLE };
   if (m.drain) {
     need({ verb: "list", ...pods }, "--drain");
@@ -202,6 +202,78 @@ export function permissionNeeds(
   const marked = run && markedWork(opts, run);
   if (marked) need(nodes, `ttlSecondsAfterFinished with ${marked} (the success mark)`);
   if (opts.gate && run) gateNeeds(opts, run, need);
+  return needs;
+}
+
+/** Adds a need to `needs`, or its flag to the same need there (required wins over optional). */
+function needAdder(needs: PermissionNeed[]) {
+  return (n: Omit<PermissionNeed, "flags">, flag: string) => {
+    const same = needs.find((x) =>
+      x.verb === n.verb && x.group === n.group && x.resource === n.resource &&
+      x.subresource === n.subresource && x.namespace === n.namespace && x.name === n.name
+    );
+    if (!same) needs.push({ ...n, flags: [flag] });
+    else if (!n.optional === !same.optional) same.flags.push(flag);
+    else if (n.optional) (same.uses ??= []).push(flag);
+    else {
+      // Required now: the error names what needs it; the optional uses stay told apart.
+      same.uses = [...same.uses ?? [], ...same.flags];
+      same.flags = [flag];
+      delete same.optional;
+    }
+  };
+}
+
+/**
+ * Every permission a run with these flags uses: what it cannot work without
+ * (the nodes it selects, its Jobs) and what only records or speeds it up
+ * (`optional`: the watches, node marks, Events, the run record), then what
+ * the flags add ({@linkcode permissionNeeds}). The one list behind the
+ * pre-flight, `job-dispatcher rbac` and the chart's RBAC test.
+ *
+ * @example
+ * ```ts
+ * accessNeeds({ maintenance: { blockingPodSelectors: [] } } as unknown as RunConfig,
+ *   { namespace: "ns", prefix: "p" }).filter((n) => !n.optional).length; // 6
+ * ```
+ */
+export function accessNeeds(opts: RunConfig, run: RunShape): PermissionNeed[] {
+  const needs: PermissionNeed[] = [];
+  const need = needAdder(needs);
+  const nodes = { group: "", resource: "nodes", grant: NODES_ROLE };
+  need({ verb: "get", ...nodes }, "node selection");
+  need({ verb: "list", ...nodes }, "node selection");
+  need({ verb: "watch", ...nodes, optional: true }, "the re-read before each create (else a LIST)");
+  need({ verb: "patch", ...nodes, optional: true }, "the node marks");
+  if (opts.kubeletTimeoutWarnSecs !== undefined) {
+    need(
+      { verb: "get", ...nodes, subresource: "proxy", optional: true },
+      "--kubelet-timeout-warn-secs",
+    );
+  }
+  const ns = { namespace: run.namespace, grant: RUN_ROLE };
+  const jobs = { group: "batch", resource: "jobs", ...ns };
+  for (const verb of ["get", "list", "create", "delete"]) {
+    need({ verb, ...jobs }, "the per-node Jobs");
+  }
+  need({ verb: "watch", ...jobs, optional: true }, "the Jobs' watch (else LIST polling)");
+  const owned = opts.ownerJobName !== undefined || opts.ownerJobFromPod !== undefined;
+  if (owned) need({ verb: "patch", ...jobs, optional: true }, "the owner's progress annotation");
+  const core = { group: "", ...ns };
+  if (opts.ownerJobFromPod) {
+    need({ verb: "get", ...core, resource: "pods" }, "--owner-job-from-pod");
+  }
+  need({ verb: "list", ...core, resource: "pods", optional: true }, "why a Job failed or stalls");
+  need({ verb: "create", ...core, resource: "events", optional: true }, "the rollout Events");
+  // Events on Nodes live in "default", the only namespace the API server accepts for them.
+  need(
+    { verb: "create", ...core, resource: "events", namespace: "default", optional: true },
+    "the Events on nodes",
+  );
+  for (const verb of ["get", "create", "update"]) {
+    need({ verb, ...core, resource: "configmaps", optional: true }, "the run record");
+  }
+  for (const n of permissionNeeds(opts, run)) for (const f of n.flags) need(n, f);
   return needs;
 }
 
@@ -273,27 +345,44 @@ function describeNeed(n: PermissionNeed): string {
  * `list pods`. An API server that cannot answer the review (404, 403) is not
  * asked further: the run goes on, and a missing right shows when it is used.
  *
- * @throws {PermissionError} naming every missing permission and the README's rules
+ * @param warn told of the optional needs lacking too when a required one stops the run
+ * @returns the optional needs this user lacks, for the caller to warn of
+ * @throws {PermissionError} naming every missing required permission and the README's rules
  * @throws {ApiError} when the API server cannot be reached
  */
 export async function checkPermissions(
   kube: Kube,
   needs: readonly PermissionNeed[],
-): Promise<void> {
+  warn?: (line: string) => void,
+): Promise<PermissionNeed[]> {
   let answers: boolean[];
   try {
     answers = await Promise.all(needs.map((n) => allowed(kube, n)));
   } catch (e) {
-    if (e instanceof ApiError && (e.status === 404 || e.status === 403)) return;
+    if (e instanceof ApiError && (e.status === 404 || e.status === 403)) return [];
     throw e;
   }
-  const missing = needs.filter((_, i) => !answers[i]);
-  if (!missing.length) return;
+  const lacking = needs.filter((_, i) => !answers[i]);
+  const missing = lacking.filter((n) => !n.optional);
+  if (!missing.length) return lacking;
+  // The optional ones too, so that one pre-flight names every rule to add.
+  const optional = optionalNeedsLine(lacking.filter((n) => n.optional));
+  if (optional) warn?.(optional);
   const grants = [...new Set(missing.map((n) => n.grant))].join(", ");
   throw new PermissionError(
     `Missing permission: cannot ${missing.map(describeNeed).join(", ")}; ` +
       `grant it with the README's RBAC section: ${grants}`,
   );
+}
+
+/**
+ * The warning for the optional needs a user lacks, or undefined: the run
+ * goes on, and says once per feature what it could not do.
+ */
+export function optionalNeedsLine(lacking: readonly PermissionNeed[]): string | undefined {
+  if (!lacking.length) return undefined;
+  return `Pre-flight: no permission to ${lacking.map(describeNeed).join(", ")}; ` +
+    "the rollout goes on without it (job-dispatcher rbac prints the rules for these flags)";
 }
 
 /** Whether the API server allows `n` to this user (a SelfSubjectAccessReview). */

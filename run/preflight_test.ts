@@ -1,8 +1,10 @@
 import assert from "node:assert/strict";
 import type { RunConfig } from "./config.ts";
 import {
+  accessNeeds,
   checkPermissions,
   type NamespaceSources,
+  optionalNeedsLine,
   PermissionError,
   permissionNeeds,
   resolveNamespace,
@@ -200,14 +202,18 @@ Deno.test("checkPermissions() passes when all is allowed, and when the server ca
   await t.step("all allowed", async () => {
     await withServer(
       () => Response.json({ status: { allowed: true } }, { status: 201 }),
-      async (kube) => await checkPermissions(kube, needs),
+      async (kube) => {
+        await checkPermissions(kube, needs);
+      },
     );
   });
   for (const code of [403, 404]) {
     await t.step(`the review answers ${code}: not asked further`, async () => {
       await withServer(
         () => status(code, code === 403 ? "Forbidden" : "NotFound"),
-        async (kube) => await checkPermissions(kube, needs),
+        async (kube) => {
+          await checkPermissions(kube, needs);
+        },
       );
     });
   }
@@ -251,5 +257,117 @@ Deno.test({
         assert.deepEqual(got, want);
       });
     }
+  },
+});
+
+/** `verb resource[/sub] [name] @ns` with `?` for an optional need: one need as a table reads it. */
+function needKey(n: ReturnType<typeof accessNeeds>[number]): string {
+  const what = `${n.verb} ${n.group ? `${n.group}/` : ""}${n.resource}` +
+    `${n.subresource ? `/${n.subresource}` : ""}${n.name ? ` ${n.name}` : ""}`;
+  return `${what} @${n.namespace ?? "*"}${n.optional ? " ?" : ""}`;
+}
+
+const BASE = [
+  "get nodes @*",
+  "list nodes @*",
+  "watch nodes @* ?",
+  "patch nodes @* ?",
+  "get batch/jobs @ns",
+  "list batch/jobs @ns",
+  "create batch/jobs @ns",
+  "delete batch/jobs @ns",
+  "watch batch/jobs @ns ?",
+  "list pods @ns ?",
+  "create events @ns ?",
+  "create events @default ?",
+  "get configmaps @ns ?",
+  "create configmaps @ns ?",
+  "update configmaps @ns ?",
+];
+
+Deno.test({
+  name: "accessNeeds() lists every permission a run uses; only recording ones are optional",
+  permissions: "none",
+  async fn(t) {
+    const run = { namespace: "ns", prefix: "drv" };
+    const cases: [string, RunConfig, string[]][] = [
+      ["no flags: the base", withFlags({}), BASE],
+      [
+        "--drain: cluster-wide pods, evictions, and node patch required",
+        withFlags({ cordon: true, drain: DRAIN }),
+        [
+          ...BASE.map((k) => k === "patch nodes @* ?" ? "patch nodes @*" : k),
+          "list pods @*",
+          "create pods/eviction @*",
+        ],
+      ],
+      [
+        "--owner-job-from-pod: get pods required, the owner's annotation optional",
+        { ...withFlags({}), ownerJobFromPod: "p" } as RunConfig,
+        [...BASE, "patch batch/jobs @ns ?", "get pods @ns"],
+      ],
+      [
+        "--kubelet-timeout-warn-secs: nodes/proxy, optional",
+        { ...withFlags({}), kubeletTimeoutWarnSecs: 30 } as RunConfig,
+        [...BASE.slice(0, 4), "get nodes/proxy @* ?", ...BASE.slice(4)],
+      ],
+      [
+        "the gates: the latch by name, create configmaps required",
+        gated("pause", "owner"),
+        [
+          ...BASE.map((k) => k === "create configmaps @ns ?" ? "create configmaps @ns" : k),
+          "patch batch/jobs @ns",
+          "get configmaps drv-gate-breach @ns",
+        ],
+      ],
+    ];
+    for (const [what, opts, want] of cases) {
+      await t.step(what, () => {
+        assert.deepEqual(accessNeeds(opts, run).map(needKey).sort(), [...want].sort());
+      });
+    }
+  },
+});
+
+Deno.test("checkPermissions() returns the optional needs the user lacks, for one warning line", async () => {
+  await withServer(
+    (_req, _n, body) => {
+      const attrs = (body as { spec: { resourceAttributes: Record<string, string> } }).spec
+        .resourceAttributes;
+      const allowed = !(attrs.verb === "watch" || attrs.resource === "events");
+      return Response.json({ status: { allowed } }, { status: 201 });
+    },
+    async (kube) => {
+      const lacking = await checkPermissions(
+        kube,
+        accessNeeds(withFlags({}), { namespace: "ns", prefix: "p" }),
+      );
+      assert.deepEqual(lacking.map(needKey), [
+        "watch nodes @* ?",
+        "watch batch/jobs @ns ?",
+        "create events @ns ?",
+        "create events @default ?",
+      ]);
+      assert.equal(
+        optionalNeedsLine(lacking),
+        "Pre-flight: no permission to watch nodes (all namespaces; for the re-read before " +
+          "each create (else a LIST)), watch jobs (in namespace ns; for the Jobs' watch (else " +
+          "LIST polling)), create events (in namespace ns; for the rollout Events), create " +
+          "events (in namespace default; for the Events on nodes); the rollout goes on " +
+          "without it (job-dispatcher rbac prints the rules for these flags)",
+      );
+    },
+  );
+});
+
+Deno.test({
+  name: "accessNeeds() names only what requires a need in its flags; what merely uses it is apart",
+  permissions: "none",
+  fn() {
+    const patch = accessNeeds(gated("pause", "owner"), { namespace: "ns", prefix: "p" })
+      .find((n) => n.verb === "patch" && n.resource === "jobs")!;
+    assert.deepEqual(patch.flags, ["--on-gate-breach pause"]);
+    assert.deepEqual(patch.uses, ["the owner's progress annotation"]);
+    assert.equal(patch.optional, undefined);
   },
 });

@@ -35,13 +35,7 @@ import { failureBudget } from "../engine/safety.ts";
 import { Recorder, type RecorderOptions, type ReportInput } from "../report/report.ts";
 import { endOfRun, waitForEarlierRuns } from "./owner_guard.ts";
 import { jobApiFor, liveRun } from "./job_api.ts";
-import {
-  checkPermissions,
-  PermissionError,
-  permissionNeeds,
-  resolveNamespace,
-  validateOnServer,
-} from "./preflight.ts";
+import { PermissionError, resolveNamespace, validateOnServer } from "./preflight.ts";
 import { EXIT, exitCode, summarise, writeReport } from "../report/summary.ts";
 import { afterSuccess, anyPaused, availabilityBudget, keptSuccesses } from "./run_hooks.ts";
 import { NodeVerifier } from "../verify/verify.ts";
@@ -62,7 +56,7 @@ import type { RunMetrics } from "../report/metrics.ts";
 import { withMetrics } from "./run_metrics.ts";
 import { PauseSpans } from "../report/timeline.ts";
 import { estimateLine, loadDurations } from "../preview/preview.ts";
-import { existingJobs, previewSource, runPlanPreview } from "./plan_preview.ts";
+import { existingJobs, preflight, previewSource, runPlanPreview } from "./plan_preview.ts";
 
 export { EXIT, jobApiFor, PermissionError, resolveNamespace };
 
@@ -128,7 +122,7 @@ export async function runDispatcher(
     await validateOnServer(kube, namespace, plan.verifyJob(targets[0].node));
   }
   // Before the first cordon: --drain without `list pods` would cordon every node, then fail each.
-  if (all.length) await checkPermissions(kube, permissionNeeds(opts, plan));
+  if (all.length) await preflight(opts, plan, ctx);
   // Every gate query once, before the first Job: bad PromQL or a Prometheus
   // that does not answer is refused while nothing has been created.
   const gate = opts.gate && await openGate({ config: opts.gate, plan, kube, log });

@@ -28,6 +28,7 @@ export const CARD: readonly string[] = ["main.ts", "job.ts", "job_test.ts"];
 export const LAYERS: readonly string[] = [
   "main.ts",
   "cli",
+  "rbac",
   "fleet",
   "status",
   "run",

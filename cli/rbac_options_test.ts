@@ -1,0 +1,59 @@
+import assert from "node:assert/strict";
+import { UsageError } from "../job.ts";
+import { parseRbacOptions } from "./rbac_options.ts";
+
+Deno.test({
+  name: "parseRbacOptions() takes its own flags and refuses bad run flags with the run's errors",
+  permissions: "none",
+  async fn(t) {
+    const ok: [string, string[], Partial<ReturnType<typeof parseRbacOptions>>][] = [
+      ["run flags", ["--job-template", "t.yaml"], {
+        viewer: false,
+        serviceAccount: "job-dispatcher",
+      }],
+      [
+        "--service-account NAME",
+        ["--service-account", "upg", "--job-template", "t.yaml", "--drain"],
+        { viewer: false, serviceAccount: "upg" },
+      ],
+      [
+        "--viewer with -n",
+        ["--viewer", "-n", "ops"],
+        { viewer: true, serviceAccount: "job-dispatcher-viewer" },
+      ],
+      ["--viewer with --service-account=", ["--viewer", "--service-account=oncall"], {
+        viewer: true,
+        serviceAccount: "oncall",
+      }],
+    ];
+    for (const [what, argv, want] of ok) {
+      await t.step(what, () => {
+        const got = parseRbacOptions(argv);
+        assert.equal(got.viewer, want.viewer);
+        assert.equal(got.serviceAccount, want.serviceAccount);
+      });
+    }
+    const bad: [string, string[], RegExp][] = [
+      ["a mistyped run flag", ["--job-template", "t.yaml", "--drian"], /^Unknown flag --drian/],
+      ["no template", ["--drain"], /^Missing --job-template/],
+      [
+        "a run flag with --viewer",
+        ["--viewer", "--drain"],
+        /^Invalid argument --drain with --viewer/,
+      ],
+      [
+        "a bad account name",
+        ["--service-account", "Upg", "--job-template", "t"],
+        /^Invalid --service-account "Upg"/,
+      ],
+    ];
+    for (const [what, argv, want] of bad) {
+      await t.step(what, () => {
+        assert.throws(
+          () => parseRbacOptions(argv),
+          (e) => e instanceof UsageError && want.test(e.message),
+        );
+      });
+    }
+  },
+});

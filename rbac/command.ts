@@ -1,0 +1,85 @@
+/**
+ * `job-dispatcher rbac`: from the run flags and the templates to the YAML
+ * documents, with no cluster asked.
+ *
+ * @module
+ */
+
+import { stringify } from "yaml";
+import type { JobTemplate } from "../job.ts";
+import type { RunConfig } from "../run/config.ts";
+import { namePrefixOf } from "../run/plan.ts";
+import { accessNeeds, type NamespaceSources, resolveNamespace } from "../run/preflight.ts";
+import { viewerNeeds } from "../status/access.ts";
+import { rbacDocuments } from "./rbac.ts";
+
+/** What `rbac` reads of the process besides its flags. */
+export type RbacEnv = Omit<NamespaceSources, "kube">;
+
+/** What `rbac` prints: for a run, or with `--viewer`. */
+export interface RbacRequest {
+  /** The run flags. */
+  opts: RunConfig;
+  /** The run's template (not read with `viewer`). */
+  template?: JobTemplate;
+  /** The cleanup template, if any. */
+  cleanup?: JobTemplate;
+  /** `--service-account`. */
+  serviceAccount: string;
+  /** `--viewer`. */
+  viewer: boolean;
+}
+
+/**
+ * The namespace as a run would resolve it, without its kubeconfig: the flag,
+ * `$POD_NAMESPACE`, the in-cluster account's, "default".
+ */
+function namespaceOf(opts: RunConfig, env: RbacEnv): string {
+  return resolveNamespace({ ...opts, kubeconfig: undefined, context: undefined }, {
+    ...env,
+    kube: { contextNamespace: undefined },
+  });
+}
+
+/**
+ * The documents `rbac` prints, in order. THE one place the objects of
+ * `rbac`'s output are listed: the admission policies (issue 27, items 1 and
+ * 3) are appended here, at the marked line.
+ *
+ * @throws {UsageError} for a template without a usable name prefix, as the run
+ */
+export function rbacCommandDocuments(r: RbacRequest, env: RbacEnv): Record<string, unknown>[] {
+  const namespace = namespaceOf(r.opts, env);
+  if (r.viewer) {
+    return rbacDocuments({
+      needs: viewerNeeds(namespace),
+      namespace,
+      serviceAccount: r.serviceAccount,
+    });
+  }
+  const template = r.template!;
+  const job = (t: JobTemplate) => [{ job: () => t }];
+  const needs = accessNeeds(r.opts, {
+    namespace,
+    prefix: namePrefixOf(r.opts, template),
+    targets: job(template),
+    cleanupTargets: r.cleanup ? job(r.cleanup) : [],
+  });
+  return [
+    ...rbacDocuments({ needs, namespace, serviceAccount: r.serviceAccount }),
+    // MERGE POINT (issue 27 items 1, 3): append the admission policies here,
+    // e.g. ...admissionPolicies(admissionParams(...)) from policy/admission.ts.
+  ];
+}
+
+/**
+ * The documents as multi-document YAML for `kubectl apply -f -`.
+ *
+ * @example
+ * ```ts
+ * rbacYaml([{ kind: "A" }, { kind: "B" }]); // "kind: A\n---\nkind: B\n"
+ * ```
+ */
+export function rbacYaml(docs: readonly Record<string, unknown>[]): string {
+  return docs.map((d) => stringify(d)).join("---\n");
+}
