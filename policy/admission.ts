@@ -34,8 +34,12 @@ export interface AdmissionParams {
   name: string;
   /** `--tracking-label-prefix`. */
   prefix: string;
-  /** Value of `<prefix>/owner` on the per-node Jobs: the label value of the name prefix. */
-  owner: string;
+  /**
+   * Values of `<prefix>/owner` on its Jobs: the label values of the name
+   * prefix, of `<prefix>-verify` (the smoke-test Jobs) and of the cleanup
+   * template's name.
+   */
+  owners: string[];
   /** Value of `<prefix>/hook` on the release's hook Jobs (deletable too); "" for none. */
   hook: string;
   /** Every image of every container and initContainer of the templates. */
@@ -76,8 +80,12 @@ export interface AdmissionInput {
   namePrefix: string;
   /** The hook group label value, when run as the chart's hook. */
   hook?: string;
-  /** The per-node, verification and cleanup templates. */
-  templates: JobTemplate[];
+  /** The per-node template. */
+  template: JobTemplate;
+  /** `--verify-job-template`. */
+  verifyTemplate?: JobTemplate;
+  /** `--cleanup-job-template`. */
+  cleanupTemplate?: JobTemplate;
   /** `--node-label-key`. */
   nodeLabelKey?: string;
   /** `--extra-node-label` keys. */
@@ -102,11 +110,18 @@ function containersOf(pod: V1PodSpec): V1Container[] {
  * @example
  * ```ts
  * admissionParams({ namespace: "ops", serviceAccount: "jd", trackingPrefix: "job-dispatcher",
- *   namePrefix: "node-task", templates: [template] }).username; // "system:serviceaccount:ops:jd"
+ *   namePrefix: "node-task", template }).username; // "system:serviceaccount:ops:jd"
  * ```
  */
 export function admissionParams(input: AdmissionInput): AdmissionParams {
-  const pods = input.templates.map((t) => t.spec.template.spec ?? { containers: [] });
+  const templates = [input.template, input.verifyTemplate, input.cleanupTemplate]
+    .filter((t): t is JobTemplate => t !== undefined);
+  const pods = templates.map((t) => t.spec.template.spec ?? { containers: [] });
+  const owners = [
+    input.namePrefix,
+    ...(input.verifyTemplate ? [`${input.namePrefix}-verify`] : []),
+    ...(input.cleanupTemplate?.metadata?.name ? [input.cleanupTemplate.metadata.name] : []),
+  ];
   const containers = pods.flatMap(containersOf);
   const any = (f: (p: V1PodSpec) => boolean | undefined) => pods.some((p) => f(p) === true);
   const keys = trackingKeys(input.trackingPrefix);
@@ -120,7 +135,7 @@ export function admissionParams(input: AdmissionInput): AdmissionParams {
     namespace: input.namespace,
     name: input.name ?? input.serviceAccount,
     prefix: input.trackingPrefix,
-    owner: labelValue(input.namePrefix),
+    owners: uniq(owners.map(labelValue)),
     hook: input.hook ?? "",
     images: uniq(containers.map((c) => c.image ?? "")),
     serviceAccounts: uniq(
@@ -146,7 +161,7 @@ export function paramsData(p: AdmissionParams): Record<string, string> {
   const list = (xs: string[]) => xs.join(",");
   return {
     prefix: p.prefix,
-    owner: p.owner,
+    owners: list(p.owners),
     hook: p.hook,
     images: list(p.images),
     serviceAccounts: list(p.serviceAccounts),

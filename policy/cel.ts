@@ -19,6 +19,7 @@ const list = (key: string) => `params.data.?${key}.orValue('').split(',').filter
 /** Variables of the Jobs policy. */
 export const JOB_VARIABLES = [
   { name: "prefix", expression: "params.data.?prefix.orValue('')" },
+  { name: "owners", expression: list("owners") },
   { name: "images", expression: list("images") },
   { name: "serviceAccounts", expression: list("serviceAccounts") },
   { name: "hostPaths", expression: list("hostPaths") },
@@ -69,12 +70,12 @@ export const JOB_VALIDATIONS = [
   {
     expression: onCreate(
       "(variables.prefix + '/owner') in variables.labels && " +
-        "variables.labels[variables.prefix + '/owner'] == params.data.owner && " +
+        "variables.labels[variables.prefix + '/owner'] in variables.owners && " +
         "(variables.prefix + '/node') in variables.labels",
     ),
     messageExpression: say(
-      "'a Job must carry the labels ' + variables.prefix + '/owner=' + params.data.owner + " +
-        "' and ' + variables.prefix + '/node'",
+      "'a Job must carry the labels ' + variables.prefix + '/owner (one of ' + params.data.owners + " +
+        "') and ' + variables.prefix + '/node'",
     ),
     reason: "Forbidden",
   },
@@ -140,12 +141,12 @@ export const JOB_VALIDATIONS = [
   {
     expression: "request.operation != 'DELETE' || " +
       "((variables.prefix + '/owner') in variables.oldLabels && " +
-      "variables.oldLabels[variables.prefix + '/owner'] == params.data.owner) || " +
+      "variables.oldLabels[variables.prefix + '/owner'] in variables.owners) || " +
       "(params.data.?hook.orValue('') != '' && (variables.prefix + '/hook') in variables.oldLabels && " +
       "variables.oldLabels[variables.prefix + '/hook'] == params.data.hook)",
     messageExpression: say(
-      "'only Jobs labelled ' + variables.prefix + '/owner=' + params.data.owner + " +
-        "' (or its hook Jobs) may be deleted'",
+      "'only Jobs labelled ' + variables.prefix + '/owner (one of ' + params.data.owners + " +
+        "', or its hook Jobs) may be deleted'",
     ),
     reason: "Forbidden",
   },
@@ -177,7 +178,7 @@ const sameOr = (a: string, b: string, ok: (k: string) => string) =>
 /** The rules on the Nodes the ServiceAccount writes. */
 export const NODE_VALIDATIONS = [
   {
-    expression: "request.operation == 'UPDATE' && request.subResource == ''",
+    expression: "request.operation == 'UPDATE' && request.?subResource.orValue('') == ''",
     messageExpression: say("'a node may only be patched (not created, deleted, nor its status)'"),
     reason: "Forbidden",
   },

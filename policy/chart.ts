@@ -31,7 +31,7 @@ export function chartAdmissionTemplate(): string {
     namespace: "@@namespace@@",
     name: "@@name@@",
     prefix: "",
-    owner: "",
+    owners: [],
     hook: "",
     images: [],
     serviceAccounts: [],

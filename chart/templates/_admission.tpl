@@ -44,7 +44,8 @@ dispatcher write. Lists are comma-separated (CEL has no YAML parser).
 {{- $taints := list }}
 {{- range ($flags.removeNodeTaints | default list) }}{{ range splitList "," . }}{{ with trim . }}{{ $taints = append $taints . }}{{ end }}{{ end }}{{ end }}
 prefix: {{ $prefix | quote }}
-owner: {{ include "job-dispatcher.prefix" . | quote }}
+{{- $owner := include "job-dispatcher.prefix" . }}
+owners: {{ if $tpls | len | eq 2 }}{{ list $owner (printf "%s-verify" $owner) | sortAlpha | join "," | quote }}{{ else }}{{ $owner | quote }}{{ end }}
 hook: {{ if ne (include "job-dispatcher.ownerMode" .) "none" }}{{ include "job-dispatcher.fullname" . | quote }}{{ else }}""{{ end }}
 images: {{ $images | uniq | sortAlpha | join "," | quote }}
 serviceAccounts: {{ $sas | uniq | sortAlpha | join "," | quote }}
