@@ -291,6 +291,76 @@ Deno.test({
         },
       );
 
+      await t.step(
+        "adversarial: no other way to a pod on a node (RBAC), no unpinning after create",
+        async () => {
+          // The token's only pod-making right is jobs: RBAC refuses the rest.
+          const rbac: string[][] = [
+            ["run", "bare", "-n", NS, "--image=registry.invalid/work:1", "--dry-run=server"],
+            [
+              "create",
+              "cronjob",
+              "cj",
+              "-n",
+              NS,
+              "--image=registry.invalid/work:1",
+              "--schedule=* * * * *",
+              "--dry-run=server",
+            ],
+            [
+              "create",
+              "deployment",
+              "d",
+              "-n",
+              NS,
+              "--image=registry.invalid/work:1",
+              "--dry-run=server",
+            ],
+            ["debug", "node/" + NODES[0], "--image=registry.invalid/work:1", "-n", NS],
+          ];
+          for (const args of rbac) {
+            const r = await sa(args);
+            assert.notEqual(r.code, 0, `${args.join(" ")}: admitted`);
+            assert.match(
+              r.stderr,
+              /forbidden: User "system:serviceaccount:[^"]+" cannot create resource/,
+              r.stderr,
+            );
+          }
+          // Two terms (ORed) pinning to two nodes: not one node.
+          const twoNodes = jobFor(NODES[0], "registry.invalid/work:1", (pod) => {
+            delete pod.nodeName;
+            pod.affinity = {
+              nodeAffinity: {
+                requiredDuringSchedulingIgnoredDuringExecution: {
+                  nodeSelectorTerms: NODES.slice(0, 2).map((n) => ({
+                    matchFields: [{ key: "metadata.name", operator: "In", values: [n] }],
+                  })),
+                },
+              },
+            };
+          });
+          const two = await sa(["create", "-f", await tempFile(JSON.stringify(twoNodes))]);
+          assert.match(two.stderr, /must be pinned to the one node/, two.stderr);
+          // A suspended Job's scheduling fields are mutable until it starts:
+          // the policy refuses any change of its pod template.
+          const probe = jobFor(NODES[2], "registry.invalid/work:1");
+          const made = await sa(["create", "-f", await tempFile(JSON.stringify(probe))]);
+          assert.equal(made.code, 0, made.stderr);
+          const patch = await sa([
+            ...["patch", "job", probe.metadata.name, "-n", NS, "--type=json", "-p"],
+            JSON.stringify([{
+              op: "add",
+              path: "/spec/template/spec/nodeSelector",
+              value: { "kubernetes.io/hostname": NODES[0] },
+            }]),
+          ]);
+          assert.match(patch.stderr, DENIED, patch.stderr);
+          assert.match(patch.stderr, /the pod template of a Job may not change/);
+          await cluster.kubectl(["delete", "job", probe.metadata.name, "-n", NS]);
+        },
+      );
+
       await t.step("deleting a Job without the owner label is denied; it stays", async () => {
         const foreign = jobFor(NODES[0], "registry.invalid/work:1");
         // No labels on its pods either: the API server copies the pod
