@@ -13,7 +13,7 @@
  */
 
 import assert from "node:assert/strict";
-import { parse, stringify } from "yaml";
+import { stringify } from "yaml";
 import { type Cluster, startCluster } from "./cluster.ts";
 import { dispatcher, jobTemplate } from "./_dispatcher.ts";
 import {
