@@ -361,6 +361,28 @@ Deno.test({
         },
       );
 
+      await t.step("the ServiceAccount cannot rewrite its own params ConfigMap", async () => {
+        // The run record's Role lets it update any ConfigMap of the namespace.
+        const got = await sa(["get", "cm", `${FULLNAME}-admission`, "-n", NS, "-o", "json"]);
+        assert.equal(got.code, 0, got.stderr);
+        const cm = JSON.parse(got.stdout);
+        cm.data.privileged = "true";
+        const r = await sa(["replace", "-f", await tempFile(JSON.stringify(cm))]);
+        assert.notEqual(r.code, 0, "replaced");
+        assert.match(r.stderr, DENIED, r.stderr);
+        assert.match(r.stderr, /holds the release's admission parameters/);
+        const after = await cluster.kubectl([
+          "get",
+          "cm",
+          `${FULLNAME}-admission`,
+          "-n",
+          NS,
+          "-o",
+          "json",
+        ]);
+        assert.equal(JSON.parse(after.stdout).data.privileged, "false");
+      });
+
       await t.step("deleting a Job without the owner label is denied; it stays", async () => {
         const foreign = jobFor(NODES[0], "registry.invalid/work:1");
         // No labels on its pods either: the API server copies the pod

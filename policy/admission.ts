@@ -185,6 +185,7 @@ export function admissionNames(p: Pick<AdmissionParams, "name" | "namespace">) {
   return {
     jobs: `${p.name}.${p.namespace}.jobs`,
     nodes: `${p.name}.${p.namespace}.nodes`,
+    paramsGuard: `${p.name}.${p.namespace}.params`,
     params: `${p.name}-admission`,
   };
 }
@@ -195,6 +196,7 @@ function policy(
   rules: Obj[],
   variables: Obj[],
   validations: Obj[],
+  withParams = true,
 ): Obj {
   return {
     apiVersion: "admissionregistration.k8s.io/v1",
@@ -202,7 +204,7 @@ function policy(
     metadata: { name },
     spec: {
       failurePolicy: "Fail",
-      paramKind: { apiVersion: "v1", kind: "ConfigMap" },
+      ...(withParams ? { paramKind: { apiVersion: "v1", kind: "ConfigMap" } } : {}),
       matchConstraints: { resourceRules: rules },
       // Only the dispatcher's own requests: the cluster's other users, the
       // kubelet and the controllers are never judged by the release's policy.
@@ -216,7 +218,7 @@ function policy(
   };
 }
 
-function binding(name: string, p: AdmissionParams, params: string): Obj {
+function binding(name: string, p: AdmissionParams, params?: string): Obj {
   return {
     apiVersion: "admissionregistration.k8s.io/v1",
     kind: "ValidatingAdmissionPolicyBinding",
@@ -224,10 +226,32 @@ function binding(name: string, p: AdmissionParams, params: string): Obj {
     spec: {
       policyName: name,
       // A missing ConfigMap denies: failing open would lift every check.
-      paramRef: { name: params, namespace: p.namespace, parameterNotFoundAction: "Deny" },
+      ...(params
+        ? { paramRef: { name: params, namespace: p.namespace, parameterNotFoundAction: "Deny" } }
+        : {}),
       validationActions: ["Deny"],
     },
   };
+}
+
+/**
+ * The guard of the params themselves: the run record's RBAC lets the
+ * ServiceAccount update any ConfigMap of its namespace, and so, without this
+ * policy, rewrite its own parameters (privileged: "true") and lift every check.
+ */
+function paramsGuard(p: AdmissionParams, name: string, params: string): Obj {
+  const rules = [{
+    apiGroups: [""],
+    apiVersions: ["*"],
+    resources: ["configmaps"],
+    operations: ["CREATE", "UPDATE", "DELETE"],
+  }];
+  return policy(name, p.username, rules, [], [{
+    expression: `request.namespace != '${p.namespace}' || request.name != '${params}'`,
+    message: `job-dispatcher admission policy: the ConfigMap ${params} holds the release's ` +
+      "admission parameters; its ServiceAccount may not write it",
+    reason: "Forbidden",
+  }], false);
 }
 
 /**
@@ -238,7 +262,8 @@ function binding(name: string, p: AdmissionParams, params: string): Obj {
  * @example
  * ```ts
  * admissionPolicies(params).map((o) => o.kind);
- * // ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", (nodes: the same two), "ConfigMap"]
+ * // ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", (nodes, params guard: the
+ * //  same two), "ConfigMap"]
  * ```
  */
 export function admissionPolicies(p: AdmissionParams): Obj[] {
@@ -260,6 +285,8 @@ export function admissionPolicies(p: AdmissionParams): Obj[] {
     binding(n.jobs, p, n.params),
     policy(n.nodes, p.username, nodeRules, NODE_VARIABLES, NODE_VALIDATIONS),
     binding(n.nodes, p, n.params),
+    paramsGuard(p, n.paramsGuard, n.params),
+    binding(n.paramsGuard, p),
     {
       apiVersion: "v1",
       kind: "ConfigMap",
