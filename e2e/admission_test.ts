@@ -169,7 +169,10 @@ Deno.test({
           extraLabelKeys: [TIER],
           removeTaints: parseTaintSelectors("startup"),
         }));
-        assert.deepEqual(cm.data, ours.at(-1)!.data);
+        const { revision, ...data } = cm.data;
+        assert.deepEqual(data, ours.at(-1)!.data);
+        // This revision's own parameters, which the next upgrade keeps allowed.
+        assert.deepEqual(JSON.parse(revision), ours.at(-1)!.data);
         const kinds = await cluster.kubectl([
           "get",
           "validatingadmissionpolicies,validatingadmissionpolicybindings",
@@ -463,38 +466,54 @@ Deno.test({
         },
       );
 
-      await t.step("helm upgrade with another image: params follow, the run passes", async () => {
-        const v2 = "registry.invalid/work:2";
-        await helm([
-          ...["upgrade", RELEASE, CHART, "-n", NS, "--timeout", "2m"],
-          ...["-f", await tempFile(stringify(values(v2)))],
-        ]);
-        const images = JSON.parse(
-          (await cluster.kubectl(["get", "cm", `${FULLNAME}-admission`, "-n", NS, "-o", "json"]))
-            .stdout,
-        ).data.images;
-        assert.equal(images, `registry.invalid/smoke:1,${v2}`);
-        const ok = await sa([
-          "create",
-          "--dry-run=server",
-          "-f",
-          await tempFile(JSON.stringify(jobFor(NODES[1], v2))),
-        ]);
-        assert.equal(ok.code, 0, ok.stderr);
-        const old = await sa([
-          "create",
-          "--dry-run=server",
-          "-f",
-          await tempFile(JSON.stringify(jobFor(NODES[1], "registry.invalid/work:1"))),
-        ]);
-        assert.notEqual(old.code, 0);
-        assert.match(old.stderr, /every container image must be one of/);
-        const r = await dispatcher(cluster, await hookArgs(helm, cluster), {
-          env: { KUBECONFIG: kubeconfig },
-        });
-        assert.equal(r.code, 0, r.stderr);
-        assert.match(r.stderr, /summary: 3 succeeded, 0 failed of 3/);
-      });
+      await t.step(
+        "helm upgrade with another image: params follow, the run passes; the image two revisions back is denied",
+        async () => {
+          const params = async () =>
+            JSON.parse(
+              (await cluster.kubectl([
+                "get",
+                "cm",
+                `${FULLNAME}-admission`,
+                "-n",
+                NS,
+                "-o",
+                "json",
+              ]))
+                .stdout,
+            ).data;
+          const upgrade = async (image: string) =>
+            await helm([
+              ...["upgrade", RELEASE, CHART, "-n", NS, "--timeout", "2m"],
+              ...["-f", await tempFile(stringify(values(image)))],
+            ]);
+          const admitted = async (image: string) =>
+            await sa([
+              ...["create", "--dry-run=server", "-f"],
+              await tempFile(JSON.stringify(jobFor(NODES[1], image))),
+            ]);
+          const [v1, v2, v3] = [1, 2, 3].map((n) => `registry.invalid/work:${n}`);
+          await upgrade(v2);
+          // The previous revision's image stays allowed: its run, or its
+          // retried hook pod, may still make Jobs of its own template.
+          assert.equal((await params()).images, `registry.invalid/smoke:1,${v1},${v2}`);
+          for (const image of [v1, v2]) {
+            const ok = await admitted(image);
+            assert.equal(ok.code, 0, ok.stderr);
+          }
+          const r = await dispatcher(cluster, await hookArgs(helm, cluster), {
+            env: { KUBECONFIG: kubeconfig },
+          });
+          assert.equal(r.code, 0, r.stderr);
+          assert.match(r.stderr, /summary: 3 succeeded, 0 failed of 3/);
+          await upgrade(v3);
+          assert.equal((await params()).images, `registry.invalid/smoke:1,${v2},${v3}`);
+          const old = await admitted(v1);
+          assert.notEqual(old.code, 0);
+          assert.match(old.stderr, DENIED);
+          assert.match(old.stderr, /every container image must be one of/);
+        },
+      );
     } finally {
       await cluster.stop({ removeDir: true });
     }

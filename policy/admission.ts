@@ -152,7 +152,9 @@ export function admissionParams(input: AdmissionInput): AdmissionParams {
       `${keys.owner.slice(0, keys.owner.indexOf("/") + 1)}`,
       ...(input.instance ? [`${input.instance.prefix}/`] : []),
     ]),
-    removeTaints: (input.removeTaints ?? []).map((t) => t.effect ? `${t.key}:${t.effect}` : t.key),
+    removeTaints: uniq(
+      (input.removeTaints ?? []).map((t) => t.effect ? `${t.key}:${t.effect}` : t.key),
+    ),
   };
 }
 

@@ -13,6 +13,8 @@ The params ConfigMap's data, as policy/admission.ts admissionParams computes
 it from the same run: what the templates (jobTemplate and
 verification.jobTemplate) ask, and the node keys the extraArgs flags make the
 dispatcher write. Lists are comma-separated (CEL has no YAML parser).
+"revision" keeps this revision's own parameters (JSON, unread by CEL), so
+that the next upgrade can keep them allowed for one more revision.
 */}}
 {{- define "job-dispatcher.admissionData" -}}
 {{- $tpls := list (include "job-dispatcher.jobTemplate" . | fromYaml) }}
@@ -43,21 +45,37 @@ dispatcher write. Lists are comma-separated (CEL has no YAML parser).
 {{- end }}
 {{- $taints := list }}
 {{- range ($flags.removeNodeTaints | default list) }}{{ range splitList "," . }}{{ with trim . }}{{ $taints = append $taints . }}{{ end }}{{ end }}{{ end }}
-prefix: {{ $prefix | quote }}
 {{- $owner := include "job-dispatcher.prefix" . }}
-owners: {{ if $tpls | len | eq 2 }}{{ list $owner (printf "%s-verify" $owner) | sortAlpha | join "," | quote }}{{ else }}{{ $owner | quote }}{{ end }}
-hook: {{ if ne (include "job-dispatcher.ownerMode" .) "none" }}{{ include "job-dispatcher.fullname" . | quote }}{{ else }}""{{ end }}
-images: {{ $images | uniq | sortAlpha | join "," | quote }}
-serviceAccounts: {{ $sas | uniq | sortAlpha | join "," | quote }}
-privileged: {{ $host.privileged | toString | quote }}
-hostPID: {{ $host.hostPID | toString | quote }}
-hostNetwork: {{ $host.hostNetwork | toString | quote }}
-hostIPC: {{ $host.hostIPC | toString | quote }}
-hostPaths: {{ $paths | uniq | sortAlpha | join "," | quote }}
-capabilities: {{ $caps | uniq | sortAlpha | join "," | quote }}
-labelKeys: {{ $keys | uniq | sortAlpha | join "," | quote }}
-labelPrefixes: {{ $prefixes | uniq | sortAlpha | join "," | quote }}
-removeTaints: {{ $taints | join "," | quote }}
+{{- $cur := dict "prefix" $prefix "hook" "" }}
+{{- if ne (include "job-dispatcher.ownerMode" .) "none" }}{{ $_ := set $cur "hook" (include "job-dispatcher.fullname" .) }}{{ end }}
+{{- $_ := set $cur "owners" (ternary (list $owner (printf "%s-verify" $owner)) (list $owner) (eq (len $tpls) 2) | sortAlpha | join ",") }}
+{{- $_ := set $cur "images" ($images | uniq | sortAlpha | join ",") }}
+{{- $_ := set $cur "serviceAccounts" ($sas | uniq | sortAlpha | join ",") }}
+{{- range $k, $v := $host }}{{ $_ := set $cur $k (toString $v) }}{{ end }}
+{{- $_ := set $cur "hostPaths" ($paths | uniq | sortAlpha | join ",") }}
+{{- $_ := set $cur "capabilities" ($caps | uniq | sortAlpha | join ",") }}
+{{- $_ := set $cur "labelKeys" ($keys | uniq | sortAlpha | join ",") }}
+{{- $_ := set $cur "labelPrefixes" ($prefixes | uniq | sortAlpha | join ",") }}
+{{- $_ := set $cur "removeTaints" ($taints | uniq | sortAlpha | join ",") }}
+{{- /* The previous revision's own parameters stay allowed until the next
+upgrade: its run may still be going (a new run waits for it) or its hook pod
+retried (an eviction), and it makes Jobs of its own template. */}}
+{{- $prev := dict }}
+{{- with lookup "v1" "ConfigMap" .Release.Namespace (printf "%s-admission" (include "job-dispatcher.fullname" .)) }}
+{{- with (.data | default dict).revision }}{{ $prev = fromJson . }}{{ end }}
+{{- end }}
+{{- $out := dict "revision" (toJson $cur) }}
+{{- range $k, $v := $cur }}
+{{- $p := get $prev $k | default "" | toString }}
+{{- if has $k (list "privileged" "hostPID" "hostNetwork" "hostIPC") }}
+{{- $_ := set $out $k (ternary "true" "false" (or (eq $v "true") (eq $p "true"))) }}
+{{- else if has $k (list "prefix" "hook") }}
+{{- $_ := set $out $k $v }}
+{{- else }}
+{{- $_ := set $out $k (concat (splitList "," $v) (splitList "," $p) | compact | uniq | sortAlpha | join ",") }}
+{{- end }}
+{{- end }}
+{{- toYaml $out }}
 {{- end }}
 
 {{/*
