@@ -80,7 +80,10 @@ async function readTemplates(opts: Options) {
   const cleanup = opts.cleanupJobTemplate === undefined
     ? undefined
     : await parse(opts.cleanupJobTemplate, "cleanup job template");
-  return { template, cleanup };
+  const verify = opts.verify?.jobTemplate === undefined
+    ? undefined
+    : await parse(opts.verify.jobTemplate, "verify job template");
+  return { template, cleanup, verify };
 }
 
 /**

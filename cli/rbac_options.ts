@@ -32,6 +32,14 @@ OPTIONS
   --service-account NAME  The ServiceAccount to create and bind
                           (default job-dispatcher; with --viewer
                           job-dispatcher-viewer).
+  --admission-policies=false
+                          Leave out the ValidatingAdmissionPolicies (and
+                          their bindings and params ConfigMap) printed after
+                          the RBAC: Jobs pinned to one node, of the
+                          templates' images and privileges; node writes of
+                          the run's own keys only (docs/admission-policies.md).
+                          They need admissionregistration.k8s.io/v1
+                          (Kubernetes 1.30+).
   --viewer                The read-only roles of job-dispatcher status
                           instead: the per-node Jobs, the run record, the
                           nodes; bound to the ServiceAccount.
@@ -50,6 +58,8 @@ export interface RbacOptions {
   run: Options;
   /** `--help`. */
   help: boolean;
+  /** `--admission-policies` (default true): print the ValidatingAdmissionPolicies too. */
+  admissionPolicies: boolean;
 }
 
 /** Takes `--service-account NAME` and `--viewer` out of argv. */
@@ -57,12 +67,17 @@ function takeOwnFlags(argv: string[]) {
   const rest: string[] = [];
   let account: string | undefined;
   let viewer = false;
+  let policies = true;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === "--service-account") account = argv[++i] ?? "";
     else if (a.startsWith("--service-account=")) account = a.slice("--service-account=".length);
     else if (a === "--viewer") viewer = true;
-    else rest.push(a);
+    else if (a === "--admission-policies" || a === "--admission-policies=true") policies = true;
+    else if (a === "--admission-policies=false") policies = false;
+    else if (a.startsWith("--admission-policies=")) {
+      throw new UsageError(`Invalid ${a}: --admission-policies takes =true or =false`);
+    } else rest.push(a);
   }
   // A DNS-1123 subdomain, as the API server requires of a ServiceAccount's name.
   if (account !== undefined && !/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(account)) {
@@ -71,7 +86,7 @@ function takeOwnFlags(argv: string[]) {
         "'-' and '.', starting and ending with a letter or digit",
     );
   }
-  return { account, viewer, rest };
+  return { account, viewer, policies, rest };
 }
 
 /**
@@ -85,7 +100,7 @@ function takeOwnFlags(argv: string[]) {
  * @throws {UsageError} naming the flag at fault, as the run does
  */
 export function parseRbacOptions(argv: string[]): RbacOptions {
-  const { account, viewer, rest } = takeOwnFlags(argv);
+  const { account, viewer, policies, rest } = takeOwnFlags(argv);
   const help = rest.includes("-h") || rest.includes("--help");
   if (viewer && !help) {
     const other = rest.find((a, i) =>
@@ -105,5 +120,6 @@ export function parseRbacOptions(argv: string[]): RbacOptions {
     serviceAccount: account ?? (viewer ? "job-dispatcher-viewer" : "job-dispatcher"),
     run,
     help,
+    admissionPolicies: policies && !viewer,
   };
 }

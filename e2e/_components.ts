@@ -155,6 +155,10 @@ export function componentSpecs(layout: Layout): Record<Component, ProcSpec> {
       // controller, which we do not run, clears it; tests set taints themselves.
       "--disable-admission-plugins=TaintNodesByCondition",
       "--profiling=false",
+      // As a real cluster's: the per-node templates are often privileged, and
+      // the default (false) refuses such pods before admission, hiding what
+      // the admission policies (e2e/admission_test.ts) decide about them.
+      "--allow-privileged=true",
       // Without this, SIGTERM waits 60 s for open watches before exiting.
       "--shutdown-watch-termination-grace-period=2s",
       ...(tuning.audit

@@ -12,6 +12,7 @@ import { namePrefixOf } from "../run/plan.ts";
 import { accessNeeds, type NamespaceSources, resolveNamespace } from "../run/preflight.ts";
 import { viewerNeeds } from "../status/access.ts";
 import { rbacDocuments } from "./rbac.ts";
+import { admissionParams, admissionPolicies } from "../policy/admission.ts";
 
 /** What `rbac` reads of the process besides its flags. */
 export type RbacEnv = Omit<NamespaceSources, "kube">;
@@ -24,10 +25,14 @@ export interface RbacRequest {
   template?: JobTemplate;
   /** The cleanup template, if any. */
   cleanup?: JobTemplate;
+  /** The verification (smoke-test) template, if any. */
+  verify?: JobTemplate;
   /** `--service-account`. */
   serviceAccount: string;
   /** `--viewer`. */
   viewer: boolean;
+  /** Print the admission policies too (`--admission-policies`, default true). */
+  admissionPolicies?: boolean;
 }
 
 /**
@@ -65,10 +70,30 @@ export function rbacCommandDocuments(r: RbacRequest, env: RbacEnv): Record<strin
     targets: job(template),
     cleanupTargets: r.cleanup ? job(r.cleanup) : [],
   });
+  const labels = r.opts.nodeLabels;
+  const params = admissionParams({
+    namespace,
+    serviceAccount: r.serviceAccount,
+    trackingPrefix: r.opts.trackingLabelPrefix,
+    namePrefix: namePrefixOf(r.opts, template),
+    template,
+    verifyTemplate: r.verify,
+    cleanupTemplate: r.cleanup,
+    nodeLabelKey: labels?.key,
+    extraLabelKeys: labels?.extra.map(([k]) => k),
+    instance: labels?.mark && labels.instancePrefix
+      ? {
+        prefix: labels.instancePrefix,
+        suffix: labels.mark.slice(labels.instancePrefix.length + 1),
+      }
+      : undefined,
+    removeTaints: r.opts.removeNodeTaints,
+  });
+  // RBAC cannot narrow `create jobs` and `patch nodes` by content; the
+  // admission policies do (docs/admission-policies.md), with the same flags.
   return [
     ...rbacDocuments({ needs, namespace, serviceAccount: r.serviceAccount }),
-    // MERGE POINT (issue 27 items 1, 3): append the admission policies here,
-    // e.g. ...admissionPolicies(admissionParams(...)) from policy/admission.ts.
+    ...(r.admissionPolicies ? admissionPolicies(params) : []),
   ];
 }
 

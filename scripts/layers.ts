@@ -38,6 +38,7 @@ export const LAYERS: readonly string[] = [
   "gates",
   "maintenance",
   "verify",
+  "policy",
   "nodes",
   "kube",
   "base",

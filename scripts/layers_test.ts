@@ -133,7 +133,7 @@ Deno.test({
     assert.equal(
       v.message,
       "engine/fanout.ts imports report/log.ts: engine may import only gates, maintenance, verify, " +
-        "nodes, kube, base, job.ts (imports point inward: move what both need below report)",
+        "policy, nodes, kube, base, job.ts (imports point inward: move what both need below report)",
     );
   },
 });
