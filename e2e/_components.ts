@@ -155,6 +155,9 @@ export function componentSpecs(layout: Layout): Record<Component, ProcSpec> {
       // controller, which we do not run, clears it; tests set taints themselves.
       "--disable-admission-plugins=TaintNodesByCondition",
       "--profiling=false",
+      // As kubeadm and every managed cluster: node agents and installers (the
+      // recipes of examples/) are privileged pods; the default refuses them.
+      "--allow-privileged=true",
       // Without this, SIGTERM waits 60 s for open watches before exiting.
       "--shutdown-watch-termination-grace-period=2s",
       ...(tuning.audit
