@@ -322,5 +322,61 @@ async function validatorsReady(cluster: Cluster, ns: string): Promise<number> {
   ) => p.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True")).length;
 }
 
-/** Placeholder until the chart step is written. */
-async function chartForReal(_cluster: Cluster) {}
+/**
+ * The runtime installer's chart values, installed on kwok: Helm says
+ * deployed and no per-node Job exists (kwok "ran" the hook pod); `deno task
+ * cluster hook` then runs the hook's own arguments, as its ServiceAccount,
+ * and the rollout happens, owned by the hook Job.
+ */
+async function chartForReal(cluster: Cluster) {
+  const ns = await namespace(cluster, "kata-chart");
+  const home = await Deno.makeTempDir({ prefix: "helm-examples-" });
+  const helm = helmResult(home, cluster.kubeconfig);
+  const values = `${EXAMPLES}/runtime-installer/values-runtime-installer.yaml`;
+  const installed = await helm([
+    ...["install", "kata", CHART, "-n", ns, "-f", values, "--wait", "--timeout", "2m"],
+    ...["--set-file", `jobTemplate=${EXAMPLES}/runtime-installer/install.yaml`],
+    ...["--set", "image.repository=registry.invalid/job-dispatcher"],
+  ]);
+  assert.equal(installed.code, 0, installed.stderr);
+  assert.match(installed.stdout, /STATUS: deployed/);
+  const hookJob = "kata-job-dispatcher-r1";
+  const perNode = async () => (await jobsIn(cluster, ns)).filter((j) => j.name !== hookJob);
+  assert.deepEqual(await perNode(), [], "kwok faked the hook: no per-node Job");
+
+  const r = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--allow-all",
+      `${ROOT}e2e/cluster.ts`,
+      "hook",
+      "kata",
+      "-n",
+      ns,
+      "--dir",
+      cluster.dir,
+    ],
+    env: {
+      HELM_CACHE_HOME: `${home}/cache`,
+      HELM_CONFIG_HOME: `${home}/config`,
+      HELM_DATA_HOME: `${home}/data`,
+      NO_COLOR: "1",
+    },
+    stdin: "null",
+  }).output();
+  const said = new TextDecoder().decode(r.stderr);
+  assert.equal(r.code, 0, `deno task cluster hook kata -n ${ns}: ${said}`);
+  assert.match(said, /summary: 3 succeeded, 0 failed of 3/);
+  const jobs = await perNode();
+  assert.equal(jobs.length, POOLS.kata.length);
+  const hook = JSON.parse(
+    (await cluster.kubectl(["get", "job", hookJob, "-n", ns, "-o", "json"])).stdout,
+  );
+  assert.ok(
+    jobs.every((j) => j.owners.length === 1 && j.owners[0] === hook.metadata.uid),
+    "owned by the hook Job",
+  );
+  for (const node of POOLS.kata) {
+    assert.equal((await nodeView(cluster, node)).labels[KATA], "true", node);
+  }
+}
