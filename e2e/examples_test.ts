@@ -40,7 +40,7 @@ const KATA_TAINT = "katacontainers.io/kata-not-ready";
  * The commands of a run.sh: each `job-dispatcher …` line with its
  * continuations, split into words as sh does for plain and quoted words.
  */
-export function commandsOf(script: string): string[][] {
+function commandsOf(script: string): string[][] {
   const joined = script.replace(/\\\n/g, " ");
   return joined.split("\n")
     .map((l) => l.trim())
@@ -136,7 +136,7 @@ clusterTest("examples: every recipe parses, plans and rolls out", async (t, clus
     }
     // A re-run finds every node done: no Job.
     const again = await dispatch(cluster, install);
-    assert.match(again.stderr, /nothing to do|0 to dispatch|skipped/i);
+    assert.match(again.stderr, /nothing to do: all 3 selected nodes are already done/);
     await dispatch(cluster, [...uninstall, "--dry-run=plan"]);
     await dispatch(cluster, uninstall);
     for (const node of POOLS.kata) {
@@ -158,9 +158,11 @@ clusterTest("examples: every recipe parses, plans and rolls out", async (t, clus
     const plan = await dispatch(cluster, [...args, "--dry-run=plan"]);
     assert.match(plan.stdout + plan.stderr, /window/i);
     // Outside the window, nothing starts and the run says so: exit 4.
-    const closed = await dispatch(cluster, [...patch, "--window", closedWindow()], 4);
+    const closed = await dispatch(cluster, localArgs(patch, { "--window": closedWindow() }), 4);
     assert.match(closed.stderr, /window/);
-    await dispatch(cluster, args);
+    assert.deepEqual(await jobsIn(cluster, "node-maintenance"), [], "no Job outside the window");
+    const r = await dispatch(cluster, args);
+    assert.match(r.stderr, /cordon, drain, Job, .*max-unavailable 2/);
     for (const node of POOLS.worker) {
       const v = await nodeView(cluster, node);
       assert.equal(v.labels["node.example.com/kernel"], "6.8.0-90", node);
