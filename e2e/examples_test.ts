@@ -16,7 +16,8 @@
  * The commands run as written, from the repository's root, but for the values
  * that only fit a real cluster ({@linkcode LOCAL}): the window (open now),
  * hour-long soaks and delays (a second), Prometheus's address and a query
- * over this test's exporter, and the report paths (a scratch directory).
+ * over this test's exporter, and the report and pause
+ * file paths (a scratch directory).
  *
  * @module
  */
@@ -228,7 +229,7 @@ async function templatesAndValues(recipe: string) {
  * "serve") and a stand-in for the GPU operator: a node's validator pod
  * restarts once the node's driver Job is complete, as the real one does after
  * the driver reloads. Prometheus: the real one, scraping this test's
- * exporter, whose gauge stays 0 (healthy).
+ * exporter: its gauge (unready pods) is 1 when the run starts, then 0.
  */
 async function gpuUpgrade(cluster: Cluster, scratch: string) {
   const ns = "gpu-operator";
@@ -240,7 +241,7 @@ async function gpuUpgrade(cluster: Cluster, scratch: string) {
     "validators Ready",
   );
   const exporter = startExporter("gpu_unready_pods");
-  // The recipe's --gate-alerts must name a rule Prometheus has: one that stays quiet.
+  // The recipe's --gate-alerts must name a rule Prometheus has: it fires with the gauge.
   const rules = `groups:
   - name: gpu
     rules:
@@ -248,9 +249,58 @@ async function gpuUpgrade(cluster: Cluster, scratch: string) {
         expr: gpu_unready_pods > 0
 `;
   const prom = await startPrometheus({ targets: [exporter.target], rules });
+  const operator = fakeGpuOperator(cluster, ns);
+  try {
+    await untilSamples(prom, "gpu_unready_pods", (n) => n === 1);
+    const [upgrade] = await recipeCommands("gpu-driver-upgrade");
+    const report = `${scratch}/gpu.json`;
+    const pause = `${scratch}/gpu.pause`;
+    const args = localArgs(upgrade, {
+      "--wave-soak-secs": "1",
+      "--gate-prometheus-url": prom.url,
+      "--gate-query": "gpu_unready_pods > 0",
+      "--report": report,
+      "--pause-file": pause,
+    });
+    await dispatch(cluster, [...args, "--dry-run=plan"]);
+    // Pods unready before the first Job: the gate pauses the run (the pause
+    // file), no node is touched; healthy again and the pause lifted, it goes on.
+    exporter.set(1);
+    await untilSamples(prom, "gpu_unready_pods > 0", (n) => n === 1);
+    const running = dispatch(cluster, args);
+    await eventually(() => exists(pause), 60_000, "the breach pauses the run");
+    assert.deepEqual(await jobsIn(cluster, ns), [], "no Job while pods are unready");
+    exporter.set(0);
+    await untilSamples(prom, "gpu_unready_pods > 0", (n) => n === 0);
+    await untilSamples(prom, 'ALERTS{alertstate="firing"}', (n) => n === 0);
+    await Deno.remove(pause);
+    const r = await running;
+    assert.match(r.stderr, /wave/i);
+    const json = JSON.parse(await Deno.readTextFile(report));
+    assert.equal(JSON.stringify(json).includes("gpu-003"), true, "the report names every node");
+    for (const node of POOLS.gpu) assert.equal((await nodeView(cluster, node)).cordoned, false);
+    assert.deepEqual(operator.restarted(), POOLS.gpu, "every node's validator restarted");
+  } finally {
+    await operator.stop();
+    await prom.stop();
+    await exporter.stop();
+  }
+}
+
+/** Whether a file exists. */
+async function exists(path: string): Promise<boolean> {
+  return await Deno.stat(path).then(() => true, () => false);
+}
+
+/**
+ * A stand-in for the GPU operator: once a node's driver Job is complete, the
+ * node's validator pod restarts (deleted; its DaemonSet makes a new one, which
+ * kwok makes Ready), as the real validator does after the driver reloads.
+ */
+function fakeGpuOperator(cluster: Cluster, ns: string) {
   const restarted = new Set<string>();
   let stop = false;
-  const operator = (async () => {
+  const loop = (async () => {
     while (!stop) {
       for (const j of await jobsIn(cluster, ns)) {
         if (!j.complete || restarted.has(j.node) || !j.name.startsWith("gpu-driver")) continue;
@@ -263,30 +313,13 @@ async function gpuUpgrade(cluster: Cluster, scratch: string) {
       await new Promise((r) => setTimeout(r, 300));
     }
   })();
-  try {
-    await untilSamples(prom, "gpu_unready_pods", (n) => n === 1);
-    const [upgrade] = await recipeCommands("gpu-driver-upgrade");
-    const report = `${scratch}/gpu.json`;
-    const args = localArgs(upgrade, {
-      "--wave-soak-secs": "1",
-      "--gate-prometheus-url": prom.url,
-      "--gate-query": "gpu_unready_pods > 0",
-      "--report": report,
-      "--pause-file": `${scratch}/gpu.pause`,
-    });
-    await dispatch(cluster, [...args, "--dry-run=plan"]);
-    const r = await dispatch(cluster, args);
-    assert.match(r.stderr, /wave/i);
-    const json = JSON.parse(await Deno.readTextFile(report));
-    assert.equal(JSON.stringify(json).includes("gpu-003"), true, "the report names every node");
-    for (const node of POOLS.gpu) assert.equal((await nodeView(cluster, node)).cordoned, false);
-    assert.deepEqual([...restarted].sort(), POOLS.gpu, "every node's validator restarted");
-  } finally {
-    stop = true;
-    await operator;
-    await prom.stop();
-    await exporter.stop();
-  }
+  return {
+    restarted: () => [...restarted].sort(),
+    stop: async () => {
+      stop = true;
+      await loop;
+    },
+  };
 }
 
 /** The GPU operator's validator DaemonSet, on the GPU nodes, its pods kept Running by kwok. */
