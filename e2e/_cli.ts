@@ -16,6 +16,10 @@ Commands:
   up        build if needed, start the cluster, create the nodes, print the kubeconfig path
   down      stop every component of the cluster
   status    print which components run and how many nodes exist; exit 1 unless all run
+  hook RELEASE -n NS
+            run a Helm release's hook for real: kwok only fakes the hook pod (Helm says
+            deployed, no per-node Job exists), so run the dispatcher here with the hook
+            Job's own arguments, volumes and ServiceAccount (docs/try-locally.md)
 
 Options:
   --dir D               cluster directory (default: e2e/.work/cluster)
@@ -23,17 +27,22 @@ Options:
   --label k=v           up: label every node (repeatable), e.g. ${OUTCOME_LABEL}=fail
   --taint k=v:Effect    up: taint every node (repeatable)
   --purge               down: also remove the cluster directory
+  -n, --namespace NS    hook: the release's namespace (default: default)
   -h, --help            show this help
 `;
 
 /** Parsed command line. */
 export interface CliOptions {
-  command: "up" | "down" | "status" | "help";
+  command: "up" | "down" | "status" | "hook" | "help";
   dir: string;
   nodes: number;
   labels: Record<string, string>;
   taints: Taint[];
   purge: boolean;
+  /** hook: the Helm release. */
+  release?: string;
+  /** hook: the release's namespace. */
+  namespace: string;
 }
 
 /**
@@ -49,6 +58,7 @@ export function parseArgs(args: string[], defaultDir: string): CliOptions {
     labels: {},
     taints: [],
     purge: false,
+    namespace: "default",
   };
   for (let i = 0; i < args.length; i++) {
     const [flag, inline] = args[i].startsWith("--") && args[i].includes("=")
@@ -82,18 +92,29 @@ export function parseArgs(args: string[], defaultDir: string): CliOptions {
       case "--purge":
         options.purge = true;
         break;
+      case "-n":
+      case "--namespace":
+        options.namespace = value();
+        break;
       case "-h":
       case "--help":
         return { command: "help", ...options };
       default:
+        if (command === "hook" && options.release === undefined && !flag.startsWith("-")) {
+          options.release = flag;
+          break;
+        }
         if (flag.startsWith("-") || command !== "") {
           throw new SyntaxError(`Cannot parse arguments: unexpected "${args[i]}"`);
         }
         command = flag;
     }
   }
-  if (command !== "up" && command !== "down" && command !== "status") {
-    throw new SyntaxError(`Cannot parse arguments: expected a command up, down or status`);
+  if (command !== "up" && command !== "down" && command !== "status" && command !== "hook") {
+    throw new SyntaxError(`Cannot parse arguments: expected a command up, down, status or hook`);
+  }
+  if (command === "hook" && options.release === undefined) {
+    throw new SyntaxError("Cannot parse hook: name the Helm release, e.g. hook my-release -n NS");
   }
   return { command, ...options };
 }

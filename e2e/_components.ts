@@ -155,8 +155,9 @@ export function componentSpecs(layout: Layout): Record<Component, ProcSpec> {
       // controller, which we do not run, clears it; tests set taints themselves.
       "--disable-admission-plugins=TaintNodesByCondition",
       "--profiling=false",
-      // As a real cluster's: the per-node templates are often privileged, and
-      // the default (false) refuses such pods before admission, hiding what
+      // As kubeadm and every managed cluster: node agents and installers (the
+      // recipes of examples/) are privileged pods; the default refuses them.
+      // The default (false) would also refuse such pods before admission, hiding what
       // the admission policies (e2e/admission_test.ts) decide about them.
       "--allow-privileged=true",
       // Without this, SIGTERM waits 60 s for open watches before exiting.

@@ -11,6 +11,7 @@
  * deno task cluster up [--nodes N] [--label k=v]... [--taint k=v:Effect]... [--dir D]
  * deno task cluster status [--dir D]
  * deno task cluster down [--dir D] [--purge]
+ * deno task cluster hook RELEASE [-n NS] [--dir D]
  * ```
  *
  * @module
@@ -50,6 +51,7 @@ import {
   type Tuning,
 } from "./_components.ts";
 import { type CliOptions, parseArgs, USAGE } from "./_cli.ts";
+import { runHook } from "./_hook.ts";
 
 export {
   DURATION_ANNOTATION,
@@ -678,6 +680,12 @@ export KUBECONFIG=${cluster.kubeconfig}`);
       (cluster as LocalCluster).close();
       return 0;
     }
+    case "hook":
+      return await runHook({
+        dir: options.dir,
+        release: options.release!,
+        namespace: options.namespace,
+      });
     case "down":
       await stopCluster(options.dir, { removeDir: options.purge });
       console.log(`cluster in ${options.dir} stopped`);

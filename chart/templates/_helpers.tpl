@@ -139,7 +139,31 @@ A line may end in CRLF (a file saved on Windows): Go's (?m)$ matches only before
 {{- if not (and (kindIs "map" $obj) (eq (get $obj "kind" | toString) "Job") (eq (get $obj "apiVersion" | toString) "batch/v1")) }}
 {{- fail (printf "%s must be one batch/v1 Job (apiVersion: batch/v1, kind: Job)" .what) }}
 {{- end }}
+{{- include "job-dispatcher.checkedPodSpec" (dict "job" $obj "what" .what) }}
 {{- if kindIs "string" $t }}{{ $t }}{{ else }}{{ toYaml $t }}{{ end }}
+{{- end }}
+
+{{/*
+The rest of the dispatcher's first check (job.ts parseJobTemplate), in its
+order: a pod spec with a container, a Job's restartPolicy, no nodeName (the
+dispatcher pins each Job itself). e2e/chart_template_checks_test.ts runs
+every refusal of parseJobTemplate through both and fails on one missing here.
+*/}}
+{{- define "job-dispatcher.checkedPodSpec" -}}
+{{- $pod := ((.job.spec | default dict).template | default dict).spec }}
+{{- if not (kindIs "map" $pod) }}
+{{- fail (printf "%s: spec.template.spec is missing: a Job needs a pod template" .what) }}
+{{- end }}
+{{- if not (and (kindIs "slice" $pod.containers) $pod.containers) }}
+{{- fail (printf "%s: spec.template.spec.containers is empty: a Job needs at least one container" .what) }}
+{{- end }}
+{{- $restart := $pod.restartPolicy | default "" | toString }}
+{{- if not (has $restart (list "Never" "OnFailure")) }}
+{{- fail (printf "%s: spec.template.spec.restartPolicy is %q: a Job needs Never or OnFailure" .what $restart) }}
+{{- end }}
+{{- if $pod.nodeName }}
+{{- fail (printf "%s: spec.template.spec.nodeName is set: remove it, the dispatcher pins each Job to its node" .what) }}
+{{- end }}
 {{- end }}
 
 {{/*
