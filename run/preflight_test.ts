@@ -253,3 +253,21 @@ Deno.test({
     }
   },
 });
+
+Deno.test("checkPermissions() says grant them for several permissions and cluster-scoped for nodes", async () => {
+  await withServer(
+    () =>
+      Response.json({ kind: "SelfSubjectAccessReview", status: { allowed: false } }, {
+        status: 201,
+      }),
+    async (kube) => {
+      const needs = permissionNeeds(withFlags({ cordon: true, drain: DRAIN }));
+      const err = await checkPermissions(kube, needs).then(() => undefined, (e) => e);
+      assert.ok(err instanceof PermissionError, String(err));
+      assert.match(err.message, /patch nodes \(cluster-scoped; for --drain\)/);
+      assert.match(err.message, /list pods \(all namespaces; for --drain\)/);
+      assert.match(err.message, /; grant them with the README's RBAC section: /);
+      assert.doesNotMatch(err.message, /grant it\b/);
+    },
+  );
+});
