@@ -301,7 +301,7 @@ spec:
           ],
           code: 2,
           message:
-            /Invalid job template \S+: it excludes 2 selected node\(s\), e\.g\. bad-000 .*relax the template's nodeSelector\/affinity/,
+            /Invalid job template \S+: it excludes 2 selected nodes, e\.g\. bad-000 .*relax the template's nodeSelector\/affinity/,
         },
         {
           name: "template affinity excluding the target node",
@@ -317,7 +317,7 @@ spec:
           ],
           code: 2,
           message:
-            /Invalid job template \S+: it excludes 1 selected node\(s\), e\.g\. bad-001 .*relax the template's nodeSelector\/affinity/,
+            /Invalid job template \S+: it excludes 1 selected node, e\.g\. bad-001 .*relax the template's nodeSelector\/affinity/,
         },
         {
           name: "name prefix that sanitises to nothing",

@@ -966,7 +966,7 @@ async function planSteps(t: Deno.TestContext, cluster: Cluster): Promise<void> {
       assert.equal(again.code, 0, again.stderr);
       assert.match(
         again.stderr,
-        /estimate: \S+ for 4 node\(s\) \(per-node median .* of 4 node\(s\) in /,
+        /estimate: \S+ for 4 nodes \(per-node median .* of 4 nodes in /,
       );
     },
   );

@@ -7,6 +7,7 @@
  * @module
  */
 
+import { counted } from "../base/plural.ts";
 import type { TopologyLimit } from "../engine/safety.ts";
 import type { JobAction } from "../engine/stale.ts";
 import { waveLabel } from "../engine/waves.ts";
@@ -346,15 +347,15 @@ export function buildPreview(p: PreviewInput): Preview {
  *
  * @example
  * ```ts
- * // "(per-node median 1m00s of 4 node(s) in r.json; 2 at once, at most 1 per zone)"
+ * // "(per-node median 1m00s of 4 nodes in r.json; 2 at once, at most 1 per zone)"
  * ```
  */
 export function estimateBasis(e: NonNullable<Preview["estimate"]>): string {
   const limit = e.maxPerTopology
     ? `, at most ${e.maxPerTopology.max} per ${e.maxPerTopology.key}`
     : "";
-  return `(per-node median ${formatDuration(e.nodeMedianSeconds)} of ${e.sampledNodes} ` +
-    `node(s) in ${e.from}; ${e.concurrency} at once${limit})`;
+  return `(per-node median ${formatDuration(e.nodeMedianSeconds)} of ` +
+    `${counted(e.sampledNodes, "node")} in ${e.from}; ${e.concurrency} at once${limit})`;
 }
 
 /** Columns padded as kubectl pads them: three spaces between. */
@@ -367,17 +368,21 @@ function table(rows: string[][]): string[] {
 function headLines(v: Preview): string[] {
   const waves = v.counts.waves > 1 ? ` in ${v.counts.waves} waves` : "";
   const lines = [
-    `Plan: ${v.counts.nodes} node(s)${waves}, namespace ${v.namespace}, prefix ${v.prefix}, ` +
+    `Plan: ${
+      counted(v.counts.nodes, "node")
+    }${waves}, namespace ${v.namespace}, prefix ${v.prefix}, ` +
     `parallelism ${v.parallelism}${v.owner ? `, owner job ${v.owner}` : ""}; ` +
     "nothing created, cordoned or written (--dry-run=plan)",
     `Jobs there now: ${actionsLine(v.counts.actions)}`,
     `Selection: ${v.selection}; ${v.counts.skipped} skipped` +
-    (v.counts.cleanup ? `; ${v.counts.cleanup} cleanup Job(s) first` : ""),
+    (v.counts.cleanup ? `; ${counted(v.counts.cleanup, "cleanup Job")} first` : ""),
   ];
   if (v.budget) {
     const b = v.budget;
     lines.push(
-      `Budget: --max-unavailable ${b.spec} = ${b.max} of ${b.of} nodes; unavailable now ` +
+      `Budget: --max-unavailable ${b.spec} = ${b.max} of ${
+        counted(b.of, "node")
+      }; unavailable now ` +
         `${b.unavailable.count} (${b.unavailable.notReady.length} NotReady, ` +
         `${b.unavailable.cordoned.length} cordoned); ${b.mayStartNow} may start now`,
     );
@@ -394,7 +399,7 @@ function headLines(v: Preview): string[] {
   if (v.gate) {
     const g = v.gate;
     lines.push(
-      `Gate: ${g.queries} check(s) on ${g.url}: ` +
+      `Gate: ${counted(g.queries, "check")} on ${g.url}: ` +
         (g.heldBy ? `holds every start now (${g.heldBy})` : "healthy now"),
     );
   }

@@ -196,7 +196,7 @@ Deno.test({
     const lines = text.split("\n");
     assert.match(
       lines[0],
-      /^Plan: 2 node\(s\) in 2 waves, namespace ops, prefix up, parallelism 2;/,
+      /^Plan: 2 nodes in 2 waves, namespace ops, prefix up, parallelism 2;/,
     );
     assert.match(text, /^WAVE +# +NODE +JOB +EVICT +REFUSED NOW BY +ACTION$/m);
     assert.match(text, /^the canary +1 +n1 +up-n1 +1 +shop\/web-pdb +start$/m);
@@ -301,7 +301,7 @@ Deno.test({
     });
     assert.match(
       previewText(v),
-      /^Estimate: 4m30s \(per-node median 1m00s of 1 node\(s\) in r\.json; 2 at once, at most 1 per topology\.kubernetes\.io\/zone\)$/m,
+      /^Estimate: 4m30s \(per-node median 1m00s of 1 node in r\.json; 2 at once, at most 1 per topology\.kubernetes\.io\/zone\)$/m,
     );
   },
 });

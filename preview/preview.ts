@@ -10,6 +10,7 @@
  * @module
  */
 
+import { counted } from "../base/plural.ts";
 import type { V1Node } from "@kubernetes/client-node";
 import { UsageError } from "../job.ts";
 import type { Kube } from "../kube/client.ts";
@@ -131,7 +132,7 @@ export async function previewPlan(src: PreviewSource, ctx: PreviewContext): Prom
  *
  * @example
  * ```ts
- * // "estimate: 3m00s for 3 node(s) (per-node median 1m00s of 4 node(s) in r.json; 1 at once)"
+ * // "estimate: 3m00s for 3 nodes (per-node median 1m00s of 4 nodes in r.json; 1 at once)"
  * ```
  */
 export function estimateLine(src: Omit<PreviewSource, "output">): string | undefined {
@@ -142,5 +143,5 @@ export function estimateLine(src: Omit<PreviewSource, "output">): string | undef
   });
   if (!v.estimate) return undefined;
   const e = v.estimate;
-  return `estimate: ${e.text} for ${v.counts.toRun} node(s) ${estimateBasis(e)}`;
+  return `estimate: ${e.text} for ${counted(v.counts.toRun, "node")} ${estimateBasis(e)}`;
 }

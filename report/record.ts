@@ -19,6 +19,7 @@
  * @module
  */
 
+import { counted } from "../base/plural.ts";
 import type { Phase } from "../engine/node_state.ts";
 import { labelValue, type OwnerRef, type TrackingKeys } from "../job.ts";
 
@@ -232,7 +233,7 @@ export async function encodeRecord(
     if (bytes <= budget) return { data, binaryData: { nodes }, bytes };
     if (keep <= 0) {
       throw new RangeError(
-        `Cannot keep the run record of ${r.nodes.length} nodes in a ConfigMap: ` +
+        `Cannot keep the run record of ${counted(r.nodes.length, "node")} in a ConfigMap: ` +
           `${bytes} bytes without reasons, over ${budget}`,
       );
     }

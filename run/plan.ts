@@ -112,7 +112,9 @@ async function planCleanup(
   }
   if (admitted.length) {
     ctx.log.info(
-      `cleanup: ${admitted.length} nodes carry ${cfg.mark ?? cfg.key} but no longer match ` +
+      `cleanup: ${counted(admitted.length, "node carries", "nodes carry")} ${
+        cfg.mark ?? cfg.key
+      } but no longer match ` +
         `the selection: ${admitted.slice(0, 10).map((n) => n.metadata!.name).join(", ")}` +
         (admitted.length > 10 ? ", ..." : ""),
     );
@@ -529,7 +531,9 @@ function checkAffinity(opts: RunConfig, podSpec: V1PodSpec, eligible: V1Node[]):
   if (!mismatched.length) return;
   const [name, why] = mismatched[0];
   throw new UsageError(
-    `Invalid job template ${opts.jobTemplate}: it excludes ${mismatched.length} selected node(s), ` +
+    `Invalid job template ${opts.jobTemplate}: it excludes ${
+      counted(mismatched.length, "selected node")
+    }, ` +
       `e.g. ${name} (${why}); a pod pinned to a node it does not match is rejected by the kubelet. ` +
       "Narrow the node selection or relax the template's nodeSelector/affinity",
   );

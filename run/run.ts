@@ -12,6 +12,7 @@
  * @module
  */
 
+import { counted } from "../base/plural.ts";
 import { stringify } from "yaml";
 import type { V1Node } from "@kubernetes/client-node";
 import { type JobTemplate, labelValue, type RunIdentity, type TrackingKeys } from "../job.ts";
@@ -240,7 +241,7 @@ function windowCloses({ opts, plan, ctx }: Execution): number | undefined {
   ctx.log.warn(
     `incomplete: outside every --window (next opening ${
       describeNextOpening(windows, now) ?? "never"
-    }); ${left} nodes left, none started`,
+    }); ${counted(left, "node")} left, none started`,
     {
       event: "incomplete",
       reason: "window closed",
@@ -584,17 +585,22 @@ async function concludeMain(
   const summary = summarise(results, log, plan.namespace, plan.run, phase.started);
   if (stoppedBy) {
     const never = results.filter((r) => r.outcome === "notStarted").length;
-    log.warn(`rollout stopped: ${stoppedBy}; ${never} nodes were never started`, {
-      event: "stopped",
-      reason: stoppedBy,
-      notStarted: never,
-    });
+    log.warn(
+      `rollout stopped: ${stoppedBy}; ${counted(never, "node was", "nodes were")} never started`,
+      {
+        event: "stopped",
+        reason: stoppedBy,
+        notStarted: never,
+      },
+    );
   }
   const code = exitCode({ cleanup: phase.cleanup, results, stoppedBy, windowClosed, gateStopped });
   if (windowClosed) {
     const left = results.filter((r) => r.outcome === "notStarted").length;
     log.warn(
-      `incomplete: window closed; ${left} nodes left (a re-run inside a window resumes them)`,
+      `incomplete: window closed; ${
+        counted(left, "node")
+      } left (a re-run inside a window resumes them)`,
       { event: "incomplete", reason: "window closed", left },
     );
   }

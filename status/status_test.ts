@@ -390,7 +390,7 @@ Deno.test("status in text judges a dead run's succeeded Jobs (read as table rows
     ],
   );
   assert.deepEqual(json.rerun, { adopt: 0, count: 1, start: 1 });
-  assert.match(text, /count 1 finished ones and start 1 nodes/);
+  assert.match(text, /count 1 finished ones and start 1 node/);
 });
 
 Deno.test("status in text keeps queued a live run's node whose failed Job was made for the node its name had before, as -o json does", async () => {
@@ -595,6 +595,6 @@ Deno.test("status in text tells a node replaced since the run began on the API s
     return new Response(answer.body, { status: answer.status, headers });
   }, async (kube) => {
     const { printed } = await statusOnce(kube, "text");
-    assert.match(printed, /count 1 finished ones and start 1 nodes/, printed);
+    assert.match(printed, /count 1 finished ones and start 1 node/, printed);
   });
 });

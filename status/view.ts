@@ -14,6 +14,7 @@
  * @module
  */
 
+import { counted } from "../base/plural.ts";
 import type { V1Job, V1Node } from "@kubernetes/client-node";
 import type { Phase } from "../engine/node_state.ts";
 import { FINAL, IN_FLIGHT } from "../engine/node_state.ts";
@@ -459,7 +460,7 @@ function rerunLine(view: StatusView): string[] {
   if (!r) return [];
   return [
     `a re-run would adopt ${r.adopt} running Jobs, count ${r.count} finished ones ` +
-    `and start ${r.start} nodes`,
+    `and start ${counted(r.start, "node")}`,
   ];
 }
 
@@ -481,7 +482,7 @@ function countLines(view: StatusView): string[] {
     "unknown",
   ];
   const parts = order.filter((p) => view.counts[p]).map((p) => `${view.counts[p]} ${p}`);
-  return [`${view.total} nodes: ${parts.join(", ") || "none"}`];
+  return [`${counted(view.total, "node")}: ${parts.join(", ") || "none"}`];
 }
 
 function section(title: string, rows: string[][]): string[] {
