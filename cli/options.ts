@@ -83,6 +83,9 @@ SELECTION
                             and settled (default 0: take it as it is). Waiting
                             declares that nodes are expected: an empty selection
                             then fails.
+  --fail-if-no-nodes        An empty selection fails (exit 2) instead of exiting 0
+                            with nothing to do: a mistyped --node-selector then
+                            fails the pipeline.
   --node-settle-secs S      With waiting, how long the eligible set must stay
                             unchanged (default 15).
 
@@ -506,6 +509,7 @@ const FLAGS = {
   "node-page-size": { type: "string" },
   "ignore-node-taints": { type: "boolean" },
   "wait-for-nodes-secs": { type: "string" },
+  "fail-if-no-nodes": { type: "boolean" },
   "node-settle-secs": { type: "string" },
   parallelism: { type: "string" },
   "poll-interval-secs": { type: "string" },
@@ -690,6 +694,7 @@ function readOptions(v: Values): Options {
     nodePageSize: number("node-page-size", v["node-page-size"], 500, 1),
     ignoreNodeTaints: v["ignore-node-taints"] ?? false,
     waitForNodesSecs: number("wait-for-nodes-secs", v["wait-for-nodes-secs"], 0, 0, false),
+    failIfNoNodes: v["fail-if-no-nodes"] ?? false,
     nodeSettleSecs: number("node-settle-secs", v["node-settle-secs"], 15, 0, false),
     parallelism: number("parallelism", v.parallelism, 100, 1),
     pollIntervalSecs: number("poll-interval-secs", v["poll-interval-secs"], 5, 0.1, false),

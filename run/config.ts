@@ -38,6 +38,8 @@ export interface RunConfig {
   ignoreNodeTaints: boolean;
   /** How long to wait for the selection to appear and settle. @default 0 */
   waitForNodesSecs: number;
+  /** An empty selection fails the run (exit 2) instead of ending it with nothing to do. @default false */
+  failIfNoNodes?: boolean;
   /** How long the eligible set must stay unchanged. @default 15 */
   nodeSettleSecs: number;
   /** Most Jobs in flight. @default 100 */
