@@ -22,7 +22,7 @@ import { parseMaxUnavailable } from "../maintenance/budget.ts";
 import { parseLabelSelector } from "../nodes/label_selector.ts";
 import { parseWindow } from "../maintenance/window.ts";
 import type { DrainConfig, MaintenanceConfig, PodSelector } from "../maintenance/config.ts";
-import type { RunConfig } from "../run/config.ts";
+import type { ReportFormat, ReportTarget, RunConfig } from "../run/config.ts";
 import type { GateConfig } from "../gates/config.ts";
 import { selectors } from "../gates/promql.ts";
 
@@ -416,7 +416,9 @@ OUTPUT
                             ends: name, UID, Job, start, end, outcome, reason,
                             attempts, wave; each wave and its soak; each gate
                             breach (time, query, value, its latch set and lifted);
-                            the pauses.
+                            the pauses. Repeatable, each FORMAT=PATH (a bare PATH
+                            takes --report-format): --report json=r.json
+                            --report html=r.html writes both from one run.
   --report-format json|junit|html  json (default), JUnit XML with one test case
                             per node for CI systems (a testsuite per wave, the
                             wave in the classname), or html: one self-contained
@@ -530,7 +532,7 @@ const FLAGS = {
   output: { type: "string", short: "o" },
   "estimate-from": { type: "string" },
   "log-format": { type: "string" },
-  report: { type: "string" },
+  report: { type: "string", multiple: true },
   "report-format": { type: "string" },
   "metrics-addr": { type: "string" },
   "metrics-linger-secs": { type: "string" },
@@ -591,6 +593,38 @@ function number(
   const value = Number(raw);
   if (value < min) throw new UsageError(`Invalid --${flag} ${raw}: it must be at least ${min}`);
   return value;
+}
+
+/** The report formats, as `--report-format` and `--report FORMAT=PATH` name them. */
+const REPORT_FORMATS: ReportFormat[] = ["json", "junit", "html"];
+
+/**
+ * The reports of `--report` (repeatable): `FORMAT=PATH` names its format; a
+ * bare `PATH` takes `--report-format` (default json), as a single `--report`
+ * always did. Several let one run write the JSON that `--estimate-from`
+ * reads and the HTML a person reads. The first stays `report`/`reportFormat`.
+ *
+ * @throws {UsageError} when two reports name one path (the second would overwrite the first)
+ */
+function reportOptions(
+  v: Values,
+): Pick<RunConfig, "report" | "reportFormat" | "reports"> {
+  const fallback = oneOf("report-format", v["report-format"], REPORT_FORMATS) ?? "json";
+  const reports: ReportTarget[] = [];
+  for (const raw of v.report ?? []) {
+    const m = raw.match(/^(json|junit|html)=(.+)$/);
+    const target = m
+      ? { path: m[2], format: m[1] as ReportFormat }
+      : { path: raw, format: fallback };
+    if (reports.some((r) => r.path === target.path)) {
+      throw new UsageError(
+        `Invalid --report ${raw}: ${target.path} is already a --report; give each report its own path`,
+      );
+    }
+    reports.push(target);
+  }
+  if (!reports.length) return { report: undefined, reportFormat: fallback, reports: undefined };
+  return { report: reports[0].path, reportFormat: reports[0].format, reports };
 }
 
 function oneOf<T extends string>(
@@ -721,8 +755,7 @@ function readOptions(v: Values): Options {
     output: oneOf("output", v.output, ["text", "json"]) ?? "text",
     estimateFrom: nonEmpty("estimate-from", v["estimate-from"]),
     logFormat: oneOf("log-format", v["log-format"], ["text", "json"]) ?? "text",
-    report: v.report,
-    reportFormat: oneOf("report-format", v["report-format"], ["json", "junit", "html"]) ?? "json",
+    ...reportOptions(v),
     metricsAddr: v["metrics-addr"] === undefined ? undefined : metricsAddr(v["metrics-addr"]),
     metricsLingerSecs: number("metrics-linger-secs", v["metrics-linger-secs"], 0, 0, false),
     nodeRecords: oneOf("node-records", v["node-records"], ["all", "failures", "none"]) ?? "all",

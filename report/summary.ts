@@ -227,6 +227,19 @@ export interface ReportFile {
 }
 
 /**
+ * Writes each of the run's reports (`--report`, repeatable) from one input.
+ *
+ * @returns whether all were written: a run whose report is lost fails
+ */
+export function writeReports(
+  files: readonly { path: string; format: ReportFile["format"] }[],
+  r: Omit<ReportFile, "path" | "format">,
+): boolean {
+  // Each is tried: one folder that cannot be written loses no other report.
+  return files.map((f) => writeReport({ ...r, ...f })).every(Boolean);
+}
+
+/**
  * Writes the run's report (`--report`) and says where; a report that cannot
  * be written is logged as an error.
  *

@@ -43,12 +43,12 @@ import {
 import { isSatisfied, ownedButUnselected } from "../nodes/lifecycle.ts";
 import { describeMissingKeys, findMissingKeys, type MissingKey } from "../nodes/label_typo.ts";
 import type { MaintenanceConfig } from "../maintenance/config.ts";
-import type { RunConfig, RunContext } from "./config.ts";
+import { reportFiles, type RunConfig, type RunContext } from "./config.ts";
 import { domainOf, orderItems } from "../engine/safety.ts";
 import { resolveWaves, withWaves } from "../engine/waves.ts";
 import { checkTtl, resolveNamespace, resolveOwner } from "./preflight.ts";
 import { tieTemplate } from "./owner_guard.ts";
-import { counted, EXIT, writeReport } from "../report/summary.ts";
+import { counted, EXIT, writeReports } from "../report/summary.ts";
 import { smokeTtlTooShort } from "../verify/rules.ts";
 import { VERIFY_POLL_MS } from "../verify/verify.ts";
 
@@ -255,11 +255,10 @@ async function nothingToDo(
   const [msg, fields] = nothingToDoLine(done, p.selection, missing);
   if (missing.length) ctx.log.warn(msg, fields);
   else ctx.log.info(msg, fields);
-  if (!opts.report) return EXIT.ok;
+  const files = reportFiles(opts);
+  if (!files.length) return EXIT.ok;
   const now = new Date();
-  const written = writeReport({
-    path: opts.report,
-    format: opts.reportFormat,
+  const written = writeReports(files, {
     input: {
       startedAt: now,
       finishedAt: now,

@@ -31,7 +31,7 @@ import { FilePause, OwnerPause } from "../engine/pause.ts";
 import { resolveMaxUnavailable } from "../maintenance/budget.ts";
 import { NodeWriter } from "../nodes/node_writer.ts";
 import { SuccessKeeper } from "../nodes/success_mark.ts";
-import type { RunConfig, RunContext } from "./config.ts";
+import { reportFiles, type RunConfig, type RunContext } from "./config.ts";
 import { failureBudget } from "../engine/safety.ts";
 import { Recorder, type RecorderOptions, type ReportInput } from "../report/report.ts";
 import { endOfRun, waitForEarlierRuns } from "./owner_guard.ts";
@@ -43,7 +43,7 @@ import {
   resolveNamespace,
   validateOnServer,
 } from "./preflight.ts";
-import { EXIT, exitCode, summarise, writeReport } from "../report/summary.ts";
+import { EXIT, exitCode, summarise, writeReports } from "../report/summary.ts";
 import { afterSuccess, anyPaused, availabilityBudget, keptSuccesses } from "./run_hooks.ts";
 import { NodeVerifier } from "../verify/verify.ts";
 import type { HoldAfterWave, SoakGate, WaveRecord } from "../engine/fanout_types.ts";
@@ -209,7 +209,7 @@ async function executeRun(
     // go, never one with a per-node Job active.
     if (guard) await endOfRun(guard);
   }
-  if (opts.report && !writeRunReport(x, started, cleanup, main)) return EXIT.failed;
+  if (reportFiles(opts).length && !writeRunReport(x, started, cleanup, main)) return EXIT.failed;
   return main.code;
 }
 
@@ -645,11 +645,5 @@ function writeRunReport(
       reason: `taint ${formatTaint(taint)} is not tolerated by the template`,
     })),
   };
-  return writeReport({
-    path: opts.report!,
-    format: opts.reportFormat,
-    input,
-    writeFile: ctx.writeFile,
-    log: ctx.log,
-  });
+  return writeReports(reportFiles(opts), { input, writeFile: ctx.writeFile, log: ctx.log });
 }
