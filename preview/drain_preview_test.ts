@@ -243,3 +243,37 @@ Deno.test("--dry-run=plan sends no eviction for a pod already being deleted, as 
     });
   }
 });
+
+Deno.test("previewDrains() says a budget that can never allow an eviction blocks for good, and lists a finished pod apart, asking no eviction for it", async () => {
+  const pods = [
+    onN1("web-1", "ReplicaSet"),
+    pod("old-job-pod", { node: "n1", controller: "Job", phase: "Succeeded" }),
+  ];
+  const handler = (req: Request): Response => {
+    const url = new URL(req.url);
+    if (url.pathname === "/apis/policy/v1/namespaces/shop/poddisruptionbudgets/web-pdb") {
+      return Response.json({
+        kind: "PodDisruptionBudget",
+        metadata: { namespace: "shop", name: "web-pdb" },
+        spec: { minAvailable: 1 },
+        status: { expectedPods: 1, currentHealthy: 1, desiredHealthy: 1, disruptionsAllowed: 0 },
+      });
+    }
+    if (req.method === "GET") return Response.json({ kind: "PodList", metadata: {}, items: pods });
+    return server(req);
+  };
+  await withServer(handler, async (kube, hits) => {
+    const d = (await previewDrains(kube, ["n1"], DRAIN)).get("n1")! as DrainPreview & {
+      finished?: string[];
+    };
+    assert.deepEqual(d.evict, ["shop/web-1"]);
+    assert.deepEqual(d.finished, ["shop/old-job-pod"]);
+    assert.equal(d.refusedNow.length, 1);
+    assert.equal(
+      (d.refusedNow[0] as { forGood?: string }).forGood,
+      "minAvailable 1 of the 1 pod it matches: it never allows an eviction",
+    );
+    const evictions = hits.filter((h) => h.method === "POST").map((h) => new URL(h.url).pathname);
+    assert.deepEqual(evictions, ["/api/v1/namespaces/shop/pods/web-1/eviction"]);
+  });
+});

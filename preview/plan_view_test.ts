@@ -305,3 +305,46 @@ Deno.test({
     );
   },
 });
+
+Deno.test({
+  name:
+    "previewText() says a budget that blocks for good, counts it, and the estimate waits the drain timeout where an eviction is refused",
+  permissions: "none",
+  fn() {
+    const refused = (forGood?: string) => ({
+      evict: ["shop/web-1"],
+      stays: [],
+      warnings: [],
+      refusedNow: [{ pod: "shop/web-1", budget: "shop/web-pdb", message: "refused", forGood }],
+      notJudged: [],
+    });
+    const input = {
+      ...INPUT,
+      canary: false,
+      soakSecs: 0,
+      targets: [
+        {
+          node: "n1",
+          job: "up-n1",
+          drain: refused("maxUnavailable 0: it never allows an eviction"),
+        },
+        { node: "n2", job: "up-n2", drain: refused() },
+        { node: "n3", job: "up-n3" },
+      ],
+      durations: { from: "r.json", seconds: [60], medianSecs: 60 },
+      drainTimeoutSecs: 600,
+    } as PreviewInput;
+    const view = buildPreview(input);
+    assert.equal((view.counts as { blockedForGood?: number }).blockedForGood, 1);
+    const text = previewText(view);
+    assert.match(
+      text,
+      /^ {4}blocked for good: refused; maxUnavailable 0: it never allows an eviction$/m,
+    );
+    assert.match(text, /^ {4}refused now: refused$/m);
+    // Two rounds of 60 s at parallelism 2, and the two refused nodes wait out
+    // the drain timeout in one round: 600 s more.
+    assert.equal(view.estimate!.seconds, 2 * 60 + 600);
+    assert.match(text, /2 nodes refused now wait up to the drain timeout \(600 s\)/);
+  },
+});
