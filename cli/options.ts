@@ -384,6 +384,10 @@ OUTPUT
                             checked as the run checks them: one missing, exit 3;
                             a health gate is opened as the run opens it (its
                             exit latch: exit 5), each query measured once.
+                            A budget no eviction ever passes (maxUnavailable 0,
+                            minAvailable >= its pods; read where the user may get
+                            it) is said blocked for good: exit 1. A refused node
+                            adds the drain timeout to the --estimate-from estimate.
                             Reads only: no Job, cordon, label, Event, record or
                             --report.
   -o, --output text|json    How --dry-run=plan prints: text (default, a kubectl-like
@@ -392,7 +396,8 @@ OUTPUT
                             --max-per-topology), drain}, skipped[] {node, reason},
                             budget, window, counts, estimate {from, sampledNodes,
                             nodeMedianSeconds, concurrency (the most at once in
-                            any wave), maxPerTopology {key, max} or null, seconds,
+                            any wave), maxPerTopology {key, max} or null,
+                            drainWaits {nodes, timeoutSecs} or null, seconds,
                             text}.
   --estimate-from REPORT    An earlier run's JSON report (--report): the median of
                             its nodes' end - start is one node's time T. Each wave
@@ -456,8 +461,10 @@ OUTPUT
 EXIT CODES
   0    every selected node succeeded (or its outcome is unknown: its Job was
        collected before it was seen, said in the summary), or nothing to do
-  1    some node failed (the summary names each, with what to look at)
-  2    bad usage or input (flags, template, selectors); nothing was created
+  1    some node failed (the summary names each, with what to look at);
+       with --dry-run=plan, a budget would block a node for good
+  2    bad usage or input (flags, template, selectors); nothing was created;
+       with --fail-if-no-nodes, no node matched
   3    the cluster could not be used before any dispatch (unreachable,
        unauthorised, forbidden, kubeconfig unusable)
   4    incomplete: the --window closed (or none was open) with nodes left;

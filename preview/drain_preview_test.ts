@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import type { V1Pod } from "@kubernetes/client-node";
-import { previewDrain, previewDrains } from "./drain_preview.ts";
+import type { V1Pod, V1PodDisruptionBudget } from "@kubernetes/client-node";
+import { neverAllows, previewDrain, previewDrains } from "./drain_preview.ts";
 import type { DrainPreview } from "./plan_view.ts";
 import type { DrainConfig } from "../maintenance/config.ts";
 import { PDB_VIOLATION } from "../maintenance/drain.ts";
@@ -276,4 +276,56 @@ Deno.test("previewDrains() says a budget that can never allow an eviction blocks
     const evictions = hits.filter((h) => h.method === "POST").map((h) => new URL(h.url).pathname);
     assert.deepEqual(evictions, ["/api/v1/namespaces/shop/pods/web-1/eviction"]);
   });
+});
+
+Deno.test({
+  name: "neverAllows() tells a budget no eviction ever passes from one that waits for room",
+  permissions: "none",
+  async fn(t) {
+    const cases: [string, V1PodDisruptionBudget, string | undefined][] = [
+      [
+        "maxUnavailable 0",
+        { spec: { maxUnavailable: 0 } },
+        "maxUnavailable 0: it never allows an eviction",
+      ],
+      [
+        "maxUnavailable 0%",
+        { spec: { maxUnavailable: "0%" } },
+        "maxUnavailable 0%: it never allows an eviction",
+      ],
+      ["maxUnavailable 1", { spec: { maxUnavailable: 1 } }, undefined],
+      [
+        "minAvailable equal to the pods",
+        {
+          spec: { minAvailable: 2 },
+          status: { expectedPods: 2 } as V1PodDisruptionBudget["status"],
+        },
+        "minAvailable 2 of the 2 pods it matches: it never allows an eviction",
+      ],
+      [
+        "minAvailable 100%",
+        {
+          spec: { minAvailable: "100%" },
+          status: { expectedPods: 3 } as V1PodDisruptionBudget["status"],
+        },
+        "minAvailable 100% of the 3 pods it matches: it never allows an eviction",
+      ],
+      [
+        "minAvailable 50% of 3: room for one",
+        {
+          spec: { minAvailable: "50%" },
+          status: { expectedPods: 3 } as V1PodDisruptionBudget["status"],
+        },
+        undefined,
+      ],
+      ["minAvailable below the pods", {
+        spec: { minAvailable: 1 },
+        status: { expectedPods: 2 } as V1PodDisruptionBudget["status"],
+      }, undefined],
+      ["no status yet: not judged", { spec: { minAvailable: 1 } }, undefined],
+    ];
+    for (const [name, pdb, want] of cases) {
+      await t.step(name, () => assert.equal(neverAllows(pdb), want));
+    }
+  },
 });

@@ -29,8 +29,13 @@ export interface DrainPreview {
   refused?: string;
   /** What evicting would lose, e.g. `deleting Pods with local storage: ns/p`. */
   warnings: string[];
-  /** The evictions the API server refuses now (its server-side dry run); `budget` when a PDB's. */
-  refusedNow: { pod: string; budget?: string; message: string }[];
+  /**
+   * The evictions the API server refuses now (its server-side dry run);
+   * `budget` when a PDB's, `forGood` when that budget can never allow one.
+   */
+  refusedNow: { pod: string; budget?: string; message: string; forGood?: string }[];
+  /** Finished pods (Succeeded/Failed): removed at once, no budget consulted, no wait. */
+  finished?: string[];
   /**
    * The evictions the API server did not judge now: throttled (429 without a
    * budget's cause), a server error, a namespace being deleted. No budget
@@ -154,6 +159,8 @@ export interface PreviewInput {
   postNodeDelaySecs: number;
   /** `--estimate-from`'s durations. */
   durations?: NodeDurations;
+  /** With `--drain`, its `--drain-timeout-secs`: what a refused eviction may cost a node. */
+  drainTimeoutSecs?: number;
   /** `--max-per-topology`: each target's `domain` says its domain. */
   maxPerTopology?: TopologyLimit;
 }
@@ -183,6 +190,8 @@ export interface Preview {
     skipped: number;
     cleanup: number;
     refusedNow: number;
+    /** The nodes with an eviction a budget can never allow: the run would fail them (exit 1). */
+    blockedForGood: number;
     /** The nodes by what the run would do with each (`start`, `adopt`, `succeeded`, …). */
     actions: Partial<Record<JobAction, number>>;
     /** The nodes that take the run's time: all but those counted as their Job ended. */
@@ -208,6 +217,8 @@ export interface Preview {
     concurrency: number;
     /** `--max-per-topology`, which bounds each wave's concurrency by its domains. */
     maxPerTopology: TopologyLimit | null;
+    /** The nodes with an eviction refused now, each counted as waiting up to the drain timeout. */
+    drainWaits: { nodes: number; timeoutSecs: number } | null;
     seconds: number;
     text: string;
   } | null;
@@ -258,6 +269,8 @@ const iso = (
 function estimatePlan(p: PreviewInput, waves: PlanWave[], concurrency: number): Estimate {
   const running = waves.map((w) => w.nodes.filter(takesTime));
   return estimateRollout({
+    waveWaits: running.map((nodes) => nodes.filter(waitsOnBudget).length),
+    waitSecs: p.drainTimeoutSecs ?? 0,
     waveSizes: running.map((nodes) => nodes.length),
     concurrency,
     waveDomains: p.maxPerTopology && running.map((nodes) => nodes.map((n) => n.domain ?? "")),
@@ -266,6 +279,11 @@ function estimatePlan(p: PreviewInput, waves: PlanWave[], concurrency: number): 
     postNodeDelaySecs: p.postNodeDelaySecs,
     soakSecs: p.soakSecs,
   });
+}
+
+/** Whether the node's drain has an eviction refused now, which it sends again until its timeout. */
+function waitsOnBudget(t: PlannedNode): boolean {
+  return !!t.drain?.refusedNow.length && !t.drain.refused;
 }
 
 /** The plan as one object: what `-o json` prints and the text view reads. */
@@ -289,6 +307,7 @@ export function buildPreview(p: PreviewInput): Preview {
       skipped: p.skipped.length,
       cleanup: p.cleanup.length,
       refusedNow: p.targets.filter((t) => t.drain?.refusedNow.length || t.drain?.refused).length,
+      blockedForGood: p.targets.filter((t) => t.drain?.refusedNow.some((r) => r.forGood)).length,
       actions,
       toRun: p.targets.filter(takesTime).length,
     },
@@ -334,6 +353,7 @@ export function buildPreview(p: PreviewInput): Preview {
           ...estimate.waves.filter((w) => w.rounds).map((w) => w.concurrency),
         ) || concurrency,
         maxPerTopology: p.maxPerTopology ?? null,
+        drainWaits: drainWaitsOf(p),
         seconds: estimate.totalSecs,
         text: formatDuration(estimate.totalSecs),
       }
@@ -354,8 +374,18 @@ export function estimateBasis(e: NonNullable<Preview["estimate"]>): string {
   const limit = e.maxPerTopology
     ? `, at most ${e.maxPerTopology.max} per ${e.maxPerTopology.key}`
     : "";
+  const waits = e.drainWaits
+    ? `; ${counted(e.drainWaits.nodes, "node")} refused now wait up to the drain timeout ` +
+      `(${e.drainWaits.timeoutSecs} s)`
+    : "";
   return `(per-node median ${formatDuration(e.nodeMedianSeconds)} of ` +
-    `${counted(e.sampledNodes, "node")} in ${e.from}; ${e.concurrency} at once${limit})`;
+    `${counted(e.sampledNodes, "node")} in ${e.from}; ${e.concurrency} at once${limit}${waits})`;
+}
+
+/** The nodes that would wait on a refused eviction, and how long at most; null when none. */
+function drainWaitsOf(p: PreviewInput): NonNullable<Preview["estimate"]>["drainWaits"] {
+  const nodes = p.targets.filter((t) => takesTime(t) && waitsOnBudget(t)).length;
+  return nodes && p.drainTimeoutSecs ? { nodes, timeoutSecs: p.drainTimeoutSecs } : null;
 }
 
 /** Columns padded as kubectl pads them: three spaces between. */
@@ -404,6 +434,13 @@ function headLines(v: Preview): string[] {
     );
   }
   if (v.estimate) lines.push(`Estimate: ${v.estimate.text} ${estimateBasis(v.estimate)}`);
+  if (v.counts.blockedForGood) {
+    lines.push(
+      `Blocked for good: ${counted(v.counts.blockedForGood, "node")} with an eviction no ` +
+        "budget will ever allow (below); the run would fail each at the drain timeout; " +
+        "scale the workload up or relax the budget (exit 1)",
+    );
+  }
   return lines;
 }
 
@@ -423,10 +460,17 @@ function drainLines(n: PlannedNode): string[] {
   const lines = [
     `  ${n.node}: ${d.deletes ? "delete" : "evict"} ${d.evict.join(", ") || "nothing"}` +
     (d.deletes && d.evict.length ? " (--disable-eviction: no budget consulted)" : "") +
+    (d.finished?.length ? `; removes finished ${d.finished.join(", ")} (no budget, no wait)` : "") +
     (stays.length ? `; stays ${stays.join(", ")}` : ""),
   ];
   for (const w of d.warnings) lines.push(`    ${w}`);
-  for (const r of d.refusedNow) lines.push(`    refused now: ${r.message}`);
+  for (const r of d.refusedNow) {
+    lines.push(
+      r.forGood
+        ? `    blocked for good: ${r.message}; ${r.forGood}`
+        : `    refused now: ${r.message}`,
+    );
+  }
   for (const r of d.notJudged) {
     lines.push(`    not judged now: ${r.message} (the run's drain sends it again)`);
   }

@@ -126,6 +126,7 @@ Deno.test({
       skipped: 1,
       cleanup: 0,
       refusedNow: 1,
+      blockedForGood: 0,
       actions: { start: 5 },
       toRun: 5,
     });
@@ -150,6 +151,7 @@ Deno.test({
       nodeMedianSeconds: 60,
       concurrency: 1,
       maxPerTopology: null,
+      drainWaits: null,
       seconds: 60 + 30 + 4 * 60,
       text: "5m30s",
     });
@@ -296,6 +298,7 @@ Deno.test({
       nodeMedianSeconds: 60,
       concurrency: 2,
       maxPerTopology: { key: zone, max: 1 },
+      drainWaits: null,
       seconds: 60 + 30 + 3 * 60,
       text: "4m30s",
     });

@@ -105,7 +105,7 @@ function windowNow(src: PreviewSource, now: number): WindowNow | undefined {
  * Prints what the run would do (`--dry-run=plan`): reads the nodes' pods and
  * sends dry-run evictions with `--drain`; creates, cordons and writes nothing.
  *
- * @returns exit code 0
+ * @returns exit code 0, or 1 when a budget would block a node for good
  * @throws {ApiError} when the cluster refuses a read
  */
 export async function previewPlan(src: PreviewSource, ctx: PreviewContext): Promise<number> {
@@ -121,9 +121,13 @@ export async function previewPlan(src: PreviewSource, ctx: PreviewContext): Prom
     budget: budgetNow(src),
     window: windowNow(src, now),
     postNodeDelaySecs: src.maintenance.postNodeDelaySecs,
+    drainTimeoutSecs: drain?.timeoutSecs,
   });
   ctx.stdout(src.output === "json" ? JSON.stringify(preview, null, 2) : previewText(preview));
-  return 0;
+  // A node whose budget never allows an eviction would fail in the run: the
+  // plan fails as the run would (exit 1, some nodes failed), so a pipeline
+  // that plans first stops there.
+  return preview.counts.blockedForGood ? 1 : 0;
 }
 
 /**
