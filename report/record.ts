@@ -56,6 +56,18 @@ export interface RecordNode {
 /** What a run is doing, as its record says. */
 export type RunState = "running" | "finished" | "stopped";
 
+/** The open wave, as the record keeps it (engine/fanout_types.ts `WaveView`). */
+export interface RecordWave {
+  /** The open wave, 1-based. */
+  wave: number;
+  /** How many waves the run has. */
+  waves: number;
+  /** `running`, `soaking` or `holding` (the soak is over; a gate has not let the next open). */
+  stage: "running" | "soaking" | "holding";
+  /** While soaking: the soak left, in ms, when the record was written. */
+  soakLeftMs?: number;
+}
+
 /** The run record. */
 export interface RunRecord {
   /** The format version. */
@@ -104,6 +116,12 @@ export interface RunRecord {
   rate?: number;
   /** Seconds left at that rate. */
   etaSecs?: number;
+  /**
+   * With `--waves`/`--canary`: the open wave, how many, its stage (running,
+   * soaking, holding for the gates) and, while soaking, the soak left (ms)
+   * when the record was written: what `status` says of an idle rollout.
+   */
+  wave?: RecordWave;
   /** The progress line or, once ended, the summary. */
   summary: string;
   /** Every node, in dispatch order. */

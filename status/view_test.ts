@@ -137,12 +137,12 @@ Deno.test({
   permissions: "none",
   fn() {
     const text = renderText(view(), T0 + 70_000);
-    assert.match(text, /^run up in ops: running, started 1m ago, record 10s old$/m);
+    assert.match(text, /^run up in ops: running, started 70s ago, record 10s old$/m);
     assert.match(text, /^paused by file \/tmp\/pause$/m);
     assert.match(text, /^6 nodes: 1 succeeded, 1 failed, 1 running, 1 blocked, 2 queued$/m);
     assert.match(
       text,
-      /^IN FLIGHT\nNODE +PHASE +AGE +JOB +NOTE\nn2 +running +1m +up-n2 +stalled: Unschedulable: x$/m,
+      /^IN FLIGHT\nNODE +PHASE +AGE +JOB +NOTE\nn2 +running +70s +up-n2 +stalled: Unschedulable: x$/m,
     );
     assert.match(
       text,
@@ -150,10 +150,10 @@ Deno.test({
     );
     assert.match(
       text,
-      /^BLOCKED\nNODE +PHASE +AGE +PODS\nn4 +blocked +1m +pod ops\/db-0 \(app=db\)$/m,
+      /^BLOCKED\nNODE +PHASE +AGE +PODS\nn4 +blocked +65s +pod ops\/db-0 \(app=db\)$/m,
     );
     const wide = renderText(view(), T0 + 70_000, true);
-    assert.match(wide, /^n1 +up-n1 +1m +Failed +ours +failed +job up-n1 failed/m);
+    assert.match(wide, /^n1 +up-n1 +70s +Failed +ours +failed +job up-n1 failed/m);
     assert.match(wide, /^OTHERS\n/m);
   },
 });
