@@ -182,16 +182,16 @@ clusterTest("job-dispatcher status reads a rollout from the cluster alone", asyn
   await t.step(
     "a run soaking between waves: status says the wave and the soak left, in text, -o wide and -o json",
     async () => {
-      const ns = await namespace(cluster, "stw");
-      await cluster.createNodes(suiteNodes("stw", 2));
+      const ns = await namespace(cluster, "stsoak");
+      await cluster.createNodes(suiteNodes("stsoak", 2));
       const p = new DispatcherProcess(cluster, [
-        ...await suiteArgs("stw", ns, "1s"),
+        ...await suiteArgs("stsoak", ns, "1s"),
         ...["--canary", "1", "--wave-soak-secs", "60"],
       ], { timeoutMs: 120_000 });
       try {
         assert.ok(await p.waitFor(/wave 1 of 2 ended \(1 node\); soaking 60 s/), p.stderr);
         let s: Json;
-        const args = ["-n", ns, "--name-prefix", "stw"];
+        const args = ["-n", ns, "--name-prefix", "stsoak"];
         await eventually(
           async () => {
             s = await statusJson(cluster, cluster.kubeconfig, args);
