@@ -732,9 +732,12 @@ export function podReplacementRisk(template: JobTemplate): string | undefined {
 
 /**
  * Keeps of a Job what the engine reads: its metadata without managedFields
- * (labels, annotations, owners, finalizers, deletion) and its status. The
- * engine's cache holds every Job of the run; the spec (the whole pod
- * template) and managedFields are most of a Job's size.
+ * (labels, annotations, owners, finalizers, deletion), its status, and of
+ * its spec `suspend` and each container's name and image. The engine's
+ * cache holds every Job of the run; the spec (the whole pod template) and
+ * managedFields are most of a Job's size. The images stay so that a Job
+ * replaced for a new template can say the image changed, the most common
+ * change, which the template's hash alone cannot tell.
  *
  * @example
  * ```ts
@@ -743,11 +746,18 @@ export function podReplacementRisk(template: JobTemplate): string | undefined {
  */
 export function slimJob(job: V1Job): V1Job {
   const { managedFields: _, ...metadata } = job.metadata ?? {};
-  // spec.suspend alone: a suspended stale Job runs nothing (stillRuns).
+  // spec.suspend: a suspended stale Job runs nothing (stillRuns).
   const suspend = job.spec?.suspend;
-  return suspend === undefined
-    ? { metadata, status: job.status }
-    : { metadata, spec: { suspend } as V1Job["spec"], status: job.status };
+  const containers = job.spec?.template?.spec?.containers?.map(({ name, image }) => ({
+    name,
+    image,
+  }));
+  if (suspend === undefined && !containers) return { metadata, status: job.status };
+  const spec = {
+    ...(suspend === undefined ? {} : { suspend }),
+    ...(containers ? { template: { spec: { containers } } } : {}),
+  } as V1Job["spec"];
+  return { metadata, spec, status: job.status };
 }
 
 /**

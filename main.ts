@@ -11,6 +11,7 @@ import { Logger, STDERR } from "./report/log.ts";
 import { HELP, type Options, parseOptions, requestedLogFormat } from "./cli/options.ts";
 import { EXIT, PermissionError, runDispatcher } from "./run/run.ts";
 import { apiStatsLines } from "./report/summary.ts";
+import { reportFiles } from "./run/config.ts";
 import { connectedLine, whoAmI } from "./kube/whoami.ts";
 import { parseStatusOptions, STATUS_HELP } from "./cli/status_options.ts";
 import { runStatus } from "./status/status.ts";
@@ -342,7 +343,7 @@ export async function main(args: string[]): Promise<number> {
       console.log(`job-dispatcher ${VERSION} (deno ${Deno.version.deno}, commit ${COMMIT})`);
       return EXIT.ok;
     }
-    if (opts.report) checkWritableDir(opts.report);
+    for (const r of reportFiles(opts)) checkWritableDir(r.path);
     const { template, cleanup } = await readTemplates(opts);
     kube = await connect(opts, stop.controller.signal, log);
     const user = await whoAmI(kube);

@@ -22,7 +22,7 @@ import { parseMaxUnavailable } from "../maintenance/budget.ts";
 import { parseLabelSelector } from "../nodes/label_selector.ts";
 import { parseWindow } from "../maintenance/window.ts";
 import type { DrainConfig, MaintenanceConfig, PodSelector } from "../maintenance/config.ts";
-import type { RunConfig } from "../run/config.ts";
+import type { ReportFormat, ReportTarget, RunConfig } from "../run/config.ts";
 import type { GateConfig } from "../gates/config.ts";
 import { selectors } from "../gates/promql.ts";
 
@@ -100,6 +100,9 @@ SELECTION
                             and settled (default 0: take it as it is). Waiting
                             declares that nodes are expected: an empty selection
                             then fails.
+  --fail-if-no-nodes        An empty selection fails (exit 2) instead of exiting 0
+                            with nothing to do: a mistyped --node-selector then
+                            fails the pipeline.
   --node-settle-secs S      With waiting, how long the eligible set must stay
                             unchanged (default 15).
 
@@ -398,6 +401,10 @@ OUTPUT
                             checked as the run checks them: one missing, exit 3;
                             a health gate is opened as the run opens it (its
                             exit latch: exit 5), each query measured once.
+                            A budget no eviction ever passes (maxUnavailable 0,
+                            minAvailable >= its pods; read where the user may get
+                            it) is said blocked for good: exit 1. A refused node
+                            adds the drain timeout to the --estimate-from estimate.
                             Reads only: no Job, cordon, label, Event, record or
                             --report.
   -o, --output text|json    How --dry-run=plan prints: text (default, a kubectl-like
@@ -406,7 +413,8 @@ OUTPUT
                             --max-per-topology), drain}, skipped[] {node, reason},
                             budget, window, counts, estimate {from, sampledNodes,
                             nodeMedianSeconds, concurrency (the most at once in
-                            any wave), maxPerTopology {key, max} or null, seconds,
+                            any wave), maxPerTopology {key, max} or null,
+                            drainWaits {nodes, timeoutSecs} or null, seconds,
                             text}.
   --estimate-from REPORT    An earlier run's JSON report (--report): the median of
                             its nodes' end - start is one node's time T. Each wave
@@ -430,7 +438,9 @@ OUTPUT
                             ends: name, UID, Job, start, end, outcome, reason,
                             attempts, wave; each wave and its soak; each gate
                             breach (time, query, value, its latch set and lifted);
-                            the pauses.
+                            the pauses. Repeatable, each FORMAT=PATH (a bare PATH
+                            takes --report-format): --report json=r.json
+                            --report html=r.html writes both from one run.
   --report-format json|junit|html  json (default), JUnit XML with one test case
                             per node for CI systems (a testsuite per wave, the
                             wave in the classname), or html: one self-contained
@@ -468,8 +478,10 @@ OUTPUT
 EXIT CODES
   0    every selected node succeeded (or its outcome is unknown: its Job was
        collected before it was seen, said in the summary), or nothing to do
-  1    some node failed (the summary names each, with what to look at)
-  2    bad usage or input (flags, template, selectors); nothing was created
+  1    some node failed (the summary names each, with what to look at);
+       with --dry-run=plan, a budget would block a node for good
+  2    bad usage or input (flags, template, selectors); nothing was created;
+       with --fail-if-no-nodes, no node matched
   3    the cluster could not be used before any dispatch (unreachable,
        unauthorised, forbidden, kubeconfig unusable)
   4    incomplete: the --window closed (or none was open) with nodes left;
@@ -524,6 +536,7 @@ export const FLAGS = {
   "node-page-size": { type: "string" },
   "ignore-node-taints": { type: "boolean" },
   "wait-for-nodes-secs": { type: "string" },
+  "fail-if-no-nodes": { type: "boolean" },
   "node-settle-secs": { type: "string" },
   parallelism: { type: "string" },
   "poll-interval-secs": { type: "string" },
@@ -544,7 +557,7 @@ export const FLAGS = {
   output: { type: "string", short: "o" },
   "estimate-from": { type: "string" },
   "log-format": { type: "string" },
-  report: { type: "string" },
+  report: { type: "string", multiple: true },
   "report-format": { type: "string" },
   "metrics-addr": { type: "string" },
   "metrics-linger-secs": { type: "string" },
@@ -605,6 +618,38 @@ function number(
   const value = Number(raw);
   if (value < min) throw new UsageError(`Invalid --${flag} ${raw}: it must be at least ${min}`);
   return value;
+}
+
+/** The report formats, as `--report-format` and `--report FORMAT=PATH` name them. */
+const REPORT_FORMATS: ReportFormat[] = ["json", "junit", "html"];
+
+/**
+ * The reports of `--report` (repeatable): `FORMAT=PATH` names its format; a
+ * bare `PATH` takes `--report-format` (default json), as a single `--report`
+ * always did. Several let one run write the JSON that `--estimate-from`
+ * reads and the HTML a person reads. The first stays `report`/`reportFormat`.
+ *
+ * @throws {UsageError} when two reports name one path (the second would overwrite the first)
+ */
+function reportOptions(
+  v: Values,
+): Pick<RunConfig, "report" | "reportFormat" | "reports"> {
+  const fallback = oneOf("report-format", v["report-format"], REPORT_FORMATS) ?? "json";
+  const reports: ReportTarget[] = [];
+  for (const raw of v.report ?? []) {
+    const m = raw.match(/^(json|junit|html)=(.+)$/);
+    const target = m
+      ? { path: m[2], format: m[1] as ReportFormat }
+      : { path: raw, format: fallback };
+    if (reports.some((r) => r.path === target.path)) {
+      throw new UsageError(
+        `Invalid --report ${raw}: ${target.path} is already a --report; give each report its own path`,
+      );
+    }
+    reports.push(target);
+  }
+  if (!reports.length) return { report: undefined, reportFormat: fallback, reports: undefined };
+  return { report: reports[0].path, reportFormat: reports[0].format, reports };
 }
 
 function oneOf<T extends string>(
@@ -708,6 +753,7 @@ function readOptions(v: Values): Options {
     nodePageSize: number("node-page-size", v["node-page-size"], 500, 1),
     ignoreNodeTaints: v["ignore-node-taints"] ?? false,
     waitForNodesSecs: number("wait-for-nodes-secs", v["wait-for-nodes-secs"], 0, 0, false),
+    failIfNoNodes: v["fail-if-no-nodes"] ?? false,
     nodeSettleSecs: number("node-settle-secs", v["node-settle-secs"], 15, 0, false),
     parallelism: number("parallelism", v.parallelism, 100, 1),
     pollIntervalSecs: number("poll-interval-secs", v["poll-interval-secs"], 5, 0.1, false),
@@ -734,8 +780,7 @@ function readOptions(v: Values): Options {
     output: oneOf("output", v.output, ["text", "json"]) ?? "text",
     estimateFrom: nonEmpty("estimate-from", v["estimate-from"]),
     logFormat: oneOf("log-format", v["log-format"], ["text", "json"]) ?? "text",
-    report: v.report,
-    reportFormat: oneOf("report-format", v["report-format"], ["json", "junit", "html"]) ?? "json",
+    ...reportOptions(v),
     metricsAddr: v["metrics-addr"] === undefined ? undefined : metricsAddr(v["metrics-addr"]),
     metricsLingerSecs: number("metrics-linger-secs", v["metrics-linger-secs"], 0, 0, false),
     nodeRecords: oneOf("node-records", v["node-records"], ["all", "failures", "none"]) ?? "all",

@@ -35,6 +35,7 @@ const DEFAULTS: Options = {
   nodeFieldSelector: undefined,
   nodePageSize: 500,
   ignoreNodeTaints: false,
+  failIfNoNodes: false,
   waitForNodesSecs: 0,
   nodeSettleSecs: 15,
   parallelism: 100,
@@ -57,6 +58,7 @@ const DEFAULTS: Options = {
   logFormat: "text",
   report: undefined,
   reportFormat: "json",
+  reports: undefined,
   metricsAddr: undefined,
   metricsLingerSecs: 0,
   nodeRecords: "all",
@@ -194,6 +196,7 @@ Deno.test({
         logFormat: "json",
         report: "/tmp/report.xml",
         reportFormat: "junit",
+        reports: [{ path: "/tmp/report.xml", format: "junit" }],
         metricsAddr: undefined,
         metricsLingerSecs: 0,
         maxFailures: "10%",
@@ -492,6 +495,7 @@ const FLAGS: Record<string, string[]> = {
   "--node-page-size": ["10"],
   "--ignore-node-taints": [],
   "--wait-for-nodes-secs": ["5"],
+  "--fail-if-no-nodes": [],
   "--node-settle-secs": ["5"],
   "--parallelism": ["5"],
   "--poll-interval-secs": ["5"],
@@ -1346,5 +1350,49 @@ Deno.test({
         assert.match(paragraph, named, `docs/watching.md's -o json paragraph names ${field}`);
       });
     }
+  },
+});
+
+Deno.test({
+  name: "parseOptions() takes several --report, each FORMAT=PATH or a PATH in --report-format",
+  permissions: "none",
+  async fn(t) {
+    const cases: [string, string[], { path: string; format: string }[]][] = [
+      ["one PATH: json by default", ["--report", "r.json"], [{ path: "r.json", format: "json" }]],
+      [
+        "one PATH in --report-format",
+        ["--report", "r.xml", "--report-format", "junit"],
+        [{ path: "r.xml", format: "junit" }],
+      ],
+      [
+        "json and html from one run",
+        ["--report", "json=a.json", "--report", "html=b.html"],
+        [{ path: "a.json", format: "json" }, { path: "b.html", format: "html" }],
+      ],
+      [
+        "a PATH beside a FORMAT=PATH takes --report-format",
+        ["--report", "r.xml", "--report", "html=r.html", "--report-format", "junit"],
+        [{ path: "r.xml", format: "junit" }, { path: "r.html", format: "html" }],
+      ],
+      [
+        "an = that is no format is part of the path",
+        ["--report", "out/a=b.json"],
+        [{ path: "out/a=b.json", format: "json" }],
+      ],
+    ];
+    for (const [name, argv, want] of cases) {
+      await t.step(name, () => {
+        const o = parseOptions([...T, ...argv]);
+        assert.deepEqual((o as { reports?: unknown }).reports, want);
+        assert.equal(o.report, want[0].path, "the first report stays --report's");
+        assert.equal(o.reportFormat, want[0].format);
+      });
+    }
+    await t.step("the same path twice is refused", () => {
+      assert.throws(
+        () => parseOptions([...T, "--report", "json=r.out", "--report", "html=r.out"]),
+        /^UsageError: Invalid --report html=r\.out: r\.out is already a --report; give each report its own path$/,
+      );
+    });
   },
 });

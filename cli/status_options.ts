@@ -20,7 +20,9 @@ USAGE
   Reads the cluster only (the run record ConfigMap run-record.<P>, the Jobs,
   the nodes' marks and cordons) and prints: whether the run lives, ended or
   is gone (killed: then what a re-run would adopt), paused and by what, the
-  window, rate and ETA, counts per phase, the nodes in flight (age, phase),
+  open wave and its stage (running, soaking with the soak left, holding for
+  the gates), the window, rate and ETA (none while paused or after a stop),
+  counts per phase, the nodes in flight (age, phase),
   the failed ones with their reasons, the blocked ones with their pods.
   Read-only RBAC is enough: get/list on jobs and configmaps in NS, list on
   nodes (the chart's viewer role).
@@ -31,8 +33,10 @@ FLAGS
   -n, --namespace NS        Namespace of the Jobs (as for a run).
   --tracking-label-prefix T The run's tracking label prefix. Default: job-dispatcher.
   -o, --output FORMAT       text (default), wide (more columns, every node) or json
-                            ({nodes: [{node, phase, job, reason, ...}], counts, run}).
-  -w, --watch               Read again every 2 s and print the view when it changes.
+                            ({nodes: [{node, phase, job, reason, ...}], counts, run
+                            {..., etaSecs, wave {wave, waves, stage, soakLeftSecs}}}).
+  -w, --watch               Read again every 2 s and print the view when it changes
+                            (a node's phase, a pause, a wave's stage; not the ages).
   --require-ended           Exit 1 also while the run still lives or is paused: it has
                             not worked yet (what the chart's helm test asks).
   --kubeconfig PATH         As for kubectl.

@@ -69,6 +69,11 @@ async function dispatchedJobs(cluster: Cluster): Promise<string[]> {
   return r.stdout.split("\n").filter(Boolean);
 }
 
+/** `s` as a regular expression that matches it literally. */
+function esc(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
+}
+
 /** The suite's nodes that are cordoned. */
 function cordoned(cluster: Cluster): Promise<string[]> {
   return cordonedNodes(cluster, "bad");
@@ -301,7 +306,7 @@ spec:
           ],
           code: 2,
           message:
-            /Invalid job template \S+: it excludes 2 selected node\(s\), e\.g\. bad-000 .*relax the template's nodeSelector\/affinity/,
+            /Invalid job template \S+: it excludes 2 selected nodes, e\.g\. bad-000 .*relax the template's nodeSelector\/affinity/,
         },
         {
           name: "template affinity excluding the target node",
@@ -317,7 +322,7 @@ spec:
           ],
           code: 2,
           message:
-            /Invalid job template \S+: it excludes 1 selected node\(s\), e\.g\. bad-001 .*relax the template's nodeSelector\/affinity/,
+            /Invalid job template \S+: it excludes 1 selected node, e\.g\. bad-001 .*relax the template's nodeSelector\/affinity/,
         },
         {
           name: "name prefix that sanitises to nothing",
@@ -565,6 +570,24 @@ spec:
             /Invalid --owner-job-from-pod lonely: the pod is not owned by a Job; use --owner-job-name/,
         },
         {
+          name: "--fail-if-no-nodes with a mistyped selector key",
+          args: async (tpl) => [
+            "--job-template",
+            await tpl(GOOD),
+            "-n",
+            NS,
+            "--node-selector",
+            `${SUITE.slice(0, -1)}=bad`,
+            "--fail-if-no-nodes",
+          ],
+          code: 2,
+          message: new RegExp(
+            `No node matches --node-selector ${esc(SUITE.slice(0, -1))}=bad .*; ` +
+              `no node has the label key ${esc(SUITE.slice(0, -1))} \\(a typo\\? closest: ` +
+              `${esc(SUITE)}\\b.*--fail-if-no-nodes`,
+          ),
+        },
+        {
           name: "--owner-job-from-pod of a missing pod",
           args: async (tpl) => [
             "--job-template",
@@ -589,6 +612,27 @@ spec:
           assert.deepEqual(await cordoned(cluster), [], "no node cordoned");
         });
       }
+
+      await t.step(
+        "a mistyped selector key exits 0 but names the closest keys and --fail-if-no-nodes",
+        async () => {
+          const typo = `${SUITE.slice(0, -1)}=bad`;
+          const r = await runDispatcher(
+            cluster,
+            await withGood(tempFile, "-n", NS, "--node-selector", typo),
+            { timeoutMs: 60_000 },
+          );
+          assert.equal(r.code, 0, r.stderr);
+          assert.match(
+            r.stderr,
+            new RegExp(
+              `warn: nothing to do: .*no node has the label key ${esc(SUITE.slice(0, -1))} ` +
+                `\\(a typo\\? closest: ${esc(SUITE)}\\b.*--fail-if-no-nodes`,
+            ),
+          );
+          assert.deepEqual(await dispatchedJobs(cluster), [], "no Job created");
+        },
+      );
 
       await t.step("chart values: helm install refuses them, nothing created", async (t) => {
         const home = await Deno.makeTempDir({ prefix: "helm-bad-" });

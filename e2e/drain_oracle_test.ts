@@ -838,6 +838,18 @@ async function planSteps(t: Deno.TestContext, cluster: Cluster): Promise<void> {
         );
       }
       assert.deepEqual(nodes.get("plan-002")!.drain!.refusedNow, []);
+      // Asked by a user who may read the budgets: each holds its one pod
+      // (minAvailable 1 of 1), which no eviction ever passes: blocked for
+      // good, and the plan fails (exit 1), as the run would fail those nodes.
+      const judged = await dispatcher(cluster, plan);
+      assert.equal(judged.code, 1, judged.stderr);
+      for (const pdb of ["hold-a-pdb", "hold-b-pdb"]) {
+        assert.match(
+          judged.stdout,
+          new RegExp(`blocked for good: .*${pdb}.*; minAvailable 1 of the 1 pod it matches`),
+        );
+      }
+      assert.match(judged.stdout, /^Blocked for good: 2 nodes/m);
       // kubectl is the oracle: the same pods to evict, the same pods a budget refuses.
       for (const [node, n] of nodes) {
         const k = await kubectlDryDrain(cluster, node);
@@ -966,7 +978,7 @@ async function planSteps(t: Deno.TestContext, cluster: Cluster): Promise<void> {
       assert.equal(again.code, 0, again.stderr);
       assert.match(
         again.stderr,
-        /estimate: \S+ for 4 node\(s\) \(per-node median .* of 4 node\(s\) in /,
+        /estimate: \S+ for 4 nodes \(per-node median .* of 4 nodes in /,
       );
     },
   );

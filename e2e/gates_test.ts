@@ -318,7 +318,7 @@ async function breachInSoak(cluster: Cluster, prom: RunningPrometheus, exporter:
       opened >= lifting + SOAK_SECS * 1000,
       `wave 2 began ${(opened - lifting) / 1000} s after the lift, within the restarted soak`,
     );
-    assert.match(r.stderr, new RegExp(`wave 1 of 2 ended \\(1 nodes\\); soaking ${SOAK_SECS} s`));
+    assert.match(r.stderr, new RegExp(`wave 1 of 2 ended \\(1 node\\); soaking ${SOAK_SECS} s`));
     assertReportsSoakBreach(JSON.parse(await Deno.readTextFile(report)), ns, lifting, ended);
   } finally {
     await watcher.stop();

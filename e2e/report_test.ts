@@ -124,6 +124,29 @@ clusterTest("what happened to every node, on a real control plane", async (t, cl
   });
 
   await t.step(
+    "one run writes several reports: --report json=… --report html=… --report junit=…",
+    async () => {
+      const dir = await Deno.makeTempDir();
+      const r = await dispatcher(cluster, [
+        ...args,
+        "--node-selector",
+        `${SUITE}=rep`,
+        ...["--report", `json=${dir}/r.json`, "--report", `html=${dir}/r.html`],
+        ...["--report", `junit=${dir}/r.xml`],
+      ]);
+      assert.equal(r.code, 1, r.stderr); // rep-002's work fails, as above
+      const report = JSON.parse(await Deno.readTextFile(`${dir}/r.json`));
+      const names = report.nodes.map((n: { name: string }) => n.name);
+      for (const n of ["rep-000", "rep-001", "rep-002"]) assert.ok(names.includes(n), names);
+      assert.match(await Deno.readTextFile(`${dir}/r.html`), /^<!DOCTYPE html>/i);
+      assert.equal(XMLValidator.validate(await Deno.readTextFile(`${dir}/r.xml`)), true);
+      for (const f of ["r.json (json)", "r.html (html)", "r.xml (junit)"]) {
+        assert.ok(r.stderr.includes(`report: ${dir}/${f}`), r.stderr);
+      }
+    },
+  );
+
+  await t.step(
     "the JUnit report of a run in waves: a testsuite per wave, the wave in each classname, one test case per node",
     async () => {
       await cluster.createNodes(nodes("jw", 3));

@@ -273,7 +273,7 @@ clusterTest("permissions are checked before anything is touched", async (t, clus
       assert.equal(errors.length, 1, r.stderr);
       assert.match(
         errors[0],
-        /error: Missing permission: cannot list pods \(all namespaces; for --drain\), create pods\/eviction \(all namespaces; for --drain\); grant it with the README's RBAC section: ClusterRole job-dispatcher-drain/,
+        /error: Missing permission: cannot list pods \(all namespaces; for --drain\), create pods\/eviction \(all namespaces; for --drain\); grant them with the README's RBAC section: ClusterRole job-dispatcher-drain/,
       );
       assert.doesNotMatch(r.stderr, /cordoned|created job|forbidden/, r.stderr);
       const list = JSON.parse(

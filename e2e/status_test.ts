@@ -161,6 +161,9 @@ clusterTest("job-dispatcher status reads a rollout from the cluster alone", asyn
       const text = await status(cluster, kubeconfig, ["-n", ns, "--name-prefix", "sts"]);
       assert.match(text.stdout, /^paused by file .*pause$/m, text.stdout);
       assert.match(text.stdout, /^sts-002 +running .*stalled: /m, text.stdout);
+      // No ETA for a paused run: the rate measured while it ran says nothing of the pause.
+      assert.match(text.stdout, /; ETA none \(paused\)$/m, text.stdout);
+      assert.equal(s.run.etaSecs, null);
       assert.equal(text.code, 1, "a failed node: status exits 1");
 
       await Deno.remove(pause);
@@ -173,6 +176,45 @@ clusterTest("job-dispatcher status reads a rollout from the cluster alone", asyn
       assert.equal(after.counts.failed, r.failed);
       assert.equal(after.total, r.total);
       assert.deepEqual([r.succeeded, r.failed], [4, 2]);
+    },
+  );
+
+  await t.step(
+    "a run soaking between waves: status says the wave and the soak left, in text, -o wide and -o json",
+    async () => {
+      const ns = await namespace(cluster, "stsoak");
+      await cluster.createNodes(suiteNodes("stsoak", 2));
+      const p = new DispatcherProcess(cluster, [
+        ...await suiteArgs("stsoak", ns, "1s"),
+        ...["--canary", "1", "--wave-soak-secs", "60"],
+      ], { timeoutMs: 120_000 });
+      try {
+        assert.ok(await p.waitFor(/wave 1 of 2 ended \(1 node\); soaking 60 s/), p.stderr);
+        let s: Json;
+        const args = ["-n", ns, "--name-prefix", "stsoak"];
+        await eventually(
+          async () => {
+            s = await statusJson(cluster, cluster.kubeconfig, args);
+            return s.run.wave?.stage === "soaking";
+          },
+          60_000,
+          "status -o json to show the canary soaking",
+        );
+        assert.equal(s.run.wave.wave, 1);
+        assert.equal(s.run.wave.waves, 2);
+        assert.ok(s.run.wave.soakLeftSecs > 0 && s.run.wave.soakLeftSecs <= 60, s.run.wave);
+        for (const o of [[], ["-o", "wide"]]) {
+          const text = await status(cluster, cluster.kubeconfig, [...args, ...o]);
+          assert.match(
+            text.stdout,
+            /^wave: 1 of 2, soaking: \d+s left before wave 2$/m,
+            text.stdout,
+          );
+        }
+      } finally {
+        p.kill("SIGTERM");
+        await p.ended;
+      }
     },
   );
 
@@ -644,7 +686,11 @@ clusterTest(
         const text = await runDispatcher(cluster, ["status", "--name-prefix", "clk", "-n", ns], {
           timeoutMs: 60_000,
         });
-        assert.match(text.stdout, /: running, started 1m ago, record [0-9]s old/, text.stdout);
+        assert.match(
+          text.stdout,
+          /: running, started [6-9][0-9]s ago, record [0-9]s old/,
+          text.stdout,
+        );
       },
     );
   },

@@ -89,7 +89,7 @@ clusterTest("progressive delivery on a real control plane", async (t, cluster) =
           `wave ${k + 1} began ${firstNext - lastDone} ms after wave ${k} completed`,
         );
       }
-      assert.match(r.stderr, /wave 1 of 3 ended \(1 nodes\); soaking 3 s before wave 2/);
+      assert.match(r.stderr, /wave 1 of 3 ended \(1 node\); soaking 3 s before wave 2/);
       assert.match(r.stderr, /wave 3 of 3 opens: 9 nodes/);
     },
   );
@@ -114,7 +114,7 @@ clusterTest("progressive delivery on a real control plane", async (t, cluster) =
       ];
       const first = new DispatcherProcess(cluster, args);
       assert.ok(
-        await first.waitFor(/wave 1 of 2 ended \(1 nodes\); soaking 45 s before wave 2/),
+        await first.waitFor(/wave 1 of 2 ended \(1 node\); soaking 45 s before wave 2/),
         first.stderr,
       );
       await delay(5000);
@@ -146,7 +146,7 @@ clusterTest("progressive delivery on a real control plane", async (t, cluster) =
           `last Job completed, before the ${soakSecs} s soak ended`,
       );
       // The re-run soaked what was left, not a whole soak again.
-      const left = Number(r.stderr.match(/wave 1 of 2 ended \(1 nodes\); soaking (\d+) s/)?.[1]);
+      const left = Number(r.stderr.match(/wave 1 of 2 ended \(1 node\); soaking (\d+) s/)?.[1]);
       assert.ok(left > 0 && left < soakSecs, r.stderr);
       const json = JSON.parse(await Deno.readTextFile(report));
       // From that second's end, moved onto the run's clock by the API

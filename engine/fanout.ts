@@ -50,6 +50,7 @@ import {
   sightingOf,
   STALE_DELETE_DEADLINE_MS,
   type StaleHost,
+  staleWhy,
 } from "./stale.ts";
 
 export { type Clock, SYSTEM_CLOCK };
@@ -522,7 +523,7 @@ class Fanout {
     }
     if (disposition !== "stale") return;
     const active = stillRuns(job);
-    const why = t ? "made for an earlier run" : "leftover of an earlier run";
+    const why = staleWhy(job, t?.job, this.#o.run, t?.node.uid);
     this.#apply(name, { type: "staleFound", uid: job.metadata!.uid!, active });
     this.#decided(name, job);
     if (active) {
@@ -766,12 +767,11 @@ class Fanout {
     const by = this.#o.pause?.pausedBy();
     if (by === this.#pausedBy) return;
     this.#pausedBy = by;
-    this.#o.reporter.event({
-      kind: "notice",
-      message: by
-        ? `paused by ${by}: no new Job starts; Jobs in flight finish`
-        : "resumed: the pause was lifted",
-    });
+    this.#o.reporter.event(
+      by
+        ? { kind: "notice", message: `paused by ${by}: no new Job starts; Jobs in flight finish` }
+        : { kind: "notice", message: "resumed: the pause was lifted", level: "info" },
+    );
   }
 
   /** Notices an API that has gone silent, and its return. */

@@ -1239,6 +1239,27 @@ Deno.test("dispatch() starts nothing while paused, lets in flight finish, and re
       "resumed: the pause was lifted",
     ],
   );
+  // A lifted pause is good news: told as info, not as a warning.
+  const resumed = kinds(h, "notice").find((e) => "message" in e && e.message.startsWith("resumed"));
+  assert.equal((resumed as { level?: string }).level, "info");
+});
+
+Deno.test("dispatch() names the template field that changed when it replaces a Job of an older template", async () => {
+  const h = harness({ runMs: 1000 });
+  const run1 = { keys: KEYS, prefix: PREFIX, templateHash: "hash-1" };
+  await report(h, targets(1, undefined, "hash-1"), { run: run1 });
+  const run2 = { keys: KEYS, prefix: PREFIX, templateHash: "hash-2" };
+  const [t] = targets(1, undefined, "hash-2");
+  const newer = () => {
+    const job = t.job();
+    job.spec!.template.spec!.containers[0].image = "busybox:1.37";
+    return job;
+  };
+  await report(h, [{ ...t, job: newer }], { run: run2 });
+  const deleting = kinds(h, "deleting").map((e) => "why" in e && e.why);
+  assert.deepEqual(deleting, [
+    "the template changed: image of container c (busybox -> busybox:1.37)",
+  ]);
 });
 
 Deno.test("dispatch() stops when a pause gate says stop (a health gate's exit): in flight finishes, the rest never starts", async () => {

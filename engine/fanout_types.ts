@@ -183,7 +183,8 @@ export type DispatchEvent =
   | { kind: "api"; state: "paused" | "resumed"; detail: string }
   | { kind: "stopped"; reason: string }
   | { kind: "stalled"; node: string; job: string; reason: string; seconds: number }
-  | { kind: "notice"; message: string }
+  /** A notice is a warning unless `level` says it is good news (a lifted pause). */
+  | { kind: "notice"; message: string; level?: "info" }
   | { kind: "wave"; wave: number; message: string };
 
 /** Counts at one moment of the rollout. */

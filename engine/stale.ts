@@ -290,3 +290,51 @@ export function checkDeletion(host: StaleHost, name: string, s: NodeState, now: 
   );
   return Infinity;
 }
+
+/**
+ * Why a Job of a node's name is stale to this run, in words: the owner or
+ * the node changed, or the template did, naming the image that changed
+ * (`image of container c (a -> b)`) by comparing the stale Job's containers
+ * with the ones this run would create.
+ *
+ * @param next the Job this run makes for the node; undefined: the node is not in this run
+ * @example
+ * ```ts
+ * staleWhy(oldJob, () => newJob, run, "uid-1");
+ * // "the template changed: image of container c (busybox -> busybox:1.37)"
+ * ```
+ */
+export function staleWhy(
+  job: V1Job,
+  next: (() => V1Job) | undefined,
+  run: RunIdentity,
+  nodeUid?: string,
+): string {
+  if (!next) return "leftover of an earlier run";
+  const meta = job.metadata ?? {};
+  if (meta.deletionTimestamp) return "being deleted";
+  if (run.owner && !(meta.ownerReferences ?? []).some((r) => r.uid === run.owner!.uid)) {
+    return "made for an earlier owner (release or Job)";
+  }
+  const madeFor = meta.annotations?.[run.keys.nodeUid];
+  if (nodeUid && madeFor && madeFor !== nodeUid) {
+    return "made for an earlier node of the same name";
+  }
+  const change = templateChange(job, next());
+  return change ? `the template changed: ${change}` : "the template changed (not its images)";
+}
+
+/**
+ * The first container image that differs, in words; undefined when none
+ * does. The engine's cache keeps of a Job's spec only its containers' names
+ * and images (`slimJob`): any other change is known by the hash alone.
+ */
+function templateChange(old: V1Job, next: V1Job): string | undefined {
+  const was = old.spec?.template?.spec?.containers ?? [];
+  for (const c of next.spec?.template?.spec?.containers ?? []) {
+    const o = was.find((x) => x.name === c.name);
+    if (!o) return `container ${c.name} added`;
+    if (o.image !== c.image) return `image of container ${c.name} (${o.image} -> ${c.image})`;
+  }
+  return undefined;
+}

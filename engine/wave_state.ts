@@ -18,6 +18,7 @@
  * @module
  */
 
+import { counted } from "../base/plural.ts";
 import type { Clock } from "../base/clock.ts";
 import type { NodeState } from "./node_state.ts";
 import type { HoldAfterWave, SoakGate, Target, WaveRecord, WaveView } from "./fanout_types.ts";
@@ -210,7 +211,7 @@ export class WaveState {
       opened.openedAt = now;
       this.#h.notice(
         this.#open,
-        `wave ${this.#open} of ${this.#waves.length} opens: ${opened.size} nodes`,
+        `wave ${this.#open} of ${this.#waves.length} opens: ${counted(opened.size, "node")}`,
       );
       // The loop fills slots before it checks the timers: wake it to fill the new wave.
       this.#h.wake();
@@ -268,7 +269,7 @@ export class WaveState {
       : "";
     this.#h.notice(
       this.#open,
-      `wave ${this.#open} of ${this.#waves.length} ended (${w.size} nodes)${soak} ` +
+      `wave ${this.#open} of ${this.#waves.length} ended (${counted(w.size, "node")})${soak} ` +
         `before wave ${this.#open + 1}`,
     );
     const hold = this.#h.hold;

@@ -375,3 +375,25 @@ Deno.test("dispatch(): a node still blocked at its timeout counts against --max-
     "the run stopped starting nodes once the blocked node counted",
   );
 });
+
+Deno.test("dispatch() with waves says 1 node, not 1 nodes, when a wave has one node", async () => {
+  const clock = new FakeClock();
+  const api = fake(clock);
+  const said: string[] = [];
+  await runOn(
+    clock,
+    dispatch({
+      targets: waved(3, "1,2"),
+      parallelism: 5,
+      run: { keys: KEYS, prefix: "up" },
+      api,
+      reporter: { event: (e) => e.kind === "wave" && said.push(e.message), progress: () => {} },
+      signal: new AbortController().signal,
+      clock,
+      waves: { soakMs: 0 },
+    }),
+  );
+  assert.ok(said.some((m) => m.startsWith("wave 1 of 3 ended (1 node)")), said.join("\n"));
+  assert.ok(said.some((m) => m === "wave 2 of 3 opens: 1 node"), said.join("\n"));
+  assert.ok(said.every((m) => !/\b1 nodes\b/.test(m)), said.join("\n"));
+});

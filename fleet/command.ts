@@ -108,7 +108,10 @@ export function clusterConfig(
     );
   }
   const gate = opts.gate && { ...opts.gate, url: o.gatePrometheusUrl ?? opts.gate.url };
-  const report = opts.report?.replace(/(\.[^./]*)?$/, (ext) => `.${name}${ext}`);
+  const perCluster = (path: string) => path.replace(/(\.[^./]*)?$/, (ext) => `.${name}${ext}`);
+  const report = opts.report && perCluster(opts.report);
+  // Every --report of the cluster's run gets the cluster's name, not only the first.
+  const reports = opts.reports?.map((r) => ({ ...r, path: perCluster(r.path) }));
   return {
     ...opts,
     context: name,
@@ -118,6 +121,7 @@ export function clusterConfig(
     namespace: o.namespace ?? opts.namespace,
     gate,
     report,
+    reports,
   };
 }
 

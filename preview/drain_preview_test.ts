@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import type { V1Pod } from "@kubernetes/client-node";
-import { previewDrain, previewDrains } from "./drain_preview.ts";
+import type { V1Pod, V1PodDisruptionBudget } from "@kubernetes/client-node";
+import { neverAllows, previewDrain, previewDrains } from "./drain_preview.ts";
 import type { DrainPreview } from "./plan_view.ts";
 import type { DrainConfig } from "../maintenance/config.ts";
 import { PDB_VIOLATION } from "../maintenance/drain.ts";
@@ -242,4 +242,90 @@ Deno.test("--dry-run=plan sends no eviction for a pod already being deleted, as 
       assert.deepEqual(plan.evict, ["shop/web", "shop/going"]);
     });
   }
+});
+
+Deno.test("previewDrains() says a budget that can never allow an eviction blocks for good, and lists a finished pod apart, asking no eviction for it", async () => {
+  const pods = [
+    onN1("web-1", "ReplicaSet"),
+    pod("old-job-pod", { node: "n1", controller: "Job", phase: "Succeeded" }),
+  ];
+  const handler = (req: Request): Response => {
+    const url = new URL(req.url);
+    if (url.pathname === "/apis/policy/v1/namespaces/shop/poddisruptionbudgets/web-pdb") {
+      return Response.json({
+        kind: "PodDisruptionBudget",
+        metadata: { namespace: "shop", name: "web-pdb" },
+        spec: { minAvailable: 1 },
+        status: { expectedPods: 1, currentHealthy: 1, desiredHealthy: 1, disruptionsAllowed: 0 },
+      });
+    }
+    if (req.method === "GET") return Response.json({ kind: "PodList", metadata: {}, items: pods });
+    return server(req);
+  };
+  await withServer(handler, async (kube, hits) => {
+    const d = (await previewDrains(kube, ["n1"], DRAIN)).get("n1")! as DrainPreview & {
+      finished?: string[];
+    };
+    assert.deepEqual(d.evict, ["shop/web-1"]);
+    assert.deepEqual(d.finished, ["shop/old-job-pod"]);
+    assert.equal(d.refusedNow.length, 1);
+    assert.equal(
+      (d.refusedNow[0] as { forGood?: string }).forGood,
+      "minAvailable 1 of the 1 pod it matches: it never allows an eviction",
+    );
+    const evictions = hits.filter((h) => h.method === "POST").map((h) => new URL(h.url).pathname);
+    assert.deepEqual(evictions, ["/api/v1/namespaces/shop/pods/web-1/eviction"]);
+  });
+});
+
+Deno.test({
+  name: "neverAllows() tells a budget no eviction ever passes from one that waits for room",
+  permissions: "none",
+  async fn(t) {
+    const cases: [string, V1PodDisruptionBudget, string | undefined][] = [
+      [
+        "maxUnavailable 0",
+        { spec: { maxUnavailable: 0 } },
+        "maxUnavailable 0: it never allows an eviction",
+      ],
+      [
+        "maxUnavailable 0%",
+        { spec: { maxUnavailable: "0%" } },
+        "maxUnavailable 0%: it never allows an eviction",
+      ],
+      ["maxUnavailable 1", { spec: { maxUnavailable: 1 } }, undefined],
+      [
+        "minAvailable equal to the pods",
+        {
+          spec: { minAvailable: 2 },
+          status: { expectedPods: 2 } as V1PodDisruptionBudget["status"],
+        },
+        "minAvailable 2 of the 2 pods it matches: it never allows an eviction",
+      ],
+      [
+        "minAvailable 100%",
+        {
+          spec: { minAvailable: "100%" },
+          status: { expectedPods: 3 } as V1PodDisruptionBudget["status"],
+        },
+        "minAvailable 100% of the 3 pods it matches: it never allows an eviction",
+      ],
+      [
+        "minAvailable 50% of 3: room for one",
+        {
+          spec: { minAvailable: "50%" },
+          status: { expectedPods: 3 } as V1PodDisruptionBudget["status"],
+        },
+        undefined,
+      ],
+      ["minAvailable below the pods", {
+        spec: { minAvailable: 1 },
+        status: { expectedPods: 2 } as V1PodDisruptionBudget["status"],
+      }, undefined],
+      ["no status yet: not judged", { spec: { minAvailable: 1 } }, undefined],
+    ];
+    for (const [name, pdb, want] of cases) {
+      await t.step(name, () => assert.equal(neverAllows(pdb), want));
+    }
+  },
 });

@@ -104,6 +104,10 @@ export interface EstimateInput {
   postNodeDelaySecs?: number;
   /** `--wave-soak-secs`, held after every wave but the last. @default 0 */
   soakSecs?: number;
+  /** How many of each wave's nodes have an eviction refused now (in the order of `waveSizes`). */
+  waveWaits?: readonly number[];
+  /** How long such a node may wait: the drain timeout. @default 0 */
+  waitSecs?: number;
 }
 
 /** An estimate and its parts. */
@@ -246,7 +250,11 @@ export function estimateRollout(e: EstimateInput): Estimate {
     // here) soaks only what is left since its last Job completed
     // (engine/wave_state.ts), which the estimate counts as none.
     const soakSecs = size > 0 && i < e.waveSizes.length - 1 ? e.soakSecs ?? 0 : 0;
-    return { wave: i + 1, concurrency, rounds, secs: rounds * per, soakSecs };
+    // A node whose eviction a budget refuses now holds its slot up to the
+    // drain timeout (the drain sends the eviction again until then): the
+    // refused nodes of a wave wait side by side, `concurrency` at a time.
+    const waits = Math.ceil((e.waveWaits?.[i] ?? 0) / concurrency) * (e.waitSecs ?? 0);
+    return { wave: i + 1, concurrency, rounds, secs: rounds * per + waits, soakSecs };
   });
   return { totalSecs: waves.reduce((sum, w) => sum + w.secs + w.soakSecs, 0), waves };
 }

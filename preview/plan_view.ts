@@ -7,6 +7,7 @@
  * @module
  */
 
+import { counted } from "../base/plural.ts";
 import type { TopologyLimit } from "../engine/safety.ts";
 import type { JobAction } from "../engine/stale.ts";
 import { waveLabel } from "../engine/waves.ts";
@@ -28,8 +29,13 @@ export interface DrainPreview {
   refused?: string;
   /** What evicting would lose, e.g. `deleting Pods with local storage: ns/p`. */
   warnings: string[];
-  /** The evictions the API server refuses now (its server-side dry run); `budget` when a PDB's. */
-  refusedNow: { pod: string; budget?: string; message: string }[];
+  /**
+   * The evictions the API server refuses now (its server-side dry run);
+   * `budget` when a PDB's, `forGood` when that budget can never allow one.
+   */
+  refusedNow: { pod: string; budget?: string; message: string; forGood?: string }[];
+  /** Finished pods (Succeeded/Failed): removed at once, no budget consulted, no wait. */
+  finished?: string[];
   /**
    * The evictions the API server did not judge now: throttled (429 without a
    * budget's cause), a server error, a namespace being deleted. No budget
@@ -153,6 +159,8 @@ export interface PreviewInput {
   postNodeDelaySecs: number;
   /** `--estimate-from`'s durations. */
   durations?: NodeDurations;
+  /** With `--drain`, its `--drain-timeout-secs`: what a refused eviction may cost a node. */
+  drainTimeoutSecs?: number;
   /** `--max-per-topology`: each target's `domain` says its domain. */
   maxPerTopology?: TopologyLimit;
 }
@@ -182,6 +190,8 @@ export interface Preview {
     skipped: number;
     cleanup: number;
     refusedNow: number;
+    /** The nodes with an eviction a budget can never allow: the run would fail them (exit 1). */
+    blockedForGood: number;
     /** The nodes by what the run would do with each (`start`, `adopt`, `succeeded`, …). */
     actions: Partial<Record<JobAction, number>>;
     /** The nodes that take the run's time: all but those counted as their Job ended. */
@@ -207,6 +217,8 @@ export interface Preview {
     concurrency: number;
     /** `--max-per-topology`, which bounds each wave's concurrency by its domains. */
     maxPerTopology: TopologyLimit | null;
+    /** The nodes with an eviction refused now, each counted as waiting up to the drain timeout. */
+    drainWaits: { nodes: number; timeoutSecs: number } | null;
     seconds: number;
     text: string;
   } | null;
@@ -257,6 +269,8 @@ const iso = (
 function estimatePlan(p: PreviewInput, waves: PlanWave[], concurrency: number): Estimate {
   const running = waves.map((w) => w.nodes.filter(takesTime));
   return estimateRollout({
+    waveWaits: running.map((nodes) => nodes.filter(waitsOnBudget).length),
+    waitSecs: p.drainTimeoutSecs ?? 0,
     waveSizes: running.map((nodes) => nodes.length),
     concurrency,
     waveDomains: p.maxPerTopology && running.map((nodes) => nodes.map((n) => n.domain ?? "")),
@@ -265,6 +279,11 @@ function estimatePlan(p: PreviewInput, waves: PlanWave[], concurrency: number): 
     postNodeDelaySecs: p.postNodeDelaySecs,
     soakSecs: p.soakSecs,
   });
+}
+
+/** Whether the node's drain has an eviction refused now, which it sends again until its timeout. */
+function waitsOnBudget(t: PlannedNode): boolean {
+  return !!t.drain?.refusedNow.length && !t.drain.refused;
 }
 
 /** The plan as one object: what `-o json` prints and the text view reads. */
@@ -288,6 +307,7 @@ export function buildPreview(p: PreviewInput): Preview {
       skipped: p.skipped.length,
       cleanup: p.cleanup.length,
       refusedNow: p.targets.filter((t) => t.drain?.refusedNow.length || t.drain?.refused).length,
+      blockedForGood: p.targets.filter((t) => t.drain?.refusedNow.some((r) => r.forGood)).length,
       actions,
       toRun: p.targets.filter(takesTime).length,
     },
@@ -333,6 +353,7 @@ export function buildPreview(p: PreviewInput): Preview {
           ...estimate.waves.filter((w) => w.rounds).map((w) => w.concurrency),
         ) || concurrency,
         maxPerTopology: p.maxPerTopology ?? null,
+        drainWaits: drainWaitsOf(p),
         seconds: estimate.totalSecs,
         text: formatDuration(estimate.totalSecs),
       }
@@ -346,15 +367,25 @@ export function buildPreview(p: PreviewInput): Preview {
  *
  * @example
  * ```ts
- * // "(per-node median 1m00s of 4 node(s) in r.json; 2 at once, at most 1 per zone)"
+ * // "(per-node median 1m00s of 4 nodes in r.json; 2 at once, at most 1 per zone)"
  * ```
  */
 export function estimateBasis(e: NonNullable<Preview["estimate"]>): string {
   const limit = e.maxPerTopology
     ? `, at most ${e.maxPerTopology.max} per ${e.maxPerTopology.key}`
     : "";
-  return `(per-node median ${formatDuration(e.nodeMedianSeconds)} of ${e.sampledNodes} ` +
-    `node(s) in ${e.from}; ${e.concurrency} at once${limit})`;
+  const waits = e.drainWaits
+    ? `; ${counted(e.drainWaits.nodes, "node")} refused now wait up to the drain timeout ` +
+      `(${e.drainWaits.timeoutSecs} s)`
+    : "";
+  return `(per-node median ${formatDuration(e.nodeMedianSeconds)} of ` +
+    `${counted(e.sampledNodes, "node")} in ${e.from}; ${e.concurrency} at once${limit}${waits})`;
+}
+
+/** The nodes that would wait on a refused eviction, and how long at most; null when none. */
+function drainWaitsOf(p: PreviewInput): NonNullable<Preview["estimate"]>["drainWaits"] {
+  const nodes = p.targets.filter((t) => takesTime(t) && waitsOnBudget(t)).length;
+  return nodes && p.drainTimeoutSecs ? { nodes, timeoutSecs: p.drainTimeoutSecs } : null;
 }
 
 /** Columns padded as kubectl pads them: three spaces between. */
@@ -367,17 +398,21 @@ function table(rows: string[][]): string[] {
 function headLines(v: Preview): string[] {
   const waves = v.counts.waves > 1 ? ` in ${v.counts.waves} waves` : "";
   const lines = [
-    `Plan: ${v.counts.nodes} node(s)${waves}, namespace ${v.namespace}, prefix ${v.prefix}, ` +
+    `Plan: ${
+      counted(v.counts.nodes, "node")
+    }${waves}, namespace ${v.namespace}, prefix ${v.prefix}, ` +
     `parallelism ${v.parallelism}${v.owner ? `, owner job ${v.owner}` : ""}; ` +
     "nothing created, cordoned or written (--dry-run=plan)",
     `Jobs there now: ${actionsLine(v.counts.actions)}`,
     `Selection: ${v.selection}; ${v.counts.skipped} skipped` +
-    (v.counts.cleanup ? `; ${v.counts.cleanup} cleanup Job(s) first` : ""),
+    (v.counts.cleanup ? `; ${counted(v.counts.cleanup, "cleanup Job")} first` : ""),
   ];
   if (v.budget) {
     const b = v.budget;
     lines.push(
-      `Budget: --max-unavailable ${b.spec} = ${b.max} of ${b.of} nodes; unavailable now ` +
+      `Budget: --max-unavailable ${b.spec} = ${b.max} of ${
+        counted(b.of, "node")
+      }; unavailable now ` +
         `${b.unavailable.count} (${b.unavailable.notReady.length} NotReady, ` +
         `${b.unavailable.cordoned.length} cordoned); ${b.mayStartNow} may start now`,
     );
@@ -394,11 +429,18 @@ function headLines(v: Preview): string[] {
   if (v.gate) {
     const g = v.gate;
     lines.push(
-      `Gate: ${g.queries} check(s) on ${g.url}: ` +
+      `Gate: ${counted(g.queries, "check")} on ${g.url}: ` +
         (g.heldBy ? `holds every start now (${g.heldBy})` : "healthy now"),
     );
   }
   if (v.estimate) lines.push(`Estimate: ${v.estimate.text} ${estimateBasis(v.estimate)}`);
+  if (v.counts.blockedForGood) {
+    lines.push(
+      `Blocked for good: ${counted(v.counts.blockedForGood, "node")} with an eviction no ` +
+        "budget will ever allow (below); the run would fail each at the drain timeout; " +
+        "scale the workload up or relax the budget (exit 1)",
+    );
+  }
   return lines;
 }
 
@@ -418,10 +460,17 @@ function drainLines(n: PlannedNode): string[] {
   const lines = [
     `  ${n.node}: ${d.deletes ? "delete" : "evict"} ${d.evict.join(", ") || "nothing"}` +
     (d.deletes && d.evict.length ? " (--disable-eviction: no budget consulted)" : "") +
+    (d.finished?.length ? `; removes finished ${d.finished.join(", ")} (no budget, no wait)` : "") +
     (stays.length ? `; stays ${stays.join(", ")}` : ""),
   ];
   for (const w of d.warnings) lines.push(`    ${w}`);
-  for (const r of d.refusedNow) lines.push(`    refused now: ${r.message}`);
+  for (const r of d.refusedNow) {
+    lines.push(
+      r.forGood
+        ? `    blocked for good: ${r.message}; ${r.forGood}`
+        : `    refused now: ${r.message}`,
+    );
+  }
   for (const r of d.notJudged) {
     lines.push(`    not judged now: ${r.message} (the run's drain sends it again)`);
   }

@@ -126,6 +126,7 @@ Deno.test({
       skipped: 1,
       cleanup: 0,
       refusedNow: 1,
+      blockedForGood: 0,
       actions: { start: 5 },
       toRun: 5,
     });
@@ -150,6 +151,7 @@ Deno.test({
       nodeMedianSeconds: 60,
       concurrency: 1,
       maxPerTopology: null,
+      drainWaits: null,
       seconds: 60 + 30 + 4 * 60,
       text: "5m30s",
     });
@@ -196,7 +198,7 @@ Deno.test({
     const lines = text.split("\n");
     assert.match(
       lines[0],
-      /^Plan: 2 node\(s\) in 2 waves, namespace ops, prefix up, parallelism 2;/,
+      /^Plan: 2 nodes in 2 waves, namespace ops, prefix up, parallelism 2;/,
     );
     assert.match(text, /^WAVE +# +NODE +JOB +EVICT +REFUSED NOW BY +ACTION$/m);
     assert.match(text, /^the canary +1 +n1 +up-n1 +1 +shop\/web-pdb +start$/m);
@@ -296,12 +298,56 @@ Deno.test({
       nodeMedianSeconds: 60,
       concurrency: 2,
       maxPerTopology: { key: zone, max: 1 },
+      drainWaits: null,
       seconds: 60 + 30 + 3 * 60,
       text: "4m30s",
     });
     assert.match(
       previewText(v),
-      /^Estimate: 4m30s \(per-node median 1m00s of 1 node\(s\) in r\.json; 2 at once, at most 1 per topology\.kubernetes\.io\/zone\)$/m,
+      /^Estimate: 4m30s \(per-node median 1m00s of 1 node in r\.json; 2 at once, at most 1 per topology\.kubernetes\.io\/zone\)$/m,
     );
+  },
+});
+
+Deno.test({
+  name:
+    "previewText() says a budget that blocks for good, counts it, and the estimate waits the drain timeout where an eviction is refused",
+  permissions: "none",
+  fn() {
+    const refused = (forGood?: string) => ({
+      evict: ["shop/web-1"],
+      stays: [],
+      warnings: [],
+      refusedNow: [{ pod: "shop/web-1", budget: "shop/web-pdb", message: "refused", forGood }],
+      notJudged: [],
+    });
+    const input = {
+      ...INPUT,
+      canary: false,
+      soakSecs: 0,
+      targets: [
+        {
+          node: "n1",
+          job: "up-n1",
+          drain: refused("maxUnavailable 0: it never allows an eviction"),
+        },
+        { node: "n2", job: "up-n2", drain: refused() },
+        { node: "n3", job: "up-n3" },
+      ],
+      durations: { from: "r.json", seconds: [60], medianSecs: 60 },
+      drainTimeoutSecs: 600,
+    } as PreviewInput;
+    const view = buildPreview(input);
+    assert.equal((view.counts as { blockedForGood?: number }).blockedForGood, 1);
+    const text = previewText(view);
+    assert.match(
+      text,
+      /^ {4}blocked for good: refused; maxUnavailable 0: it never allows an eviction$/m,
+    );
+    assert.match(text, /^ {4}refused now: refused$/m);
+    // Two rounds of 60 s at parallelism 2, and the two refused nodes wait out
+    // the drain timeout in one round: 600 s more.
+    assert.equal(view.estimate!.seconds, 2 * 60 + 600);
+    assert.match(text, /2 nodes refused now wait up to the drain timeout \(600 s\)/);
   },
 });

@@ -10,6 +10,7 @@
  * @module
  */
 
+import { counted } from "../base/plural.ts";
 import type { V1Node } from "@kubernetes/client-node";
 import { UsageError } from "../job.ts";
 import type { Kube } from "../kube/client.ts";
@@ -104,7 +105,7 @@ function windowNow(src: PreviewSource, now: number): WindowNow | undefined {
  * Prints what the run would do (`--dry-run=plan`): reads the nodes' pods and
  * sends dry-run evictions with `--drain`; creates, cordons and writes nothing.
  *
- * @returns exit code 0
+ * @returns exit code 0, or 1 when a budget would block a node for good
  * @throws {ApiError} when the cluster refuses a read
  */
 export async function previewPlan(src: PreviewSource, ctx: PreviewContext): Promise<number> {
@@ -120,9 +121,13 @@ export async function previewPlan(src: PreviewSource, ctx: PreviewContext): Prom
     budget: budgetNow(src),
     window: windowNow(src, now),
     postNodeDelaySecs: src.maintenance.postNodeDelaySecs,
+    drainTimeoutSecs: drain?.timeoutSecs,
   });
   ctx.stdout(src.output === "json" ? JSON.stringify(preview, null, 2) : previewText(preview));
-  return 0;
+  // A node whose budget never allows an eviction would fail in the run: the
+  // plan fails as the run would (exit 1, some nodes failed), so a pipeline
+  // that plans first stops there.
+  return preview.counts.blockedForGood ? 1 : 0;
 }
 
 /**
@@ -131,7 +136,7 @@ export async function previewPlan(src: PreviewSource, ctx: PreviewContext): Prom
  *
  * @example
  * ```ts
- * // "estimate: 3m00s for 3 node(s) (per-node median 1m00s of 4 node(s) in r.json; 1 at once)"
+ * // "estimate: 3m00s for 3 nodes (per-node median 1m00s of 4 nodes in r.json; 1 at once)"
  * ```
  */
 export function estimateLine(src: Omit<PreviewSource, "output">): string | undefined {
@@ -142,5 +147,5 @@ export function estimateLine(src: Omit<PreviewSource, "output">): string | undef
   });
   if (!v.estimate) return undefined;
   const e = v.estimate;
-  return `estimate: ${e.text} for ${v.counts.toRun} node(s) ${estimateBasis(e)}`;
+  return `estimate: ${e.text} for ${counted(v.counts.toRun, "node")} ${estimateBasis(e)}`;
 }

@@ -105,7 +105,7 @@ Deno.test("estimateLine() is the line a run logs; none without --estimate-from",
   const { output: _, ...src } = SOURCE;
   assert.equal(
     estimateLine(src),
-    "estimate: 3m10s for 3 node(s) (per-node median 1m00s of 1 node(s) in r.json; 1 at once)",
+    "estimate: 3m10s for 3 nodes (per-node median 1m00s of 1 node in r.json; 1 at once)",
   );
   assert.equal(estimateLine({ ...src, durations: undefined }), undefined);
 });

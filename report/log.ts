@@ -228,8 +228,8 @@ export class Logger implements Reporter, Log {
    * summary counts them; JSON keeps every one).
    */
   event(e: DispatchEvent): void {
-    const level = ["failed", "stopped", "stalled", "notice"].includes(e.kind) ||
-        (e.kind === "api" && e.state === "paused")
+    const level = ["failed", "stopped", "stalled"].includes(e.kind) ||
+        (e.kind === "notice" && e.level !== "info") || (e.kind === "api" && e.state === "paused")
       ? "warn"
       : "info";
     if (e.kind === "succeeded" && e.counted && this.#format === "text") {

@@ -205,6 +205,18 @@ Deno.test({
       assert.equal(lines[0].slice(9), "warn: node n1: job up-n1 failed: BackoffLimitExceeded");
     });
 
+    await t.step("a notice of good news (a lifted pause) is info, not a warning", () => {
+      const { log, lines } = logger("text");
+      log.event(
+        {
+          kind: "notice",
+          message: "resumed: the pause was lifted",
+          level: "info",
+        } as DispatchEvent,
+      );
+      assert.equal(lines[0].slice(9), "resumed: the pause was lifted");
+    });
+
     await t.step("progress is told by describeProgress()", () => {
       const { log, lines } = logger("text");
       const p = { succeeded: 1, failed: 0, inFlight: 2, queued: 3, total: 6, elapsedMs: 0 };

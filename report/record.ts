@@ -19,6 +19,7 @@
  * @module
  */
 
+import { counted } from "../base/plural.ts";
 import type { Phase } from "../engine/node_state.ts";
 import { labelValue, type OwnerRef, type TrackingKeys } from "../job.ts";
 
@@ -54,6 +55,18 @@ export interface RecordNode {
 
 /** What a run is doing, as its record says. */
 export type RunState = "running" | "finished" | "stopped";
+
+/** The open wave, as the record keeps it (engine/fanout_types.ts `WaveView`). */
+export interface RecordWave {
+  /** The open wave, 1-based. */
+  wave: number;
+  /** How many waves the run has. */
+  waves: number;
+  /** `running`, `soaking` or `holding` (the soak is over; a gate has not let the next open). */
+  stage: "running" | "soaking" | "holding";
+  /** While soaking: the soak left, in ms, when the record was written. */
+  soakLeftMs?: number;
+}
 
 /** The run record. */
 export interface RunRecord {
@@ -103,6 +116,12 @@ export interface RunRecord {
   rate?: number;
   /** Seconds left at that rate. */
   etaSecs?: number;
+  /**
+   * With `--waves`/`--canary`: the open wave, how many, its stage (running,
+   * soaking, holding for the gates) and, while soaking, the soak left (ms)
+   * when the record was written: what `status` says of an idle rollout.
+   */
+  wave?: RecordWave;
   /** The progress line or, once ended, the summary. */
   summary: string;
   /** Every node, in dispatch order. */
@@ -232,7 +251,7 @@ export async function encodeRecord(
     if (bytes <= budget) return { data, binaryData: { nodes }, bytes };
     if (keep <= 0) {
       throw new RangeError(
-        `Cannot keep the run record of ${r.nodes.length} nodes in a ConfigMap: ` +
+        `Cannot keep the run record of ${counted(r.nodes.length, "node")} in a ConfigMap: ` +
           `${bytes} bytes without reasons, over ${budget}`,
       );
     }

@@ -179,6 +179,13 @@ export class RecordWriter {
       budget: p.budget,
       rate,
       etaSecs: rate && done < p.total ? Math.round((p.total - done) / rate) : undefined,
+      wave: p.wave &&
+        {
+          wave: p.wave.wave,
+          waves: p.wave.waves,
+          stage: p.wave.stage,
+          soakLeftMs: p.wave.soakLeftMs,
+        },
       summary: summary ?? describeProgress({ ...p, elapsedMs: this.#activeMs }),
       nodes: (p.states?.() ?? []).map(({ node, state: s }): RecordNode => {
         const stall = FINAL.has(s.phase) ? undefined : this.#stalls.get(node);

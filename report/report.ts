@@ -9,6 +9,7 @@
  * @module
  */
 
+import { counted } from "../base/plural.ts";
 import type { DispatchEvent, NodeResult, Progress, Reporter } from "../engine/fanout.ts";
 import type { WaveRecord } from "../engine/fanout_types.ts";
 import type { BreachRecord } from "../gates/gate.ts";
@@ -567,7 +568,11 @@ export class Recorder implements Reporter {
   /** Records the start of the rollout on the owner Job. */
   started(total: number): void {
     this.#record?.started();
-    this.#ownerEvent("Normal", "RolloutStarted", `dispatching one Job to each of ${total} nodes`);
+    this.#ownerEvent(
+      "Normal",
+      "RolloutStarted",
+      `dispatching one Job to each of ${counted(total, "node")}`,
+    );
   }
 
   /** One rollout event. */

@@ -5,6 +5,7 @@
  */
 
 import { labelValue, type RunIdentity } from "../job.ts";
+import { counted } from "../base/plural.ts";
 import type { NodeResult } from "../engine/fanout_types.ts";
 import type { Logger } from "./log.ts";
 import type { ApiStats } from "../kube/client.ts";
@@ -133,17 +134,8 @@ export function failureHint(r: NodeResult): string | undefined {
     .join("; ");
 }
 
-/**
- * A count and its noun, singular for one: `1 node`, `6 nodes`.
- *
- * @example
- * ```ts
- * counted(1, "node"); // "1 node"
- * ```
- */
-export function counted(n: number, noun: string): string {
-  return `${n} ${noun}${n === 1 ? "" : "s"}`;
-}
+/** A count and its noun (base/plural.ts), re-exported for the report's users. */
+export { counted };
 
 /** `1 node`, `6 nodes`. */
 function nodes(n: number): string {
@@ -232,6 +224,19 @@ export interface ReportFile {
   writeFile: (path: string, text: string) => void;
   /** The logger, told where the report went or why it could not. */
   log: Logger;
+}
+
+/**
+ * Writes each of the run's reports (`--report`, repeatable) from one input.
+ *
+ * @returns whether all were written: a run whose report is lost fails
+ */
+export function writeReports(
+  files: readonly { path: string; format: ReportFile["format"] }[],
+  r: Omit<ReportFile, "path" | "format">,
+): boolean {
+  // Each is tried: one folder that cannot be written loses no other report.
+  return files.map((f) => writeReport({ ...r, ...f })).every(Boolean);
 }
 
 /**

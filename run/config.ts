@@ -19,6 +19,31 @@ import type { MaintenanceConfig } from "../maintenance/config.ts";
 import type { GateConfig } from "../gates/config.ts";
 import type { PreviewOutput } from "../preview/preview.ts";
 
+/** A report's format: `json` (also `--estimate-from`'s input), `junit`, `html`. */
+export type ReportFormat = "json" | "junit" | "html";
+
+/** One report file and its format. */
+export interface ReportTarget {
+  /** Where to write it. */
+  path: string;
+  /** Its format. */
+  format: ReportFormat;
+}
+
+/**
+ * The reports a run writes: `reports`, or the one `report` names.
+ *
+ * @example
+ * ```ts
+ * reportFiles({ report: "r.json", reportFormat: "json" }); // [{ path: "r.json", format: "json" }]
+ * ```
+ */
+export function reportFiles(
+  c: Pick<RunConfig, "report" | "reportFormat" | "reports">,
+): ReportTarget[] {
+  return c.reports ?? (c.report ? [{ path: c.report, format: c.reportFormat }] : []);
+}
+
 /** Everything a run is configured with: what the command line says, minus `--help` and `--version`. */
 export interface RunConfig {
   /** Path of the Job template; "-" reads stdin. */
@@ -39,6 +64,8 @@ export interface RunConfig {
   ignoreNodeTaints: boolean;
   /** How long to wait for the selection to appear and settle. @default 0 */
   waitForNodesSecs: number;
+  /** An empty selection fails the run (exit 2) instead of ending it with nothing to do. @default false */
+  failIfNoNodes?: boolean;
   /** How long the eligible set must stay unchanged. @default 15 */
   nodeSettleSecs: number;
   /** Most Jobs in flight. @default 100 */
@@ -101,10 +128,15 @@ export interface RunConfig {
   logFormat: LogFormat;
   /** Which node outcomes are recorded on the nodes (Events, marks). @default "all" */
   nodeRecords: "all" | "failures" | "none";
-  /** Where to write the report file. */
+  /** Where to write the report file (the first of {@linkcode RunConfig.reports}). */
   report?: string;
-  /** The report's format. @default "json" */
-  reportFormat: "json" | "junit" | "html";
+  /** The report's format (the first's). @default "json" */
+  reportFormat: ReportFormat;
+  /**
+   * Every report to write (`--report` repeated): JSON for `--estimate-from`
+   * and HTML for people from one run. Undefined: the one of `report`.
+   */
+  reports?: ReportTarget[];
   /** `--metrics-addr HOST:PORT`: serve Prometheus metrics and /healthz there while the run lives. */
   metricsAddr?: string;
   /** After the run, serve /metrics this many seconds, for every scraper. @default 0 */

@@ -41,13 +41,14 @@ import {
   waitForSelection,
 } from "../nodes/select.ts";
 import { isSatisfied, ownedButUnselected } from "../nodes/lifecycle.ts";
+import { describeMissingKeys, findMissingKeys, type MissingKey } from "../nodes/label_typo.ts";
 import type { MaintenanceConfig } from "../maintenance/config.ts";
-import type { RunConfig, RunContext } from "./config.ts";
+import { reportFiles, type RunConfig, type RunContext } from "./config.ts";
 import { domainOf, orderItems } from "../engine/safety.ts";
 import { resolveWaves, withWaves } from "../engine/waves.ts";
 import { checkTtl, resolveNamespace, resolveOwner } from "./preflight.ts";
 import { tieTemplate } from "./owner_guard.ts";
-import { counted, EXIT, writeReport } from "../report/summary.ts";
+import { counted, EXIT, writeReports } from "../report/summary.ts";
 import { smokeTtlTooShort } from "../verify/rules.ts";
 import { VERIFY_POLL_MS } from "../verify/verify.ts";
 
@@ -112,7 +113,9 @@ async function planCleanup(
   }
   if (admitted.length) {
     ctx.log.info(
-      `cleanup: ${admitted.length} nodes carry ${cfg.mark ?? cfg.key} but no longer match ` +
+      `cleanup: ${counted(admitted.length, "node carries", "nodes carry")} ${
+        cfg.mark ?? cfg.key
+      } but no longer match ` +
         `the selection: ${admitted.slice(0, 10).map((n) => n.metadata!.name).join(", ")}` +
         (admitted.length > 10 ? ", ..." : ""),
     );
@@ -192,9 +195,12 @@ export async function planRun(
   const eligible = opts.skipSatisfiedNodes
     ? withoutSatisfied(opts, resolved.eligible, ctx.log)
     : resolved.eligible;
-  // A plan of nothing is still a plan: it says what was skipped and why.
-  if (eligible.length === 0 && !cleanup?.nodes.length && opts.dryRun !== "plan") {
-    return nothingToDo(opts, ctx, { resolved, selection, namespace, prefix, owner });
+  // A plan of nothing is still a plan: it says what was skipped and why;
+  // but with --fail-if-no-nodes an empty selection fails the plan as the run.
+  const empty = eligible.length === 0 && !cleanup?.nodes.length;
+  const failsEmpty = opts.failIfNoNodes && resolved.eligible.length === 0;
+  if (empty && (opts.dryRun !== "plan" || failsEmpty)) {
+    return await nothingToDo(opts, ctx, { resolved, selection, namespace, prefix, owner });
   }
   checkAffinity(opts, podSpec, eligible);
 
@@ -227,24 +233,33 @@ export async function planRun(
  * Says why there is nothing to do, writes the `--report` (0 nodes), and ends
  * the run. No match exits 0, as `kubectl get nodes -l …` ("No resources
  * found"), `kubectl cordon -l …` and `kubectl drain -l …` do: a rollout over
- * no node left nothing undone. Scripts that need a node use
- * `--wait-for-nodes-secs`, which fails (exit 2) when none matches in time.
+ * no node left nothing undone. Scripts that need a node pass
+ * `--fail-if-no-nodes` (exit 2 when none matches) or `--wait-for-nodes-secs`,
+ * which fails when none matches in time. A selector key that no node carries
+ * at all is most likely a typo: the line is then a warning naming the
+ * nearest existing keys, and says how to make an empty selection fail.
  *
  * @returns the exit code: 0, or 1 when the report cannot be written
+ * @throws {UsageError} with `--fail-if-no-nodes` when no node matches
  */
-function nothingToDo(
+async function nothingToDo(
   opts: RunConfig,
   ctx: RunContext,
   p: Pick<Plan, "resolved" | "selection" | "namespace" | "prefix" | "owner">,
-): number {
-  const [msg, fields] = nothingToDoLine(p.resolved.eligible.length, p.selection);
-  ctx.log.info(msg, fields);
+): Promise<number> {
+  const done = p.resolved.eligible.length;
+  const missing = done || p.selection.nodes
+    ? []
+    : await findMissingKeys(ctx.kube, p.selection.labelSelectors, p.selection.pageSize);
+  if (!done && opts.failIfNoNodes) throw new UsageError(noNodesError(p.selection, missing));
+  const [msg, fields] = nothingToDoLine(done, p.selection, missing);
+  if (missing.length) ctx.log.warn(msg, fields);
+  else ctx.log.info(msg, fields);
   ctx.onNothingToDo?.();
-  if (!opts.report) return EXIT.ok;
+  const files = reportFiles(opts);
+  if (!files.length) return EXIT.ok;
   const now = new Date();
-  const written = writeReport({
-    path: opts.report,
-    format: opts.reportFormat,
+  const written = writeReports(files, {
     input: {
       startedAt: now,
       finishedAt: now,
@@ -277,6 +292,7 @@ function nothingToDo(
 export function nothingToDoLine(
   done: number,
   selection: Selection,
+  missing: readonly MissingKey[] = [],
 ): [string, Record<string, unknown>] {
   const fields = {
     event: "selected",
@@ -284,16 +300,38 @@ export function nothingToDoLine(
     skipped: { taint: 0, done },
     labelSelectors: selection.labelSelectors,
     fieldSelector: selection.fieldSelector,
+    ...(missing.length ? { missingKeys: missing } : {}),
   };
   if (done) {
     const which = done === 1 ? "the 1 selected node is" : `all ${done} selected nodes are`;
     return [`nothing to do: ${which} already done; exit 0`, fields];
   }
+  const typo = describeMissingKeys(missing);
   return [
     `nothing to do: No resources found: no node matches ${describeSelection(selection)} ` +
-    `(${kubectlGetNodes(selection)}); nothing created, exit 0`,
+    `(${kubectlGetNodes(selection)})${typo ? `; ${typo}` : ""}; nothing created, exit 0` +
+    (typo ? `; ${FAIL_IF_NO_NODES}` : ""),
     fields,
   ];
+}
+
+/** How to make an empty selection fail, said where a typo is likely. */
+const FAIL_IF_NO_NODES = "pass --fail-if-no-nodes to make an empty selection fail (exit 2)";
+
+/**
+ * The error of `--fail-if-no-nodes` when no node matches: the selection,
+ * its kubectl form, and the selector keys no node carries with the nearest.
+ *
+ * @example
+ * ```ts
+ * noNodesError({ labelSelectors: ["pol=gpu"], pageSize: 500, ignoreTaints: false }, []);
+ * // "No node matches --node-selector pol=gpu (kubectl get nodes -l pol=gpu); nothing created (--fail-if-no-nodes)"
+ * ```
+ */
+export function noNodesError(selection: Selection, missing: readonly MissingKey[]): string {
+  const typo = describeMissingKeys(missing);
+  return `No node matches ${describeSelection(selection)} (${kubectlGetNodes(selection)})` +
+    `${typo ? `; ${typo}` : ""}; nothing created (--fail-if-no-nodes)`;
 }
 
 /** The kubectl command that lists what a selection matches, one per united label selector. */
@@ -530,7 +568,9 @@ function checkAffinity(opts: RunConfig, podSpec: V1PodSpec, eligible: V1Node[]):
   if (!mismatched.length) return;
   const [name, why] = mismatched[0];
   throw new UsageError(
-    `Invalid job template ${opts.jobTemplate}: it excludes ${mismatched.length} selected node(s), ` +
+    `Invalid job template ${opts.jobTemplate}: it excludes ${
+      counted(mismatched.length, "selected node")
+    }, ` +
       `e.g. ${name} (${why}); a pod pinned to a node it does not match is rejected by the kubelet. ` +
       "Narrow the node selection or relax the template's nodeSelector/affinity",
   );

@@ -110,7 +110,7 @@ Deno.test({
     // Three domains, 1 each: 3 at once, and z1's two nodes take two rounds.
     assert.equal(
       estimateLine({ ...src, maintenance: { ...src.maintenance, postNodeDelaySecs: 0 } }),
-      "estimate: 2m00s for 4 node(s) (per-node median 1m00s of 1 node(s) in r.json; " +
+      "estimate: 2m00s for 4 nodes (per-node median 1m00s of 1 node in r.json; " +
         `3 at once, at most 1 per ${zone})`,
     );
   },
@@ -308,7 +308,7 @@ Deno.test("--dry-run=plan with a gate measures every query once, as the run does
       );
       assert.match(
         out.join(""),
-        new RegExp(`^Gate: 1 check\\(s\\) on ${url}: holds every start now \\(.*bad > 0`, "m"),
+        new RegExp(`^Gate: 1 check on ${url}: holds every start now \\(.*bad > 0`, "m"),
       );
     });
   } finally {

@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { checkedTemplate, nothingToDoLine, type SelectedFacts, selectedLine } from "./plan.ts";
+import {
+  checkedTemplate,
+  noNodesError,
+  nothingToDoLine,
+  type SelectedFacts,
+  selectedLine,
+} from "./plan.ts";
 import { parseJobTemplate, templateHash } from "../job.ts";
 import type { RunConfig, RunContext } from "./config.ts";
 import { parseMaxUnavailable } from "../maintenance/budget.ts";
@@ -130,6 +136,31 @@ Deno.test({
         assert.deepEqual(fields.skipped, { taint: 0, done });
       });
     }
+    await t.step("a key no node carries: a typo, the closest keys, and --fail-if-no-nodes", () => {
+      const missing = [{ key: "pol", closest: ["pool"] }];
+      const [msg, fields] = nothingToDoLine(
+        0,
+        { ...BY_LABEL, labelSelectors: ["pol=gpu"] },
+        missing,
+      );
+      assert.equal(
+        msg,
+        "nothing to do: No resources found: no node matches --node-selector pol=gpu " +
+          "(kubectl get nodes -l pol=gpu); no node has the label key pol (a typo? closest: pool); " +
+          "nothing created, exit 0; pass --fail-if-no-nodes to make an empty selection fail (exit 2)",
+      );
+      assert.deepEqual(fields.missingKeys, missing);
+    });
+    await t.step("--fail-if-no-nodes: the error names the selection and the typo", () => {
+      assert.equal(
+        noNodesError({ ...BY_LABEL, labelSelectors: ["pol=gpu"] }, [{
+          key: "pol",
+          closest: ["pool"],
+        }]),
+        "No node matches --node-selector pol=gpu (kubectl get nodes -l pol=gpu); no node has the " +
+          "label key pol (a typo? closest: pool); nothing created (--fail-if-no-nodes)",
+      );
+    });
   },
 });
 

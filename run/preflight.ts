@@ -328,12 +328,21 @@ function gateNeeds(
   }
 }
 
+/** The resources the run needs that belong to no namespace. */
+const CLUSTER_SCOPED: ReadonlySet<string> = new Set(["nodes"]);
+
 /** `list pods`, `create pods/eviction`: a need as the user reads it. */
 function describeNeed(n: PermissionNeed): string {
   const what = `${n.verb} ${n.resource}${n.subresource ? `/${n.subresource}` : ""}${
     n.name ? ` ${n.name}` : ""
   }`;
-  const where = n.namespace === undefined ? "all namespaces" : `in namespace ${n.namespace}`;
+  // Nodes belong to no namespace: "all namespaces" would send the reader to
+  // look for a RoleBinding in each, where only a ClusterRole can grant it.
+  const where = n.namespace !== undefined
+    ? `in namespace ${n.namespace}`
+    : CLUSTER_SCOPED.has(n.resource)
+    ? "cluster-scoped"
+    : "all namespaces";
   return `${what} (${where}; for ${[...new Set(n.flags)].join(", ")})`;
 }
 
@@ -369,9 +378,10 @@ export async function checkPermissions(
   const optional = optionalNeedsLine(lacking.filter((n) => n.optional));
   if (optional) warn?.(optional);
   const grants = [...new Set(missing.map((n) => n.grant))].join(", ");
+  const them = missing.length === 1 ? "it" : "them";
   throw new PermissionError(
     `Missing permission: cannot ${missing.map(describeNeed).join(", ")}; ` +
-      `grant it with the README's RBAC section: ${grants}`,
+      `grant ${them} with the README's RBAC section: ${grants}`,
   );
 }
 

@@ -350,7 +350,7 @@ Deno.test("checkPermissions() returns the optional needs the user lacks, for one
       ]);
       assert.equal(
         optionalNeedsLine(lacking),
-        "Pre-flight: no permission to watch nodes (all namespaces; for the re-read before " +
+        "Pre-flight: no permission to watch nodes (cluster-scoped; for the re-read before " +
           "each create (else a LIST)), watch jobs (in namespace ns; for the Jobs' watch (else " +
           "LIST polling)), create events (in namespace ns; for the rollout Events), create " +
           "events (in namespace default; for the Events on nodes); the rollout goes on " +
@@ -370,4 +370,22 @@ Deno.test({
     assert.deepEqual(patch.uses, ["the owner's progress annotation"]);
     assert.equal(patch.optional, undefined);
   },
+});
+
+Deno.test("checkPermissions() says grant them for several permissions and cluster-scoped for nodes", async () => {
+  await withServer(
+    () =>
+      Response.json({ kind: "SelfSubjectAccessReview", status: { allowed: false } }, {
+        status: 201,
+      }),
+    async (kube) => {
+      const needs = permissionNeeds(withFlags({ cordon: true, drain: DRAIN }));
+      const err = await checkPermissions(kube, needs).then(() => undefined, (e) => e);
+      assert.ok(err instanceof PermissionError, String(err));
+      assert.match(err.message, /patch nodes \(cluster-scoped; for --drain\)/);
+      assert.match(err.message, /list pods \(all namespaces; for --drain\)/);
+      assert.match(err.message, /; grant them with the README's RBAC section: /);
+      assert.doesNotMatch(err.message, /grant it\b/);
+    },
+  );
 });

@@ -12,6 +12,7 @@
  * @module
  */
 
+import { counted } from "../base/plural.ts";
 import { stringify } from "yaml";
 import type { V1Node } from "@kubernetes/client-node";
 import { type JobTemplate, labelValue, type RunIdentity, type TrackingKeys } from "../job.ts";
@@ -30,13 +31,13 @@ import { FilePause, OwnerPause } from "../engine/pause.ts";
 import { resolveMaxUnavailable } from "../maintenance/budget.ts";
 import { NodeWriter } from "../nodes/node_writer.ts";
 import { SuccessKeeper } from "../nodes/success_mark.ts";
-import type { RunConfig, RunContext } from "./config.ts";
+import { reportFiles, type RunConfig, type RunContext } from "./config.ts";
 import { failureBudget } from "../engine/safety.ts";
 import { Recorder, type RecorderOptions, type ReportInput } from "../report/report.ts";
 import { endOfRun, waitForEarlierRuns } from "./owner_guard.ts";
 import { jobApiFor, liveRun } from "./job_api.ts";
 import { PermissionError, resolveNamespace, validateOnServer } from "./preflight.ts";
-import { EXIT, exitCode, summarise, writeReport } from "../report/summary.ts";
+import { EXIT, exitCode, summarise, writeReports } from "../report/summary.ts";
 import { afterSuccess, anyPaused, availabilityBudget, keptSuccesses } from "./run_hooks.ts";
 import { NodeVerifier } from "../verify/verify.ts";
 import type { HoldAfterWave, SoakGate, WaveRecord } from "../engine/fanout_types.ts";
@@ -202,7 +203,7 @@ async function executeRun(
     // go, never one with a per-node Job active.
     if (guard) await endOfRun(guard);
   }
-  if (opts.report && !writeRunReport(x, started, cleanup, main)) return EXIT.failed;
+  if (reportFiles(opts).length && !writeRunReport(x, started, cleanup, main)) return EXIT.failed;
   return main.code;
 }
 
@@ -234,7 +235,7 @@ function windowCloses({ opts, plan, ctx }: Execution): number | undefined {
   ctx.log.warn(
     `incomplete: outside every --window (next opening ${
       describeNextOpening(windows, now) ?? "never"
-    }); ${left} nodes left, none started`,
+    }); ${counted(left, "node")} left, none started`,
     {
       event: "incomplete",
       reason: "window closed",
@@ -578,17 +579,22 @@ async function concludeMain(
   const summary = summarise(results, log, plan.namespace, plan.run, phase.started);
   if (stoppedBy) {
     const never = results.filter((r) => r.outcome === "notStarted").length;
-    log.warn(`rollout stopped: ${stoppedBy}; ${never} nodes were never started`, {
-      event: "stopped",
-      reason: stoppedBy,
-      notStarted: never,
-    });
+    log.warn(
+      `rollout stopped: ${stoppedBy}; ${counted(never, "node was", "nodes were")} never started`,
+      {
+        event: "stopped",
+        reason: stoppedBy,
+        notStarted: never,
+      },
+    );
   }
   const code = exitCode({ cleanup: phase.cleanup, results, stoppedBy, windowClosed, gateStopped });
   if (windowClosed) {
     const left = results.filter((r) => r.outcome === "notStarted").length;
     log.warn(
-      `incomplete: window closed; ${left} nodes left (a re-run inside a window resumes them)`,
+      `incomplete: window closed; ${
+        counted(left, "node")
+      } left (a re-run inside a window resumes them)`,
       { event: "incomplete", reason: "window closed", left },
     );
   }
@@ -634,11 +640,5 @@ function writeRunReport(
     })),
   };
   ctx.onReport?.(input);
-  return writeReport({
-    path: opts.report!,
-    format: opts.reportFormat,
-    input,
-    writeFile: ctx.writeFile,
-    log: ctx.log,
-  });
+  return writeReports(reportFiles(opts), { input, writeFile: ctx.writeFile, log: ctx.log });
 }

@@ -32,6 +32,7 @@ import {
   renderText,
   statusExitCode,
   type StatusView,
+  viewKey,
 } from "./view.ts";
 
 /** What `status` is asked. */
@@ -474,16 +475,18 @@ function render(view: StatusView, cfg: StatusConfig): string {
  */
 export async function runStatus(cfg: StatusConfig, ctx: StatusContext): Promise<number> {
   let view = await readStatus(cfg, ctx);
-  let shown = render(view, cfg);
-  ctx.stdout(shown);
+  let shown = viewKey(view);
+  ctx.stdout(render(view, cfg));
   while (cfg.watch && !ctx.signal.aborted) {
     await SYSTEM_CLOCK.sleep(cfg.watchIntervalSecs * 1000, ctx.signal);
     if (ctx.signal.aborted) break;
     view = await readStatus(cfg, ctx);
+    // Redraw only on change, as kubectl get --watch prints only changes: not
+    // on the ages and the heartbeat alone, which move at every read.
+    const key = viewKey(view);
+    if (key === shown) continue;
+    shown = key;
     const text = render(view, cfg);
-    // Redraw only on change, as kubectl get --watch prints only changes.
-    if (text === shown) continue;
-    shown = text;
     ctx.stdout(ctx.terminal ? `\x1b[H\x1b[2J${text}` : text);
   }
   return statusExitCode(view, { requireEnded: cfg.requireEnded });

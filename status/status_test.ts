@@ -390,7 +390,7 @@ Deno.test("status in text judges a dead run's succeeded Jobs (read as table rows
     ],
   );
   assert.deepEqual(json.rerun, { adopt: 0, count: 1, start: 1 });
-  assert.match(text, /count 1 finished ones and start 1 nodes/);
+  assert.match(text, /count 1 finished ones and start 1 node/);
 });
 
 Deno.test("status in text keeps queued a live run's node whose failed Job was made for the node its name had before, as -o json does", async () => {
@@ -595,6 +595,44 @@ Deno.test("status in text tells a node replaced since the run began on the API s
     return new Response(answer.body, { status: answer.status, headers });
   }, async (kube) => {
     const { printed } = await statusOnce(kube, "text");
-    assert.match(printed, /count 1 finished ones and start 1 nodes/, printed);
+    assert.match(printed, /count 1 finished ones and start 1 node/, printed);
+  });
+});
+
+Deno.test("status --watch in text prints again only when the view changes, not on a heartbeat that changed nothing", async () => {
+  let reads = 0;
+  const base = record(0);
+  const cm = async (r: RunRecord) => recordConfigMap(keys, r, await encodeRecord(r));
+  // A heartbeat write (a new updatedAt, nothing else), then a node succeeds.
+  const views = [
+    await cm(base),
+    await cm({ ...base, updatedAt: base.updatedAt + 10_000 }),
+    await cm({ ...record(1), startedAt: base.startedAt, updatedAt: base.updatedAt + 20_000 }),
+  ];
+  await withServer((req) => {
+    const path = new URL(req.url).pathname;
+    if (path === "/api/v1/namespaces/team/configmaps/run-record.up") {
+      reads++;
+      return Response.json(views[reads < 3 ? 0 : reads < 6 ? 1 : 2]);
+    }
+    if (path.endsWith("/jobs") || path === "/api/v1/nodes") return listAnswer(req, []);
+    return new Response("{}", { status: 404 });
+  }, async (kube) => {
+    const printed: string[] = [];
+    const stop = new AbortController();
+    await runStatus({ ...CONFIG, output: "text" }, {
+      kube,
+      env: () => undefined,
+      readFile: () => undefined,
+      terminal: false,
+      signal: stop.signal,
+      stdout: (text) => {
+        printed.push(text);
+        if (printed.length === 2) stop.abort();
+      },
+    });
+    assert.equal(printed.length, 2);
+    assert.match(printed[0], /2 nodes: 2 queued/);
+    assert.match(printed[1], /2 nodes: 1 succeeded, 1 queued/, "the second print is the change");
   });
 });

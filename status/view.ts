@@ -14,6 +14,7 @@
  * @module
  */
 
+import { counted } from "../base/plural.ts";
 import type { V1Job, V1Node } from "@kubernetes/client-node";
 import type { Phase } from "../engine/node_state.ts";
 import { FINAL, IN_FLIGHT } from "../engine/node_state.ts";
@@ -28,7 +29,7 @@ import {
 import { duration } from "../report/log.ts";
 import { keptKey, keptSuccess } from "../nodes/success_mark.ts";
 import { jobAction } from "../engine/stale.ts";
-import type { RunRecord } from "../report/record.ts";
+import type { RecordWave, RunRecord } from "../report/record.ts";
 
 /** A node's phase as status shows it: the engine's, or `unknown` without a record. */
 export type StatusPhase = Phase;
@@ -413,7 +414,45 @@ export function statusExitCode(view: StatusView, o: { requireEnded?: boolean } =
   return view.nodes.every((n) => n.phase === "succeeded") ? 0 : 1;
 }
 
-const age = (now: number, at?: number) => (at === undefined ? "-" : duration((now - at) / 1000));
+/**
+ * What `status --watch` compares between two reads: the view without what
+ * only the passing of time moves (the clock, the record's heartbeat, its
+ * rate, ETA and progress line, a soak's countdown), so that a heartbeat
+ * that changed nothing prints nothing, as `kubectl get --watch` prints only
+ * changes; the next change prints every age anew.
+ *
+ * @example
+ * ```ts
+ * viewKey(a) === viewKey({ ...a, now: a.now + 2_000 }); // true
+ * ```
+ */
+export function viewKey(view: StatusView): string {
+  const { now: _, record, ...rest } = view;
+  if (!record) return JSON.stringify(rest);
+  const { updatedAt: _u, rate: _r, etaSecs: _e, summary, wave, ...facts } = record;
+  return JSON.stringify({
+    ...rest,
+    record: {
+      ...facts,
+      // A live run's summary is its progress line (elapsed, rate): time alone moves it.
+      summary: view.life === "running" ? undefined : summary,
+      wave: wave && { ...wave, soakLeftMs: undefined },
+      paused: record.paused,
+      stoppedBy: record.stoppedBy,
+    },
+  });
+}
+
+const age = (now: number, at?: number) => (at === undefined ? "-" : ageText((now - at) / 1000));
+
+/**
+ * An age as kubectl prints one (`HumanDuration`): seconds under two minutes
+ * (`61s`, not a rounded `1m` for a Job started a minute ago), then minutes.
+ */
+function ageText(seconds: number): string {
+  const s = Math.max(0, Math.floor(seconds));
+  return s < 120 ? `${s}s` : duration(s);
+}
 
 /** Columns padded as kubectl pads them: three spaces between. */
 export function table(rows: string[][]): string[] {
@@ -428,16 +467,50 @@ function headLines(view: StatusView, now: number): string[] {
   if (!r) return lines;
   if (r.paused) lines.push(`paused by ${r.paused}`);
   if (r.stoppedBy) lines.push(`stopped: ${r.stoppedBy}`);
+  if (r.wave) lines.push(waveLine(r.wave));
   lines.push(
     `window: ${
       r.windowClosesAt === undefined ? "none" : `closes in ${age(r.windowClosesAt, now)}`
     }` +
       `; parallelism ${r.parallelism}` +
       (r.rate ? `; rate ${r.rate.toFixed(r.rate < 10 ? 2 : 0)} nodes/s` : "") +
-      (r.etaSecs !== undefined && view.life === "running" ? `; ETA ${duration(r.etaSecs)}` : ""),
+      etaText(view),
   );
   if (r.budget) lines.push(`budget: ${r.budget}`);
   return lines;
+}
+
+/** `wave: 2 of 3, soaking: 42s left before wave 3`: where a run in waves stands. */
+function waveLine(w: RecordWave): string {
+  const next = w.wave < w.waves ? ` before wave ${w.wave + 1}` : "";
+  if (w.stage === "soaking") {
+    return `wave: ${w.wave} of ${w.waves}, soaking: ${
+      ageText((w.soakLeftMs ?? 0) / 1000)
+    } left${next}`;
+  }
+  if (w.stage === "holding") {
+    return `wave: ${w.wave} of ${w.waves}, soaked; holding${next} until the gates let it open`;
+  }
+  return `wave: ${w.wave} of ${w.waves}, running`;
+}
+
+/**
+ * The ETA of a live run: none while paused or after a stop, which the rate
+ * (measured while starts ran) cannot foresee; said as such, not as a time.
+ */
+function etaText(view: StatusView): string {
+  const r = view.record;
+  if (!r || view.life !== "running") return "";
+  if (r.stoppedBy) return "; ETA none (stopped)";
+  if (r.paused) return "; ETA none (paused)";
+  return r.etaSecs !== undefined ? `; ETA ${duration(r.etaSecs)}` : "";
+}
+
+/** The ETA as `-o json` gives it: null while paused or after a stop. */
+function etaSecsOf(view: StatusView): number | null {
+  const r = view.record;
+  if (!r || r.paused || r.stoppedBy) return null;
+  return r.etaSecs ?? null;
 }
 
 function lifeLine(view: StatusView, now: number): string {
@@ -459,7 +532,7 @@ function rerunLine(view: StatusView): string[] {
   if (!r) return [];
   return [
     `a re-run would adopt ${r.adopt} running Jobs, count ${r.count} finished ones ` +
-    `and start ${r.start} nodes`,
+    `and start ${counted(r.start, "node")}`,
   ];
 }
 
@@ -481,7 +554,7 @@ function countLines(view: StatusView): string[] {
     "unknown",
   ];
   const parts = order.filter((p) => view.counts[p]).map((p) => `${view.counts[p]} ${p}`);
-  return [`${view.total} nodes: ${parts.join(", ") || "none"}`];
+  return [`${counted(view.total, "node")}: ${parts.join(", ") || "none"}`];
 }
 
 function section(title: string, rows: string[][]): string[] {
@@ -565,7 +638,17 @@ export function renderJson(view: StatusView): string {
         windowClosesAt: iso(r?.windowClosesAt) ?? null,
         parallelism: r?.parallelism ?? null,
         rate: r?.rate ?? null,
-        etaSecs: r?.etaSecs ?? null,
+        etaSecs: etaSecsOf(view),
+        wave: r?.wave
+          ? {
+            wave: r.wave.wave,
+            waves: r.wave.waves,
+            stage: r.wave.stage,
+            ...(r.wave.soakLeftMs === undefined
+              ? {}
+              : { soakLeftSecs: Math.round(r.wave.soakLeftMs / 1000) }),
+          }
+          : null,
         summary: r?.summary ?? null,
       },
       total: view.total,

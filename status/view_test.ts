@@ -137,12 +137,12 @@ Deno.test({
   permissions: "none",
   fn() {
     const text = renderText(view(), T0 + 70_000);
-    assert.match(text, /^run up in ops: running, started 1m ago, record 10s old$/m);
+    assert.match(text, /^run up in ops: running, started 70s ago, record 10s old$/m);
     assert.match(text, /^paused by file \/tmp\/pause$/m);
     assert.match(text, /^6 nodes: 1 succeeded, 1 failed, 1 running, 1 blocked, 2 queued$/m);
     assert.match(
       text,
-      /^IN FLIGHT\nNODE +PHASE +AGE +JOB +NOTE\nn2 +running +1m +up-n2 +stalled: Unschedulable: x$/m,
+      /^IN FLIGHT\nNODE +PHASE +AGE +JOB +NOTE\nn2 +running +70s +up-n2 +stalled: Unschedulable: x$/m,
     );
     assert.match(
       text,
@@ -150,10 +150,10 @@ Deno.test({
     );
     assert.match(
       text,
-      /^BLOCKED\nNODE +PHASE +AGE +PODS\nn4 +blocked +1m +pod ops\/db-0 \(app=db\)$/m,
+      /^BLOCKED\nNODE +PHASE +AGE +PODS\nn4 +blocked +65s +pod ops\/db-0 \(app=db\)$/m,
     );
     const wide = renderText(view(), T0 + 70_000, true);
-    assert.match(wide, /^n1 +up-n1 +1m +Failed +ours +failed +job up-n1 failed/m);
+    assert.match(wide, /^n1 +up-n1 +70s +Failed +ours +failed +job up-n1 failed/m);
     assert.match(wide, /^OTHERS\n/m);
   },
 });
@@ -563,6 +563,65 @@ Deno.test({
       done.metadata!.creationTimestamp = new Date(T0 + 3_600_000) as unknown as Date;
       const parts = { record: failed, jobs: [done], now: T0 + 3_700_000, writtenAt: T0 + 60_000 };
       assert.equal(viewOf(parts).nodes[0].phase, "failed");
+    });
+  },
+});
+
+Deno.test({
+  name: "status says the wave, its soak left, and no ETA while paused or after a stop",
+  permissions: "none",
+  async fn(t) {
+    const view = (extra: Partial<RunRecord>) =>
+      buildView({
+        namespace: "ops",
+        prefix: "up",
+        keys,
+        record: record({ paused: undefined, etaSecs: 300, rate: 0.5, ...extra }),
+        jobs: [],
+        nodes: new Map(),
+        now: T0 + 60_000,
+      });
+    const soaking = {
+      wave: { wave: 2, waves: 3, stage: "soaking" as const, soakLeftMs: 42_000 },
+    } as Partial<RunRecord>;
+    await t.step("text: the wave and its soak left", () => {
+      const text = renderText(view(soaking), T0 + 60_000);
+      assert.match(text, /^wave: 2 of 3, soaking: 42s left before wave 3$/m);
+      assert.match(text, /; ETA 5m/);
+    });
+    await t.step("-o wide says it too", () => {
+      assert.match(renderText(view(soaking), T0 + 60_000, true), /^wave: 2 of 3, soaking/m);
+    });
+    await t.step("-o json: run.wave", () => {
+      const json = JSON.parse(renderJson(view(soaking)));
+      assert.deepEqual(json.run.wave, { wave: 2, waves: 3, stage: "soaking", soakLeftSecs: 42 });
+    });
+    await t.step("paused: no ETA, it says paused", () => {
+      const v = view({ paused: "file /tmp/pause" });
+      const text = renderText(v, T0 + 60_000);
+      assert.doesNotMatch(text, /ETA \d/);
+      assert.match(text, /; ETA none \(paused\)/);
+      assert.equal(JSON.parse(renderJson(v)).run.etaSecs, null);
+    });
+    await t.step("stopped: no ETA, it says stopped", () => {
+      const v = view({ stoppedBy: "health gate breached" });
+      assert.match(renderText(v, T0 + 60_000), /; ETA none \(stopped\)/);
+      assert.equal(JSON.parse(renderJson(v)).run.etaSecs, null);
+    });
+    await t.step("an age under two minutes is said in seconds, as kubectl says it", () => {
+      const v = buildView({
+        namespace: "ops",
+        prefix: "up",
+        keys,
+        record: record({
+          paused: undefined,
+          nodes: [{ node: "n0", phase: "running", since: T0 + 60_000 - 61_000 }],
+        }),
+        jobs: [],
+        nodes: new Map(),
+        now: T0 + 60_000,
+      });
+      assert.match(renderText(v, T0 + 60_000), /^n0 +running +61s +/m);
     });
   },
 });
