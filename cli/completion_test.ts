@@ -122,6 +122,49 @@ Deno.test({
 });
 
 Deno.test({
+  name: "a kubeconfig's context name is offered as one word, its shell syntax never run",
+  ignore: !has("bash"),
+  async fn(t) {
+    const ws = workspace();
+    // Context names are free text: a shared kubeconfig may hold any.
+    Deno.writeTextFileSync(
+      `${ws.dir}/kubeconfig`,
+      `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://192.0.2.1:6443"}}]
+contexts:
+- {name: "$(touch ran)", context: {cluster: c}}
+- {name: "eu west", context: {cluster: c}}
+- {name: "x*", context: {cluster: c}}
+current-context: "eu west"
+`,
+    );
+    for (const shell of ["bash", "zsh"] as const) {
+      if (!has(shell)) continue;
+      await t.step(shell, () => {
+        const got = offered(shell, ws, [
+          "job-dispatcher",
+          "--kubeconfig",
+          "kubeconfig",
+          "--context",
+          "",
+        ]);
+        assert.throws(() => Deno.statSync(`${ws.dir}/ran`), Deno.errors.NotFound, "a name ran");
+        assert.deepEqual(got, ["\\$\\(touch\\ ran\\)", "eu\\ west", "x\\*"]);
+        const eu = offered(shell, ws, [
+          "job-dispatcher",
+          "--kubeconfig",
+          "kubeconfig",
+          "--context",
+          "eu",
+        ]);
+        assert.deepEqual(eu, ["eu\\ west"]);
+      });
+    }
+  },
+});
+
+Deno.test({
   name: "the zsh completion loads in zsh and completes through bashcompinit",
   ignore: !has("zsh"),
   async fn(t) {
