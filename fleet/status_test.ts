@@ -193,3 +193,22 @@ Deno.test("fleetView shows no per-cluster ETA while that cluster is paused", () 
   );
   assert.match(renderFleetView(v), /^fleet ETA: paused \(cluster a: gate\)$/m);
 });
+
+Deno.test({
+  name: "fleet status counts the soak from the end the API server stamped, not the writer's clock",
+  permissions: "none",
+  fn() {
+    // The bastion that wrote the record runs 5 minutes fast: its updatedAt is
+    // in our future. The fleet itself soaks from the server's stamp
+    // (fleet/cluster.ts recordedEnd); status must say the same soak left.
+    const skewed = record({ updatedAt: NOW + 300_000 - 10_000 });
+    const v = fleetView(
+      SPEC,
+      new Map([["a", { record: skewed, endedAt: NOW - 10_000 }]]),
+      "h",
+      NOW,
+    );
+    assert.equal(v.waitsFor, "soak, 50 s left");
+    assert.match(v.eta.text, /soak 50s left/);
+  },
+});
