@@ -85,6 +85,17 @@ function endedWell(n: RunRecord["nodes"][number]): boolean {
  * ({@linkcode endedCleanly}).
  */
 export async function recordedEnd(kube: Kube, key: RolloutKey): Promise<number | undefined> {
+  return (await readRecordEnd(kube, key)).endedAt;
+}
+
+/**
+ * The record and, when it says its rollout ended cleanly, when, on this
+ * process's clock ({@linkcode recordedEnd}): one read for `fleet status`.
+ */
+export async function readRecordEnd(
+  kube: Kube,
+  key: RolloutKey,
+): Promise<{ record?: RunRecord; endedAt?: number }> {
   const { record, writtenAt } = await readRecordWritten(kube, key);
   const end = endedCleanly(record, key.templateHash);
   // The record's updatedAt is its writer's clock: another bastion's after a
@@ -93,8 +104,10 @@ export async function recordedEnd(kube: Kube, key: RolloutKey): Promise<number |
   // hence the second added: a soak never ends early), and its Date header
   // says how far its clock is from ours.
   const offset = kube.serverClockOffsetMs;
-  if (end === undefined || writtenAt === undefined || offset === undefined) return end;
-  return writtenAt + 1000 - offset;
+  if (end === undefined || writtenAt === undefined || offset === undefined) {
+    return { record, endedAt: end };
+  }
+  return { record, endedAt: writtenAt + 1000 - offset };
 }
 
 /** Why a record's run ended as it did, in a few words. */

@@ -25,6 +25,7 @@ import { resolveOwner, validateOnServer } from "../run/preflight.ts";
 import {
   approvedBy,
   readRecord,
+  readRecordEnd,
   recordApproval,
   recordCause,
   recordedEnd,
@@ -508,9 +509,10 @@ export async function fleetStatus(
     const facts = new Map<string, ClusterFacts>();
     await Promise.all(members.map(async (m) => {
       try {
-        const record = await readRecord(m.kube, m.key);
+        const { record, endedAt } = await readRecordEnd(m.kube, m.key);
         facts.set(m.name, {
           record,
+          endedAt,
           approvedBy: await approvedBy(m.kube, m.key, stageOf.get(m.name)!),
         });
       } catch (e) {

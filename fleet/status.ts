@@ -21,6 +21,12 @@ export interface ClusterFacts {
   error?: string;
   /** Who approved its stage for this template, if anyone. */
   approvedBy?: string;
+  /**
+   * When its run ended cleanly, on this reader's clock (fleet/cluster.ts
+   * `recordedEnd`: the API server's stamp); else the record's updatedAt,
+   * its writer's clock, stands in.
+   */
+  endedAt?: number;
 }
 
 /** Where one cluster stands. */
@@ -166,7 +172,11 @@ function waitOf(
   const approval = stage.approval && unapproved.length > 0;
   const before = spec.stages[at - 1];
   if (before && before.soakSecs > 0) {
-    const ends = before.clusters.map((c) => facts.get(c)?.record?.updatedAt ?? 0);
+    // The soak the fleet waits out runs from the server-stamped end: the same clock as `now`.
+    const ends = before.clusters.map((c) => {
+      const f = facts.get(c);
+      return f?.endedAt ?? f?.record?.updatedAt ?? 0;
+    });
     const left = Math.ceil((Math.max(...ends) + before.soakSecs * 1000 - now) / 1000);
     if (left > 0) {
       return { stage: stage.name, waitsFor: `soak, ${left} s left`, soakLeft: left, approval };
