@@ -212,3 +212,26 @@ Deno.test({
     assert.match(v.eta.text, /soak 50s left/);
   },
 });
+
+Deno.test({
+  name:
+    "fleet status gives no ETA while the soak between stages is latched (pause file, exit latch)",
+  permissions: "none",
+  async fn(t) {
+    // Stage one ended 2 min ago: its 60 s soak is over by the clock, but a
+    // breach in the soak latched it (fleet/soak_gates.ts): the fleet holds on
+    // the pause file, or stopped (exit 5) on the cluster's exit latch.
+    const ended = { record: record({ updatedAt: NOW - 120_000 }) };
+    await t.step("the pause file exists", () => {
+      const v = fleetView(SPEC, new Map([["a", ended]]), "h", NOW, { paused: "/run/pause" });
+      assert.equal(v.eta.seconds, undefined, v.eta.text);
+      assert.match(v.eta.text, /^paused \(the pause file \/run\/pause exists/);
+    });
+    await t.step("a cluster's exit latch is set", () => {
+      const facts = new Map([["a", { ...ended, latch: "error rate 0.2 > 0.05" }]]);
+      const v = fleetView(SPEC, facts, "h", NOW);
+      assert.equal(v.eta.seconds, undefined, v.eta.text);
+      assert.match(v.eta.text, /^stopped \(cluster a: a health gate latched: error rate/);
+    });
+  },
+});
