@@ -36,7 +36,7 @@ import { type Stop, StopLine } from "./line.ts";
 import { openSoakGates } from "./soak_gates.ts";
 import { fleetJunit, fleetReport, fleetTimeline } from "./report.ts";
 import { fleetEta } from "./eta.ts";
-import { pauseFileFor, pauseOwnerFor } from "../gates/latch.ts";
+import { pauseFileFor, pauseOwnerFor, readExitLatch } from "../gates/latch.ts";
 import { fleetClusters, type FleetSpec } from "./spec.ts";
 import { type ClusterFacts, fleetView, renderFleetView } from "./status.ts";
 
@@ -513,13 +513,17 @@ export async function fleetStatus(
         facts.set(m.name, {
           record,
           endedAt,
+          latch: await readExitLatch(m.kube, m.key.namespace, m.key.prefix),
           approvedBy: await approvedBy(m.kube, m.key, stageOf.get(m.name)!),
         });
       } catch (e) {
         facts.set(m.name, { error: (e as Error).message });
       }
     }));
-    const view = fleetView(spec, facts, members[0].key.templateHash, Date.now());
+    // The pause file a breach in the soak latches (fleet/soak_gates.ts), read as the fleet reads it.
+    const pauseFile = opts.maintenance.pauseFile;
+    const paused = pauseFile && fileExists(pauseFile) ? pauseFile : undefined;
+    const view = fleetView(spec, facts, members[0].key.templateHash, Date.now(), { paused });
     env.stdout(output === "json" ? JSON.stringify(view, null, 2) + "\n" : renderFleetView(view));
     return view.clusters.some((r) => r.phase === "unreadable") ? EXIT.cluster : EXIT.ok;
   } finally {

@@ -27,6 +27,17 @@ export interface ClusterFacts {
    * its writer's clock, stands in.
    */
   endedAt?: number;
+  /**
+   * The breach its exit latch holds (gates/latch.ts), if set: a breach in the
+   * soak between stages stopped the fleet there, with no record to say so.
+   */
+  latch?: string;
+}
+
+/** What holds the whole fleet, beyond its clusters' records. */
+export interface FleetHolds {
+  /** The pause file, when it exists: a breach in the soak latched it and the fleet holds. */
+  paused?: string;
 }
 
 /** Where one cluster stands. */
@@ -127,6 +138,7 @@ export function fleetView(
   facts: ReadonlyMap<string, ClusterFacts>,
   hash: string,
   now: number,
+  holds: FleetHolds = {},
 ): FleetView {
   const clusters = spec.stages.flatMap((s) =>
     s.clusters.map((c) => rowOf(c, s.name, facts.get(c) ?? {}, hash, now))
@@ -135,7 +147,7 @@ export function fleetView(
     clusters.some((r) => r.stage === s.name && r.phase !== "ended")
   );
   const where = waitOf(spec, clusters, facts, at, now);
-  const eta = viewEta(spec, clusters, facts, at, where);
+  const eta = viewEta(spec, clusters, facts, at, where, holds);
   return { clusters, stage: where.stage, waitsFor: where.waitsFor, eta };
 }
 
@@ -208,8 +220,20 @@ function viewEta(
   facts: ReadonlyMap<string, ClusterFacts>,
   at: number,
   wait: Wait,
+  holds: FleetHolds,
 ): ViewEta {
   if (at < 0) return { seconds: 0, text: "0s" };
+  // A breach in the soak between stages latches outside any record: neither ends by itself.
+  const latched = clusters.find((r) => facts.get(r.cluster)?.latch !== undefined);
+  if (latched) {
+    const why = facts.get(latched.cluster)!.latch;
+    return { text: `stopped (cluster ${latched.cluster}: a health gate latched: ${why})` };
+  }
+  if (holds.paused) {
+    return {
+      text: `paused (the pause file ${holds.paused} exists; the fleet holds until removed)`,
+    };
+  }
   // A run stopped by its gate (`--on-gate-breach exit`) runs on while its Jobs in flight finish.
   const stopped = clusters.find((r) =>
     ["failed", "stopped", "dead"].includes(r.phase) || r.held === "stopped"
