@@ -99,6 +99,15 @@ const CASES: [string, string[], (got: string[]) => void][] = [
   ], (got) => {
     assert.deepEqual(got, ["dev", "prod-eu1"]);
   }],
+  // zsh's bashcompinit (and bash without "=" in COMP_WORDBREAKS) leaves --context=pr whole.
+  ["--context=pr keeps its --context=", [
+    "job-dispatcher",
+    "--kubeconfig",
+    "kubeconfig",
+    "--context=pr",
+  ], (got) => {
+    assert.deepEqual(got, ["--context=prod-eu1"]);
+  }],
   ["--namespace: nothing when the cluster does not answer", [
     "job-dispatcher",
     "--kubeconfig",
