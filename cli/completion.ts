@@ -153,7 +153,7 @@ _job_dispatcher() {
         local name
         COMPREPLY=()
         while IFS= read -r name; do
-          [[ -n "$name" && "$name" == "$cur"* ]] && COMPREPLY+=("$(printf '%q' "$name")")
+          [[ -n "$name" && "$name" == "$cur"* ]] && COMPREPLY+=("$prefix$(printf '%q' "$name")")
         done < <(job-dispatcher __complete "$kind" \\
           "\${COMP_WORDS[@]:1:$((COMP_CWORD - 1))}" 2>/dev/null)
         return ;;
