@@ -142,7 +142,8 @@ export function helpTopics(): string[] {
 
 /**
  * What `job-dispatcher help TOPIC` prints: the section, the subcommand's
- * manual, or the section that defines the flag; no topic: the manual.
+ * manual, or the section that defines the flag (the run's, else a
+ * subcommand's); no topic: the manual.
  *
  * @throws {UsageError} for an unknown topic, listing the topics
  * @example
@@ -164,6 +165,11 @@ export function helpText(topic: string | undefined): string {
     s.topic !== "most-used" && flagEntries(s.text).some((f) => f.name === word || f.short === word)
   );
   if (defining) return `${defining.text}\n`;
+  // A subcommand's own flag (status --watch, fleet --fleet-file): its manual's section.
+  const own = COMMANDS.filter((c) => c.name).flatMap((c) => manualSections(c.help)).find((s) =>
+    flagEntries(s.text).some((f) => f.name === word || f.short === word)
+  );
+  if (own) return `${own.text}\n`;
   throw new UsageError(
     `Unknown help topic ${JSON.stringify(topic)}: try one of ${helpTopics().join(", ")} ` +
       "(or a flag, e.g. help parallelism)",

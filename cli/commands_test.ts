@@ -28,6 +28,23 @@ Deno.test({
 });
 
 Deno.test({
+  name: "help FLAG finds a subcommand's own flag (help watch, help fleet-file) in its manual",
+  permissions: "none",
+  async fn(t) {
+    const cases: [string, string, string][] = [
+      ["watch", "FLAGS\n", "--watch"],
+      ["--fleet-file", "FLAGS\n", "--fleet-file PATH"],
+    ];
+    for (const [topic, start, has] of cases) {
+      await t.step(topic, () => {
+        const text = helpText(topic);
+        assert.ok(text.startsWith(start) && text.includes(has), text.slice(0, 80));
+      });
+    }
+  },
+});
+
+Deno.test({
   name: "help with an unknown topic is one line that lists the topics",
   permissions: "none",
   fn() {

@@ -26,7 +26,9 @@ export const COMPLETE_TIMEOUT_MS = 2000;
 export function typedValue(words: readonly string[], flag: string): string | undefined {
   let value: string | undefined;
   for (let i = 0; i < words.length; i++) {
-    if (words[i] === `--${flag}` && i + 1 < words.length) value = words[++i];
+    // bash hands `--flag=V` over split at "=" (COMP_WORDBREAKS): "--flag", "=", "V".
+    if (words[i] === `--${flag}` && words[i + 1] === "=") value = words[i += 2] ?? "";
+    else if (words[i] === `--${flag}` && i + 1 < words.length) value = words[++i];
     else if (words[i].startsWith(`--${flag}=`)) value = words[i].slice(flag.length + 3);
   }
   return value || undefined;

@@ -27,6 +27,9 @@ Deno.test({
       [["--context"], undefined],
       [["--contexts", "a"], undefined],
       [["--context="], undefined],
+      // bash splits --context=a at "=" (COMP_WORDBREAKS): the words the script passes.
+      [["--context", "=", "a"], "a"],
+      [["--context", "=", "a", "-n"], "a"],
     ];
     for (const [words, want] of cases) {
       await t.step(words.join(" "), () => assert.equal(typedValue(words, "context"), want));

@@ -148,8 +148,14 @@ _job_dispatcher() {
       files) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;
       contexts | namespaces)
         # The kubeconfig (and --context) typed so far; nothing offered on failure.
-        COMPREPLY=($(compgen -W "$(job-dispatcher __complete "$kind" \\
-          "\${COMP_WORDS[@]:1:$((COMP_CWORD - 1))}" 2>/dev/null)" -- "$cur"))
+        # A context's name is free text ("$(...)", "eu west"): matched and escaped
+        # here, one a line, never through compgen -W, which expands its words.
+        local name
+        COMPREPLY=()
+        while IFS= read -r name; do
+          [[ -n "$name" && "$name" == "$cur"* ]] && COMPREPLY+=("$prefix$(printf '%q' "$name")")
+        done < <(job-dispatcher __complete "$kind" \\
+          "\${COMP_WORDS[@]:1:$((COMP_CWORD - 1))}" 2>/dev/null)
         return ;;
       *) COMPREPLY=($(compgen -P "$prefix" -W "\${kind#w }" -- "$cur")); return ;;
     esac

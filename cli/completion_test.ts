@@ -99,6 +99,15 @@ const CASES: [string, string[], (got: string[]) => void][] = [
   ], (got) => {
     assert.deepEqual(got, ["dev", "prod-eu1"]);
   }],
+  // zsh's bashcompinit (and bash without "=" in COMP_WORDBREAKS) leaves --context=pr whole.
+  ["--context=pr keeps its --context=", [
+    "job-dispatcher",
+    "--kubeconfig",
+    "kubeconfig",
+    "--context=pr",
+  ], (got) => {
+    assert.deepEqual(got, ["--context=prod-eu1"]);
+  }],
   ["--namespace: nothing when the cluster does not answer", [
     "job-dispatcher",
     "--kubeconfig",
@@ -117,6 +126,49 @@ Deno.test({
     const ws = workspace();
     for (const [name, words, check] of CASES) {
       await t.step(name, () => check(offered("bash", ws, words)));
+    }
+  },
+});
+
+Deno.test({
+  name: "a kubeconfig's context name is offered as one word, its shell syntax never run",
+  ignore: !has("bash"),
+  async fn(t) {
+    const ws = workspace();
+    // Context names are free text: a shared kubeconfig may hold any.
+    Deno.writeTextFileSync(
+      `${ws.dir}/kubeconfig`,
+      `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://192.0.2.1:6443"}}]
+contexts:
+- {name: "$(touch ran)", context: {cluster: c}}
+- {name: "eu west", context: {cluster: c}}
+- {name: "x*", context: {cluster: c}}
+current-context: "eu west"
+`,
+    );
+    for (const shell of ["bash", "zsh"] as const) {
+      if (!has(shell)) continue;
+      await t.step(shell, () => {
+        const got = offered(shell, ws, [
+          "job-dispatcher",
+          "--kubeconfig",
+          "kubeconfig",
+          "--context",
+          "",
+        ]);
+        assert.throws(() => Deno.statSync(`${ws.dir}/ran`), Deno.errors.NotFound, "a name ran");
+        assert.deepEqual(got, ["\\$\\(touch\\ ran\\)", "eu\\ west", "x\\*"]);
+        const eu = offered(shell, ws, [
+          "job-dispatcher",
+          "--kubeconfig",
+          "kubeconfig",
+          "--context",
+          "eu",
+        ]);
+        assert.deepEqual(eu, ["eu\\ west"]);
+      });
     }
   },
 });

@@ -118,6 +118,18 @@ export function notEnded(record: RunRecord | undefined, key: RolloutKey): string
   return recordCause(record) ?? "its run record does not say every node succeeded";
 }
 
+/**
+ * The record and, when it says its rollout ended cleanly, when, on this
+ * process's clock ({@linkcode recordedEnd}): one read for `fleet status`.
+ */
+export async function readRecordEnd(
+  kube: Kube,
+  key: RolloutKey,
+): Promise<{ record?: RunRecord; endedAt?: number }> {
+  const written = await readRecordWritten(kube, key);
+  return { record: written.record, endedAt: endOnOurClock(kube, key, written) };
+}
+
 function endOnOurClock(
   kube: Kube,
   key: RolloutKey,

@@ -26,6 +26,7 @@ import { FleetLease, leaseNeeds, processAlive, readHolder, thisProcess } from ".
 import {
   approvedBy,
   readRecord,
+  readRecordEnd,
   recordApproval,
   recordCause,
   recordedEnd,
@@ -37,7 +38,7 @@ import { type Stop, StopLine } from "./line.ts";
 import { openSoakGates } from "./soak_gates.ts";
 import { fleetJunit, fleetReport, fleetTimeline } from "./report.ts";
 import { fleetEta } from "./eta.ts";
-import { pauseFileFor, pauseOwnerFor } from "../gates/latch.ts";
+import { pauseFileFor, pauseOwnerFor, readExitLatch } from "../gates/latch.ts";
 import { fleetClusters, type FleetSpec } from "./spec.ts";
 import { type ClusterFacts, type FleetView, fleetView, renderFleetView } from "./status.ts";
 
@@ -591,16 +592,21 @@ export async function fleetStatus(
     const facts = new Map<string, ClusterFacts>();
     await Promise.all(members.map(async (m) => {
       try {
-        const record = await readRecord(m.kube, m.key);
+        const { record, endedAt } = await readRecordEnd(m.kube, m.key);
         facts.set(m.name, {
           record,
+          endedAt,
+          latch: await readExitLatch(m.kube, m.key.namespace, m.key.prefix),
           approvedBy: await approvedBy(m.kube, m.key, stageOf.get(m.name)!),
         });
       } catch (e) {
         facts.set(m.name, { error: (e as Error).message });
       }
     }));
-    const view = fleetView(spec, facts, members[0].key.templateHash, Date.now());
+    // The pause file a breach in the soak latches (fleet/soak_gates.ts), read as the fleet reads it.
+    const pauseFile = opts.maintenance.pauseFile;
+    const paused = pauseFile && fileExists(pauseFile) ? pauseFile : undefined;
+    const view = fleetView(spec, facts, members[0].key.templateHash, Date.now(), { paused });
     view.heldBy = await leaseHolderOf(members);
     env.stdout(output === "json" ? JSON.stringify(view, null, 2) + "\n" : renderFleetView(view));
     return view.clusters.some((r) => r.phase === "unreadable") ? EXIT.cluster : EXIT.ok;

@@ -21,6 +21,23 @@ export interface ClusterFacts {
   error?: string;
   /** Who approved its stage for this template, if anyone. */
   approvedBy?: string;
+  /**
+   * When its run ended cleanly, on this reader's clock (fleet/cluster.ts
+   * `recordedEnd`: the API server's stamp); else the record's updatedAt,
+   * its writer's clock, stands in.
+   */
+  endedAt?: number;
+  /**
+   * The breach its exit latch holds (gates/latch.ts), if set: a breach in the
+   * soak between stages stopped the fleet there, with no record to say so.
+   */
+  latch?: string;
+}
+
+/** What holds the whole fleet, beyond its clusters' records. */
+export interface FleetHolds {
+  /** The pause file, when it exists: a breach in the soak latched it and the fleet holds. */
+  paused?: string;
 }
 
 /** Where one cluster stands. */
@@ -123,6 +140,7 @@ export function fleetView(
   facts: ReadonlyMap<string, ClusterFacts>,
   hash: string,
   now: number,
+  holds: FleetHolds = {},
 ): FleetView {
   const clusters = spec.stages.flatMap((s) =>
     s.clusters.map((c) => rowOf(c, s.name, facts.get(c) ?? {}, hash, now))
@@ -131,7 +149,7 @@ export function fleetView(
     clusters.some((r) => r.stage === s.name && r.phase !== "ended")
   );
   const where = waitOf(spec, clusters, facts, at, now);
-  const eta = viewEta(spec, clusters, facts, at, where);
+  const eta = viewEta(spec, clusters, facts, at, where, holds);
   return { clusters, stage: where.stage, waitsFor: where.waitsFor, eta };
 }
 
@@ -168,7 +186,11 @@ function waitOf(
   const approval = stage.approval && unapproved.length > 0;
   const before = spec.stages[at - 1];
   if (before && before.soakSecs > 0) {
-    const ends = before.clusters.map((c) => facts.get(c)?.record?.updatedAt ?? 0);
+    // The soak the fleet waits out runs from the server-stamped end: the same clock as `now`.
+    const ends = before.clusters.map((c) => {
+      const f = facts.get(c);
+      return f?.endedAt ?? f?.record?.updatedAt ?? 0;
+    });
     const left = Math.ceil((Math.max(...ends) + before.soakSecs * 1000 - now) / 1000);
     if (left > 0) {
       return { stage: stage.name, waitsFor: `soak, ${left} s left`, soakLeft: left, approval };
@@ -200,8 +222,20 @@ function viewEta(
   facts: ReadonlyMap<string, ClusterFacts>,
   at: number,
   wait: Wait,
+  holds: FleetHolds,
 ): ViewEta {
   if (at < 0) return { seconds: 0, text: "0s" };
+  // A breach in the soak between stages latches outside any record: neither ends by itself.
+  const latched = clusters.find((r) => facts.get(r.cluster)?.latch !== undefined);
+  if (latched) {
+    const why = facts.get(latched.cluster)!.latch;
+    return { text: `stopped (cluster ${latched.cluster}: a health gate latched: ${why})` };
+  }
+  if (holds.paused) {
+    return {
+      text: `paused (the pause file ${holds.paused} exists; the fleet holds until removed)`,
+    };
+  }
   // A run stopped by its gate (`--on-gate-breach exit`) runs on while its Jobs in flight finish.
   const stopped = clusters.find((r) =>
     ["failed", "stopped", "dead"].includes(r.phase) || r.held === "stopped"

@@ -207,3 +207,45 @@ Deno.test("renderFleetView names the fleet process holding the lease, while one 
     "fleet: run by bob@bastion pid 7 (fleet f.yaml), its lease renewed 2026-12-03T12:00:00Z",
   );
 });
+
+Deno.test({
+  name: "fleet status counts the soak from the end the API server stamped, not the writer's clock",
+  permissions: "none",
+  fn() {
+    // The bastion that wrote the record runs 5 minutes fast: its updatedAt is
+    // in our future. The fleet itself soaks from the server's stamp
+    // (fleet/cluster.ts recordedEnd); status must say the same soak left.
+    const skewed = record({ updatedAt: NOW + 300_000 - 10_000 });
+    const v = fleetView(
+      SPEC,
+      new Map([["a", { record: skewed, endedAt: NOW - 10_000 }]]),
+      "h",
+      NOW,
+    );
+    assert.equal(v.waitsFor, "soak, 50 s left");
+    assert.match(v.eta.text, /soak 50s left/);
+  },
+});
+
+Deno.test({
+  name:
+    "fleet status gives no ETA while the soak between stages is latched (pause file, exit latch)",
+  permissions: "none",
+  async fn(t) {
+    // Stage one ended 2 min ago: its 60 s soak is over by the clock, but a
+    // breach in the soak latched it (fleet/soak_gates.ts): the fleet holds on
+    // the pause file, or stopped (exit 5) on the cluster's exit latch.
+    const ended = { record: record({ updatedAt: NOW - 120_000 }) };
+    await t.step("the pause file exists", () => {
+      const v = fleetView(SPEC, new Map([["a", ended]]), "h", NOW, { paused: "/run/pause" });
+      assert.equal(v.eta.seconds, undefined, v.eta.text);
+      assert.match(v.eta.text, /^paused \(the pause file \/run\/pause exists/);
+    });
+    await t.step("a cluster's exit latch is set", () => {
+      const facts = new Map([["a", { ...ended, latch: "error rate 0.2 > 0.05" }]]);
+      const v = fleetView(SPEC, facts, "h", NOW);
+      assert.equal(v.eta.seconds, undefined, v.eta.text);
+      assert.match(v.eta.text, /^stopped \(cluster a: a health gate latched: error rate/);
+    });
+  },
+});
