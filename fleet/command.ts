@@ -64,7 +64,7 @@ export interface FleetEnv {
 }
 
 /** One cluster, connected. */
-interface Member {
+export interface Member {
   name: string;
   cfg: RunConfig;
   kube: Kube;
@@ -372,7 +372,7 @@ function writeFleetReport(
  * meanwhile (ours expired in an outage and another process took it) stops
  * the fleet as a signal does, exit 3.
  */
-async function withLease(
+export async function withLease(
   spec: FleetSpec,
   members: Member[],
   env: FleetEnv,
