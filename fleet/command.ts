@@ -367,8 +367,12 @@ function writeFleetReport(
  * Runs `fleet` holding the fleet's lease in every cluster (fleet/lease.ts):
  * its rights asked first (the pre-flight), then taken before the first
  * write anywhere, renewed meanwhile, released at the end. A live lease of
- * another process yields, as a run yields to a live run of its prefix:
- * one line naming the holder, exit 0, nothing created. A lease lost
+ * another process refuses this one: one line naming the holder, nothing
+ * created, exit 3 (the clusters could not be used before any dispatch), as
+ * `helm upgrade` fails while another operation holds the release. Not exit
+ * 0: a single run yields with exit 0 only when asked (`--yield-to-live-run`),
+ * and a pipeline that started the fleet twice must not go green having rolled
+ * out nothing. A lease lost
  * meanwhile (ours expired in an outage and another process took it) stops
  * the fleet as a signal does, exit 3.
  */
@@ -407,8 +411,8 @@ export async function withLease(
     return { yielded: env.errorCode(e, env.log) };
   }
   if (refused) {
-    env.log.info(refused, { event: "fleetYielded", lease: lease.name });
-    return { yielded: EXIT.ok };
+    env.log.error(refused, { event: "fleetLeaseHeld", lease: lease.name });
+    return { yielded: EXIT.cluster };
   }
   try {
     const code = await fleet(AbortSignal.any([env.signal, lost.signal]));

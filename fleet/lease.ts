@@ -163,13 +163,13 @@ export function leaseNeeds(namespace: string): PermissionNeed[] {
 const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, "Z");
 
 /**
- * The one line a refused fleet process says, in the words of a run that
- * yields to a live run of its prefix (run/run.ts `yieldsToLiveRun`).
+ * The one line a refused fleet process says (exit 3, fleet/command.ts
+ * `withLease`): who holds the lease, and when it may be taken over.
  */
 export function refusal(cluster: string, name: string, h: HeldBy, serverNow: number): string {
   const ago = Math.max(0, Math.round((serverNow - h.renewedAt) / 1000));
   const left = Math.max(0, Math.ceil((h.expiresAt - serverNow) / 1000));
-  return `yielding: fleet lease ${name} in cluster ${cluster} is held by ${h.holder}` +
+  return `refused: fleet lease ${name} in cluster ${cluster} is held by ${h.holder}` +
     `${h.fleet ? ` (fleet ${h.fleet})` : ""}, renewed ${iso(h.renewedAt)} (${ago} s ago); ` +
     `creating nothing: stop that process first, or, if it is gone, run again after ` +
     `${iso(h.expiresAt)} (${left} s)`;
@@ -325,7 +325,7 @@ export class FleetLease {
         this.#rv.set(m.name, now.metadata?.resourceVersion ?? "");
         return undefined;
       }
-      return this.#refusal(m, now) ?? `yielding: fleet lease ${this.#name} in cluster ${m.name} ` +
+      return this.#refusal(m, now) ?? `refused: fleet lease ${this.#name} in cluster ${m.name} ` +
           "changed while it was taken; creating nothing: run again";
     }
   }

@@ -117,7 +117,7 @@ Deno.test("FleetLease takes the lease in every cluster; a second process is refu
   const refused = await second.take();
   assert.match(
     refused!,
-    /^yielding: fleet lease fleet-lease\.drv in cluster c1 is held by one@bastion pid 1 \(fleet f\.yaml\), renewed 2026-12-03T12:00:00Z \(0 s ago\); creating nothing: stop that process first, or, if it is gone, run again after 2026-12-03T12:00:15Z \(15 s\)$/,
+    /^refused: fleet lease fleet-lease\.drv in cluster c1 is held by one@bastion pid 1 \(fleet f\.yaml\), renewed 2026-12-03T12:00:00Z \(0 s ago\); creating nothing: stop that process first, or, if it is gone, run again after 2026-12-03T12:00:15Z \(15 s\)$/,
   );
   assert.equal(writes().length, before, "the refused process wrote nothing");
   await first.release();
