@@ -64,14 +64,7 @@ export function thisProcess(fleet: string): Holder {
       return undefined;
     }
   };
-  let host = env("HOSTNAME");
-  if (!host) {
-    try {
-      host = Deno.readTextFileSync("/etc/hostname").trim();
-    } catch {
-      host = "unknown-host";
-    }
-  }
+  const host = thisProcessHost(env("HOSTNAME"));
   const user = env("USER") ?? env("USERNAME") ?? "someone";
   return {
     id: crypto.randomUUID(),
@@ -80,6 +73,23 @@ export function thisProcess(fleet: string): Holder {
     pid: Deno.pid,
     fleet,
   };
+}
+
+/**
+ * This host's name: `$HOSTNAME`, else /etc/hostname, else a placeholder.
+ *
+ * @param read reads /etc/hostname (a test gives its own)
+ */
+export function thisProcessHost(
+  hostname: string | undefined,
+  read: () => string = () => Deno.readTextFileSync("/etc/hostname"),
+): string {
+  if (hostname) return hostname;
+  try {
+    return read().trim() || "unknown-host";
+  } catch {
+    return "unknown-host";
+  }
 }
 
 /**
