@@ -86,11 +86,18 @@ export function thisProcessHost(
 ): string {
   if (hostname) return hostname;
   try {
-    return read().trim() || "unknown-host";
+    return read().trim() || UNKNOWN_HOST;
   } catch {
-    return "unknown-host";
+    return UNKNOWN_HOST;
   }
 }
+
+/**
+ * The host of a process that could not tell its own: no process of ours can
+ * say whether the holder's pid runs on the holder's machine, so only the
+ * expiry frees its lease.
+ */
+const UNKNOWN_HOST = "unknown-host";
 
 /**
  * The lease's ConfigMap name for a prefix.
@@ -129,7 +136,10 @@ export function leaseHolder(
   const renewedAt = Date.parse(data.renewedAt ?? "");
   const expiresAt = renewedAt + Number(data.durationSecs ?? LEASE_SECS) * 1000;
   if (!(expiresAt > serverNow)) return undefined;
-  if (data.host === me.host && alive(Number(data.pid)) === false) return undefined;
+  // Same host, and its process gone: a kill -9 on this bastion, gone at once.
+  // A pid reused since still runs, and the expiry then frees it.
+  const here = data.host === me.host && data.host !== UNKNOWN_HOST;
+  if (here && alive(Number(data.pid)) === false) return undefined;
   return {
     holder: data.holder ?? "an unnamed holder",
     fleet: data.fleet ?? "",
