@@ -646,13 +646,15 @@ Deno.test({
         async () => {
           // As the step above, the latch on each cluster's owner Job (--owner-job-name)
           // instead of a pause file: c1 (bad-000 first) stops the line, c2 is held.
+          // Jobs of 10 s, as above: c2's third would start at ~20 s, a margin a
+          // loaded machine keeps (with 6 s it was ~12 s, half the stop's lead).
           await Promise.all(clusters.map((c) => ownerJob(c, NS, "fleet-owner")));
           const yaml = "stages: [{name: one, clusters: [c1, c2]}, {name: two, clusters: [c3]}]";
           const args = await fleet(
             yaml,
             "ohold",
             ["--parallelism", "1", "--max-failures", "0", "--owner-job-name", "fleet-owner"],
-            "6s",
+            "10s",
           );
           const live = spawnDispatcher(args, env);
           const owner = ["get", "job", "fleet-owner", "-n", NS, "-o", "json"];
