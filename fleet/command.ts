@@ -32,7 +32,7 @@ import {
   recordSettled,
   type RolloutKey,
 } from "./cluster.ts";
-import { type ClusterRunner, runFleet } from "./fleet.ts";
+import { type ClusterLine, type ClusterRunner, runFleet } from "./fleet.ts";
 import { type Stop, StopLine } from "./line.ts";
 import { openSoakGates } from "./soak_gates.ts";
 import { fleetJunit, fleetReport, fleetTimeline } from "./report.ts";
@@ -246,22 +246,14 @@ function runnerOf(
   cleanup: JobTemplate | undefined,
   env: FleetEnv,
   reports: Map<string, ReportInput>,
+  signal: () => AbortSignal,
 ): ClusterRunner {
   const m = (name: string) => members.get(name)!;
   return {
     endedAt: (c) => recordedEnd(m(c).kube, m(c).key),
     settled: (c) => recordSettled(m(c).kube, m(c).key),
     run: async (c, line) => {
-      // The fleet's line is one more pause gate of the run: another cluster's stop holds it.
-      // Its stops (a breach, the failure budget) stop the line through an
-      // explicit hook, not by listening for the log's event names.
-      const ctx = {
-        ...env.context(m(c).kube, m(c).log),
-        hold: line.hold,
-        onStop: line.stopped,
-        onReport: (input: ReportInput) => reports.set(c, input),
-        onNothingToDo: line.nothingToDo,
-      };
+      const ctx = clusterRunContext(env, m(c), line, (input) => reports.set(c, input), signal());
       try {
         return await runDispatcher(m(c).cfg, template, ctx, cleanup);
       } catch (e) {
@@ -274,6 +266,29 @@ function runnerOf(
     },
     approvedBy: (stage, c) => approvedBy(m(c).kube, m(c).key, stage),
     soakGates: (clusters) => openSoakGates(clusters.map(m), env.log, fileExists),
+  };
+}
+
+/**
+ * The context of one cluster's run in the fleet: the process's, with the
+ * fleet's line as one more pause gate (another cluster's stop holds it) and
+ * its hooks (the run's stops, its report, a selection of no node).
+ */
+export function clusterRunContext(
+  env: FleetEnv,
+  m: Pick<Member, "kube" | "log">,
+  line: ClusterLine,
+  onReport: (input: ReportInput) => void,
+  _signal: AbortSignal,
+): RunContext {
+  // Its stops (a breach, the failure budget) stop the line through an
+  // explicit hook, not by listening for the log's event names.
+  return {
+    ...env.context(m.kube, m.log),
+    hold: line.hold,
+    onStop: line.stopped,
+    onReport,
+    onNothingToDo: line.nothingToDo,
   };
 }
 
@@ -298,7 +313,8 @@ export async function fleetCommand(
     if (refused !== undefined) return refused;
     const reports = new Map<string, ReportInput>();
     const byName = new Map(members.map((x) => [x.name, x]));
-    const runner = runnerOf(byName, template, cleanup, env, reports);
+    const runSignal = env.signal;
+    const runner = runnerOf(byName, template, cleanup, env, reports, () => runSignal);
     const line = stopLine(opts, members);
     const held = await withLease(spec, members, env, (signal) =>
       runFleet(spec, {

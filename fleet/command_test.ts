@@ -6,6 +6,7 @@ import { SELF_SUBJECT_ACCESS_REVIEWS } from "../run/preflight.ts";
 import { FakeConfigMaps } from "../testing/fake_configmaps.ts";
 import {
   clusterConfig,
+  clusterRunContext,
   type FleetEnv,
   fleetOrder,
   fleetPath,
@@ -138,4 +139,28 @@ Deno.test("a fleet process refused by a live lease exits 3, not 0: a second star
     said.join("\n"),
     /fleet lease fleet-lease\.drv in cluster a is held by bob@other pid 7/,
   );
+});
+
+Deno.test("a cluster's run stops when the fleet's lease is lost, as on a signal: its context carries the fleet's signal", () => {
+  const processSignal = new AbortController();
+  const lost = new AbortController();
+  const env = {
+    signal: processSignal.signal,
+    context: (_k: Kube, _l: Logger, signal = processSignal.signal) => ({ signal }),
+  } as unknown as FleetEnv;
+  const line = { hold: {}, stopped: () => {}, nothingToDo: () => {} } as unknown as Parameters<
+    typeof clusterRunContext
+  >[2];
+  const fleetSignal = AbortSignal.any([processSignal.signal, lost.signal]);
+  const ctx = clusterRunContext(
+    env,
+    leaseMember("a", new FakeConfigMaps()),
+    line,
+    () => {},
+    fleetSignal,
+  );
+  // Another process took the lease over (ours expired in an outage): it now
+  // runs these clusters, so a run of ours that went on would be a second one.
+  lost.abort();
+  assert.equal(ctx.signal.aborted, true, "the run goes on after the lease was lost");
 });
