@@ -45,8 +45,11 @@ import { type ClusterFacts, type FleetView, fleetView, renderFleetView } from ".
 export interface FleetEnv {
   /** Connects to one cluster as the CLI does (no request made). */
   connect: (cfg: RunConfig, log: Logger) => Promise<Kube>;
-  /** The run's surroundings in one cluster. */
-  context: (kube: Kube, log: Logger) => RunContext;
+  /**
+   * The run's surroundings in one cluster; `signal` (default: SIGINT/SIGTERM)
+   * stops the run as those do.
+   */
+  context: (kube: Kube, log: Logger, signal?: AbortSignal) => RunContext;
   /** Says an error as the CLI does, on `log`, and returns its exit code. */
   errorCode: (e: unknown, log: Logger) => number;
   /** The log of one cluster's run (its lines name the cluster). */
@@ -279,12 +282,15 @@ export function clusterRunContext(
   m: Pick<Member, "kube" | "log">,
   line: ClusterLine,
   onReport: (input: ReportInput) => void,
-  _signal: AbortSignal,
+  signal: AbortSignal,
 ): RunContext {
   // Its stops (a breach, the failure budget) stop the line through an
   // explicit hook, not by listening for the log's event names.
   return {
-    ...env.context(m.kube, m.log),
+    // The fleet's signal, not only the process's: a lease lost to another
+    // process (ours expired in an outage) stops the runs in flight as
+    // SIGTERM does, or they would go on beside that process's runs.
+    ...env.context(m.kube, m.log, signal),
     hold: line.hold,
     onStop: line.stopped,
     onReport,
@@ -313,11 +319,12 @@ export async function fleetCommand(
     if (refused !== undefined) return refused;
     const reports = new Map<string, ReportInput>();
     const byName = new Map(members.map((x) => [x.name, x]));
-    const runSignal = env.signal;
+    let runSignal = env.signal;
     const runner = runnerOf(byName, template, cleanup, env, reports, () => runSignal);
     const line = stopLine(opts, members);
-    const held = await withLease(spec, members, env, (signal) =>
-      runFleet(spec, {
+    const held = await withLease(spec, members, env, (signal) => {
+      runSignal = signal; // the runs', too: a lost lease stops them
+      return runFleet(spec, {
         runner,
         log: env.log,
         signal,
@@ -326,7 +333,8 @@ export async function fleetCommand(
         approvalPollMs: Math.max(1000, opts.pollIntervalSecs * 1000),
         approveHint: env.approveHint,
         line,
-      }));
+      });
+    });
     if (held.yielded !== undefined) return held.yielded;
     const exitCode = held.code;
     // The runs' own files and this one go through the run's file access.
