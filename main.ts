@@ -259,7 +259,8 @@ function fleetEnv(f: FleetOptions, stop: StopSignals, log: Logger): FleetEnv {
   const signal = stop.controller.signal;
   return {
     connect: (cfg, clusterLog) => connect(cfg as Options, signal, clusterLog),
-    context: (kube, clusterLog) => processContext(kube, clusterLog, signal, false),
+    context: (kube, clusterLog, runSignal = signal) =>
+      processContext(kube, clusterLog, runSignal, false),
     errorCode: (e, clusterLog) =>
       exitForError(e, { log: clusterLog, stopped: stop.stopped, exitCode: stop.exitCode }),
     logFor: (cluster) => clusterLogger(f.run, cluster),

@@ -46,7 +46,7 @@ USAGE
 
   One fleet process at a time: a lease (ConfigMap fleet-lease.<prefix> in
   each cluster, renewed every 5 s) is taken before the first write; a second
-  process finding a live one says who holds it and exits 0, creating
+  process finding a live one says who holds it and exits 3, creating
   nothing. A lease not renewed for 15 s, or whose process on this host is
   gone (kill -9), is taken over.
 

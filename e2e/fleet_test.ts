@@ -422,7 +422,7 @@ Deno.test({
       );
 
       await t.step(
-        "two fleet processes at once: the second yields to the first's lease, creating nothing",
+        "two fleet processes at once: the second is refused by the first's lease (exit 3), creating nothing",
         async () => {
           const yaml = "stages: [{name: one, clusters: [c3], approval: true}]";
           const args = await fleet(yaml, "lease");
@@ -436,10 +436,11 @@ Deno.test({
           const lease = ["get", "configmap", "-n", NS, "fleet-lease.lease", "-o", "json"];
           const held = JSON.parse((await c3.kubectl(lease)).stdout);
           const second = await run(args);
-          assert.equal(second.code, 0, second.stderr);
+          // Not 0: a pipeline that started the fleet twice must not go green.
+          assert.equal(second.code, 3, second.stderr);
           assert.match(
             second.stderr,
-            /yielding: fleet lease fleet-lease\.lease in cluster c3 is held by \S+ pid \d+ \(fleet [^)]+\), renewed \S+Z \(\d+ s ago\); creating nothing: stop that process first/,
+            /refused: fleet lease fleet-lease\.lease in cluster c3 is held by \S+ pid \d+ \(fleet [^)]+\), renewed \S+Z \(\d+ s ago\); creating nothing: stop that process first/,
           );
           assert.doesNotMatch(second.stderr, /starting cluster|created job/);
           // Nothing written by the second: the first's lease, renewed by the first only.
@@ -645,13 +646,15 @@ Deno.test({
         async () => {
           // As the step above, the latch on each cluster's owner Job (--owner-job-name)
           // instead of a pause file: c1 (bad-000 first) stops the line, c2 is held.
+          // Jobs of 10 s, as above: c2's third would start at ~20 s, a margin a
+          // loaded machine keeps (with 6 s it was ~12 s, half the stop's lead).
           await Promise.all(clusters.map((c) => ownerJob(c, NS, "fleet-owner")));
           const yaml = "stages: [{name: one, clusters: [c1, c2]}, {name: two, clusters: [c3]}]";
           const args = await fleet(
             yaml,
             "ohold",
             ["--parallelism", "1", "--max-failures", "0", "--owner-job-name", "fleet-owner"],
-            "6s",
+            "10s",
           );
           const live = spawnDispatcher(args, env);
           const owner = ["get", "job", "fleet-owner", "-n", NS, "-o", "json"];

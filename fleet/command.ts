@@ -33,7 +33,7 @@ import {
   recordSettled,
   type RolloutKey,
 } from "./cluster.ts";
-import { type ClusterRunner, runFleet } from "./fleet.ts";
+import { type ClusterLine, type ClusterRunner, runFleet } from "./fleet.ts";
 import { type Stop, StopLine } from "./line.ts";
 import { openSoakGates } from "./soak_gates.ts";
 import { fleetJunit, fleetReport, fleetTimeline } from "./report.ts";
@@ -46,8 +46,11 @@ import { type ClusterFacts, type FleetView, fleetView, renderFleetView } from ".
 export interface FleetEnv {
   /** Connects to one cluster as the CLI does (no request made). */
   connect: (cfg: RunConfig, log: Logger) => Promise<Kube>;
-  /** The run's surroundings in one cluster. */
-  context: (kube: Kube, log: Logger) => RunContext;
+  /**
+   * The run's surroundings in one cluster; `signal` (default: SIGINT/SIGTERM)
+   * stops the run as those do.
+   */
+  context: (kube: Kube, log: Logger, signal?: AbortSignal) => RunContext;
   /** Says an error as the CLI does, on `log`, and returns its exit code. */
   errorCode: (e: unknown, log: Logger) => number;
   /** The log of one cluster's run (its lines name the cluster). */
@@ -65,7 +68,7 @@ export interface FleetEnv {
 }
 
 /** One cluster, connected. */
-interface Member {
+export interface Member {
   name: string;
   cfg: RunConfig;
   kube: Kube;
@@ -251,22 +254,14 @@ function runnerOf(
   cleanup: JobTemplate | undefined,
   env: FleetEnv,
   reports: Map<string, ReportInput>,
+  signal: () => AbortSignal,
 ): ClusterRunner {
   const m = (name: string) => members.get(name)!;
   return {
     endedAt: (c) => recordedEnd(m(c).kube, m(c).key),
     settled: (c) => recordSettled(m(c).kube, m(c).key),
     run: async (c, line) => {
-      // The fleet's line is one more pause gate of the run: another cluster's stop holds it.
-      // Its stops (a breach, the failure budget) stop the line through an
-      // explicit hook, not by listening for the log's event names.
-      const ctx = {
-        ...env.context(m(c).kube, m(c).log),
-        hold: line.hold,
-        onStop: line.stopped,
-        onReport: (input: ReportInput) => reports.set(c, input),
-        onNothingToDo: line.nothingToDo,
-      };
+      const ctx = clusterRunContext(env, m(c), line, (input) => reports.set(c, input), signal());
       try {
         return await runDispatcher(m(c).cfg, template, ctx, cleanup);
       } catch (e) {
@@ -279,6 +274,32 @@ function runnerOf(
     },
     approvedBy: (stage, c) => approvedBy(m(c).kube, m(c).key, stage),
     soakGates: (clusters) => openSoakGates(clusters.map(m), env.log, fileExists),
+  };
+}
+
+/**
+ * The context of one cluster's run in the fleet: the process's, with the
+ * fleet's line as one more pause gate (another cluster's stop holds it) and
+ * its hooks (the run's stops, its report, a selection of no node).
+ */
+export function clusterRunContext(
+  env: FleetEnv,
+  m: Pick<Member, "kube" | "log">,
+  line: ClusterLine,
+  onReport: (input: ReportInput) => void,
+  signal: AbortSignal,
+): RunContext {
+  // Its stops (a breach, the failure budget) stop the line through an
+  // explicit hook, not by listening for the log's event names.
+  return {
+    // The fleet's signal, not only the process's: a lease lost to another
+    // process (ours expired in an outage) stops the runs in flight as
+    // SIGTERM does, or they would go on beside that process's runs.
+    ...env.context(m.kube, m.log, signal),
+    hold: line.hold,
+    onStop: line.stopped,
+    onReport,
+    onNothingToDo: line.nothingToDo,
   };
 }
 
@@ -303,10 +324,12 @@ export async function fleetCommand(
     if (refused !== undefined) return refused;
     const reports = new Map<string, ReportInput>();
     const byName = new Map(members.map((x) => [x.name, x]));
-    const runner = runnerOf(byName, template, cleanup, env, reports);
+    let runSignal = env.signal;
+    const runner = runnerOf(byName, template, cleanup, env, reports, () => runSignal);
     const line = stopLine(opts, members);
-    const held = await withLease(spec, members, env, (signal) =>
-      runFleet(spec, {
+    const held = await withLease(spec, members, env, (signal) => {
+      runSignal = signal; // the runs', too: a lost lease stops them
+      return runFleet(spec, {
         runner,
         log: env.log,
         signal,
@@ -315,7 +338,8 @@ export async function fleetCommand(
         approvalPollMs: Math.max(1000, opts.pollIntervalSecs * 1000),
         approveHint: env.approveHint,
         line,
-      }));
+      });
+    });
     if (held.yielded !== undefined) return held.yielded;
     const exitCode = held.code;
     // The runs' own files and this one go through the run's file access.
@@ -372,12 +396,16 @@ function writeFleetReport(
  * Runs `fleet` holding the fleet's lease in every cluster (fleet/lease.ts):
  * its rights asked first (the pre-flight), then taken before the first
  * write anywhere, renewed meanwhile, released at the end. A live lease of
- * another process yields, as a run yields to a live run of its prefix:
- * one line naming the holder, exit 0, nothing created. A lease lost
+ * another process refuses this one: one line naming the holder, nothing
+ * created, exit 3 (the clusters could not be used before any dispatch), as
+ * `helm upgrade` fails while another operation holds the release. Not exit
+ * 0: a single run yields with exit 0 only when asked (`--yield-to-live-run`),
+ * and a pipeline that started the fleet twice must not go green having rolled
+ * out nothing. A lease lost
  * meanwhile (ours expired in an outage and another process took it) stops
  * the fleet as a signal does, exit 3.
  */
-async function withLease(
+export async function withLease(
   spec: FleetSpec,
   members: Member[],
   env: FleetEnv,
@@ -412,8 +440,8 @@ async function withLease(
     return { yielded: env.errorCode(e, env.log) };
   }
   if (refused) {
-    env.log.info(refused, { event: "fleetYielded", lease: lease.name });
-    return { yielded: EXIT.ok };
+    env.log.error(refused, { event: "fleetLeaseHeld", lease: lease.name });
+    return { yielded: EXIT.cluster };
   }
   try {
     const code = await fleet(AbortSignal.any([env.signal, lost.signal]));

@@ -1,6 +1,19 @@
 import assert from "node:assert/strict";
 import type { RunConfig } from "../run/config.ts";
-import { clusterConfig, fleetOrder, fleetPath } from "./command.ts";
+import { ApiError, type Kube } from "../kube/client.ts";
+import type { Logger } from "../report/log.ts";
+import { SELF_SUBJECT_ACCESS_REVIEWS } from "../run/preflight.ts";
+import { FakeConfigMaps } from "../testing/fake_configmaps.ts";
+import {
+  clusterConfig,
+  clusterRunContext,
+  type FleetEnv,
+  fleetOrder,
+  fleetPath,
+  type Member,
+  withLease,
+} from "./command.ts";
+import { LEASE_SECS, leaseName } from "./lease.ts";
 import { parseFleet } from "./spec.ts";
 
 const PATHS: [string, string, string][] = [
@@ -69,4 +82,85 @@ Deno.test("fleetOrder says the stages, their clusters, soaks and approvals in on
     fleetOrder(spec),
     "stage one: a, then a soak of 30 s; stage two (after approval): b, c",
   );
+});
+
+/** One cluster of fake ConfigMaps whose pre-flight allows everything. */
+function leaseMember(name: string, api: FakeConfigMaps): Member {
+  const kube = {
+    serverClockOffsetMs: 0,
+    request: (v: string, m: string, p: string, b?: unknown) =>
+      p === SELF_SUBJECT_ACCESS_REVIEWS
+        ? Promise.resolve({ status: { allowed: true } })
+        : api.request(v, m, p, b),
+    get: async (p: string) => {
+      try {
+        return await api.request("get", "GET", p);
+      } catch (e) {
+        if (e instanceof ApiError && e.status === 404) return undefined;
+        throw e;
+      }
+    },
+  } as unknown as Kube;
+  const log = { info() {}, warn() {}, error() {} } as unknown as Logger;
+  return { name, kube, log, key: { namespace: "ops", prefix: "drv", templateHash: "h" } } as Member;
+}
+
+Deno.test("a fleet process refused by a live lease exits 3, not 0: a second start in CI fails loudly", async () => {
+  const api = new FakeConfigMaps();
+  const other = {
+    holder: "bob@other pid 7",
+    holderId: "bob",
+    host: "other-host",
+    pid: "7",
+    fleet: "f.yaml",
+    renewedAt: new Date().toISOString(),
+    durationSecs: String(LEASE_SECS),
+  };
+  await api.request("create", "POST", "/api/v1/namespaces/ops/configmaps", {
+    metadata: { name: leaseName("drv"), namespace: "ops" },
+    data: other,
+  });
+  const said: string[] = [];
+  const say = (m: string) => void said.push(m);
+  const log = { info: say, warn: say, error: say } as unknown as Logger;
+  const env = {
+    log,
+    signal: new AbortController().signal,
+    errorCode: () => 3,
+  } as unknown as FleetEnv;
+  let ran = false;
+  const out = await withLease(SPEC, [leaseMember("a", api)], env, () => {
+    ran = true;
+    return Promise.resolve(0);
+  });
+  assert.equal(ran, false, "the refused process rolls nothing out");
+  assert.deepEqual(out, { yielded: 3 });
+  assert.match(
+    said.join("\n"),
+    /fleet lease fleet-lease\.drv in cluster a is held by bob@other pid 7/,
+  );
+});
+
+Deno.test("a cluster's run stops when the fleet's lease is lost, as on a signal: its context carries the fleet's signal", () => {
+  const processSignal = new AbortController();
+  const lost = new AbortController();
+  const env = {
+    signal: processSignal.signal,
+    context: (_k: Kube, _l: Logger, signal = processSignal.signal) => ({ signal }),
+  } as unknown as FleetEnv;
+  const line = { hold: {}, stopped: () => {}, nothingToDo: () => {} } as unknown as Parameters<
+    typeof clusterRunContext
+  >[2];
+  const fleetSignal = AbortSignal.any([processSignal.signal, lost.signal]);
+  const ctx = clusterRunContext(
+    env,
+    leaseMember("a", new FakeConfigMaps()),
+    line,
+    () => {},
+    fleetSignal,
+  );
+  // Another process took the lease over (ours expired in an outage): it now
+  // runs these clusters, so a run of ours that went on would be a second one.
+  lost.abort();
+  assert.equal(ctx.signal.aborted, true, "the run goes on after the lease was lost");
 });

@@ -135,7 +135,12 @@ export async function runFleet(spec: FleetSpec, deps: FleetDeps): Promise<number
     const outcome = await rollStage(stage, left, deps);
     if (outcome.code !== 0 || deps.signal.aborted) return outcome.code;
     for (const [c, at] of outcome.ended) ended.set(c, at);
-    const at = Math.max(...ended.values());
+    // A cluster that selected no node changed nothing: its end (now, as it
+    // has no record) does not move the stage's, else every re-run after a
+    // kill -9 would restart the soak from now. Only a stage of such
+    // clusters alone ends when they returned.
+    const rolledOut = [...ended].filter(([c]) => !outcome.empty.has(c)).map(([, t]) => t);
+    const at = Math.max(...(rolledOut.length ? rolledOut : ended.values()));
     log.info(`fleet: stage ${stage.name} ended at ${iso(at)}`, {
       event: "fleetStageEnded",
       stage: stage.name,
@@ -279,7 +284,8 @@ async function approval(stage: Stage, deps: FleetDeps): Promise<boolean> {
 }
 
 /**
- * Rolls out the clusters of one stage, at most `maxParallelClusters` at once.
+ * Rolls out the clusters of one stage, at most `maxParallelClusters` at once;
+ * returns the exit code, each cluster's end, and those that selected no node.
  * The first run that stops (a breach or its budget, told while it goes on;
  * a non-zero exit) stops the line: no further cluster starts, and the runs
  * in flight are held through their own pause (fleet/line.ts) until they end.
@@ -288,9 +294,10 @@ async function rollStage(
   stage: Stage,
   clusters: string[],
   deps: FleetDeps,
-): Promise<{ code: number; ended: Map<string, number> }> {
+): Promise<{ code: number; ended: Map<string, number>; empty: Set<string> }> {
   const queue = [...clusters];
   const ended = new Map<string, number>();
+  const empty = new Set<string>();
   const inFlight = new Set<string>();
   const stop = async (c: string, how: string, cause: string, code: number) => {
     if (deps.signal.aborted) return;
@@ -318,6 +325,7 @@ async function rollStage(
       deps.line.release(c);
       if (rc === 0 && !deps.signal.aborted) {
         // A run over no node writes no record: it ended, with nothing undone, now.
+        if (nothing) empty.add(c);
         const end = nothing ? deps.now() : await settledEnd(c, stage, deps);
         if (typeof end === "number") ended.set(c, end);
         // Exit 0 without a record of this rollout ended: it yielded to a live
@@ -336,7 +344,7 @@ async function rollStage(
   };
   const width = Math.max(1, Math.min(stage.maxParallelClusters, clusters.length));
   await Promise.all(Array.from({ length: width }, worker));
-  return { code: deps.line.stopped?.code ?? 0, ended };
+  return { code: deps.line.stopped?.code ?? 0, ended, empty };
 }
 
 /**

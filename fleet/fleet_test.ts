@@ -303,6 +303,22 @@ Deno.test("runFleet counts a cluster whose run selected no node as ended when it
   ]);
 });
 
+Deno.test("runFleet resumed after kill -9 in a soak honours the recorded end: a cluster that selected no node does not restart it", async () => {
+  // Stage one ended at 950 s (a's record); the process was killed 50 s into
+  // its 60 s soak. z selected no node, so it has no record and runs again.
+  const spec = parseFleet(
+    `stages:
+  - {name: one, clusters: [a, z], soakSecs: 60}
+  - {name: two, clusters: [b]}
+`,
+    "f.yaml",
+  );
+  const f = fakeFleet({ ended: { a: 950_000 }, noNodes: ["z"] });
+  assert.equal(await runFleet(spec, f.deps), 0);
+  // z's run (10 s in the fake) ends at 1,010 s, when the soak from a's end is over.
+  assert.deepEqual(f.calls, ["run z at 1000000", "run b at 1010000"], f.lines.join("\n"));
+});
+
 Deno.test("runFleet starts no cluster once stopped by a signal", async () => {
   const f = fakeFleet();
   f.abort.abort();

@@ -64,14 +64,7 @@ export function thisProcess(fleet: string): Holder {
       return undefined;
     }
   };
-  let host = env("HOSTNAME");
-  if (!host) {
-    try {
-      host = Deno.readTextFileSync("/etc/hostname").trim();
-    } catch {
-      host = "unknown-host";
-    }
-  }
+  const host = thisProcessHost(env("HOSTNAME"));
   const user = env("USER") ?? env("USERNAME") ?? "someone";
   return {
     id: crypto.randomUUID(),
@@ -81,6 +74,30 @@ export function thisProcess(fleet: string): Holder {
     fleet,
   };
 }
+
+/**
+ * This host's name: `$HOSTNAME`, else /etc/hostname, else a placeholder.
+ *
+ * @param read reads /etc/hostname (a test gives its own)
+ */
+export function thisProcessHost(
+  hostname: string | undefined,
+  read: () => string = () => Deno.readTextFileSync("/etc/hostname"),
+): string {
+  if (hostname) return hostname;
+  try {
+    return read().trim() || UNKNOWN_HOST;
+  } catch {
+    return UNKNOWN_HOST;
+  }
+}
+
+/**
+ * The host of a process that could not tell its own: no process of ours can
+ * say whether the holder's pid runs on the holder's machine, so only the
+ * expiry frees its lease.
+ */
+const UNKNOWN_HOST = "unknown-host";
 
 /**
  * The lease's ConfigMap name for a prefix.
@@ -119,7 +136,10 @@ export function leaseHolder(
   const renewedAt = Date.parse(data.renewedAt ?? "");
   const expiresAt = renewedAt + Number(data.durationSecs ?? LEASE_SECS) * 1000;
   if (!(expiresAt > serverNow)) return undefined;
-  if (data.host === me.host && alive(Number(data.pid)) === false) return undefined;
+  // Same host, and its process gone: a kill -9 on this bastion, gone at once.
+  // A pid reused since still runs, and the expiry then frees it.
+  const here = data.host === me.host && data.host !== UNKNOWN_HOST;
+  if (here && alive(Number(data.pid)) === false) return undefined;
   return {
     holder: data.holder ?? "an unnamed holder",
     fleet: data.fleet ?? "",
@@ -163,13 +183,13 @@ export function leaseNeeds(namespace: string): PermissionNeed[] {
 const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, "Z");
 
 /**
- * The one line a refused fleet process says, in the words of a run that
- * yields to a live run of its prefix (run/run.ts `yieldsToLiveRun`).
+ * The one line a refused fleet process says (exit 3, fleet/command.ts
+ * `withLease`): who holds the lease, and when it may be taken over.
  */
 export function refusal(cluster: string, name: string, h: HeldBy, serverNow: number): string {
   const ago = Math.max(0, Math.round((serverNow - h.renewedAt) / 1000));
   const left = Math.max(0, Math.ceil((h.expiresAt - serverNow) / 1000));
-  return `yielding: fleet lease ${name} in cluster ${cluster} is held by ${h.holder}` +
+  return `refused: fleet lease ${name} in cluster ${cluster} is held by ${h.holder}` +
     `${h.fleet ? ` (fleet ${h.fleet})` : ""}, renewed ${iso(h.renewedAt)} (${ago} s ago); ` +
     `creating nothing: stop that process first, or, if it is gone, run again after ` +
     `${iso(h.expiresAt)} (${left} s)`;
@@ -325,7 +345,7 @@ export class FleetLease {
         this.#rv.set(m.name, now.metadata?.resourceVersion ?? "");
         return undefined;
       }
-      return this.#refusal(m, now) ?? `yielding: fleet lease ${this.#name} in cluster ${m.name} ` +
+      return this.#refusal(m, now) ?? `refused: fleet lease ${this.#name} in cluster ${m.name} ` +
           "changed while it was taken; creating nothing: run again";
     }
   }
