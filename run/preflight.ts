@@ -283,6 +283,12 @@ export interface RunShape {
   namespace: string;
   /** The main template's name prefix. */
   prefix: string;
+  /**
+   * The API server the run talks to, to tell its service proxy from another
+   * server's (`kubectl proxy`); undefined (`rbac`, no kubeconfig read): by the
+   * URL's path alone.
+   */
+  server?: string;
   /** The main Jobs (the first one's TTL is the template's). */
   targets?: readonly { job(): V1Job }[];
   /** The cleanup Jobs. */
