@@ -110,12 +110,12 @@ Deno.test({
     });
     assert.deepEqual(ids, [
       "ServiceAccount ops/sa",
-      "ClusterRole /ops-sa",
-      "ClusterRoleBinding /ops-sa",
+      "ClusterRole /ops:sa",
+      "ClusterRoleBinding /ops:sa",
       "Role ops/sa",
       "RoleBinding ops/sa",
-      "Role default/ops-sa",
-      "RoleBinding default/ops-sa",
+      "Role default/ops:sa",
+      "RoleBinding default/ops:sa",
     ]);
     for (const b of docs.filter((d) => String(d.kind).endsWith("Binding"))) {
       assert.deepEqual(b.subjects, [{ kind: "ServiceAccount", name: "sa", namespace: "ops" }]);
