@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import type { V1Job } from "@kubernetes/client-node";
 import type { RunConfig } from "./config.ts";
 import {
   accessNeeds,
@@ -429,5 +430,27 @@ Deno.test({
     const unwaved = accessNeeds(gated("exit", "owner"), { namespace: "ns", prefix: "p" })
       .find((n) => n.verb === "patch" && n.resource === "jobs")!;
     assert.equal(unwaved.optional, true);
+  },
+});
+
+Deno.test({
+  name: "permissionNeeds() requires `patch nodes` for --cleanup-job-template: the cleanup run " +
+    "demotes and unlabels each node, whatever the main run's label flags",
+  permissions: "none",
+  fn() {
+    const key = { key: "k", pendingValue: "false", extra: [], claim: false, remove: false };
+    const opts = { ...withFlags({}, key), cleanupJobTemplate: "c.yaml" } as RunConfig;
+    const got = permissionNeeds(opts, { namespace: "ns", prefix: "p" }).map((n) =>
+      `${n.verb} ${n.resource}: ${n.flags.join(" ")}${n.optional ? " ?" : ""}`
+    );
+    assert.deepEqual(got, ["patch nodes: --cleanup-job-template"]);
+    // With a TTL on the cleanup template, its unlabel is post-success work too.
+    const ttl = { job: () => ({ spec: { ttlSecondsAfterFinished: 60, template: {} } }) as V1Job };
+    const marked = permissionNeeds(opts, { namespace: "ns", prefix: "p", cleanupTargets: [ttl] })
+      .flatMap((n) => n.flags);
+    assert.ok(
+      marked.some((f) => /--cleanup-job-template \(the success mark\)/.test(f)),
+      marked.join(),
+    );
   },
 });
