@@ -47,6 +47,7 @@ const RUNS: readonly RunConfig[] = [
   flags({}, { blockingPodSelectors: [{}] }),
   flags({ verify: { podSelector: "app=v" } }),
   flags({ nodeLabels: LABEL }),
+  flags({ nodeLabels: { ...LABEL, value: undefined }, cleanupJobTemplate: "c.yaml" }),
   flags({ ownerJobName: "o" }),
   flags({ ownerJobFromPod: "p" }),
   flags({ kubeletTimeoutWarnSecs: 30 }),

@@ -201,6 +201,9 @@ export function permissionNeeds(
   if (labels && (labels.value !== undefined || labels.claim || labels.remove)) {
     need(nodes, "--node-label-key");
   }
+  // The cleanup run demotes, then unlabels each node (run.ts runCleanup's
+  // `remove: true`), whatever the main run's label flags.
+  if (opts.cleanupJobTemplate !== undefined) need(nodes, "--cleanup-job-template");
   const marked = run && markedWork(opts, run);
   if (marked) need(nodes, `ttlSecondsAfterFinished with ${marked} (the success mark)`);
   if (opts.gate && run) gateNeeds(opts, run, need);
@@ -314,6 +317,7 @@ function markedWork(opts: RunConfig, run: RunShape): string | undefined {
     ...(labels && (labels.value !== undefined || labels.remove) ? ["--node-label-key"] : []),
     ...(opts.maintenance.cordon ? [opts.maintenance.drain ? "--drain" : "--cordon"] : []),
     ...(opts.verify ? ["--verify-*"] : []),
+    ...(opts.cleanupJobTemplate !== undefined ? ["--cleanup-job-template"] : []),
   ];
   return work.length ? work.join("/") : undefined;
 }
