@@ -134,6 +134,32 @@ export class PermissionError extends Error {
   }
 }
 
+/**
+ * Why the cluster refused us, with what to do about it, on one line.
+ *
+ * @example
+ * ```ts
+ * describeApiError(new ApiError({ status: 401, reason: "Unauthorized", verb: "list",
+ *   resource: "nodes", message: "Unauthorized" }));
+ * // "Cannot list nodes: Unauthorized (unauthorised: the kubeconfig's credentials were refused; refresh them)"
+ * ```
+ */
+export function describeApiError(e: ApiError): string {
+  if (e.status === 401) {
+    return `${e.message} (unauthorised: the kubeconfig's credentials were refused; refresh them)`;
+  }
+  if (e.status === 403) {
+    return `${e.message} (forbidden: grant the verb "${e.verb}" on "${e.resource}" to this user; ` +
+      "see the README's RBAC section)";
+  }
+  if (e.reason === "Untrusted") {
+    return `${e.message} (check certificate-authority(-data) of the kubeconfig's cluster, ` +
+      "the server address, and an https proxy-url's certificate)";
+  }
+  if (e.status === 0) return `${e.message} (is the API server up and --context right?)`;
+  return e.message;
+}
+
 /** One permission a flag needs, as a SelfSubjectAccessReview asks it. */
 export interface PermissionNeed {
   /** The Kubernetes verb. */

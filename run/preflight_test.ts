@@ -4,6 +4,7 @@ import type { RunConfig } from "./config.ts";
 import {
   accessNeeds,
   checkPermissions,
+  describeApiError,
   type NamespaceSources,
   optionalNeedsLine,
   PermissionError,
@@ -12,6 +13,7 @@ import {
   SELF_SUBJECT_ACCESS_REVIEWS,
 } from "./preflight.ts";
 import { status, withServer } from "../testing/loopback.ts";
+import { ApiError } from "../kube/client.ts";
 
 Deno.test({
   name:
@@ -452,5 +454,25 @@ Deno.test({
       marked.some((f) => /--cleanup-job-template \(the success mark\)/.test(f)),
       marked.join(),
     );
+  },
+});
+
+Deno.test({
+  name: "describeApiError() sends a 403 to the command that prints the rules, not to a README " +
+    "section that moved (the nodes' 403 comes before the pre-flight can name its rule)",
+  permissions: "none",
+  fn() {
+    const e = new ApiError({
+      status: 403,
+      reason: "Forbidden",
+      verb: "list",
+      resource: "nodes",
+      message: 'nodes is forbidden: User "u" cannot list resource "nodes"',
+    });
+    const line = describeApiError(e);
+    assert.match(line, /grant the verb "list" on "nodes" to this user/);
+    assert.match(line, /job-dispatcher rbac \[the run's flags\] prints every rule/);
+    assert.match(line, /--viewer/);
+    assert.doesNotMatch(line, /\n/);
   },
 });
