@@ -149,8 +149,11 @@ export function describeApiError(e: ApiError): string {
     return `${e.message} (unauthorised: the kubeconfig's credentials were refused; refresh them)`;
   }
   if (e.status === 403) {
+    // Said before the pre-flight can name the rule (the plan lists nodes
+    // first): the command that prints every rule of the flags is the fix.
     return `${e.message} (forbidden: grant the verb "${e.verb}" on "${e.resource}" to this user; ` +
-      "see the README's RBAC section)";
+      "job-dispatcher rbac [the run's flags] prints every rule a run needs, rbac --viewer " +
+      "those of status; docs/security.md)";
   }
   if (e.reason === "Untrusted") {
     return `${e.message} (check certificate-authority(-data) of the kubeconfig's cluster, ` +
