@@ -10,6 +10,7 @@ import { ApiError, ConfigError, Kube, type UnreachableNote } from "./kube/client
 import { Logger, STDERR } from "./report/log.ts";
 import { HELP, type Options, parseOptions, requestedLogFormat } from "./cli/options.ts";
 import { EXIT, PermissionError, runDispatcher } from "./run/run.ts";
+import { describeApiError } from "./run/preflight.ts";
 import { apiStatsLines } from "./report/summary.ts";
 import { reportFiles } from "./run/config.ts";
 import { connectedLine, whoAmI } from "./kube/whoami.ts";
@@ -54,23 +55,6 @@ function checkWritableDir(path: string): void {
     // reported below
   }
   throw new UsageError(`Invalid --report ${path}: folder ${dir} does not exist`);
-}
-
-/** Why the cluster refused us, with what to do about it. */
-function describeApiError(e: ApiError): string {
-  if (e.status === 401) {
-    return `${e.message} (unauthorised: the kubeconfig's credentials were refused; refresh them)`;
-  }
-  if (e.status === 403) {
-    return `${e.message} (forbidden: grant the verb "${e.verb}" on "${e.resource}" to this user; ` +
-      "see the README's RBAC section)";
-  }
-  if (e.reason === "Untrusted") {
-    return `${e.message} (check certificate-authority(-data) of the kubeconfig's cluster, ` +
-      "the server address, and an https proxy-url's certificate)";
-  }
-  if (e.status === 0) return `${e.message} (is the API server up and --context right?)`;
-  return e.message;
 }
 
 /** Reads and checks the Job template and the cleanup template, if any. */

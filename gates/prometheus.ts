@@ -83,7 +83,23 @@ export class PrometheusUnreachable extends Error {
 export type PromGet = (path: string) => Promise<{ status: number; body: unknown }>;
 
 /** The service proxy's path: `/api/v1/namespaces/NS/services/NAME[:PORT]/proxy`. */
-const SERVICE_PROXY = /^\/api\/v1\/namespaces\/[^/]+\/services\/[^/]+\/proxy$/;
+const SERVICE_PROXY = /^\/api\/v1\/namespaces\/([^/]+)\/services\/([^/]+)\/proxy$/;
+
+/**
+ * The Service a service proxy URL reaches, as RBAC names it (the path's
+ * `NAME[:PORT]` segment is the object name `get services/proxy` is asked
+ * on), or undefined for any other URL.
+ *
+ * @example
+ * ```ts
+ * serviceProxyOf("https://k:6443/api/v1/namespaces/mon/services/prom:9090/proxy");
+ * // { namespace: "mon", name: "prom:9090" }
+ * ```
+ */
+export function serviceProxyOf(url: string): { namespace: string; name: string } | undefined {
+  const m = SERVICE_PROXY.exec(new URL(url).pathname.replace(/\/+$/, ""));
+  return m ? { namespace: decodeURIComponent(m[1]), name: decodeURIComponent(m[2]) } : undefined;
+}
 
 /**
  * Whether `url` is the API server's service proxy to Prometheus: the same

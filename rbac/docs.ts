@@ -25,7 +25,9 @@ const LABEL = {
   claim: false,
   remove: false,
 };
-const GATE = { url: "http://p", queries: ["up"], intervalSecs: 30 };
+const GATE = { url: "http://p", queries: ["up"], intervalSecs: 30, onBreach: "exit" };
+/** The run's own API server, whose service proxy the gate may read Prometheus through. */
+const PROXY = "https://api:6443";
 const TTL_TEMPLATE = { spec: { ttlSecondsAfterFinished: 60, template: {} } } as JobTemplate;
 
 /** A run's options with the flags `more` set, as cli/ would fill them. */
@@ -45,11 +47,14 @@ const RUNS: readonly RunConfig[] = [
   flags({}, { blockingPodSelectors: [{}] }),
   flags({ verify: { podSelector: "app=v" } }),
   flags({ nodeLabels: LABEL }),
+  flags({ nodeLabels: { ...LABEL, value: undefined }, cleanupJobTemplate: "c.yaml" }),
   flags({ ownerJobName: "o" }),
   flags({ ownerJobFromPod: "p" }),
   flags({ kubeletTimeoutWarnSecs: 30 }),
   flags({ gate: { ...GATE, onBreach: "exit" } }),
   flags({ ownerJobName: "o", gate: { ...GATE, onBreach: "pause" } }),
+  flags({ ownerJobName: "o", waves: { steps: [1] }, gate: { ...GATE, onBreach: "exit" } }),
+  flags({ gate: { ...GATE, url: `${PROXY}/api/v1/namespaces/MON/services/SVC:PORT/proxy` } }),
   flags({ verify: { jobTemplate: {} } }),
 ];
 
@@ -63,7 +68,12 @@ interface Row {
 /** Every need of every run, each once, with the uses that need it and those that only use it. */
 function rows(): Row[] {
   const out: Row[] = [];
-  const run = { namespace: "NS", prefix: "PREFIX", targets: [{ job: () => TTL_TEMPLATE }] };
+  const run = {
+    namespace: "NS",
+    prefix: "PREFIX",
+    server: PROXY,
+    targets: [{ job: () => TTL_TEMPLATE }],
+  };
   const key = (n: PermissionNeed) =>
     [n.verb, n.group, n.resource, n.subresource, n.namespace, n.name].join(" ");
   for (const opts of RUNS) {

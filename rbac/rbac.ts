@@ -96,9 +96,13 @@ const RBAC_API = "rbac.authorization.k8s.io/v1";
  * The ServiceAccount, then a ClusterRole and its binding for the
  * cluster-wide rules, then a Role and RoleBinding per namespace: those of
  * the ServiceAccount's namespace named after it, the others (Events on Nodes
- * live in "default") and the ClusterRole `<namespace>-<account>`, since
+ * live in "default") and the ClusterRole `<namespace>:<account>`, since
  * cluster-scoped names and "default" are shared by every namespace's
- * dispatcher.
+ * dispatcher. A colon, as in `system:node`: neither a namespace nor a
+ * ServiceAccount name holds one, so no two pairs (nor an account's own
+ * Role in "default") get one name; a dash would give `team-a`/`upg` and
+ * `team`/`a-upg` the same, and the later `kubectl apply` would rebind the
+ * earlier's roles to its own account.
  *
  * @example
  * ```ts
@@ -107,7 +111,7 @@ const RBAC_API = "rbac.authorization.k8s.io/v1";
  */
 export function rbacDocuments(o: RbacDocumentsOptions): Record<string, unknown>[] {
   const { cluster, namespaced } = rbacRules(o.needs);
-  const shared = `${o.namespace}-${o.serviceAccount}`;
+  const shared = `${o.namespace}:${o.serviceAccount}`;
   const subjects = [{ kind: "ServiceAccount", name: o.serviceAccount, namespace: o.namespace }];
   const docs: Record<string, unknown>[] = [{
     apiVersion: "v1",

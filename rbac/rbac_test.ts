@@ -110,15 +110,41 @@ Deno.test({
     });
     assert.deepEqual(ids, [
       "ServiceAccount ops/sa",
-      "ClusterRole /ops-sa",
-      "ClusterRoleBinding /ops-sa",
+      "ClusterRole /ops:sa",
+      "ClusterRoleBinding /ops:sa",
       "Role ops/sa",
       "RoleBinding ops/sa",
-      "Role default/ops-sa",
-      "RoleBinding default/ops-sa",
+      "Role default/ops:sa",
+      "RoleBinding default/ops:sa",
     ]);
     for (const b of docs.filter((d) => String(d.kind).endsWith("Binding"))) {
       assert.deepEqual(b.subjects, [{ kind: "ServiceAccount", name: "sa", namespace: "ops" }]);
+    }
+  },
+});
+
+Deno.test({
+  name: "rbacDocuments() gives two dispatchers different names wherever their objects share a " +
+    "scope: applying one's output never rebinds the other's roles",
+  permissions: "none",
+  async fn(t) {
+    const needs = [need("list", "nodes"), need("create", "events", { namespace: "default" })];
+    /** The cluster's and "default"'s objects of `ns/sa`, as `Kind namespace/name`. */
+    const shared = (namespace: string, serviceAccount: string) =>
+      rbacDocuments({ needs, namespace, serviceAccount })
+        .map((d) => d.metadata as { name: string; namespace?: string })
+        .filter((m) => m.namespace === undefined || m.namespace === "default")
+        .map((m) => `${m.namespace ?? ""}/${m.name}`);
+    const pairs: [string, [string, string], [string, string]][] = [
+      ["a dash in the namespace or in the account", ["team-a", "upg"], ["team", "a-upg"]],
+      ["a dispatcher of default and another's Events there", ["default", "ops-sa"], ["ops", "sa"]],
+    ];
+    for (const [what, [ns1, sa1], [ns2, sa2]] of pairs) {
+      await t.step(what, () => {
+        const one = shared(ns1, sa1);
+        const clash = shared(ns2, sa2).filter((id) => one.includes(id));
+        assert.deepEqual(clash, []);
+      });
     }
   },
 });

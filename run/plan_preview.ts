@@ -99,7 +99,8 @@ export async function preflight(
   ctx: Pick<RunContext, "kube" | "log">,
 ): Promise<void> {
   const warn = (line: string) => ctx.log.warn(line, { event: "preflight" });
-  const lacking = await checkPermissions(ctx.kube, accessNeeds(opts, plan), warn);
+  const needs = accessNeeds(opts, { ...plan, server: ctx.kube.server });
+  const lacking = await checkPermissions(ctx.kube, needs, warn);
   const line = optionalNeedsLine(lacking);
   if (line) warn(line);
 }

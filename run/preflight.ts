@@ -12,6 +12,7 @@ import { type JobTemplate, type OwnerRef, unobservableTtl, UsageError } from "..
 import { ApiError, type Kube, paths } from "../kube/client.ts";
 import type { RunConfig } from "./config.ts";
 import { exitLatchName } from "../gates/latch.ts";
+import { serviceProxyOf, viaApiServer } from "../gates/prometheus.ts";
 
 /** Where the namespace may come from besides the options (a part of `RunContext`). */
 export interface NamespaceSources {
@@ -133,6 +134,35 @@ export class PermissionError extends Error {
   }
 }
 
+/**
+ * Why the cluster refused us, with what to do about it, on one line.
+ *
+ * @example
+ * ```ts
+ * describeApiError(new ApiError({ status: 401, reason: "Unauthorized", verb: "list",
+ *   resource: "nodes", message: "Unauthorized" }));
+ * // "Cannot list nodes: Unauthorized (unauthorised: the kubeconfig's credentials were refused; refresh them)"
+ * ```
+ */
+export function describeApiError(e: ApiError): string {
+  if (e.status === 401) {
+    return `${e.message} (unauthorised: the kubeconfig's credentials were refused; refresh them)`;
+  }
+  if (e.status === 403) {
+    // Said before the pre-flight can name the rule (the plan lists nodes
+    // first): the command that prints every rule of the flags is the fix.
+    return `${e.message} (forbidden: grant the verb "${e.verb}" on "${e.resource}" to this user; ` +
+      "job-dispatcher rbac [the run's flags] prints every rule a run needs, rbac --viewer " +
+      "those of status; docs/security.md)";
+  }
+  if (e.reason === "Untrusted") {
+    return `${e.message} (check certificate-authority(-data) of the kubeconfig's cluster, ` +
+      "the server address, and an https proxy-url's certificate)";
+  }
+  if (e.status === 0) return `${e.message} (is the API server up and --context right?)`;
+  return e.message;
+}
+
 /** One permission a flag needs, as a SelfSubjectAccessReview asks it. */
 export interface PermissionNeed {
   /** The Kubernetes verb. */
@@ -163,6 +193,7 @@ export interface PermissionNeed {
 const DRAIN_ROLE = "ClusterRole job-dispatcher-drain (chart: rbac.drain=true)";
 const NODES_ROLE = "ClusterRole job-dispatcher-nodes";
 const RUN_ROLE = "Role job-dispatcher";
+const PROXY_ROLE = "a Role in Prometheus's namespace (job-dispatcher rbac prints it)";
 
 /**
  * The permissions the flags need to work at all, each once with every flag
@@ -199,6 +230,9 @@ export function permissionNeeds(
   if (labels && (labels.value !== undefined || labels.claim || labels.remove)) {
     need(nodes, "--node-label-key");
   }
+  // The cleanup run demotes, then unlabels each node (run.ts runCleanup's
+  // `remove: true`), whatever the main run's label flags.
+  if (opts.cleanupJobTemplate !== undefined) need(nodes, "--cleanup-job-template");
   const marked = run && markedWork(opts, run);
   if (marked) need(nodes, `ttlSecondsAfterFinished with ${marked} (the success mark)`);
   if (opts.gate && run) gateNeeds(opts, run, need);
@@ -283,6 +317,12 @@ export interface RunShape {
   namespace: string;
   /** The main template's name prefix. */
   prefix: string;
+  /**
+   * The API server the run talks to, to tell its service proxy from another
+   * server's (`kubectl proxy`); undefined (`rbac`, no kubeconfig read): by the
+   * URL's path alone.
+   */
+  server?: string;
   /** The main Jobs (the first one's TTL is the template's). */
   targets?: readonly { job(): V1Job }[];
   /** The cleanup Jobs. */
@@ -306,25 +346,41 @@ function markedWork(opts: RunConfig, run: RunShape): string | undefined {
     ...(labels && (labels.value !== undefined || labels.remove) ? ["--node-label-key"] : []),
     ...(opts.maintenance.cordon ? [opts.maintenance.drain ? "--drain" : "--cordon"] : []),
     ...(opts.verify ? ["--verify-*"] : []),
+    ...(opts.cleanupJobTemplate !== undefined ? ["--cleanup-job-template"] : []),
   ];
   return work.length ? work.join("/") : undefined;
 }
 
-/** What the health gates' latches need in the Jobs' namespace. */
+/** What the health gates need: their latches, the soak's record, the API server's proxy. */
 function gateNeeds(
   opts: RunConfig,
-  { namespace, prefix }: { namespace: string; prefix: string },
+  { namespace, prefix, server }: RunShape,
   need: (n: Omit<PermissionNeed, "flags">, flag: string) => void,
 ): void {
   const cms = { group: "", resource: "configmaps", namespace, grant: RUN_ROLE };
   // By its name: the chart grants the read of this one ConfigMap only.
   need({ verb: "get", ...cms, name: exitLatchName(prefix) }, "--gate-prometheus-url");
   need({ verb: "create", ...cms }, `--on-gate-breach ${opts.gate!.onBreach}`);
-  if (opts.gate!.onBreach === "pause" && (opts.ownerJobName || opts.ownerJobFromPod)) {
-    need(
-      { verb: "patch", group: "batch", resource: "jobs", namespace, grant: RUN_ROLE },
-      "--on-gate-breach pause",
-    );
+  const owned = opts.ownerJobName !== undefined || opts.ownerJobFromPod !== undefined;
+  const jobs = { verb: "patch", group: "batch", resource: "jobs", namespace, grant: RUN_ROLE };
+  if (opts.gate!.onBreach === "pause" && owned) need(jobs, "--on-gate-breach pause");
+  // The soak's "clean since" outlives a killed run only on the owner
+  // (run/soak_gate.ts): refused, the re-run would open the next wave unsoaked.
+  if (opts.waves && owned) need(jobs, "--waves with a gate (the soak's clean-since on the owner)");
+  // Queries through the API server's service proxy go with the run's own
+  // credentials (another server's proxy, `kubectl proxy`, with its own).
+  const url = opts.gate!.url;
+  const proxy = serviceProxyOf(url);
+  if (proxy && (server === undefined || viaApiServer(url, server))) {
+    need({
+      verb: "get",
+      group: "",
+      resource: "services",
+      subresource: "proxy",
+      namespace: proxy.namespace,
+      name: proxy.name,
+      grant: PROXY_ROLE,
+    }, "--gate-prometheus-url");
   }
 }
 
@@ -352,9 +408,11 @@ function describeNeed(n: PermissionNeed): string {
  * has what the flags need, before anything is cordoned or created: without
  * it, `--drain` would cordon every node and then fail each on its first
  * `list pods`. An API server that cannot answer the review (404, 403) is not
- * asked further: the run goes on, and a missing right shows when it is used.
+ * asked further: the run goes on, told so, and a missing right shows when it
+ * is used.
  *
- * @param warn told of the optional needs lacking too when a required one stops the run
+ * @param warn told of the optional needs lacking too when a required one stops
+ *   the run, and that nothing was checked when the review cannot be asked
  * @returns the optional needs this user lacks, for the caller to warn of
  * @throws {PermissionError} naming every missing required permission and the README's rules
  * @throws {ApiError} when the API server cannot be reached
@@ -368,8 +426,14 @@ export async function checkPermissions(
   try {
     answers = await Promise.all(needs.map((n) => allowed(kube, n)));
   } catch (e) {
-    if (e instanceof ApiError && (e.status === 404 || e.status === 403)) return [];
-    throw e;
+    if (!(e instanceof ApiError && (e.status === 404 || e.status === 403))) throw e;
+    // Unchecked is not "all granted": said, as kubectl auth can-i says it.
+    warn?.(
+      `Pre-flight: cannot ask the API server about permissions (${e.message}); they are not ` +
+        "checked, and a missing one shows when the run uses it (job-dispatcher rbac prints " +
+        "the rules for these flags)",
+    );
+    return [];
   }
   const lacking = needs.filter((_, i) => !answers[i]);
   const missing = lacking.filter((n) => !n.optional);

@@ -1,8 +1,10 @@
 import assert from "node:assert/strict";
+import type { V1Job } from "@kubernetes/client-node";
 import type { RunConfig } from "./config.ts";
 import {
   accessNeeds,
   checkPermissions,
+  describeApiError,
   type NamespaceSources,
   optionalNeedsLine,
   PermissionError,
@@ -11,6 +13,7 @@ import {
   SELF_SUBJECT_ACCESS_REVIEWS,
 } from "./preflight.ts";
 import { status, withServer } from "../testing/loopback.ts";
+import { ApiError } from "../kube/client.ts";
 
 Deno.test({
   name:
@@ -208,11 +211,17 @@ Deno.test("checkPermissions() passes when all is allowed, and when the server ca
     );
   });
   for (const code of [403, 404]) {
-    await t.step(`the review answers ${code}: not asked further`, async () => {
+    await t.step(`the review answers ${code}: not asked further, and said`, async () => {
       await withServer(
         () => status(code, code === 403 ? "Forbidden" : "NotFound"),
         async (kube) => {
-          await checkPermissions(kube, needs);
+          const said: string[] = [];
+          await checkPermissions(kube, needs, (line) => said.push(line));
+          // Unchecked is "I don't know", never "all granted": kubectl auth
+          // can-i says the error too.
+          assert.equal(said.length, 1, said.join("\n"));
+          assert.match(said[0], /^Pre-flight: cannot ask the API server .*not checked/);
+          assert.match(said[0], /job-dispatcher rbac/);
         },
       );
     });
@@ -388,4 +397,100 @@ Deno.test("checkPermissions() says grant them for several permissions and cluste
       assert.doesNotMatch(err.message, /grant it\b/);
     },
   );
+});
+
+Deno.test({
+  name: "accessNeeds() asks for `get services/proxy` when the gate reads Prometheus through " +
+    "the API server's service proxy: without it every query is a 403 after the pre-flight passed",
+  permissions: "none",
+  async fn(t) {
+    const proxy = "https://k:6443/api/v1/namespaces/mon/services/prom:9090/proxy";
+    const at = (url: string) => ({ ...gated("exit"), gate: { ...gated("exit").gate!, url } });
+    const cases: [string, RunConfig, string | undefined, string[]][] = [
+      ["through this API server", at(proxy), "https://k:6443", [
+        "get services/proxy prom:9090 @mon",
+      ]],
+      ["a trailing slash", at(`${proxy}/`), "https://k:6443", [
+        "get services/proxy prom:9090 @mon",
+      ]],
+      ["rbac, which reads no kubeconfig: by the path", at(proxy), undefined, [
+        "get services/proxy prom:9090 @mon",
+      ]],
+      [
+        "another server's proxy (kubectl proxy): its own credentials",
+        at(proxy),
+        "https://o:6443",
+        [],
+      ],
+      ["straight to Prometheus", at("http://prom.mon:9090"), "https://k:6443", []],
+    ];
+    for (const [what, opts, server, want] of cases) {
+      await t.step(what, () => {
+        const got = accessNeeds(opts, { namespace: "ns", prefix: "p", server })
+          .filter((n) => n.resource === "services").map(needKey);
+        assert.deepEqual(got, want);
+      });
+    }
+  },
+});
+
+Deno.test({
+  name: "accessNeeds() requires `patch jobs` for a gate with waves and an owner: the soak's " +
+    "clean-since lives on the owner, and without it a killed run's re-run opens the next wave unsoaked",
+  permissions: "none",
+  fn() {
+    const waves = {
+      ...gated("exit", "owner"),
+      waves: { steps: [1, "100%"] },
+    } as unknown as RunConfig;
+    const patch = accessNeeds(waves, { namespace: "ns", prefix: "p" })
+      .find((n) => n.verb === "patch" && n.resource === "jobs")!;
+    assert.equal(patch.optional, undefined);
+    assert.deepEqual(patch.flags, ["--waves with a gate (the soak's clean-since on the owner)"]);
+    const unwaved = accessNeeds(gated("exit", "owner"), { namespace: "ns", prefix: "p" })
+      .find((n) => n.verb === "patch" && n.resource === "jobs")!;
+    assert.equal(unwaved.optional, true);
+  },
+});
+
+Deno.test({
+  name: "permissionNeeds() requires `patch nodes` for --cleanup-job-template: the cleanup run " +
+    "demotes and unlabels each node, whatever the main run's label flags",
+  permissions: "none",
+  fn() {
+    const key = { key: "k", pendingValue: "false", extra: [], claim: false, remove: false };
+    const opts = { ...withFlags({}, key), cleanupJobTemplate: "c.yaml" } as RunConfig;
+    const got = permissionNeeds(opts, { namespace: "ns", prefix: "p" }).map((n) =>
+      `${n.verb} ${n.resource}: ${n.flags.join(" ")}${n.optional ? " ?" : ""}`
+    );
+    assert.deepEqual(got, ["patch nodes: --cleanup-job-template"]);
+    // With a TTL on the cleanup template, its unlabel is post-success work too.
+    const ttl = { job: () => ({ spec: { ttlSecondsAfterFinished: 60, template: {} } }) as V1Job };
+    const marked = permissionNeeds(opts, { namespace: "ns", prefix: "p", cleanupTargets: [ttl] })
+      .flatMap((n) => n.flags);
+    assert.ok(
+      marked.some((f) => /--cleanup-job-template \(the success mark\)/.test(f)),
+      marked.join(),
+    );
+  },
+});
+
+Deno.test({
+  name: "describeApiError() sends a 403 to the command that prints the rules, not to a README " +
+    "section that moved (the nodes' 403 comes before the pre-flight can name its rule)",
+  permissions: "none",
+  fn() {
+    const e = new ApiError({
+      status: 403,
+      reason: "Forbidden",
+      verb: "list",
+      resource: "nodes",
+      message: 'nodes is forbidden: User "u" cannot list resource "nodes"',
+    });
+    const line = describeApiError(e);
+    assert.match(line, /grant the verb "list" on "nodes" to this user/);
+    assert.match(line, /job-dispatcher rbac \[the run's flags\] prints every rule/);
+    assert.match(line, /--viewer/);
+    assert.doesNotMatch(line, /\n/);
+  },
 });

@@ -12,8 +12,10 @@ const VIEWER_ROLE = "Role and ClusterRole job-dispatcher-viewer";
 
 /**
  * The reads of `status` in namespace `ns`: the per-node Jobs and their owner
- * (`--watch` watches), the run record ConfigMap (found by a label, so a
- * LIST), and the nodes' outcome marks and cordons.
+ * (GET, LIST), the run record ConfigMap (by name, or found by a label with
+ * a LIST), and the nodes' outcome marks and cordons (LIST). Nothing more:
+ * `--watch` polls (a LIST every interval), it opens no watch, and nodes are
+ * listed, never read one by one.
  *
  * @example
  * ```ts
@@ -21,12 +23,17 @@ const VIEWER_ROLE = "Role and ClusterRole job-dispatcher-viewer";
  * ```
  */
 export function viewerNeeds(ns: string): PermissionNeed[] {
-  const read = ["get", "list", "watch"];
-  const at = (group: string, resource: string, namespace: string | undefined, why: string) =>
-    read.map((verb) => ({ verb, group, resource, namespace, flags: [why], grant: VIEWER_ROLE }));
+  const at = (
+    verbs: string[],
+    group: string,
+    resource: string,
+    namespace: string | undefined,
+    why: string,
+  ) =>
+    verbs.map((verb) => ({ verb, group, resource, namespace, flags: [why], grant: VIEWER_ROLE }));
   return [
-    ...at("batch", "jobs", ns, "the per-node Jobs and their owner"),
-    ...at("", "configmaps", ns, "the run record"),
-    ...at("", "nodes", undefined, "the nodes' outcome marks and cordons"),
+    ...at(["get", "list"], "batch", "jobs", ns, "the per-node Jobs and their owner"),
+    ...at(["get", "list"], "", "configmaps", ns, "the run record"),
+    ...at(["list"], "", "nodes", undefined, "the nodes' outcome marks and cordons"),
   ];
 }
