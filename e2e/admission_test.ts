@@ -295,6 +295,69 @@ Deno.test({
       );
 
       await t.step(
+        "adversarial: no volume of a kind the templates do not mount, no critical priority",
+        async () => {
+          // A volume the kubelet mounts from outside the pod: a PersistentVolume
+          // of the namespace's claims, or (ephemeral: the claim the controller
+          // makes, volumeName of its choosing) an Available `local` or hostPath
+          // PersistentVolume, a CSI or NFS mount, another image's files.
+          const work = "registry.invalid/work:1";
+          const withVolume = (v: Obj) =>
+            jobFor(NODES[0], work, (pod) => pod.volumes = [{ name: "v", ...v }]);
+          const denied: [string, Obj, RegExp][] = [
+            ["persistentVolumeClaim", withVolume({ persistentVolumeClaim: { claimName: "data" } })],
+            [
+              "ephemeral",
+              withVolume({
+                ephemeral: {
+                  volumeClaimTemplate: {
+                    spec: {
+                      accessModes: ["ReadWriteOnce"],
+                      volumeName: "local-pv-of-another-workload",
+                      resources: { requests: { storage: "1Gi" } },
+                    },
+                  },
+                },
+              }),
+            ],
+            ["csi", withVolume({ csi: { driver: "secrets-store.csi.k8s.io" } })],
+            ["nfs", withVolume({ nfs: { server: "203.0.113.1", path: "/" } })],
+          ].map(([what, job]) => [what as string, job as Obj, /volumes may be only of the kinds/]);
+          denied.push([
+            "priorityClassName system-node-critical",
+            jobFor(NODES[0], work, (pod) => pod.priorityClassName = "system-node-critical"),
+            /priorityClassName may be only/,
+          ]);
+          for (const [what, job, says] of denied) {
+            const r = await sa([
+              "create",
+              "--dry-run=server",
+              "-f",
+              await tempFile(JSON.stringify(job)),
+            ]);
+            assert.notEqual(r.code, 0, `${what}: admitted`);
+            assert.match(r.stderr, DENIED, `${what}: ${r.stderr}`);
+            assert.match(r.stderr, says, `${what}: ${r.stderr}`);
+          }
+          // The kinds that hold only what the namespace or the pod already has.
+          const inPod = withVolume({ emptyDir: {} });
+          inPod.spec.template.spec.volumes.push(
+            { name: "c", configMap: { name: "x" } },
+            { name: "s", secret: { secretName: "x" } },
+            { name: "d", downwardAPI: { items: [] } },
+            { name: "p", projected: { sources: [] } },
+          );
+          const ok = await sa([
+            "create",
+            "--dry-run=server",
+            "-f",
+            await tempFile(JSON.stringify(inPod)),
+          ]);
+          assert.equal(ok.code, 0, ok.stderr);
+        },
+      );
+
+      await t.step(
         "adversarial: no other way to a pod on a node (RBAC), no unpinning after create",
         async () => {
           // The token's only pod-making right is jobs: RBAC refuses the rest.
