@@ -58,6 +58,10 @@ export interface AdmissionParams {
   hostPaths: string[];
   /** The capabilities the templates add. */
   capabilities: string[];
+  /** The kinds of volume the templates mount (`persistentVolumeClaim`, `csi`…): keys of their volumes. */
+  volumeTypes: string[];
+  /** The templates' `priorityClassName`s (none: the cluster's default only). */
+  priorityClasses: string[];
   /** Node label keys it may set or remove (`--node-label-key`, `--extra-node-label`, the instance mark). */
   labelKeys: string[];
   /** Node label key prefixes (with the `/`) it may set or remove under: `<prefix>/`, `<instance-label-prefix>/`. */
@@ -147,6 +151,12 @@ export function admissionParams(input: AdmissionInput): AdmissionParams {
     hostIPC: any((p) => p.hostIPC),
     hostPaths: uniq(pods.flatMap((p) => (p.volumes ?? []).flatMap((v) => v.hostPath?.path ?? []))),
     capabilities: uniq(containers.flatMap((c) => c.securityContext?.capabilities?.add ?? [])),
+    volumeTypes: uniq(
+      pods.flatMap((p) => (p.volumes ?? []).flatMap((v) => Object.keys(v))).filter((k) =>
+        k !== "name"
+      ),
+    ),
+    priorityClasses: uniq(pods.flatMap((p) => p.priorityClassName ?? [])),
     labelKeys: uniq(labelKeys),
     labelPrefixes: uniq([
       `${keys.owner.slice(0, keys.owner.indexOf("/") + 1)}`,
@@ -173,6 +183,8 @@ export function paramsData(p: AdmissionParams): Record<string, string> {
     hostIPC: String(p.hostIPC),
     hostPaths: list(p.hostPaths),
     capabilities: list(p.capabilities),
+    volumeTypes: list(p.volumeTypes),
+    priorityClasses: list(p.priorityClasses),
     labelKeys: list(p.labelKeys),
     labelPrefixes: list(p.labelPrefixes),
     removeTaints: list(p.removeTaints),

@@ -26,6 +26,7 @@ const HOST = job(
   "host",
   `      hostPID: true
       serviceAccountName: agent
+      priorityClassName: node-agent
       initContainers: [{name: i, image: reg/i:1, securityContext: {capabilities: {add: [NET_ADMIN]}}}]
       containers: [{name: a, image: reg/a:1, securityContext: {privileged: true}}]
       volumes: [{name: root, hostPath: {path: /}}, {name: e, emptyDir: {}}]
@@ -51,6 +52,8 @@ Deno.test("admissionParams: each privilege is allowed exactly when a template as
       hostIPC: "false",
       hostPaths: "",
       capabilities: "",
+      volumeTypes: "",
+      priorityClasses: "",
     }],
     ["a host template allows its own, and no more", { ...base, template: HOST }, {
       images: "reg/a:1,reg/i:1",
@@ -61,6 +64,8 @@ Deno.test("admissionParams: each privilege is allowed exactly when a template as
       hostIPC: "false",
       hostPaths: "/",
       capabilities: "NET_ADMIN",
+      volumeTypes: "emptyDir,hostPath",
+      priorityClasses: "node-agent",
     }],
     ["a verification template adds its own to the release's", {
       ...base,
@@ -74,6 +79,8 @@ Deno.test("admissionParams: each privilege is allowed exactly when a template as
       hostIPC: "false",
       hostPaths: "/",
       capabilities: "NET_ADMIN",
+      volumeTypes: "emptyDir,hostPath",
+      priorityClasses: "node-agent",
     }],
   ];
   for (const [what, input, want] of cases) {

@@ -19,7 +19,7 @@ that the next upgrade can keep them allowed for one more revision.
 {{- define "job-dispatcher.admissionData" -}}
 {{- $tpls := list (include "job-dispatcher.jobTemplate" . | fromYaml) }}
 {{- with include "job-dispatcher.verifyJobTemplate" . }}{{ $tpls = append $tpls (fromYaml .) }}{{ end }}
-{{- $images := list }}{{ $sas := list }}{{ $paths := list }}{{ $caps := list }}
+{{- $images := list }}{{ $sas := list }}{{ $paths := list }}{{ $caps := list }}{{ $vols := list }}{{ $prios := list }}
 {{- $host := dict "privileged" false "hostPID" false "hostNetwork" false "hostIPC" false }}
 {{- range $tpls }}
 {{- $pod := (((.spec | default dict).template | default dict).spec | default dict) }}
@@ -31,7 +31,8 @@ that the next upgrade can keep them allowed for one more revision.
 {{- if $sc.privileged }}{{ $_ := set $host "privileged" true }}{{ end }}
 {{- range (($sc.capabilities | default dict).add | default list) }}{{ $caps = append $caps (toString .) }}{{ end }}
 {{- end }}
-{{- range ($pod.volumes | default list) }}{{ with .hostPath }}{{ $paths = append $paths (toString .path) }}{{ end }}{{ end }}
+{{- range ($pod.volumes | default list) }}{{ with .hostPath }}{{ $paths = append $paths (toString .path) }}{{ end }}{{ range $k, $_ := . }}{{ if ne $k "name" }}{{ $vols = append $vols $k }}{{ end }}{{ end }}{{ end }}
+{{- with $pod.priorityClassName }}{{ $prios = append $prios (toString .) }}{{ end }}
 {{- end }}
 {{- $flags := include "job-dispatcher.extraFlags" . | fromYaml }}
 {{- $prefix := .Values.trackingLabelPrefix }}
@@ -54,6 +55,8 @@ that the next upgrade can keep them allowed for one more revision.
 {{- range $k, $v := $host }}{{ $_ := set $cur $k (toString $v) }}{{ end }}
 {{- $_ := set $cur "hostPaths" ($paths | uniq | sortAlpha | join ",") }}
 {{- $_ := set $cur "capabilities" ($caps | uniq | sortAlpha | join ",") }}
+{{- $_ := set $cur "volumeTypes" ($vols | uniq | sortAlpha | join ",") }}
+{{- $_ := set $cur "priorityClasses" ($prios | uniq | sortAlpha | join ",") }}
 {{- $_ := set $cur "labelKeys" ($keys | uniq | sortAlpha | join ",") }}
 {{- $_ := set $cur "labelPrefixes" ($prefixes | uniq | sortAlpha | join ",") }}
 {{- $_ := set $cur "removeTaints" ($taints | uniq | sortAlpha | join ",") }}
