@@ -20,6 +20,7 @@ import {
   CHART,
   ensureHelm,
   find,
+  helmResult,
   helmRunner,
   objects,
   run,
@@ -291,6 +292,39 @@ Deno.test({
           }
           const left = await cluster.kubectl(["get", "jobs", "-n", NS, "-o", "name"]);
           assert.doesNotMatch(left.stdout, /probe-/, "no Job created");
+        },
+      );
+
+      await t.step(
+        "adversarial: the chart refuses node keys under kubernetes.io, which other components read",
+        async () => {
+          // The policy would let the token set such a key to any value on every
+          // node: a control-plane role, a hostname, a load balancer exclusion.
+          const template = helmResult(home);
+          const cases: [string, string][] = [
+            ["--node-label-key=node-role.kubernetes.io/control-plane", "--node-label-key"],
+            ["--extra-node-label=kubernetes.io/hostname=x", "--extra-node-label"],
+            ["--instance-label-prefix=node.kubernetes.io", "--instance-label-prefix"],
+          ];
+          for (const [arg, flag] of cases) {
+            const v = values("registry.invalid/work:1");
+            v.extraArgs = [
+              ...EXTRA_ARGS,
+              arg,
+              ...(flag === "--instance-label-prefix" ? ["--multi-install-suffix=blue"] : []),
+            ];
+            const r = await template([
+              ...["template", RELEASE, CHART, "-n", NS, "-f", await tempFile(stringify(v))],
+              ...["--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"],
+            ]);
+            assert.notEqual(r.code, 0, `${arg}: rendered`);
+            assert.match(
+              r.stderr,
+              new RegExp(`${flag} [^:]*kubernetes\\.io`),
+              `${arg}: ${r.stderr}`,
+            );
+            assert.match(r.stderr, /admissionPolicies\.enabled=false/, r.stderr);
+          }
         },
       );
 

@@ -138,3 +138,36 @@ Deno.test("admissionPolicies: fail closed, only the ServiceAccount, params from 
     assert.deepEqual(b.spec.validationActions, ["Deny"]);
   }
 });
+
+Deno.test("admissionParams: refuses node keys under kubernetes.io and k8s.io, which Kubernetes components read", () => {
+  const cases: [string, Partial<AdmissionInput>, RegExp][] = [
+    [
+      "--node-label-key",
+      { nodeLabelKey: "node-role.kubernetes.io/control-plane" },
+      /--node-label-key node-role\.kubernetes\.io\/control-plane/,
+    ],
+    [
+      "--extra-node-label",
+      { extraLabelKeys: ["kubernetes.io/hostname"] },
+      /--extra-node-label kubernetes\.io\/hostname/,
+    ],
+    [
+      "--tracking-label-prefix",
+      { trackingPrefix: "node.kubernetes.io" },
+      /--tracking-label-prefix node\.kubernetes\.io/,
+    ],
+    [
+      "--instance-label-prefix",
+      { instance: { prefix: "k8s.io", suffix: "blue" } },
+      /--instance-label-prefix k8s\.io/,
+    ],
+  ];
+  for (const [what, change, says] of cases) {
+    assert.throws(() => admissionParams({ ...base, ...change }), says, what);
+  }
+  // A domain that merely ends in the same letters is the user's own.
+  assert.deepEqual(
+    admissionParams({ ...base, nodeLabelKey: "notkubernetes.io/done" }).labelKeys,
+    ["notkubernetes.io/done"],
+  );
+});
