@@ -44,6 +44,22 @@ that the next upgrade can keep them allowed for one more revision.
 {{- $prefixes = append $prefixes (printf "%s/" $ip) }}
 {{- with ($flags.multiInstallSuffix | default list) }}{{ $keys = append $keys (printf "%s/%s" $ip (last .)) }}{{ end }}
 {{- end }}
+{{- /* Keys under kubernetes.io and k8s.io are read by Kubernetes components:
+the policy would let the token set them on every node (policy/admission.ts
+refuseReserved says the same). A prefix is judged as the domain of its keys. */}}
+{{- $check := list (list "--tracking-label-prefix" $prefix (printf "%s/" $prefix)) }}
+{{- range ($flags.nodeLabelKey | default list) }}{{ $check = append $check (list "--node-label-key" . .) }}{{ end }}
+{{- range ($flags.extraNodeLabel | default list) }}{{ $k := splitList "=" . | first }}{{ $check = append $check (list "--extra-node-label" $k $k) }}{{ end }}
+{{- with ($flags.instanceLabelPrefix | default list) }}{{ $check = append $check (list "--instance-label-prefix" (last .) (printf "%s/" (last .))) }}{{ end }}
+{{- range $check }}
+{{- $key := index . 2 | toString }}
+{{- if contains "/" $key }}
+{{- $d := splitList "/" $key | first }}
+{{- if or (eq $d "kubernetes.io") (eq $d "k8s.io") (hasSuffix ".kubernetes.io" $d) (hasSuffix ".k8s.io" $d) }}
+{{- fail (printf "Cannot admit %s %s: keys under kubernetes.io and k8s.io are read by Kubernetes components (scheduler, load balancers, NodeRestriction), and the policy would let the ServiceAccount's token set it to any value on every node; choose a key under your own domain, or leave the policies out (admissionPolicies.enabled=false, rbac --admission-policies=false)" (index . 0) (index . 1)) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- $taints := list }}
 {{- range ($flags.removeNodeTaints | default list) }}{{ range splitList "," . }}{{ with trim . }}{{ $taints = append $taints . }}{{ end }}{{ end }}{{ end }}
 {{- $owner := include "job-dispatcher.prefix" . }}
