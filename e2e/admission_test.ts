@@ -536,6 +536,118 @@ Deno.test({
       });
 
       await t.step(
+        "adversarial: every patch type and server-side apply is judged on the node it makes",
+        async () => {
+          const node = NODES[1];
+          const before = await nodeObj(cluster, node);
+          const labels = before.metadata.labels;
+          const patch = (
+            type: string,
+            body: unknown,
+          ) => ["patch", "node", node, `--type=${type}`, "-p", JSON.stringify(body)];
+          const ssa = await tempFile(JSON.stringify({
+            apiVersion: "v1",
+            kind: "Node",
+            metadata: { name: node, labels: { steer: "me" } },
+          }));
+          const cases: [string, string[], RegExp][] = [
+            [
+              "JSON patch replacing the labels map (one key more)",
+              patch("json", [{
+                op: "replace",
+                path: "/metadata/labels",
+                value: { ...labels, steer: "me" },
+              }]),
+              /only the node labels/,
+            ],
+            [
+              "JSON patch replacing the labels map by an allowed key alone",
+              patch("json", [{ op: "replace", path: "/metadata/labels", value: { [DONE]: "x" } }]),
+              /only the node labels/,
+            ],
+            [
+              "strategic merge $patch: replace on labels",
+              patch("strategic", { metadata: { labels: { $patch: "replace", [DONE]: "x" } } }),
+              /only the node labels/,
+            ],
+            [
+              "a named taint removed and another added in one patch",
+              patch("merge", {
+                spec: {
+                  taints: [{ key: "keep", effect: "NoSchedule" }, {
+                    key: "evil",
+                    effect: "NoSchedule",
+                  }],
+                },
+              }),
+              /no taint may be added/,
+            ],
+            [
+              "server-side apply under another field manager",
+              ["apply", "--server-side", "--field-manager=evil", "--force-conflicts", "-f", ssa],
+              /only the node labels/,
+            ],
+          ];
+          for (const [what, args, says] of cases) {
+            const r = await sa(args);
+            assert.notEqual(r.code, 0, `${what}: admitted`);
+            assert.match(r.stderr, DENIED, `${what}: ${r.stderr}`);
+            assert.match(r.stderr, says, `${what}: ${r.stderr}`);
+          }
+          // The status subresource: RBAC grants it not, the policy denies it too.
+          const status = await sa([
+            ...["patch", "node", node, "--subresource=status", "--type=merge", "-p"],
+            JSON.stringify({ status: { capacity: { "example.com/x": "1" } } }),
+          ]);
+          assert.notEqual(status.code, 0, "status: admitted");
+          const after = await nodeObj(cluster, node);
+          assert.deepEqual(after.metadata.labels, before.metadata.labels);
+          assert.deepEqual(after.metadata.annotations, before.metadata.annotations);
+          assert.deepEqual(after.spec, before.spec);
+          assert.deepEqual(after.status.capacity, before.status.capacity);
+        },
+      );
+
+      await t.step(
+        "a missing params ConfigMap denies (parameterNotFoundAction: Deny)",
+        async () => {
+          const name = `${FULLNAME}-admission`;
+          const got = await cluster.kubectl(["get", "cm", name, "-n", NS, "-o", "json"]);
+          assert.equal(got.code, 0, got.stderr);
+          const cm = JSON.parse(got.stdout);
+          const job = await tempFile(JSON.stringify(jobFor(NODES[0], "registry.invalid/work:1")));
+          const create = () => sa(["create", "--dry-run=server", "-f", job]);
+          assert.equal((await create()).code, 0, "the template's own Job is admitted");
+          assert.equal((await cluster.kubectl(["delete", "cm", name, "-n", NS])).code, 0);
+          try {
+            let r = await create();
+            for (let i = 0; i < 60 && r.code === 0; i++) {
+              await new Promise((ok) => setTimeout(ok, 500));
+              r = await create();
+            }
+            assert.notEqual(r.code, 0, "admitted without its params");
+            assert.match(r.stderr, /no params found|not found/i, r.stderr);
+          } finally {
+            for (const k of ["resourceVersion", "uid", "creationTimestamp", "managedFields"]) {
+              delete cm.metadata[k];
+            }
+            const back = await cluster.kubectl([
+              "create",
+              "-f",
+              await tempFile(JSON.stringify(cm)),
+            ]);
+            assert.equal(back.code, 0, back.stderr);
+          }
+          let r = await create();
+          for (let i = 0; i < 60 && r.code !== 0; i++) {
+            await new Promise((ok) => setTimeout(ok, 500));
+            r = await create();
+          }
+          assert.equal(r.code, 0, r.stderr);
+        },
+      );
+
+      await t.step(
         "the rollout (labels, taint removal, --drain, verification) and a cleanup run pass",
         async () => {
           const args = await hookArgs(helm, cluster);
