@@ -357,6 +357,28 @@ Deno.test({
             ["csi", withVolume({ csi: { driver: "secrets-store.csi.k8s.io" } })],
             ["nfs", withVolume({ nfs: { server: "203.0.113.1", path: "/" } })],
           ].map(([what, job]) => [what as string, job as Obj, /volumes may be only of the kinds/]);
+          const digest = `${work}@sha256:${"0".repeat(64)}`;
+          denied.push(
+            ["the image under another digest", jobFor(NODES[0], digest), /container image must be/],
+            [
+              "privileged in an initContainer only",
+              jobFor(NODES[0], work, (pod) =>
+                pod.initContainers = [{
+                  name: "i",
+                  image: work,
+                  securityContext: { privileged: true },
+                }]),
+              /privileged: true where/,
+            ],
+            [
+              "a capability in another spelling",
+              jobFor(NODES[0], work, (pod) =>
+                pod.containers[0].securityContext = {
+                  capabilities: { add: ["sys_admin", "CAP_SYS_ADMIN"] },
+                }),
+              /added capabilities may be only/,
+            ],
+          );
           denied.push([
             "priorityClassName system-node-critical",
             jobFor(NODES[0], work, (pod) => pod.priorityClassName = "system-node-critical"),
@@ -373,6 +395,21 @@ Deno.test({
             assert.match(r.stderr, DENIED, `${what}: ${r.stderr}`);
             assert.match(r.stderr, says, `${what}: ${r.stderr}`);
           }
+          // An ephemeral container on create: the API server's validation or the policy.
+          const eph = jobFor(NODES[0], work, (pod) =>
+            pod.ephemeralContainers = [{
+              name: "e",
+              image: work,
+              securityContext: { privileged: true },
+            }]);
+          const e = await sa([
+            "create",
+            "--dry-run=server",
+            "-f",
+            await tempFile(JSON.stringify(eph)),
+          ]);
+          assert.notEqual(e.code, 0, "ephemeralContainers: admitted");
+          assert.match(e.stderr, /ephemeral/i, e.stderr);
           // The kinds that hold only what the namespace or the pod already has.
           const inPod = withVolume({ emptyDir: {} });
           inPod.spec.template.spec.volumes.push(
