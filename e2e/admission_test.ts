@@ -20,6 +20,7 @@ import {
   CHART,
   ensureHelm,
   find,
+  helmResult,
   helmRunner,
   objects,
   run,
@@ -295,6 +296,139 @@ Deno.test({
       );
 
       await t.step(
+        "adversarial: the chart refuses node keys under kubernetes.io, which other components read",
+        async () => {
+          // The policy would let the token set such a key to any value on every
+          // node: a control-plane role, a hostname, a load balancer exclusion.
+          const template = helmResult(home);
+          const cases: [string, string][] = [
+            ["--node-label-key=node-role.kubernetes.io/control-plane", "--node-label-key"],
+            ["--extra-node-label=kubernetes.io/hostname=x", "--extra-node-label"],
+            ["--instance-label-prefix=node.kubernetes.io", "--instance-label-prefix"],
+          ];
+          for (const [arg, flag] of cases) {
+            const v = values("registry.invalid/work:1");
+            v.extraArgs = [
+              ...EXTRA_ARGS,
+              arg,
+              ...(flag === "--instance-label-prefix" ? ["--multi-install-suffix=blue"] : []),
+            ];
+            const r = await template([
+              ...["template", RELEASE, CHART, "-n", NS, "-f", await tempFile(stringify(v))],
+              ...["--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"],
+            ]);
+            assert.notEqual(r.code, 0, `${arg}: rendered`);
+            assert.match(
+              r.stderr,
+              new RegExp(`${flag} [^:]*kubernetes\\.io`),
+              `${arg}: ${r.stderr}`,
+            );
+            assert.match(r.stderr, /admissionPolicies\.enabled=false/, r.stderr);
+          }
+        },
+      );
+
+      await t.step(
+        "adversarial: no volume of a kind the templates do not mount, no critical priority",
+        async () => {
+          // A volume the kubelet mounts from outside the pod: a PersistentVolume
+          // of the namespace's claims, or (ephemeral: the claim the controller
+          // makes, volumeName of its choosing) an Available `local` or hostPath
+          // PersistentVolume, a CSI or NFS mount, another image's files.
+          const work = "registry.invalid/work:1";
+          const withVolume = (v: Obj) =>
+            jobFor(NODES[0], work, (pod) => pod.volumes = [{ name: "v", ...v }]);
+          const denied: [string, Obj, RegExp][] = [
+            ["persistentVolumeClaim", withVolume({ persistentVolumeClaim: { claimName: "data" } })],
+            [
+              "ephemeral",
+              withVolume({
+                ephemeral: {
+                  volumeClaimTemplate: {
+                    spec: {
+                      accessModes: ["ReadWriteOnce"],
+                      volumeName: "local-pv-of-another-workload",
+                      resources: { requests: { storage: "1Gi" } },
+                    },
+                  },
+                },
+              }),
+            ],
+            ["csi", withVolume({ csi: { driver: "secrets-store.csi.k8s.io" } })],
+            ["nfs", withVolume({ nfs: { server: "203.0.113.1", path: "/" } })],
+          ].map(([what, job]) => [what as string, job as Obj, /volumes may be only of the kinds/]);
+          const digest = `${work}@sha256:${"0".repeat(64)}`;
+          denied.push(
+            ["the image under another digest", jobFor(NODES[0], digest), /container image must be/],
+            [
+              "privileged in an initContainer only",
+              jobFor(NODES[0], work, (pod) =>
+                pod.initContainers = [{
+                  name: "i",
+                  image: work,
+                  securityContext: { privileged: true },
+                }]),
+              /privileged: true where/,
+            ],
+            [
+              "a capability in another spelling",
+              jobFor(NODES[0], work, (pod) =>
+                pod.containers[0].securityContext = {
+                  capabilities: { add: ["sys_admin", "CAP_SYS_ADMIN"] },
+                }),
+              /added capabilities may be only/,
+            ],
+          );
+          denied.push([
+            "priorityClassName system-node-critical",
+            jobFor(NODES[0], work, (pod) => pod.priorityClassName = "system-node-critical"),
+            /priorityClassName may be only/,
+          ]);
+          for (const [what, job, says] of denied) {
+            const r = await sa([
+              "create",
+              "--dry-run=server",
+              "-f",
+              await tempFile(JSON.stringify(job)),
+            ]);
+            assert.notEqual(r.code, 0, `${what}: admitted`);
+            assert.match(r.stderr, DENIED, `${what}: ${r.stderr}`);
+            assert.match(r.stderr, says, `${what}: ${r.stderr}`);
+          }
+          // An ephemeral container on create: the API server's validation or the policy.
+          const eph = jobFor(NODES[0], work, (pod) =>
+            pod.ephemeralContainers = [{
+              name: "e",
+              image: work,
+              securityContext: { privileged: true },
+            }]);
+          const e = await sa([
+            "create",
+            "--dry-run=server",
+            "-f",
+            await tempFile(JSON.stringify(eph)),
+          ]);
+          assert.notEqual(e.code, 0, "ephemeralContainers: admitted");
+          assert.match(e.stderr, /ephemeral/i, e.stderr);
+          // The kinds that hold only what the namespace or the pod already has.
+          const inPod = withVolume({ emptyDir: {} });
+          inPod.spec.template.spec.volumes.push(
+            { name: "c", configMap: { name: "x" } },
+            { name: "s", secret: { secretName: "x" } },
+            { name: "d", downwardAPI: { items: [] } },
+            { name: "p", projected: { sources: [] } },
+          );
+          const ok = await sa([
+            "create",
+            "--dry-run=server",
+            "-f",
+            await tempFile(JSON.stringify(inPod)),
+          ]);
+          assert.equal(ok.code, 0, ok.stderr);
+        },
+      );
+
+      await t.step(
         "adversarial: no other way to a pod on a node (RBAC), no unpinning after create",
         async () => {
           // The token's only pod-making right is jobs: RBAC refuses the rest.
@@ -437,6 +571,118 @@ Deno.test({
         assert.deepEqual(after.metadata.annotations, before.metadata.annotations);
         assert.deepEqual(after.spec, before.spec);
       });
+
+      await t.step(
+        "adversarial: every patch type and server-side apply is judged on the node it makes",
+        async () => {
+          const node = NODES[1];
+          const before = await nodeObj(cluster, node);
+          const labels = before.metadata.labels;
+          const patch = (
+            type: string,
+            body: unknown,
+          ) => ["patch", "node", node, `--type=${type}`, "-p", JSON.stringify(body)];
+          const ssa = await tempFile(JSON.stringify({
+            apiVersion: "v1",
+            kind: "Node",
+            metadata: { name: node, labels: { steer: "me" } },
+          }));
+          const cases: [string, string[], RegExp][] = [
+            [
+              "JSON patch replacing the labels map (one key more)",
+              patch("json", [{
+                op: "replace",
+                path: "/metadata/labels",
+                value: { ...labels, steer: "me" },
+              }]),
+              /only the node labels/,
+            ],
+            [
+              "JSON patch replacing the labels map by an allowed key alone",
+              patch("json", [{ op: "replace", path: "/metadata/labels", value: { [DONE]: "x" } }]),
+              /only the node labels/,
+            ],
+            [
+              "strategic merge $patch: replace on labels",
+              patch("strategic", { metadata: { labels: { $patch: "replace", [DONE]: "x" } } }),
+              /only the node labels/,
+            ],
+            [
+              "a named taint removed and another added in one patch",
+              patch("merge", {
+                spec: {
+                  taints: [{ key: "keep", effect: "NoSchedule" }, {
+                    key: "evil",
+                    effect: "NoSchedule",
+                  }],
+                },
+              }),
+              /no taint may be added/,
+            ],
+            [
+              "server-side apply under another field manager",
+              ["apply", "--server-side", "--field-manager=evil", "--force-conflicts", "-f", ssa],
+              /only the node labels/,
+            ],
+          ];
+          for (const [what, args, says] of cases) {
+            const r = await sa(args);
+            assert.notEqual(r.code, 0, `${what}: admitted`);
+            assert.match(r.stderr, DENIED, `${what}: ${r.stderr}`);
+            assert.match(r.stderr, says, `${what}: ${r.stderr}`);
+          }
+          // The status subresource: RBAC grants it not, the policy denies it too.
+          const status = await sa([
+            ...["patch", "node", node, "--subresource=status", "--type=merge", "-p"],
+            JSON.stringify({ status: { capacity: { "example.com/x": "1" } } }),
+          ]);
+          assert.notEqual(status.code, 0, "status: admitted");
+          const after = await nodeObj(cluster, node);
+          assert.deepEqual(after.metadata.labels, before.metadata.labels);
+          assert.deepEqual(after.metadata.annotations, before.metadata.annotations);
+          assert.deepEqual(after.spec, before.spec);
+          assert.deepEqual(after.status.capacity, before.status.capacity);
+        },
+      );
+
+      await t.step(
+        "a missing params ConfigMap denies (parameterNotFoundAction: Deny)",
+        async () => {
+          const name = `${FULLNAME}-admission`;
+          const got = await cluster.kubectl(["get", "cm", name, "-n", NS, "-o", "json"]);
+          assert.equal(got.code, 0, got.stderr);
+          const cm = JSON.parse(got.stdout);
+          const job = await tempFile(JSON.stringify(jobFor(NODES[0], "registry.invalid/work:1")));
+          const create = () => sa(["create", "--dry-run=server", "-f", job]);
+          assert.equal((await create()).code, 0, "the template's own Job is admitted");
+          assert.equal((await cluster.kubectl(["delete", "cm", name, "-n", NS])).code, 0);
+          try {
+            let r = await create();
+            for (let i = 0; i < 60 && r.code === 0; i++) {
+              await new Promise((ok) => setTimeout(ok, 500));
+              r = await create();
+            }
+            assert.notEqual(r.code, 0, "admitted without its params");
+            assert.match(r.stderr, /no params found|not found/i, r.stderr);
+          } finally {
+            for (const k of ["resourceVersion", "uid", "creationTimestamp", "managedFields"]) {
+              delete cm.metadata[k];
+            }
+            const back = await cluster.kubectl([
+              "create",
+              "-f",
+              await tempFile(JSON.stringify(cm)),
+            ]);
+            assert.equal(back.code, 0, back.stderr);
+          }
+          let r = await create();
+          for (let i = 0; i < 60 && r.code !== 0; i++) {
+            await new Promise((ok) => setTimeout(ok, 500));
+            r = await create();
+          }
+          assert.equal(r.code, 0, r.stderr);
+        },
+      );
 
       await t.step(
         "the rollout (labels, taint removal, --drain, verification) and a cleanup run pass",

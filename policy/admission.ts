@@ -20,7 +20,7 @@
  */
 
 import type { V1Container, V1PodSpec } from "@kubernetes/client-node";
-import { type JobTemplate, labelValue, trackingKeys } from "../job.ts";
+import { type JobTemplate, labelValue, trackingKeys, UsageError } from "../job.ts";
 import type { TaintSelector } from "../nodes/lifecycle.ts";
 import { JOB_VALIDATIONS, JOB_VARIABLES, NODE_VALIDATIONS, NODE_VARIABLES } from "./cel.ts";
 
@@ -58,6 +58,10 @@ export interface AdmissionParams {
   hostPaths: string[];
   /** The capabilities the templates add. */
   capabilities: string[];
+  /** The kinds of volume the templates mount (`persistentVolumeClaim`, `csi`…): keys of their volumes. */
+  volumeTypes: string[];
+  /** The templates' `priorityClassName`s (none: the cluster's default only). */
+  priorityClasses: string[];
   /** Node label keys it may set or remove (`--node-label-key`, `--extra-node-label`, the instance mark). */
   labelKeys: string[];
   /** Node label key prefixes (with the `/`) it may set or remove under: `<prefix>/`, `<instance-label-prefix>/`. */
@@ -98,6 +102,34 @@ export interface AdmissionInput {
 
 const uniq = (xs: Iterable<string>) => [...new Set(xs)].sort();
 
+/**
+ * Whether a label key's prefix (or a prefix) lies in the domains Kubernetes
+ * reserves for its own components: `kubernetes.io/hostname` (topology,
+ * affinity, local volumes), `node-role.kubernetes.io/*`,
+ * `node.kubernetes.io/exclude-from-external-load-balancers` (the cloud's load
+ * balancers), `node-restriction.kubernetes.io/*` (the labels NodeRestriction
+ * keeps from node credentials, so that workloads may trust them).
+ */
+function reserved(keyOrPrefix: string): boolean {
+  const domain = keyOrPrefix.includes("/") ? keyOrPrefix.slice(0, keyOrPrefix.indexOf("/")) : "";
+  return ["kubernetes.io", "k8s.io"].some((d) => domain === d || domain.endsWith(`.${d}`));
+}
+
+/** Refuses node keys a policy would let the token write on every node though others read them. */
+function refuseReserved(flags: [string, string | undefined][]): void {
+  for (const [flag, key] of flags) {
+    // A prefix (tracking, instance) is judged as the domain of its keys.
+    if (key === undefined || !reserved(flag.endsWith("-prefix") ? `${key}/` : key)) continue;
+    throw new UsageError(
+      `Cannot admit ${flag} ${key}: keys under kubernetes.io and k8s.io are read by ` +
+        "Kubernetes components (scheduler, load balancers, NodeRestriction), and the policy " +
+        "would let the ServiceAccount's token set it to any value on every node; choose a key " +
+        "under your own domain, or leave the policies out (admissionPolicies.enabled=false, " +
+        "rbac --admission-policies=false)",
+    );
+  }
+}
+
 function containersOf(pod: V1PodSpec): V1Container[] {
   return [...(pod.initContainers ?? []), ...(pod.containers ?? [])];
 }
@@ -124,6 +156,12 @@ export function admissionParams(input: AdmissionInput): AdmissionParams {
   ];
   const containers = pods.flatMap(containersOf);
   const any = (f: (p: V1PodSpec) => boolean | undefined) => pods.some((p) => f(p) === true);
+  refuseReserved([
+    ["--node-label-key", input.nodeLabelKey],
+    ...(input.extraLabelKeys ?? []).map((k): [string, string] => ["--extra-node-label", k]),
+    ["--tracking-label-prefix", input.trackingPrefix],
+    ["--instance-label-prefix", input.instance?.prefix],
+  ]);
   const keys = trackingKeys(input.trackingPrefix);
   const labelKeys = [
     ...(input.nodeLabelKey ? [input.nodeLabelKey] : []),
@@ -147,6 +185,12 @@ export function admissionParams(input: AdmissionInput): AdmissionParams {
     hostIPC: any((p) => p.hostIPC),
     hostPaths: uniq(pods.flatMap((p) => (p.volumes ?? []).flatMap((v) => v.hostPath?.path ?? []))),
     capabilities: uniq(containers.flatMap((c) => c.securityContext?.capabilities?.add ?? [])),
+    volumeTypes: uniq(
+      pods.flatMap((p) => (p.volumes ?? []).flatMap((v) => Object.keys(v))).filter((k) =>
+        k !== "name"
+      ),
+    ),
+    priorityClasses: uniq(pods.flatMap((p) => p.priorityClassName ?? [])),
     labelKeys: uniq(labelKeys),
     labelPrefixes: uniq([
       `${keys.owner.slice(0, keys.owner.indexOf("/") + 1)}`,
@@ -173,6 +217,8 @@ export function paramsData(p: AdmissionParams): Record<string, string> {
     hostIPC: String(p.hostIPC),
     hostPaths: list(p.hostPaths),
     capabilities: list(p.capabilities),
+    volumeTypes: list(p.volumeTypes),
+    priorityClasses: list(p.priorityClasses),
     labelKeys: list(p.labelKeys),
     labelPrefixes: list(p.labelPrefixes),
     removeTaints: list(p.removeTaints),

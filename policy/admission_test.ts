@@ -26,6 +26,7 @@ const HOST = job(
   "host",
   `      hostPID: true
       serviceAccountName: agent
+      priorityClassName: node-agent
       initContainers: [{name: i, image: reg/i:1, securityContext: {capabilities: {add: [NET_ADMIN]}}}]
       containers: [{name: a, image: reg/a:1, securityContext: {privileged: true}}]
       volumes: [{name: root, hostPath: {path: /}}, {name: e, emptyDir: {}}]
@@ -51,6 +52,8 @@ Deno.test("admissionParams: each privilege is allowed exactly when a template as
       hostIPC: "false",
       hostPaths: "",
       capabilities: "",
+      volumeTypes: "",
+      priorityClasses: "",
     }],
     ["a host template allows its own, and no more", { ...base, template: HOST }, {
       images: "reg/a:1,reg/i:1",
@@ -61,6 +64,8 @@ Deno.test("admissionParams: each privilege is allowed exactly when a template as
       hostIPC: "false",
       hostPaths: "/",
       capabilities: "NET_ADMIN",
+      volumeTypes: "emptyDir,hostPath",
+      priorityClasses: "node-agent",
     }],
     ["a verification template adds its own to the release's", {
       ...base,
@@ -74,6 +79,8 @@ Deno.test("admissionParams: each privilege is allowed exactly when a template as
       hostIPC: "false",
       hostPaths: "/",
       capabilities: "NET_ADMIN",
+      volumeTypes: "emptyDir,hostPath",
+      priorityClasses: "node-agent",
     }],
   ];
   for (const [what, input, want] of cases) {
@@ -130,4 +137,37 @@ Deno.test("admissionPolicies: fail closed, only the ServiceAccount, params from 
     });
     assert.deepEqual(b.spec.validationActions, ["Deny"]);
   }
+});
+
+Deno.test("admissionParams: refuses node keys under kubernetes.io and k8s.io, which Kubernetes components read", () => {
+  const cases: [string, Partial<AdmissionInput>, RegExp][] = [
+    [
+      "--node-label-key",
+      { nodeLabelKey: "node-role.kubernetes.io/control-plane" },
+      /--node-label-key node-role\.kubernetes\.io\/control-plane/,
+    ],
+    [
+      "--extra-node-label",
+      { extraLabelKeys: ["kubernetes.io/hostname"] },
+      /--extra-node-label kubernetes\.io\/hostname/,
+    ],
+    [
+      "--tracking-label-prefix",
+      { trackingPrefix: "node.kubernetes.io" },
+      /--tracking-label-prefix node\.kubernetes\.io/,
+    ],
+    [
+      "--instance-label-prefix",
+      { instance: { prefix: "k8s.io", suffix: "blue" } },
+      /--instance-label-prefix k8s\.io/,
+    ],
+  ];
+  for (const [what, change, says] of cases) {
+    assert.throws(() => admissionParams({ ...base, ...change }), says, what);
+  }
+  // A domain that merely ends in the same letters is the user's own.
+  assert.deepEqual(
+    admissionParams({ ...base, nodeLabelKey: "notkubernetes.io/done" }).labelKeys,
+    ["notkubernetes.io/done"],
+  );
 });

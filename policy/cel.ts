@@ -24,6 +24,8 @@ export const JOB_VARIABLES = [
   { name: "serviceAccounts", expression: list("serviceAccounts") },
   { name: "hostPaths", expression: list("hostPaths") },
   { name: "capabilities", expression: list("capabilities") },
+  { name: "volumeTypes", expression: list("volumeTypes") },
+  { name: "priorityClasses", expression: list("priorityClasses") },
   { name: "labels", expression: "object.metadata.?labels.orValue({})" },
   { name: "oldLabels", expression: "oldObject.metadata.?labels.orValue({})" },
   { name: "annotations", expression: "object.metadata.?annotations.orValue({})" },
@@ -43,6 +45,42 @@ export const JOB_VARIABLES = [
       "variables.pod.?affinity.?nodeAffinity.?requiredDuringSchedulingIgnoredDuringExecution" +
       ".?nodeSelectorTerms.orValue([])",
   },
+];
+
+/**
+ * The kinds of volume that bring into the pod what is outside it: the node
+ * (hostPath has its own rule), a PersistentVolume (a claim of the namespace,
+ * or an ephemeral one whose template names any Available volume: a `local`
+ * PersistentVolume is a host directory), a remote or CSI mount, another
+ * image's files. configMap, secret, emptyDir, downwardAPI and projected hold
+ * only what the namespace or the pod has already. A pod's volume is a typed
+ * object, not a map, so CEL cannot list its keys: each kind is named.
+ */
+export const OUTSIDE_VOLUMES = [
+  "persistentVolumeClaim",
+  "ephemeral",
+  "csi",
+  "image",
+  "nfs",
+  "iscsi",
+  "fc",
+  "rbd",
+  "cephfs",
+  "glusterfs",
+  "flexVolume",
+  "gitRepo",
+  "gcePersistentDisk",
+  "awsElasticBlockStore",
+  "azureDisk",
+  "azureFile",
+  "cinder",
+  "vsphereVolume",
+  "portworxVolume",
+  "photonPersistentDisk",
+  "quobyte",
+  "scaleIO",
+  "storageos",
+  "flocker",
 ];
 
 const onCreate = (rule: string) => `request.operation != 'CREATE' || (${rule})`;
@@ -118,6 +156,32 @@ export const JOB_VALIDATIONS = [
     ),
     messageExpression: say(
       "'a hostPath volume may mount only the templates\\' paths (' + params.data.hostPaths + ')'",
+    ),
+    reason: "Forbidden",
+  },
+  {
+    expression: onCreate(
+      "variables.pod.?volumes.orValue([]).all(v, " +
+        OUTSIDE_VOLUMES.map((k) => `(!has(v.${k}) || '${k}' in variables.volumeTypes)`)
+          .join(" && ") +
+        ")",
+    ),
+    messageExpression: say(
+      "'volumes may be only of the kinds the release templates mount (configMap, secret, " +
+        "emptyDir, downwardAPI, projected, ' + params.data.?volumeTypes.orValue('') + ')'",
+    ),
+    reason: "Forbidden",
+  },
+  {
+    // system-node-critical makes the kubelet evict the node's other pods to
+    // admit it; any higher class preempts them.
+    expression: onCreate(
+      "variables.pod.?priorityClassName.orValue('') == '' || " +
+        "variables.pod.priorityClassName in variables.priorityClasses",
+    ),
+    messageExpression: say(
+      "'priorityClassName may be only the release templates\\' (' + " +
+        "params.data.?priorityClasses.orValue('') + ')'",
     ),
     reason: "Forbidden",
   },

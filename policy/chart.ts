@@ -41,6 +41,8 @@ export function chartAdmissionTemplate(): string {
     hostIPC: false,
     hostPaths: [],
     capabilities: [],
+    volumeTypes: [],
+    priorityClasses: [],
     labelKeys: [],
     labelPrefixes: [],
     removeTaints: [],

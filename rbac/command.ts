@@ -71,29 +71,32 @@ export function rbacCommandDocuments(r: RbacRequest, env: RbacEnv): Record<strin
     cleanupTargets: r.cleanup ? job(r.cleanup) : [],
   });
   const labels = r.opts.nodeLabels;
-  const params = admissionParams({
-    namespace,
-    serviceAccount: r.serviceAccount,
-    trackingPrefix: r.opts.trackingLabelPrefix,
-    namePrefix: namePrefixOf(r.opts, template),
-    template,
-    verifyTemplate: r.verify,
-    cleanupTemplate: r.cleanup,
-    nodeLabelKey: labels?.key,
-    extraLabelKeys: labels?.extra.map(([k]) => k),
-    instance: labels?.mark && labels.instancePrefix
-      ? {
-        prefix: labels.instancePrefix,
-        suffix: labels.mark.slice(labels.instancePrefix.length + 1),
-      }
-      : undefined,
-    removeTaints: r.opts.removeNodeTaints,
-  });
+  // Only with the policies: admissionParams refuses keys under kubernetes.io,
+  // which RBAC alone (--admission-policies=false) may still grant.
+  const params = () =>
+    admissionParams({
+      namespace,
+      serviceAccount: r.serviceAccount,
+      trackingPrefix: r.opts.trackingLabelPrefix,
+      namePrefix: namePrefixOf(r.opts, template),
+      template,
+      verifyTemplate: r.verify,
+      cleanupTemplate: r.cleanup,
+      nodeLabelKey: labels?.key,
+      extraLabelKeys: labels?.extra.map(([k]) => k),
+      instance: labels?.mark && labels.instancePrefix
+        ? {
+          prefix: labels.instancePrefix,
+          suffix: labels.mark.slice(labels.instancePrefix.length + 1),
+        }
+        : undefined,
+      removeTaints: r.opts.removeNodeTaints,
+    });
   // RBAC cannot narrow `create jobs` and `patch nodes` by content; the
   // admission policies do (docs/admission-policies.md), with the same flags.
   return [
     ...rbacDocuments({ needs, namespace, serviceAccount: r.serviceAccount }),
-    ...(r.admissionPolicies ? admissionPolicies(params) : []),
+    ...(r.admissionPolicies ? admissionPolicies(params()) : []),
   ];
 }
 

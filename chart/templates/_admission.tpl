@@ -19,7 +19,7 @@ that the next upgrade can keep them allowed for one more revision.
 {{- define "job-dispatcher.admissionData" -}}
 {{- $tpls := list (include "job-dispatcher.jobTemplate" . | fromYaml) }}
 {{- with include "job-dispatcher.verifyJobTemplate" . }}{{ $tpls = append $tpls (fromYaml .) }}{{ end }}
-{{- $images := list }}{{ $sas := list }}{{ $paths := list }}{{ $caps := list }}
+{{- $images := list }}{{ $sas := list }}{{ $paths := list }}{{ $caps := list }}{{ $vols := list }}{{ $prios := list }}
 {{- $host := dict "privileged" false "hostPID" false "hostNetwork" false "hostIPC" false }}
 {{- range $tpls }}
 {{- $pod := (((.spec | default dict).template | default dict).spec | default dict) }}
@@ -31,7 +31,8 @@ that the next upgrade can keep them allowed for one more revision.
 {{- if $sc.privileged }}{{ $_ := set $host "privileged" true }}{{ end }}
 {{- range (($sc.capabilities | default dict).add | default list) }}{{ $caps = append $caps (toString .) }}{{ end }}
 {{- end }}
-{{- range ($pod.volumes | default list) }}{{ with .hostPath }}{{ $paths = append $paths (toString .path) }}{{ end }}{{ end }}
+{{- range ($pod.volumes | default list) }}{{ with .hostPath }}{{ $paths = append $paths (toString .path) }}{{ end }}{{ range $k, $_ := . }}{{ if ne $k "name" }}{{ $vols = append $vols $k }}{{ end }}{{ end }}{{ end }}
+{{- with $pod.priorityClassName }}{{ $prios = append $prios (toString .) }}{{ end }}
 {{- end }}
 {{- $flags := include "job-dispatcher.extraFlags" . | fromYaml }}
 {{- $prefix := .Values.trackingLabelPrefix }}
@@ -42,6 +43,22 @@ that the next upgrade can keep them allowed for one more revision.
 {{- $ip := last . }}
 {{- $prefixes = append $prefixes (printf "%s/" $ip) }}
 {{- with ($flags.multiInstallSuffix | default list) }}{{ $keys = append $keys (printf "%s/%s" $ip (last .)) }}{{ end }}
+{{- end }}
+{{- /* Keys under kubernetes.io and k8s.io are read by Kubernetes components:
+the policy would let the token set them on every node (policy/admission.ts
+refuseReserved says the same). A prefix is judged as the domain of its keys. */}}
+{{- $check := list (list "--tracking-label-prefix" $prefix (printf "%s/" $prefix)) }}
+{{- range ($flags.nodeLabelKey | default list) }}{{ $check = append $check (list "--node-label-key" . .) }}{{ end }}
+{{- range ($flags.extraNodeLabel | default list) }}{{ $k := splitList "=" . | first }}{{ $check = append $check (list "--extra-node-label" $k $k) }}{{ end }}
+{{- with ($flags.instanceLabelPrefix | default list) }}{{ $check = append $check (list "--instance-label-prefix" (last .) (printf "%s/" (last .))) }}{{ end }}
+{{- range $check }}
+{{- $key := index . 2 | toString }}
+{{- if contains "/" $key }}
+{{- $d := splitList "/" $key | first }}
+{{- if or (eq $d "kubernetes.io") (eq $d "k8s.io") (hasSuffix ".kubernetes.io" $d) (hasSuffix ".k8s.io" $d) }}
+{{- fail (printf "Cannot admit %s %s: keys under kubernetes.io and k8s.io are read by Kubernetes components (scheduler, load balancers, NodeRestriction), and the policy would let the ServiceAccount's token set it to any value on every node; choose a key under your own domain, or leave the policies out (admissionPolicies.enabled=false, rbac --admission-policies=false)" (index . 0) (index . 1)) }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- $taints := list }}
 {{- range ($flags.removeNodeTaints | default list) }}{{ range splitList "," . }}{{ with trim . }}{{ $taints = append $taints . }}{{ end }}{{ end }}{{ end }}
@@ -54,6 +71,8 @@ that the next upgrade can keep them allowed for one more revision.
 {{- range $k, $v := $host }}{{ $_ := set $cur $k (toString $v) }}{{ end }}
 {{- $_ := set $cur "hostPaths" ($paths | uniq | sortAlpha | join ",") }}
 {{- $_ := set $cur "capabilities" ($caps | uniq | sortAlpha | join ",") }}
+{{- $_ := set $cur "volumeTypes" ($vols | uniq | sortAlpha | join ",") }}
+{{- $_ := set $cur "priorityClasses" ($prios | uniq | sortAlpha | join ",") }}
 {{- $_ := set $cur "labelKeys" ($keys | uniq | sortAlpha | join ",") }}
 {{- $_ := set $cur "labelPrefixes" ($prefixes | uniq | sortAlpha | join ",") }}
 {{- $_ := set $cur "removeTaints" ($taints | uniq | sortAlpha | join ",") }}
