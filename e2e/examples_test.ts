@@ -188,6 +188,89 @@ clusterTest("examples: every recipe parses, plans and rolls out", async (t, clus
   });
 }, { nodes: 0 });
 
+/**
+ * Flags of a run.sh command the chart's hook cannot take or sets itself:
+ * the namespace (helm -n), the template (--set-file), a bastion's files.
+ * A value here must be said in the values file's comments.
+ */
+const BASTION_ONLY = new Set([
+  "-n",
+  "--job-template",
+  "--report",
+  "--report-format",
+  "--pause-file",
+  "--cleanup-job-template",
+]);
+
+/** Defaults the chart spells out that the dispatcher has too (cli/options.ts). */
+const CLI_DEFAULTS: Record<string, string> = { "--gate-interval-secs": "30" };
+
+/** `--flag value` / `--flag=value` / `--flag` words as flag -> value ("" for a switch). */
+function flagMap(words: string[]): Map<string, string> {
+  const out = new Map<string, string>();
+  for (let i = 0; i < words.length; i++) {
+    const w = words[i];
+    if (!w.startsWith("-")) continue;
+    const eq = w.indexOf("=");
+    if (eq > 0) out.set(w.slice(0, eq), w.slice(eq + 1));
+    else if (words[i + 1] !== undefined && !words[i + 1].startsWith("-")) out.set(w, words[++i]);
+    else out.set(w, "");
+  }
+  return out;
+}
+
+/** The dispatcher's arguments of the chart's hook Job, rendered with `helm template`. */
+async function hookArgs(args: string[]): Promise<Map<string, string>> {
+  const home = await Deno.makeTempDir({ prefix: "helm-examples-" });
+  const r = await helmResult(home)(["template", "x", CHART, "-n", "ns", ...args]);
+  assert.equal(r.code, 0, r.stderr);
+  const hook = objects(r.stdout).find((o) =>
+    o.kind === "Job" && o.spec.template.spec.containers[0].args?.includes("--log-format=json")
+  );
+  assert.ok(hook, "the hook Job");
+  return flagMap(hook.spec.template.spec.containers[0].args);
+}
+
+Deno.test("examples: each values file runs the first command of its run.sh", async () => {
+  const wrong: string[] = [];
+  const check = (ok: boolean, what: string) => ok || wrong.push(what);
+  for (const recipe of RECIPES) {
+    const values = `${EXAMPLES}/${recipe}/values-${recipe}.yaml`;
+    const header = await Deno.readTextFile(values);
+    const setFiles = [...header.matchAll(/--set-file (\S+)=(\S+)/g)]
+      .flatMap((m) => ["--set-file", `${m[1]}=${ROOT}${m[2]}`]);
+    const chart = await hookArgs(["-f", values, ...setFiles]);
+    const defaults = await hookArgs(setFiles);
+    const [command] = await recipeCommands(recipe);
+    const shell = flagMap(command);
+    for (const [flag, value] of shell) {
+      if (BASTION_ONLY.has(flag)) continue;
+      check(
+        chart.get(flag) === value,
+        `${recipe}: run.sh has ${flag} ${value}, the values file ${flag}=${chart.get(flag)}`,
+      );
+    }
+    for (const [flag, value] of chart) {
+      if (defaults.get(flag) === value || flag === "--owner-job-name") continue;
+      // The chart writes the dispatcher's own default where the bastion leaves it out.
+      if (CLI_DEFAULTS[flag] === value && !shell.has(flag)) continue;
+      check(
+        shell.get(flag) === value,
+        `${recipe}: the values file sets ${flag}=${value}, run.sh ${shell.get(flag) ?? "does not"}`,
+      );
+    }
+    for (const flag of shell.keys()) {
+      if (BASTION_ONLY.has(flag) && !["-n", "--job-template"].includes(flag)) {
+        check(
+          header.includes(flag),
+          `${recipe}: the values file does not say what replaces ${flag}`,
+        );
+      }
+    }
+  }
+  assert.deepEqual(wrong, [], "run.sh and the values file disagree");
+});
+
 /** A window of today's UTC hours that is closed now. */
 function closedWindow(): string {
   const h = new Date().getUTCHours();
