@@ -162,7 +162,17 @@ clusterTest("examples: every recipe parses, plans and rolls out", async (t, clus
     const closed = await dispatch(cluster, localArgs(patch, { "--window": closedWindow() }), 4);
     assert.match(closed.stderr, /window/);
     assert.deepEqual(await jobsIn(cluster, "node-maintenance"), [], "no Job outside the window");
-    const r = await dispatch(cluster, args);
+    const agents = await cluster.kubectl(["apply", "-f", "-"], nodeAgentDaemonSet());
+    assert.equal(agents.code, 0, agents.stderr);
+    const reboots = fakeReboots(cluster, "node-maintenance");
+    let r;
+    try {
+      r = await dispatch(cluster, args);
+    } finally {
+      await reboots.stop();
+    }
+    assert.deepEqual(reboots.early(), [], "labelled or uncordoned before the node rebooted");
+    assert.deepEqual(reboots.rebooted(), POOLS.worker, "every node rebooted");
     assert.match(r.stderr, /cordon, drain, Job, .*max-unavailable 2/);
     for (const node of POOLS.worker) {
       const v = await nodeView(cluster, node);
@@ -368,6 +378,61 @@ async function gpuUpgrade(cluster: Cluster, scratch: string) {
     await prom.stop();
     await exporter.stop();
   }
+}
+
+/**
+ * The kernel Job's reboot as a node does it: a few seconds after the Job is
+ * complete (systemd-run --on-active), the node goes NotReady, comes back,
+ * and its pods restart. What the dispatcher did to the node before that
+ * moment is recorded: a label or an uncordon then is on the old kernel.
+ */
+function fakeReboots(cluster: Cluster, ns: string) {
+  const rebooted = new Set<string>();
+  const early: string[] = [];
+  let stop = false;
+  const loop = (async () => {
+    while (!stop) {
+      for (const j of await jobsIn(cluster, ns)) {
+        if (!j.complete || rebooted.has(j.node) || !j.name.startsWith("kernel-")) continue;
+        rebooted.add(j.node);
+        await new Promise((r) => setTimeout(r, 3000));
+        const v = await nodeView(cluster, j.node);
+        if (v.labels["node.example.com/kernel"] || !v.cordoned) early.push(j.node);
+        await cluster.setNodeReady(j.node, false);
+        await cluster.setNodeReady(j.node, true);
+        await cluster.kubectl([
+          ...["delete", "pod", "-n", "kube-system", "-l", "k8s-app=kube-proxy"],
+          ...["--field-selector", `spec.nodeName=${j.node}`, "--wait=false"],
+        ]);
+      }
+      await new Promise((r) => setTimeout(r, 300));
+    }
+  })();
+  return {
+    rebooted: () => [...rebooted].sort(),
+    early: () => early.sort(),
+    stop: async () => {
+      stop = true;
+      await loop;
+    },
+  };
+}
+
+/** A node agent on every worker (kube-proxy's labels): its pod restarts with its node. */
+function nodeAgentDaemonSet(): string {
+  return `apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: kube-proxy, namespace: kube-system}
+spec:
+  selector: {matchLabels: {k8s-app: kube-proxy}}
+  template:
+    metadata:
+      labels: {k8s-app: kube-proxy}
+      annotations: {${OUTCOME_LABEL}: serve}
+    spec:
+      nodeSelector: {node-role.kubernetes.io/worker: ""}
+      containers: [{name: kube-proxy, image: registry.invalid/kube-proxy:1}]
+`;
 }
 
 /** Whether a file exists. */
