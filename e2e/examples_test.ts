@@ -281,6 +281,29 @@ Deno.test("examples: each values file runs the first command of its run.sh", asy
   assert.deepEqual(wrong, [], "run.sh and the values file disagree");
 });
 
+Deno.test("examples: the sshd audit fails a node whose drop-in allows password logins", async () => {
+  // Ubuntu's cloud images: sshd_config includes sshd_config.d/*.conf first,
+  // and 50-cloud-init.conf there may say yes; sshd takes the first value.
+  const { parse } = await import("yaml");
+  const job = parse(await Deno.readTextFile(`${EXAMPLES}/node-audit/audit.yaml`));
+  const [sh, c, script] = job.spec.template.spec.containers[0].command as string[];
+  const dir = await tempDir("sshd-");
+  await Deno.mkdir(`${dir}/sshd_config.d`);
+  await Deno.writeTextFile(
+    `${dir}/sshd_config`,
+    "Include /etc/ssh/sshd_config.d/*.conf\n#PasswordAuthentication yes\n",
+  );
+  const audit = async () =>
+    (await new Deno.Command(sh, { args: [c, script.replaceAll("/host/etc/ssh", dir)] }).output())
+      .code;
+  assert.equal(await audit(), 0, "no password logins: the node passes");
+  await Deno.writeTextFile(
+    `${dir}/sshd_config.d/50-cloud-init.conf`,
+    "PasswordAuthentication yes\n",
+  );
+  assert.notEqual(await audit(), 0, "a drop-in allows password logins: the node fails");
+});
+
 /** A window of today's UTC hours that is closed now. */
 function closedWindow(): string {
   const h = new Date().getUTCHours();
