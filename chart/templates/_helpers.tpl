@@ -122,6 +122,7 @@ anything exists, not the hook after the release does.
 {{- $t := .t }}
 {{- $obj := $t }}
 {{- $doc := "" }}
+{{- $nullFirst := false }}
 {{- if kindIs "string" $t }}
 {{- /* fromYaml reads only the first document: count them, comments and "..." aside.
 A line may end in CRLF (a file saved on Windows): Go's (?m)$ matches only before "\n".
@@ -131,7 +132,8 @@ the one document left, as fromYaml would read a leading null instead. */}}
 {{- $docs := 0 }}
 {{- range regexSplit `(?m)^---[ \t]*(#[^\r\n]*)?\r?$` $t -1 }}
 {{- $body := regexReplaceAll `(?m)^([ \t]*(#[^\r\n]*)?|\.\.\.[ \t]*(#[^\r\n]*)?|%[^\r\n]*)\r?$` . "" | trim }}
-{{- if and $body (not (has $body (list "null" "Null" "NULL" "~"))) }}{{ $docs = add1 $docs }}{{ $doc = . }}{{ end }}
+{{- if has $body (list "null" "Null" "NULL" "~") }}{{ if not $docs }}{{ $nullFirst = true }}{{ end }}
+{{- else if $body }}{{ $docs = add1 $docs }}{{ $doc = . }}{{ end }}
 {{- end }}
 {{- if gt $docs 1 }}
 {{- fail (printf "%s holds %d YAML documents: pass exactly one batch/v1 Job (--set-file %s=FILE)" .what $docs .what) }}
@@ -145,8 +147,8 @@ the one document left, as fromYaml would read a leading null instead. */}}
 {{- fail (printf "%s must be one batch/v1 Job (apiVersion: batch/v1, kind: Job)" .what) }}
 {{- end }}
 {{- include "job-dispatcher.checkedPodSpec" (dict "job" $obj "what" .what) }}
-{{- /* The Job's document alone: every reader of this text (fromYaml) takes the first. */}}
-{{- if kindIs "string" $t }}{{ $doc }}{{ else }}{{ toYaml $t }}{{ end }}
+{{- /* Byte for byte, but for a null document before the Job: every reader of this text (fromYaml) takes the first. */}}
+{{- if $nullFirst }}{{ $doc }}{{ else if kindIs "string" $t }}{{ $t }}{{ else }}{{ toYaml $t }}{{ end }}
 {{- end }}
 
 {{/*
