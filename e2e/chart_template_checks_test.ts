@@ -105,6 +105,29 @@ const CASES: Case[] = [
     dispatcher: /nodeName is set; remove it, the dispatcher pins each Job to its node/,
     chart: /spec\.template\.spec\.nodeName is set: remove it, the dispatcher pins each Job/,
   },
+  {
+    name: "nodeName set to a list",
+    text: "apiVersion: batch/v1\nkind: Job\nmetadata: {name: a}\nspec:\n  template:\n" +
+      `    spec:\n      nodeName: []\n      ${GOOD_POD}\n`,
+    dispatcher: /nodeName is set; remove it, the dispatcher pins each Job to its node/,
+    chart: /spec\.template\.spec\.nodeName is set: remove it, the dispatcher pins each Job/,
+  },
+];
+
+/** A Job both checks accept, for the accepted variants below. */
+const GOOD_JOB = "apiVersion: batch/v1\nkind: Job\nmetadata: {name: a}\nspec:\n  template:\n" +
+  `    spec:\n      ${GOOD_POD}\n`;
+
+/** Templates the dispatcher accepts, so the chart must too (no false refusal). */
+const ACCEPTED: { name: string; text: string }[] = [
+  { name: "a plain Job", text: GOOD_JOB },
+  { name: "a %YAML directive before ---", text: `%YAML 1.1\n---\n${GOOD_JOB}` },
+  { name: "a null document before the Job", text: `null\n---\n${GOOD_JOB}` },
+  { name: "a ~ document after the Job", text: `${GOOD_JOB}---\n~\n` },
+  {
+    name: "an empty nodeName",
+    text: GOOD_JOB.replace("restartPolicy", 'nodeName: ""\n      restartPolicy'),
+  },
 ];
 
 /** The fixed start of each message parseJobTemplate refuses with (its `fail(...)` calls). */
@@ -113,8 +136,17 @@ async function dispatcherRefusals(): Promise<string[]> {
   const start = source.indexOf("export function parseJobTemplate(");
   assert.ok(start >= 0, "job.ts has parseJobTemplate");
   const body = source.slice(start, source.indexOf("\n}\n", start));
-  const fixed = [...body.matchAll(/\bfail\(\s*[`"]([^`"$]*)/g)].map((m) => m[1]);
-  // The first `fail` is the helper's own declaration: `(what: string)`.
+  // Every refusal goes through `fail` with a fixed start this test can look
+  // for: another `throw`, or a message that starts with a value (its fixed
+  // start "" is in every message), would let a check slip past the table.
+  assert.equal(body.match(/\bthrow\b/g)?.length, 1, "parseJobTemplate throws only in `fail`");
+  const calls = body.match(/\bfail\(/g)?.length ?? 0;
+  const fixed = [...body.matchAll(/\bfail\(\s*[`"]([^`"$]{6,})/g)].map((m) => m[1]);
+  assert.equal(
+    fixed.length,
+    calls,
+    "each fail(...) of parseJobTemplate starts with fixed text",
+  );
   assert.ok(fixed.length >= 8, `found the refusals of parseJobTemplate: ${fixed}`);
   return fixed;
 }
@@ -159,17 +191,17 @@ Deno.test("the chart refuses every Job template the dispatcher's first check ref
     });
   }
 
-  await t.step("a template both accept renders", async () => {
-    const text = "apiVersion: batch/v1\nkind: Job\nmetadata: {name: a}\nspec:\n  template:\n" +
-      `    spec:\n      ${GOOD_POD}\n`;
-    assert.equal(dispatcherSays(text), undefined);
-    const r = await helm([
-      "template",
-      "checks",
-      CHART,
-      "--set-file",
-      `jobTemplate=${await tempFile(text)}`,
-    ]);
-    assert.equal(r.code, 0, r.stderr);
-  });
+  for (const c of ACCEPTED) {
+    await t.step(`accepted by both: ${c.name}`, async () => {
+      assert.equal(dispatcherSays(c.text), undefined);
+      const r = await helm([
+        "template",
+        "checks",
+        CHART,
+        "--set-file",
+        `jobTemplate=${await tempFile(c.text)}`,
+      ]);
+      assert.equal(r.code, 0, r.stderr);
+    });
+  }
 });

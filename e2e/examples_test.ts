@@ -162,7 +162,17 @@ clusterTest("examples: every recipe parses, plans and rolls out", async (t, clus
     const closed = await dispatch(cluster, localArgs(patch, { "--window": closedWindow() }), 4);
     assert.match(closed.stderr, /window/);
     assert.deepEqual(await jobsIn(cluster, "node-maintenance"), [], "no Job outside the window");
-    const r = await dispatch(cluster, args);
+    const agents = await cluster.kubectl(["apply", "-f", "-"], nodeAgentDaemonSet());
+    assert.equal(agents.code, 0, agents.stderr);
+    const reboots = fakeReboots(cluster, "node-maintenance");
+    let r;
+    try {
+      r = await dispatch(cluster, args);
+    } finally {
+      await reboots.stop();
+    }
+    assert.deepEqual(reboots.early(), [], "labelled or uncordoned before the node rebooted");
+    assert.deepEqual(reboots.rebooted(), POOLS.worker, "every node rebooted");
     assert.match(r.stderr, /cordon, drain, Job, .*max-unavailable 2/);
     for (const node of POOLS.worker) {
       const v = await nodeView(cluster, node);
@@ -187,6 +197,112 @@ clusterTest("examples: every recipe parses, plans and rolls out", async (t, clus
     await chartForReal(cluster);
   });
 }, { nodes: 0 });
+
+/**
+ * Flags of a run.sh command the chart's hook cannot take or sets itself:
+ * the namespace (helm -n), the template (--set-file), a bastion's files.
+ * A value here must be said in the values file's comments.
+ */
+const BASTION_ONLY = new Set([
+  "-n",
+  "--job-template",
+  "--report",
+  "--report-format",
+  "--pause-file",
+  "--cleanup-job-template",
+]);
+
+/** Defaults the chart spells out that the dispatcher has too (cli/options.ts). */
+const CLI_DEFAULTS: Record<string, string> = { "--gate-interval-secs": "30" };
+
+/** `--flag value` / `--flag=value` / `--flag` words as flag -> value ("" for a switch). */
+function flagMap(words: string[]): Map<string, string> {
+  const out = new Map<string, string>();
+  for (let i = 0; i < words.length; i++) {
+    const w = words[i];
+    if (!w.startsWith("-")) continue;
+    const eq = w.indexOf("=");
+    if (eq > 0) out.set(w.slice(0, eq), w.slice(eq + 1));
+    else if (words[i + 1] !== undefined && !words[i + 1].startsWith("-")) out.set(w, words[++i]);
+    else out.set(w, "");
+  }
+  return out;
+}
+
+/** The dispatcher's arguments of the chart's hook Job, rendered with `helm template`. */
+async function hookArgs(args: string[]): Promise<Map<string, string>> {
+  const home = await Deno.makeTempDir({ prefix: "helm-examples-" });
+  const r = await helmResult(home)(["template", "x", CHART, "-n", "ns", ...args]);
+  assert.equal(r.code, 0, r.stderr);
+  const hook = objects(r.stdout).find((o) =>
+    o.kind === "Job" && o.spec.template.spec.containers[0].args?.includes("--log-format=json")
+  );
+  assert.ok(hook, "the hook Job");
+  return flagMap(hook.spec.template.spec.containers[0].args);
+}
+
+Deno.test("examples: each values file runs the first command of its run.sh", async () => {
+  const wrong: string[] = [];
+  const check = (ok: boolean, what: string) => ok || wrong.push(what);
+  for (const recipe of RECIPES) {
+    const values = `${EXAMPLES}/${recipe}/values-${recipe}.yaml`;
+    const header = await Deno.readTextFile(values);
+    const setFiles = [...header.matchAll(/--set-file (\S+)=(\S+)/g)]
+      .flatMap((m) => ["--set-file", `${m[1]}=${ROOT}${m[2]}`]);
+    const chart = await hookArgs(["-f", values, ...setFiles]);
+    const defaults = await hookArgs(setFiles);
+    const [command] = await recipeCommands(recipe);
+    const shell = flagMap(command);
+    for (const [flag, value] of shell) {
+      if (BASTION_ONLY.has(flag)) continue;
+      check(
+        chart.get(flag) === value,
+        `${recipe}: run.sh has ${flag} ${value}, the values file ${flag}=${chart.get(flag)}`,
+      );
+    }
+    for (const [flag, value] of chart) {
+      if (defaults.get(flag) === value || flag === "--owner-job-name") continue;
+      // The chart writes the dispatcher's own default where the bastion leaves it out.
+      if (CLI_DEFAULTS[flag] === value && !shell.has(flag)) continue;
+      check(
+        shell.get(flag) === value,
+        `${recipe}: the values file sets ${flag}=${value}, run.sh ${shell.get(flag) ?? "does not"}`,
+      );
+    }
+    for (const flag of shell.keys()) {
+      if (BASTION_ONLY.has(flag) && !["-n", "--job-template"].includes(flag)) {
+        check(
+          header.includes(flag),
+          `${recipe}: the values file does not say what replaces ${flag}`,
+        );
+      }
+    }
+  }
+  assert.deepEqual(wrong, [], "run.sh and the values file disagree");
+});
+
+Deno.test("examples: the sshd audit fails a node whose drop-in allows password logins", async () => {
+  // Ubuntu's cloud images: sshd_config includes sshd_config.d/*.conf first,
+  // and 50-cloud-init.conf there may say yes; sshd takes the first value.
+  const { parse } = await import("yaml");
+  const job = parse(await Deno.readTextFile(`${EXAMPLES}/node-audit/audit.yaml`));
+  const [sh, c, script] = job.spec.template.spec.containers[0].command as string[];
+  const dir = await tempDir("sshd-");
+  await Deno.mkdir(`${dir}/sshd_config.d`);
+  await Deno.writeTextFile(
+    `${dir}/sshd_config`,
+    "Include /etc/ssh/sshd_config.d/*.conf\n#PasswordAuthentication yes\n",
+  );
+  const audit = async () =>
+    (await new Deno.Command(sh, { args: [c, script.replaceAll("/host/etc/ssh", dir)] }).output())
+      .code;
+  assert.equal(await audit(), 0, "no password logins: the node passes");
+  await Deno.writeTextFile(
+    `${dir}/sshd_config.d/50-cloud-init.conf`,
+    "PasswordAuthentication yes\n",
+  );
+  assert.notEqual(await audit(), 0, "a drop-in allows password logins: the node fails");
+});
 
 /** A window of today's UTC hours that is closed now. */
 function closedWindow(): string {
@@ -285,6 +401,61 @@ async function gpuUpgrade(cluster: Cluster, scratch: string) {
     await prom.stop();
     await exporter.stop();
   }
+}
+
+/**
+ * The kernel Job's reboot as a node does it: a few seconds after the Job is
+ * complete (systemd-run --on-active), the node goes NotReady, comes back,
+ * and its pods restart. What the dispatcher did to the node before that
+ * moment is recorded: a label or an uncordon then is on the old kernel.
+ */
+function fakeReboots(cluster: Cluster, ns: string) {
+  const rebooted = new Set<string>();
+  const early: string[] = [];
+  let stop = false;
+  const loop = (async () => {
+    while (!stop) {
+      for (const j of await jobsIn(cluster, ns)) {
+        if (!j.complete || rebooted.has(j.node) || !j.name.startsWith("kernel-")) continue;
+        rebooted.add(j.node);
+        await new Promise((r) => setTimeout(r, 3000));
+        const v = await nodeView(cluster, j.node);
+        if (v.labels["node.example.com/kernel"] || !v.cordoned) early.push(j.node);
+        await cluster.setNodeReady(j.node, false);
+        await cluster.setNodeReady(j.node, true);
+        await cluster.kubectl([
+          ...["delete", "pod", "-n", "kube-system", "-l", "k8s-app=kube-proxy"],
+          ...["--field-selector", `spec.nodeName=${j.node}`, "--wait=false"],
+        ]);
+      }
+      await new Promise((r) => setTimeout(r, 300));
+    }
+  })();
+  return {
+    rebooted: () => [...rebooted].sort(),
+    early: () => early.sort(),
+    stop: async () => {
+      stop = true;
+      await loop;
+    },
+  };
+}
+
+/** A node agent on every worker (kube-proxy's labels): its pod restarts with its node. */
+function nodeAgentDaemonSet(): string {
+  return `apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: kube-proxy, namespace: kube-system}
+spec:
+  selector: {matchLabels: {k8s-app: kube-proxy}}
+  template:
+    metadata:
+      labels: {k8s-app: kube-proxy}
+      annotations: {${OUTCOME_LABEL}: serve}
+    spec:
+      nodeSelector: {node-role.kubernetes.io/worker: ""}
+      containers: [{name: kube-proxy, image: registry.invalid/kube-proxy:1}]
+`;
 }
 
 /** Whether a file exists. */

@@ -121,17 +121,24 @@ anything exists, not the hook after the release does.
 {{- define "job-dispatcher.checkedJob" -}}
 {{- $t := .t }}
 {{- $obj := $t }}
+{{- $doc := "" }}
+{{- $nullFirst := false }}
 {{- if kindIs "string" $t }}
 {{- /* fromYaml reads only the first document: count them, comments and "..." aside.
-A line may end in CRLF (a file saved on Windows): Go's (?m)$ matches only before "\n". */}}
+A line may end in CRLF (a file saved on Windows): Go's (?m)$ matches only before "\n".
+A document that is only a directive (%YAML 1.1) or null (null, ~) is none, as
+the dispatcher reads it (job.ts drops null documents); the Job is read from
+the one document left, as fromYaml would read a leading null instead. */}}
 {{- $docs := 0 }}
 {{- range regexSplit `(?m)^---[ \t]*(#[^\r\n]*)?\r?$` $t -1 }}
-{{- if regexReplaceAll `(?m)^([ \t]*(#[^\r\n]*)?|\.\.\.[ \t]*(#[^\r\n]*)?)\r?$` . "" | trim }}{{ $docs = add1 $docs }}{{ end }}
+{{- $body := regexReplaceAll `(?m)^([ \t]*(#[^\r\n]*)?|\.\.\.[ \t]*(#[^\r\n]*)?|%[^\r\n]*)\r?$` . "" | trim }}
+{{- if has $body (list "null" "Null" "NULL" "~") }}{{ if not $docs }}{{ $nullFirst = true }}{{ end }}
+{{- else if $body }}{{ $docs = add1 $docs }}{{ $doc = . }}{{ end }}
 {{- end }}
 {{- if gt $docs 1 }}
 {{- fail (printf "%s holds %d YAML documents: pass exactly one batch/v1 Job (--set-file %s=FILE)" .what $docs .what) }}
 {{- end }}
-{{- $obj = fromYaml $t }}
+{{- $obj = fromYaml $doc }}
 {{- end }}
 {{- if and (kindIs "map" $obj) (hasKey $obj "Error") }}
 {{- fail (printf "%s is not valid YAML (%s): pass one batch/v1 Job" .what (get $obj "Error")) }}
@@ -140,7 +147,8 @@ A line may end in CRLF (a file saved on Windows): Go's (?m)$ matches only before
 {{- fail (printf "%s must be one batch/v1 Job (apiVersion: batch/v1, kind: Job)" .what) }}
 {{- end }}
 {{- include "job-dispatcher.checkedPodSpec" (dict "job" $obj "what" .what) }}
-{{- if kindIs "string" $t }}{{ $t }}{{ else }}{{ toYaml $t }}{{ end }}
+{{- /* Byte for byte, but for a null document before the Job: every reader of this text (fromYaml) takes the first. */}}
+{{- if $nullFirst }}{{ $doc }}{{ else if kindIs "string" $t }}{{ $t }}{{ else }}{{ toYaml $t }}{{ end }}
 {{- end }}
 
 {{/*
@@ -161,7 +169,8 @@ every refusal of parseJobTemplate through both and fails on one missing here.
 {{- if not (has $restart (list "Never" "OnFailure")) }}
 {{- fail (printf "%s: spec.template.spec.restartPolicy is %q: a Job needs Never or OnFailure" .what $restart) }}
 {{- end }}
-{{- if $pod.nodeName }}
+{{- /* job.ts refuses a truthy nodeName: in JavaScript an empty list or map is one. */}}
+{{- if or $pod.nodeName (kindIs "slice" $pod.nodeName) (kindIs "map" $pod.nodeName) }}
 {{- fail (printf "%s: spec.template.spec.nodeName is set: remove it, the dispatcher pins each Job to its node" .what) }}
 {{- end }}
 {{- end }}

@@ -7,7 +7,9 @@
 # asked before every Job start and through each soak: an unready pod in the
 # GPU operator's namespace, or a GPU alert firing, pauses the rollout until a
 # person lifts the pause by removing the pause file (`job-dispatcher status`
-# says why it paused).
+# says why it paused). The query reads kube-state-metrics' series: without
+# kube-state-metrics the run refuses to start (a gate series that does not
+# exist is no answer, never "healthy").
 job-dispatcher -n gpu-operator --job-template examples/gpu-driver-upgrade/driver.yaml \
   --node-selector nvidia.com/gpu.present=true \
   --drain --delete-emptydir-data --drain-timeout-secs 600 --uncordon-on-failure \
