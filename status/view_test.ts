@@ -13,6 +13,7 @@ import {
   statusExitCode,
   type StatusView,
   type ViewInput,
+  viewKey,
 } from "./view.ts";
 import { previewSource } from "../run/plan_preview.ts";
 import type { Plan } from "../run/plan.ts";
@@ -704,6 +705,12 @@ Deno.test({
       assert.equal(gates.lift, lift);
       const ok = JSON.parse(renderJson(view({ gates: cases[0].gates }))).run.gates;
       assert.equal(ok.checkedAt, new Date(now - 4_000).toISOString());
+    });
+    await t.step("status -w: a new check alone prints nothing, a new state prints", () => {
+      const ok = view({ gates: cases[0].gates });
+      const later = view({ gates: { ...cases[0].gates!, checkedAt: now } });
+      assert.equal(viewKey(later), viewKey(ok));
+      assert.notEqual(viewKey(view({ gates: cases[3].gates })), viewKey(ok));
     });
     await t.step(
       "no gates (a run without them, or an older record): no line, run.gates null",
