@@ -21,7 +21,10 @@ USAGE
   the nodes' marks and cordons) and prints: whether the run lives, ended or
   is gone (killed: then what a re-run would adopt), paused and by what, the
   open wave and its stage (running, soaking with the soak left, holding for
-  the gates), the window, rate and ETA (none while paused or after a stop),
+  the gates), the health gates' state (ok, waiting, Prometheus unreachable,
+  no data with the dark selector, breached with the query and how to lift
+  its latch; when last checked), the window, rate and ETA (none while paused
+  or after a stop),
   counts per phase, the nodes in flight (age, phase),
   the failed ones with their reasons, the blocked ones with their pods.
   Read-only RBAC is enough: get/list on jobs and configmaps in NS, list on
@@ -34,9 +37,11 @@ FLAGS
   --tracking-label-prefix T The run's tracking label prefix. Default: job-dispatcher.
   -o, --output FORMAT       text (default), wide (more columns, every node) or json
                             ({nodes: [{node, phase, job, reason, ...}], counts, run
-                            {..., etaSecs, wave {wave, waves, stage, soakLeftSecs}}}).
+                            {..., etaSecs, wave {wave, waves, stage, soakLeftSecs},
+                            gates {state, queries, checkedAt, detail, lift}}}).
   -w, --watch               Read again every 2 s and print the view when it changes
-                            (a node's phase, a pause, a wave's stage; not the ages).
+                            (a node's phase, a pause, a wave's stage, the gates'
+                            state; not the ages).
   --require-ended           Exit 1 also while the run still lives or is paused: it has
                             not worked yet (what the chart's helm test asks).
   --kubeconfig PATH         As for kubectl.

@@ -44,3 +44,12 @@ Deno.test({
     assert.match(STATUS_HELP, /--require-ended/);
   },
 });
+
+Deno.test({
+  name: "status --help says the gates' state is shown, and run.gates in -o json",
+  permissions: "none",
+  fn() {
+    assert.match(STATUS_HELP, /the health gates' state/);
+    assert.match(STATUS_HELP, /gates \{state, /);
+  },
+});

@@ -747,6 +747,14 @@ async function noDataPauses(
       lastCreated(watcher) <= died + BOUND_MS,
       `a Job was created ${lastCreated(watcher) - died} ms after the exporter died`,
     );
+    // status says why the rollout is idle, though the run is not paused: the dark selector.
+    const dark = `selector ${o.selector} of query ${JSON.stringify(o.query)} matches no series`;
+    const asked = Date.now();
+    const gates = await statusGates(cluster, ns, "nodata");
+    assert.equal(gates.detail, dark);
+    const text = await dispatcher(cluster, ["status", "-n", ns, "--owner-job-name", "hook"]);
+    assert.ok(text.stdout.includes(`\ngates: no data: ${dark} (starts paused)\n`), text.stdout);
+    console.log(`no data: status said it (-o json, then text) in ${Date.now() - asked} ms`);
     exporter.down(false);
     const r = await run;
     assert.equal(r.code, 0, r.stderr);
@@ -771,6 +779,30 @@ async function noDataPauses(
     exporter.down(false);
     await watcher.stop();
   }
+}
+
+/**
+ * `status -o json` of the run owned by "hook" in `ns`: its `run.gates`, once
+ * it says `state` (the record writes a change within 10 s).
+ */
+async function statusGates(
+  cluster: Cluster,
+  ns: string,
+  state: string,
+): Promise<Record<string, unknown>> {
+  let gates: Record<string, unknown> | null = null;
+  await eventually(
+    async () => {
+      const r = await dispatcher(cluster, [
+        ...["status", "-n", ns, "--owner-job-name", "hook", "-o", "json"],
+      ]);
+      gates = JSON.parse(r.stdout).run.gates;
+      return gates?.state === state;
+    },
+    20_000,
+    `status saying the gates are ${state}`,
+  );
+  return gates!;
 }
 
 async function latchBeforeKill(cluster: Cluster, prom: RunningPrometheus, exporter: Exporter) {

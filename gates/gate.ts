@@ -135,6 +135,7 @@ export class HealthGate {
   #history: BreachRecord[] = [];
   #listeners = new Set<GateListener>();
   #cleanSince?: number;
+  #checkedAt?: number;
 
   /** @param o what the gate is built from */
   constructor(o: HealthGateOptions) {
@@ -173,6 +174,11 @@ export class HealthGate {
   /** The interval, in ms: a start needs a result at most this old. */
   get intervalMs(): number {
     return this.#o.config.intervalSecs * 1000;
+  }
+
+  /** When Prometheus was last asked (ms since the epoch); undefined before the first answer. */
+  get checkedAt(): number | undefined {
+    return this.#checkedAt;
   }
 
   /** The state, as of now (a clean answer older than the interval is stale). */
@@ -332,6 +338,7 @@ export class HealthGate {
     try {
       this.#answered(await this.#o.measure());
     } catch (e) {
+      this.#checkedAt = this.#clock.now();
       if (e instanceof BadQueryError) {
         // Deterministic: asking again gets the same; a stop a person lifts.
         const query = e.query ?? `--gate-alerts ${this.#o.config.alerts}`;
@@ -344,7 +351,7 @@ export class HealthGate {
   }
 
   #answered(m: Measurement): void {
-    const at = this.#clock.now();
+    const at = this.#checkedAt = this.#clock.now();
     this.#apply({
       type: "answered",
       at,

@@ -68,6 +68,38 @@ export interface RecordWave {
   soakLeftMs?: number;
 }
 
+/** The longest query, selector or error the record keeps of the gates (`--gate-*` can be long). */
+export const MAX_GATE_DETAIL = 256;
+
+/**
+ * The health gates' state as the run knows it (gates/state.ts, in a few
+ * short words): what `status` says of a rollout idle for its gates. Never
+ * a query's result: the record stays bounded.
+ */
+export interface RecordGates {
+  /**
+   * `ok` (the last answer is clean and fresh), `waiting` (no answer yet, or
+   * the last clean one is older than the interval), `outage` (Prometheus
+   * does not answer), `nodata` (a selector matches nothing, or a partial
+   * answer), `breached` (its latch not written yet), `latched` (a person
+   * lifts it), `unlatched` (the latch was refused: the run stops).
+   */
+  state: "ok" | "waiting" | "outage" | "nodata" | "breached" | "latched" | "unlatched";
+  /** How many queries the gates measure (`--gate-alerts` counts as one). */
+  queries: number;
+  /** When Prometheus was last asked (ms since the epoch, the writer's clock as `updatedAt`). */
+  checkedAt?: number;
+  /** When an outage or a spell of no data began (ms since the epoch). */
+  since?: number;
+  /**
+   * What fails, at most {@linkcode MAX_GATE_DETAIL} characters: the
+   * breached query and its value, the dark selector, or the outage's error.
+   */
+  detail?: string;
+  /** While latched: the command that lifts the latch. */
+  lift?: string;
+}
+
 /** The run record. */
 export interface RunRecord {
   /** The format version. */
@@ -122,6 +154,8 @@ export interface RunRecord {
    * when the record was written: what `status` says of an idle rollout.
    */
   wave?: RecordWave;
+  /** With `--gate-*`: the gates' state; absent without gates (and in records of older runs). */
+  gates?: RecordGates;
   /** The progress line or, once ended, the summary. */
   summary: string;
   /** Every node, in dispatch order. */

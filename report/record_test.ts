@@ -4,6 +4,7 @@ import {
   encodeRecord,
   RECORD_BUDGET_BYTES,
   recordConfigMap,
+  type RecordGates,
   recordName,
   type RunRecord,
   WritePacer,
@@ -289,5 +290,40 @@ Deno.test({
     w.progress(progress(1, 1000));
     await w.close("done");
     assert.equal(hash, "0123456789abcdef");
+  },
+});
+
+Deno.test({
+  name:
+    "the run record carries the gates' state: read at every write, a change written within 10 s, not at the 30 s heartbeat",
+  permissions: "none",
+  async fn() {
+    const clock = new FakeClock();
+    const writes: { at: number; gates?: string }[] = [];
+    const w = writer(clock, {
+      send: async (cm) => {
+        const c = cm as { data: Record<string, string>; binaryData: Record<string, string> };
+        const r = await decodeRecord(c.data, c.binaryData);
+        writes.push({ at: clock.now(), gates: r.gates?.state });
+      },
+    });
+    let gates: RecordGates = { state: "ok", queries: 2, checkedAt: 0 };
+    w.followGates(() => gates);
+    w.started();
+    w.progress(progress(0, 0));
+    await until(clock, 1_000);
+    assert.deepEqual(writes.map((x) => x.gates), ["ok"]);
+    // Nothing else moves: the dark selector alone is a change, written once 10 s passed.
+    gates = {
+      state: "nodata",
+      queries: 2,
+      checkedAt: 1_000,
+      detail: "selector up matches no series",
+    };
+    w.gatesChanged();
+    await until(clock, 12_000);
+    assert.deepEqual(writes.map((x) => x.gates), ["ok", "nodata"]);
+    assert.ok(writes[1].at >= 10_000 && writes[1].at <= 12_000, JSON.stringify(writes));
+    await w.close("done");
   },
 });

@@ -19,6 +19,7 @@ import {
   RECORD_MIN_GAP_MS,
   RECORD_VERSION,
   recordConfigMap,
+  type RecordGates,
   type RecordNode,
   type RunRecord,
   WritePacer,
@@ -71,6 +72,7 @@ export class RecordWriter {
   #dirty = false;
   #stalls = new Map<string, string>();
   #stoppedBy?: string;
+  #gates?: () => RecordGates | undefined;
   #writing?: Promise<void>;
   #timer?: AbortController;
   #timerAt = 0;
@@ -106,6 +108,20 @@ export class RecordWriter {
     else if (e.kind === "stopped") this.#stoppedBy = e.reason;
     else return;
     this.#dirty = true;
+  }
+
+  /**
+   * The gates' state, read at every write (so that a heartbeat carries when
+   * they were last checked); {@linkcode gatesChanged} says when it changed.
+   */
+  followGates(source: () => RecordGates | undefined): void {
+    this.#gates = source;
+  }
+
+  /** The gates' state changed (ok, no data, breached, …): written as a change, not a heartbeat. */
+  gatesChanged(): void {
+    this.#dirty = true;
+    this.#schedule();
   }
 
   #schedule(): void {
@@ -186,6 +202,7 @@ export class RecordWriter {
           stage: p.wave.stage,
           soakLeftMs: p.wave.soakLeftMs,
         },
+      gates: this.#gates?.(),
       summary: summary ?? describeProgress({ ...p, elapsedMs: this.#activeMs }),
       nodes: (p.states?.() ?? []).map(({ node, state: s }): RecordNode => {
         const stall = FINAL.has(s.phase) ? undefined : this.#stalls.get(node);

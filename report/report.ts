@@ -18,6 +18,7 @@ import { ApiError, isRetryable, type Kube, paths } from "../kube/client.ts";
 import { describeProgress, type Logger } from "./log.ts";
 import { type MapWrite, mapWriteOps, writeMetadataMaps } from "../kube/metadata_patch.ts";
 import { type RecordOptions, RecordWriter } from "./record_writer.ts";
+import type { RecordGates } from "./record.ts";
 import { RecordStore, SupersededError } from "./record_store.ts";
 
 /** How many nodes ended in each outcome. */
@@ -563,6 +564,15 @@ export class Recorder implements Reporter {
   /** A Warning Event on the owner Job, such as a health gate's breach. */
   ownerWarning(reason: string, message: string): void {
     this.#ownerEvent("Warning", reason, message);
+  }
+
+  /**
+   * The run record carries the health gates' state: `source` is read at
+   * every write; call the returned function when the state changed.
+   */
+  followGates(source: () => RecordGates | undefined): () => void {
+    this.#record?.followGates(source);
+    return () => this.#record?.gatesChanged();
   }
 
   /** Records the start of the rollout on the owner Job. */

@@ -13,6 +13,7 @@ import { labelValue, UsageError } from "../job.ts";
 import type { Kube } from "../kube/client.ts";
 import type { Logger } from "../report/log.ts";
 import type { Recorder } from "../report/report.ts";
+import { recordGates } from "../report/record_gates.ts";
 import type { RunMetrics } from "../report/metrics.ts";
 import type { PauseGate } from "../engine/pause.ts";
 import type { GateConfig } from "../gates/config.ts";
@@ -239,6 +240,7 @@ export async function bindGate(
 ): Promise<void> {
   const { config, plan, log, recorder } = g;
   const pause = plan.owner ? pauses.owner : pauses.file;
+  followGate(gate, g);
   await gate.bind({
     onBreach: (b, latch) => {
       const msg = `health gate breached: ${describeBreach(b)}; no new Job starts, ` +
@@ -265,8 +267,33 @@ export async function bindGate(
   });
 }
 
+/**
+ * The run record carries the gate's state (`status` says it): read at every
+ * write, written anew at every change of its kind.
+ */
+function followGate(gate: HealthGate, g: GateRun & { recorder: Recorder }): void {
+  const queries = g.config.queries.length + (g.config.alerts ? 1 : 0);
+  const lift = liftCommand(g);
+  const changed = g.recorder.followGates(() =>
+    recordGates(gate.state, { queries, checkedAt: gate.checkedAt, lift })
+  );
+  gate.subscribe(changed);
+}
+
+/** The command that lifts the latch of a breach: the pause's, or the exit latch's. */
+function liftCommand(
+  { config, plan, pauseFilePath }: Pick<GateRun, "config" | "plan" | "pauseFilePath">,
+): string {
+  if (config.onBreach === "exit") return clearExitLatchCommand(plan.namespace, plan.prefix);
+  const owner = plan.owner;
+  return owner
+    ? resumeOwnerCommand({ namespace: plan.namespace, owner, pausedKey: plan.keys.paused })
+    : `rm ${pauseFilePath}`;
+}
+
 /** What follows a breach, in words, by what its latch became. */
-function breachThen({ config, plan, pauseFilePath }: GateRun, latch: string): string {
+function breachThen(g: GateRun, latch: string): string {
+  const { config, plan } = g;
   const clear = clearExitLatchCommand(plan.namespace, plan.prefix);
   if (latch === "unlatched") {
     return "the run could not pause itself and stops (exit 5)";
@@ -277,11 +304,9 @@ function breachThen({ config, plan, pauseFilePath }: GateRun, latch: string): st
         ? `latched: the next run refuses to start until it is cleared: ${clear}`
         : "the latch is not written yet (tried again)");
   }
-  const owner = plan.owner;
-  const resume = owner
-    ? resumeOwnerCommand({ namespace: plan.namespace, owner, pausedKey: plan.keys.paused })
-    : `rm ${pauseFilePath}`;
-  return `the run pauses itself and stays paused; once the fleet is healthy, resume: ${resume}`;
+  return `the run pauses itself and stays paused; once the fleet is healthy, resume: ${
+    liftCommand(g)
+  }`;
 }
 
 /** The exit latch ConfigMap; a refusal for good is a {@linkcode LatchRefused}. */

@@ -8,6 +8,7 @@ import type { GateConfig } from "../gates/config.ts";
 import { HealthGate } from "../gates/gate.ts";
 import { bindGate, type GateRun, latchExit, openGate, refuseIfEarlierPaused } from "./run_gate.ts";
 import type { Recorder } from "../report/report.ts";
+import type { RecordGates } from "../report/record.ts";
 import type { Plan } from "./plan.ts";
 
 const PLAN = { namespace: "ops", prefix: "drv", keys: trackingKeys("job-dispatcher") } as Plan;
@@ -177,7 +178,17 @@ Deno.test("openGate() refuses a selector that matches no series: a UsageError na
   });
 });
 
-const RECORDER = { ownerWarning: () => {} } as unknown as Recorder;
+/** What the run record reads of the gates, and how often it was told they changed. */
+const recorded = { gates: (): RecordGates | undefined => undefined, changes: 0 };
+
+const RECORDER = {
+  ownerWarning: () => {},
+  followGates: (source: () => RecordGates | undefined) => {
+    recorded.gates = source;
+    recorded.changes = 0;
+    return () => recorded.changes++;
+  },
+} as unknown as Recorder;
 
 /** A client that gives up on a failing write within 100 ms, for the tests of writes that keep failing. */
 const FAST_RETRY = {
@@ -243,6 +254,14 @@ Deno.test("bindGate() with exit writes the exit latch the moment the breach is s
     await withBoundGate(kube, (url) => config(url), PLAN, (gate, _g, lines) => {
       assert.deepEqual(created, ["/api/v1/namespaces/ops/configmaps"], "latched at once");
       assert.equal(gate.state.kind, "latched");
+      // The run record says it (status): the query, the command that lifts it, when checked.
+      const g = recorded.gates()!;
+      assert.equal(g.state, "latched");
+      assert.equal(g.queries, 1);
+      assert.match(g.detail ?? "", /^query ".*" returned /);
+      assert.equal(g.lift, "kubectl delete configmap -n ops drv-gate-breach");
+      assert.ok(g.checkedAt !== undefined && Date.now() - g.checkedAt < 60_000);
+      assert.ok(recorded.changes >= 1, "each change of state is written anew");
       assert.match(
         lines.join("\n"),
         /health gate breached: .*latched: the next run refuses to start until it is cleared: kubectl delete configmap -n ops drv-gate-breach/,

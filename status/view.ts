@@ -29,7 +29,7 @@ import {
 import { duration } from "../report/log.ts";
 import { keptKey, keptSuccess } from "../nodes/success_mark.ts";
 import { jobAction } from "../engine/stale.ts";
-import type { RecordWave, RunRecord } from "../report/record.ts";
+import type { RecordGates, RecordWave, RunRecord } from "../report/record.ts";
 
 /** A node's phase as status shows it: the engine's, or `unknown` without a record. */
 export type StatusPhase = Phase;
@@ -437,6 +437,8 @@ export function viewKey(view: StatusView): string {
       // A live run's summary is its progress line (elapsed, rate): time alone moves it.
       summary: view.life === "running" ? undefined : summary,
       wave: wave && { ...wave, soakLeftMs: undefined },
+      // When the gates were last asked is an age: a new answer alone prints nothing.
+      gates: record.gates && { ...record.gates, checkedAt: undefined },
       paused: record.paused,
       stoppedBy: record.stoppedBy,
     },
@@ -468,6 +470,7 @@ function headLines(view: StatusView, now: number): string[] {
   if (r.paused) lines.push(`paused by ${r.paused}`);
   if (r.stoppedBy) lines.push(`stopped: ${r.stoppedBy}`);
   if (r.wave) lines.push(waveLine(r.wave));
+  if (r.gates) lines.push(gatesLine(r.gates, now));
   lines.push(
     `window: ${
       r.windowClosesAt === undefined ? "none" : `closes in ${age(r.windowClosesAt, now)}`
@@ -492,6 +495,33 @@ function waveLine(w: RecordWave): string {
     return `wave: ${w.wave} of ${w.waves}, soaked; holding${next} until the gates let it open`;
   }
   return `wave: ${w.wave} of ${w.waves}, running`;
+}
+
+/**
+ * `gates: ok (3 queries, checked 4s ago)`: the health gates' state, so that
+ * a rollout idle for its gates says so (a dark selector pauses starts
+ * without pausing the run).
+ */
+function gatesLine(g: RecordGates, now: number): string {
+  const checked = `${counted(g.queries, "query", "queries")}, ${
+    g.checkedAt === undefined ? "not checked yet" : `checked ${age(now, g.checkedAt)} ago`
+  }`;
+  switch (g.state) {
+    case "ok":
+      return `gates: ok (${checked})`;
+    case "waiting":
+      return `gates: waiting for an answer of Prometheus (${checked})`;
+    case "outage":
+      return `gates: Prometheus unreachable for ${age(now, g.since)}: ${g.detail} (starts paused)`;
+    case "nodata":
+      return `gates: no data: ${g.detail} (starts paused)`;
+    case "breached":
+      return `gates: breached: ${g.detail} (the latch is not written yet)`;
+    case "latched":
+      return `gates: breached: ${g.detail} (latched; lift with ${g.lift})`;
+    case "unlatched":
+      return `gates: breached: ${g.detail} (the latch was refused: the run stops)`;
+  }
 }
 
 /**
@@ -647,6 +677,16 @@ export function renderJson(view: StatusView): string {
             ...(r.wave.soakLeftMs === undefined
               ? {}
               : { soakLeftSecs: Math.round(r.wave.soakLeftMs / 1000) }),
+          }
+          : null,
+        gates: r?.gates
+          ? {
+            state: r.gates.state,
+            queries: r.gates.queries,
+            checkedAt: iso(r.gates.checkedAt) ?? null,
+            since: iso(r.gates.since) ?? null,
+            detail: r.gates.detail ?? null,
+            lift: r.gates.lift ?? null,
           }
           : null,
         summary: r?.summary ?? null,

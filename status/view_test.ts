@@ -13,6 +13,7 @@ import {
   statusExitCode,
   type StatusView,
   type ViewInput,
+  viewKey,
 } from "./view.ts";
 import { previewSource } from "../run/plan_preview.ts";
 import type { Plan } from "../run/plan.ts";
@@ -623,5 +624,102 @@ Deno.test({
       });
       assert.match(renderText(v, T0 + 60_000), /^n0 +running +61s +/m);
     });
+  },
+});
+
+Deno.test({
+  name: "status says the gates' state: text, -o wide and -o json, nothing without gates",
+  permissions: "none",
+  async fn(t) {
+    const now = T0 + 60_000;
+    const view = (extra: Partial<RunRecord>) =>
+      buildView({
+        namespace: "ops",
+        prefix: "up",
+        keys,
+        record: record({ paused: undefined, ...extra }),
+        jobs: [],
+        nodes: new Map(),
+        now,
+      });
+    const lift = "kubectl annotate job -n ops owner job-dispatcher/paused-";
+    const cases: { name: string; gates: RunRecord["gates"]; line: RegExp }[] = [
+      {
+        name: "ok",
+        gates: { state: "ok", queries: 3, checkedAt: now - 4_000 },
+        line: /^gates: ok \(3 queries, checked 4s ago\)$/m,
+      },
+      {
+        name: "waiting",
+        gates: { state: "waiting", queries: 1, checkedAt: now - 40_000 },
+        line: /^gates: waiting for an answer of Prometheus \(1 query, checked 40s ago\)$/m,
+      },
+      {
+        name: "outage",
+        gates: { state: "outage", queries: 1, since: now - 12_000, detail: "connection refused" },
+        line: /^gates: Prometheus unreachable for 12s: connection refused \(starts paused\)$/m,
+      },
+      {
+        name: "nodata",
+        gates: {
+          state: "nodata",
+          queries: 2,
+          since: now - 5_000,
+          detail: 'selector up{job="x"} of query "up == 0" matches no series',
+        },
+        line:
+          /^gates: no data: selector up\{job="x"\} of query "up == 0" matches no series \(starts paused\)$/m,
+      },
+      {
+        name: "breached",
+        gates: { state: "breached", queries: 1, detail: 'query "q" returned 1' },
+        line: /^gates: breached: query "q" returned 1 \(the latch is not written yet\)$/m,
+      },
+      {
+        name: "latched",
+        gates: { state: "latched", queries: 1, detail: 'query "q" returned 1', lift },
+        line: new RegExp(
+          `^gates: breached: query "q" returned 1 \\(latched; lift with ${lift}\\)$`,
+          "m",
+        ),
+      },
+      {
+        name: "unlatched",
+        gates: { state: "unlatched", queries: 1, detail: 'query "q" returned 1' },
+        line: /^gates: breached: query "q" returned 1 \(the latch was refused: the run stops\)$/m,
+      },
+    ];
+    for (const c of cases) {
+      await t.step(`${c.name}: one line in text and -o wide, run.gates in -o json`, () => {
+        const v = view({ gates: c.gates });
+        assert.match(renderText(v, now), c.line);
+        assert.match(renderText(v, now, true), c.line);
+        const gates = JSON.parse(renderJson(v)).run.gates;
+        assert.equal(gates.state, c.gates!.state);
+        assert.equal(gates.queries, c.gates!.queries);
+        assert.equal(gates.detail, c.gates!.detail ?? null);
+      });
+    }
+    await t.step("-o json: times as ISO, the lift command", () => {
+      const gates = JSON.parse(renderJson(view({ gates: cases[5].gates }))).run.gates;
+      assert.equal(gates.lift, lift);
+      const ok = JSON.parse(renderJson(view({ gates: cases[0].gates }))).run.gates;
+      assert.equal(ok.checkedAt, new Date(now - 4_000).toISOString());
+    });
+    await t.step("status -w: a new check alone prints nothing, a new state prints", () => {
+      const ok = view({ gates: cases[0].gates });
+      const later = view({ gates: { ...cases[0].gates!, checkedAt: now } });
+      assert.equal(viewKey(later), viewKey(ok));
+      assert.notEqual(viewKey(view({ gates: cases[3].gates })), viewKey(ok));
+    });
+    await t.step(
+      "no gates (a run without them, or an older record): no line, run.gates null",
+      () => {
+        const v = view({});
+        assert.doesNotMatch(renderText(v, now), /^gates:/m);
+        assert.doesNotMatch(renderText(v, now, true), /^gates:/m);
+        assert.equal(JSON.parse(renderJson(v)).run.gates, null);
+      },
+    );
   },
 });

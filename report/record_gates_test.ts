@@ -1,0 +1,57 @@
+import assert from "node:assert/strict";
+import type { GateState } from "../gates/state.ts";
+import { MAX_GATE_DETAIL, type RecordGates } from "./record.ts";
+import { recordGates } from "./record_gates.ts";
+
+const breach = { query: "up == 0", value: '{job="x"} 0', at: 5 };
+const said = 'query "up == 0" returned {job="x"} 0';
+
+Deno.test({
+  name: "recordGates() says every state of the gates in the record's words",
+  permissions: "none",
+  fn() {
+    const facts = { queries: 3, checkedAt: 9, lift: "kubectl annotate job …" };
+    const cases: [GateState, Omit<RecordGates, "queries" | "checkedAt">][] = [
+      [{ kind: "fresh", at: 9 }, { state: "ok" }],
+      [{ kind: "unchecked" }, { state: "waiting" }],
+      [{ kind: "stale", at: 1 }, { state: "waiting" }],
+      [{ kind: "outage", since: 2, error: "refused" }, {
+        state: "outage",
+        since: 2,
+        detail: "refused",
+      }],
+      [{ kind: "nodata", since: 3, detail: "selector up matches no series" }, {
+        state: "nodata",
+        since: 3,
+        detail: "selector up matches no series",
+      }],
+      [{ kind: "breached", breach }, { state: "breached", detail: said }],
+      [{ kind: "latched", breach, seen: true }, {
+        state: "latched",
+        detail: said,
+        lift: facts.lift,
+      }],
+      [{ kind: "unlatched", breach, error: "403" }, { state: "unlatched", detail: said }],
+    ];
+    for (const [state, want] of cases) {
+      assert.deepEqual(
+        JSON.parse(JSON.stringify(recordGates(state, facts))),
+        { queries: 3, checkedAt: 9, ...want },
+        state.kind,
+      );
+    }
+  },
+});
+
+Deno.test({
+  name: "recordGates() cuts a long query or error to MAX_GATE_DETAIL: the record stays bounded",
+  permissions: "none",
+  fn() {
+    const query = `sum(rate(x{${"a".repeat(5_000)}}[5m])) > 0`;
+    const g = recordGates({ kind: "breached", breach: { ...breach, query } }, { queries: 1 });
+    assert.equal(g.detail!.length, MAX_GATE_DETAIL);
+    assert.ok(g.detail!.endsWith("…"));
+    const o = recordGates({ kind: "outage", since: 0, error: "e".repeat(9_000) }, { queries: 1 });
+    assert.equal(o.detail!.length, MAX_GATE_DETAIL);
+  },
+});
