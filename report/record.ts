@@ -109,6 +109,11 @@ export interface RunRecord {
   nodes: RecordNode[];
   /** How many reasons were left out to stay within {@linkcode RECORD_BUDGET_BYTES}. */
   reasonsDropped?: number;
+  /**
+   * The step, in seconds, the node table's times were rounded to when even
+   * without reasons it did not fit (absent: to the second).
+   */
+  timeStepSecs?: number;
 }
 
 /** The ConfigMap fields the record takes. */
