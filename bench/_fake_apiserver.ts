@@ -145,6 +145,28 @@ export class FakeApiServer {
     );
   }
 
+  /**
+   * The run record's ConfigMap (`run-record.*`) as the API server would store
+   * it: its JSON size in bytes (the 1 MiB limit applies to it) and the base64
+   * length of `binaryData.nodes`; undefined before the first write.
+   */
+  recordSize(): { bytes: number; nodesBase64: number } | undefined {
+    for (const [key, cm] of this.#configMaps) {
+      if (!key.split("/")[1]?.startsWith("run-record.")) continue;
+      const nodes = (cm.binaryData as Record<string, string> | undefined)?.nodes ?? "";
+      return {
+        bytes: new TextEncoder().encode(JSON.stringify(cm)).length,
+        nodesBase64: nodes.length,
+      };
+    }
+    return undefined;
+  }
+
+  /** The stored ConfigMap `ns/name`, for probes that read the record back. */
+  configMap(key: string): Record<string, unknown> | undefined {
+    return this.#configMaps.get(key);
+  }
+
   /** The server's URL. */
   get url(): string {
     return `http://127.0.0.1:${this.#server.addr.port}`;

@@ -14,6 +14,7 @@
  * deno task bench:memory --nodes 1000 --snapshot
  * deno task bench:memory --nodes 1000 --job-ms 10000 --cpu-prof /tmp/prof   # and a V8 CPU profile
  * JOB_DISPATCHER_ENTRY=main.ts deno task bench:memory
+ * deno task bench:memory --nodes 65000 --arg=--kube-api-qps=0   # the largest GKE cluster
  * ```
  *
  * The inspector and the snapshot themselves cost memory: peak RSS is the
@@ -289,6 +290,12 @@ async function main(): Promise<void> {
       save: { type: "string" },
       analyse: { type: "string" },
       "cpu-prof": { type: "string" },
+      // The chart's metrics endpoint: on by default here, as in every
+      // always-on feature's figure (issue 29); `--no-metrics` to leave it out.
+      "no-metrics": { type: "boolean", default: false },
+      // More dispatcher flags, e.g. `--arg=--kube-api-qps=0`: at 65,000 nodes
+      // the default 50 requests a second alone takes over an hour.
+      arg: { type: "string", multiple: true, default: [] },
     },
   });
   if (values.analyse) {
@@ -369,6 +376,8 @@ spec:
     values.parallelism!,
     "--kubeconfig",
     "kubeconfig",
+    ...(values["no-metrics"] ? [] : ["--metrics-addr", `127.0.0.1:${port + 500}`]),
+    ...values.arg!,
   ];
   const load = () => Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" ");
   const loadBefore = load();
@@ -453,6 +462,22 @@ spec:
     `peak RSS (VmHWM) ${mb(sampler.peakRssBytes)} MB; at the largest sample anonymous ` +
       `${mb(sampler.atPeak.anonBytes)} / file-backed ${mb(sampler.atPeak.fileBytes)} MB; ` +
       `CPU ${sampler.cpuSeconds.toFixed(2)} s`,
+  );
+  const record = server.recordSize();
+  console.log(
+    `CPU ${(sampler.cpuSeconds * 1000 / n).toFixed(2)} ms per node; record ConfigMap ${
+      record
+        ? `${(record.bytes / 1024).toFixed(1)} kB (binaryData.nodes ${
+          (record.nodesBase64 / 1024).toFixed(1)
+        } kB base64)`
+        : "not written"
+    }${values["no-metrics"] ? "; without --metrics-addr" : "; with --metrics-addr"}`,
+  );
+  console.log(
+    `RESULT n=${n} peakMB=${mb(sampler.peakRssBytes)} cpuS=${sampler.cpuSeconds.toFixed(2)} ` +
+      `cpuMsPerNode=${(sampler.cpuSeconds * 1000 / n).toFixed(2)} recordKB=${
+        record ? (record.bytes / 1024).toFixed(1) : "-"
+      } exit=${status.code}`,
   );
   if (status.code !== 0) console.log(`log tail:\n${tail.join("\n")}`);
   if (usage.length) {
