@@ -322,9 +322,20 @@ export class FakeApiServer {
       this.#count(req.method, name ? (parts[4] ? `node/${parts[4]}` : "node") : "nodes");
       if (!name) {
         if (watch) return this.#watch("", since, timeout);
-        const field = url.searchParams.get("fieldSelector")?.match(/metadata\.name=([^,]+)/)?.[1];
-        const names = field ? this.#nodeNames.filter((n) => n === field) : this.#nodeNames;
-        return this.#list(names.map((n) => this.#nodes.get(n)), url, "NodeList");
+        const selector = url.searchParams.get("fieldSelector") ?? "";
+        const field = selector.match(/metadata\.name=([^,]+)/)?.[1];
+        // No node here is cordoned: `status` asks for those by this selector.
+        const names = selector.includes("spec.unschedulable=true")
+          ? []
+          : field
+          ? this.#nodeNames.filter((n) => n === field)
+          : this.#nodeNames;
+        return this.#list(
+          names.map((n) => this.#nodes.get(n)),
+          url,
+          "NodeList",
+          req.headers.get("accept") ?? "",
+        );
       }
       const node = this.#nodes.get(name);
       if (!node || parts[4]) return notFound();
