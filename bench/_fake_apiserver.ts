@@ -102,6 +102,35 @@ function fakeNode(name: string, rv: number): Record<string, unknown> {
   };
 }
 
+/**
+ * The Job field selectors `status` sends (`status.successful=1`, `!=1`,
+ * `metadata.name=N`, comma-joined), as the API server applies them.
+ */
+function jobFieldFilter(selector: string | null): (job: Record<string, unknown>) => boolean {
+  const terms = (selector ?? "").split(",").filter(Boolean).map((t) => {
+    const m = t.match(/^([\w.]+)(!=|==?)(.*)$/);
+    if (!m) throw new Error(`stand-in API server: unsupported field selector ${t}`);
+    return { path: m[1], negate: m[2] === "!=", value: m[3] };
+  });
+  const field = (job: Record<string, unknown>, path: string) =>
+    path === "metadata.name"
+      ? (job.metadata as { name: string }).name
+      : path === "status.successful"
+      ? String((job.status as { succeeded?: number } | undefined)?.succeeded ?? 0)
+      : undefined;
+  return (job) => terms.every((t) => (field(job, t.path) === t.value) !== t.negate);
+}
+
+/** A Job's Status column, as `kubectl get jobs` shows it. */
+function jobStatusCell(o: unknown): string {
+  const conds = (o as { status?: { conditions?: { type: string; status: string }[] } }).status
+    ?.conditions ?? [];
+  const done = conds.find((c) =>
+    (c.type === "Complete" || c.type === "Failed") && c.status === "True"
+  );
+  return done?.type ?? "Running";
+}
+
 /** What the fake server has seen and done. */
 export interface FakeStats {
   /** Requests, by `METHOD path-kind`. */
@@ -143,6 +172,28 @@ export class FakeApiServer {
       { hostname: "127.0.0.1", port: 0, onListen: () => {} },
       (req) => this.#handle(req, opts.jobMs),
     );
+  }
+
+  /**
+   * The run record's ConfigMap (`run-record.*`) as the API server would store
+   * it: its JSON size in bytes (the 1 MiB limit applies to it) and the base64
+   * length of `binaryData.nodes`; undefined before the first write.
+   */
+  recordSize(): { bytes: number; nodesBase64: number } | undefined {
+    for (const [key, cm] of this.#configMaps) {
+      if (!key.split("/")[1]?.startsWith("run-record.")) continue;
+      const nodes = (cm.binaryData as Record<string, string> | undefined)?.nodes ?? "";
+      return {
+        bytes: new TextEncoder().encode(JSON.stringify(cm)).length,
+        nodesBase64: nodes.length,
+      };
+    }
+    return undefined;
+  }
+
+  /** The stored ConfigMap `ns/name`, for probes that read the record back. */
+  configMap(key: string): Record<string, unknown> | undefined {
+    return this.#configMaps.get(key);
   }
 
   /** The server's URL. */
@@ -191,15 +242,39 @@ export class FakeApiServer {
     return new Response(body, { headers: { "content-type": "application/json" } });
   }
 
-  #list(items: unknown[], url: URL, kind: string): Response {
+  #list(items: unknown[], url: URL, kind: string, accept = ""): Response {
     const limit = Number(url.searchParams.get("limit") || items.length || 1);
     const from = Number(url.searchParams.get("continue") || 0);
-    const page = items.slice(from, from + limit);
+    const page = items.slice(from, from + limit) as { metadata: unknown }[];
     const next = from + limit < items.length ? String(from + limit) : undefined;
+    const metadata = { resourceVersion: String(this.#rv), continue: next };
+    // `status` asks for Tables (`kubectl get`'s columns) and metadata-only
+    // lists of the Jobs: a Job's Table has Name and Status as the API server's.
+    if (accept.includes("as=Table")) {
+      const withObject = url.searchParams.get("includeObject") !== "None";
+      return Response.json({
+        kind: "Table",
+        apiVersion: "meta.k8s.io/v1",
+        metadata,
+        columnDefinitions: [{ name: "Name" }, { name: "Status" }],
+        rows: page.map((o) => ({
+          cells: [(o.metadata as { name: string }).name, jobStatusCell(o)],
+          object: withObject ? { metadata: o.metadata } : undefined,
+        })),
+      });
+    }
+    if (accept.includes("as=PartialObjectMetadataList")) {
+      return Response.json({
+        kind: "PartialObjectMetadataList",
+        apiVersion: "meta.k8s.io/v1",
+        metadata,
+        items: page.map((o) => ({ metadata: o.metadata })),
+      });
+    }
     return Response.json({
       kind,
       apiVersion: kind === "JobList" ? "batch/v1" : "v1",
-      metadata: { resourceVersion: String(this.#rv), continue: next },
+      metadata,
       items: page,
     });
   }
@@ -247,9 +322,20 @@ export class FakeApiServer {
       this.#count(req.method, name ? (parts[4] ? `node/${parts[4]}` : "node") : "nodes");
       if (!name) {
         if (watch) return this.#watch("", since, timeout);
-        const field = url.searchParams.get("fieldSelector")?.match(/metadata\.name=([^,]+)/)?.[1];
-        const names = field ? this.#nodeNames.filter((n) => n === field) : this.#nodeNames;
-        return this.#list(names.map((n) => this.#nodes.get(n)), url, "NodeList");
+        const selector = url.searchParams.get("fieldSelector") ?? "";
+        const field = selector.match(/metadata\.name=([^,]+)/)?.[1];
+        // No node here is cordoned: `status` asks for those by this selector.
+        const names = selector.includes("spec.unschedulable=true")
+          ? []
+          : field
+          ? this.#nodeNames.filter((n) => n === field)
+          : this.#nodeNames;
+        return this.#list(
+          names.map((n) => this.#nodes.get(n)),
+          url,
+          "NodeList",
+          req.headers.get("accept") ?? "",
+        );
       }
       const node = this.#nodes.get(name);
       if (!node || parts[4]) return notFound();
@@ -276,12 +362,14 @@ export class FakeApiServer {
       this.#count(req.method, `${name ? "job" : "jobs"}${dry ? " (dry run)" : ""}`);
       if (!name && req.method === "GET") {
         if (watch) return this.#watch(ns, since, timeout);
+        const field = jobFieldFilter(url.searchParams.get("fieldSelector"));
         return this.#list(
           [...this.#jobs.values()].filter((j) =>
-            (j.metadata as { namespace: string }).namespace === ns
+            (j.metadata as { namespace: string }).namespace === ns && field(j)
           ),
           url,
           "JobList",
+          req.headers.get("accept") ?? "",
         );
       }
       if (!name && req.method === "POST") {

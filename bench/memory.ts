@@ -14,6 +14,8 @@
  * deno task bench:memory --nodes 1000 --snapshot
  * deno task bench:memory --nodes 1000 --job-ms 10000 --cpu-prof /tmp/prof   # and a V8 CPU profile
  * JOB_DISPATCHER_ENTRY=main.ts deno task bench:memory
+ * deno task bench:memory --nodes 65000 --arg=--kube-api-qps=0   # the largest GKE cluster
+ * deno task bench:memory --nodes 65000 --arg=--kube-api-qps=0 --status   # and status, the timeline
  * ```
  *
  * The inspector and the snapshot themselves cost memory: peak RSS is the
@@ -26,6 +28,8 @@ import { parseArgs } from "node:util";
 import { dispatcherCommand } from "../e2e/_dispatcher.ts";
 import { FakeApiServer } from "./_fake_apiserver.ts";
 import { ProcSampler, stageEntry } from "./_measure.ts";
+import { StatusProbe, type StatusSample } from "./_status_probe.ts";
+import { ensureChromium, openPage } from "../e2e/_chromium.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const MB = 2 ** 20;
@@ -272,6 +276,50 @@ function printAnalysis(a: ReturnType<typeof analyse>): void {
   }
 }
 
+/**
+ * After the run, against the stand-in server still up: `status` of the
+ * finished run as a user runs it (a fresh process; text, then -o json), and
+ * the run's HTML timeline: its size, and what headless Chromium makes of it.
+ */
+async function statusAndTimeline(dir: string, n: number): Promise<string> {
+  const probe = new StatusProbe(
+    dispatcherCommand(),
+    ["-n", "mem", "--name-prefix", "mem", "--kubeconfig", "kubeconfig"],
+    { cwd: dir, t0: Date.now(), everyMs: 1e9 },
+  );
+  const line = (s: StatusSample) =>
+    `status${s.output === "json" ? " -o json" : ""}: exit ${s.exitCode} in ${
+      (s.ms / 1000).toFixed(1)
+    } s (CPU ${s.cpuSeconds.toFixed(2)} s, peak RSS ${mb(s.peakRssBytes)} MB), ` +
+    `${(s.stdoutBytes / 1024).toFixed(1)} kB out${
+      s.total !== undefined ? `, ${s.total} nodes` : ""
+    }` +
+    `${s.stderr ? `; stderr: ${s.stderr.split("\n")[0]}` : ""}`;
+  const out = [line(await probe.sample("text"))];
+  out.push(
+    line(await probe.sample("json").catch((e) => ({ ...JSON.parse("{}"), stderr: String(e) }))),
+  );
+  const html = `${dir}/timeline.html`;
+  const size = await Deno.stat(html).then((s) => s.size, () => undefined);
+  if (size === undefined) return [...out, "timeline: not written"].join("\n");
+  const bin = await ensureChromium();
+  let page = "Chromium not available";
+  if (bin) {
+    const opened = Date.now();
+    const p = await openPage(
+      bin,
+      html,
+      "({ rows: document.body.dataset.rows, drawn: document.body.dataset.drawn })",
+    );
+    page = `Chromium opened it in ${((Date.now() - opened) / 1000).toFixed(1)} s: ` +
+      `${JSON.stringify(p.value)}, ${p.errors.length} errors${
+        p.errors.length ? ` (${p.errors[0]})` : ""
+      }, ${p.requests.length} requests`;
+  }
+  out.push(`timeline: ${mb(size)} MB for ${n} nodes; ${page}`);
+  return out.join("\n");
+}
+
 function mb(bytes: number): string {
   return (bytes / MB).toFixed(1);
 }
@@ -289,6 +337,16 @@ async function main(): Promise<void> {
       save: { type: "string" },
       analyse: { type: "string" },
       "cpu-prof": { type: "string" },
+      // The chart's metrics endpoint: on by default here, as in every
+      // always-on feature's figure (issue 29); `--no-metrics` to leave it out.
+      "no-metrics": { type: "boolean", default: false },
+      // More dispatcher flags, e.g. `--arg=--kube-api-qps=0`: at 65,000 nodes
+      // the default 50 requests a second alone takes over an hour.
+      arg: { type: "string", multiple: true, default: [] },
+      // The run writes its HTML timeline (`--report-format html`); after its
+      // end, `status` (text, then -o json) is timed against the stand-in
+      // server and the timeline opened in headless Chromium. Not a gate.
+      status: { type: "boolean", default: false },
     },
   });
   if (values.analyse) {
@@ -369,6 +427,9 @@ spec:
     values.parallelism!,
     "--kubeconfig",
     "kubeconfig",
+    ...(values["no-metrics"] ? [] : ["--metrics-addr", `127.0.0.1:${port + 500}`]),
+    ...values.arg!,
+    ...(values.status ? ["--report", "timeline.html", "--report-format", "html"] : []),
   ];
   const load = () => Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" ");
   const loadBefore = load();
@@ -430,6 +491,7 @@ spec:
   clearInterval(sampling);
   await snapshotTaken?.catch((e) => console.error(`snapshot failed: ${e.message}`));
   cdp?.close();
+  const finished = values.status ? await statusAndTimeline(dir, n) : undefined;
   await server.close();
   await Deno.remove(dir, { recursive: true });
   if (snapshotText) {
@@ -454,6 +516,23 @@ spec:
       `${mb(sampler.atPeak.anonBytes)} / file-backed ${mb(sampler.atPeak.fileBytes)} MB; ` +
       `CPU ${sampler.cpuSeconds.toFixed(2)} s`,
   );
+  const record = server.recordSize();
+  console.log(
+    `CPU ${(sampler.cpuSeconds * 1000 / n).toFixed(2)} ms per node; record ConfigMap ${
+      record
+        ? `${(record.bytes / 1024).toFixed(1)} kB (binaryData.nodes ${
+          (record.nodesBase64 / 1024).toFixed(1)
+        } kB base64)`
+        : "not written"
+    }${values["no-metrics"] ? "; without --metrics-addr" : "; with --metrics-addr"}`,
+  );
+  console.log(
+    `RESULT n=${n} peakMB=${mb(sampler.peakRssBytes)} cpuS=${sampler.cpuSeconds.toFixed(2)} ` +
+      `cpuMsPerNode=${(sampler.cpuSeconds * 1000 / n).toFixed(2)} recordKB=${
+        record ? (record.bytes / 1024).toFixed(1) : "-"
+      } exit=${status.code}`,
+  );
+  if (finished) console.log(finished);
   if (status.code !== 0) console.log(`log tail:\n${tail.join("\n")}`);
   if (usage.length) {
     const step = Math.max(1, Math.floor(usage.length / 12));

@@ -45,7 +45,8 @@ Deno.test({
       metadata: { name: "worker-1", uid: "u-1", labels: { zone: "a" }, annotations: { note: "x" } },
       spec: { taints: [{ key: "k", effect: "NoSchedule" }] },
       status: {
-        nodeInfo: node.status!.nodeInfo,
+        // Of nodeInfo what the Job's environment and the admission read.
+        nodeInfo: { machineID: "m", containerRuntimeVersion: "containerd://2" } as never,
         runtimeHandlers: [{ name: "kata" }],
         conditions: [{ type: "Ready", status: "True" }],
       },

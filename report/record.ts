@@ -162,6 +162,11 @@ export interface RunRecord {
   nodes: RecordNode[];
   /** How many reasons were left out to stay within {@linkcode RECORD_BUDGET_BYTES}. */
   reasonsDropped?: number;
+  /**
+   * The step, in seconds, the node table's times were rounded to when even
+   * without reasons it did not fit (absent: to the second; -1: left out).
+   */
+  timeStepSecs?: number;
 }
 
 /** The ConfigMap fields the record takes. */
@@ -216,10 +221,17 @@ export function recordName(prefix: string): string {
   return `run-record.${labelValue(prefix)}`;
 }
 
-function columns(nodes: readonly RecordNode[], startedAt: number, reasons: number): Columns {
-  const sec = (
-    ms?: number,
-  ) => (ms === undefined ? -1 : Math.max(0, Math.round((ms - startedAt) / 1000)));
+function columns(
+  nodes: readonly RecordNode[],
+  startedAt: number,
+  reasons: number,
+  step = 1,
+): Columns {
+  // A coarser step repeats values gzip then folds; Infinity leaves the times out.
+  const sec = (ms?: number) =>
+    ms === undefined || step === Infinity
+      ? -1
+      : Math.max(0, Math.round((ms - startedAt) / 1000 / step) * step);
   const c: Columns = { names: [], phases: "", since: [], started: [], reasons: {}, stalled: [] };
   let kept = 0;
   nodes.forEach((n, i) => {
@@ -264,9 +276,19 @@ function unbase64(text: string): Uint8Array {
 }
 
 /**
+ * The steps, in seconds, the node table's times are rounded to when the
+ * record does not fit without reasons: a minute, ten minutes, an hour, then
+ * none (the record says -1).
+ */
+const TIME_STEPS = [1, 60, 600, 3600, Infinity];
+
+/**
  * Encodes a record into ConfigMap fields within
  * {@linkcode RECORD_BUDGET_BYTES}: when the reasons do not fit, the later
- * ones are left out (counted in `reasonsDropped`).
+ * ones are left out (counted in `reasonsDropped`); when the table does not fit
+ * without them (65,000 nodes whose names do not compress), its times are
+ * rounded to a coarser step (`timeStepSecs`), and at last left out: names
+ * and phases are what `status` cannot do without.
  *
  * @throws {RangeError} when even the names and phases alone do not fit
  */
@@ -275,21 +297,37 @@ export async function encodeRecord(
   budget = RECORD_BUDGET_BYTES,
 ): Promise<EncodedRecord> {
   const withReasons = r.nodes.filter((n) => n.reason).length;
-  for (let keep = withReasons;; keep = keep > 16 ? Math.floor(keep / 2) : keep - 1) {
-    const { nodes: _, ...facts } = r;
-    const dropped = withReasons - Math.max(keep, 0);
-    const head = JSON.stringify({ ...facts, reasonsDropped: dropped || undefined });
-    const nodes = base64(await gzip(JSON.stringify(columns(r.nodes, r.startedAt, keep))));
-    const data = { record: head, summary: r.summary };
-    const bytes = head.length + r.summary.length + nodes.length;
-    if (bytes <= budget) return { data, binaryData: { nodes }, bytes };
-    if (keep <= 0) {
-      throw new RangeError(
-        `Cannot keep the run record of ${counted(r.nodes.length, "node")} in a ConfigMap: ` +
-          `${bytes} bytes without reasons, over ${budget}`,
-      );
+  let bytes = 0;
+  for (const step of TIME_STEPS) {
+    const keeps = step === 1 ? reasonCounts(withReasons) : [0];
+    for (const keep of keeps) {
+      const { nodes: _, ...facts } = r;
+      const dropped = withReasons - keep;
+      const head = JSON.stringify({
+        ...facts,
+        reasonsDropped: dropped || undefined,
+        timeStepSecs: step === 1 ? undefined : step === Infinity ? -1 : step,
+      });
+      const nodes = base64(await gzip(JSON.stringify(columns(r.nodes, r.startedAt, keep, step))));
+      const data = { record: head, summary: r.summary };
+      bytes = head.length + r.summary.length + nodes.length;
+      if (bytes <= budget) return { data, binaryData: { nodes }, bytes };
     }
   }
+  throw new RangeError(
+    `Cannot keep the run record of ${counted(r.nodes.length, "node")} in a ConfigMap: ` +
+      `${bytes} bytes with names and phases alone, over ${budget}`,
+  );
+}
+
+/** How many reasons to try keeping: all, then halving past 16, then one less down to none. */
+function reasonCounts(all: number): number[] {
+  const out: number[] = [];
+  for (let keep = all; keep > 0; keep = keep > 16 ? Math.floor(keep / 2) : keep - 1) {
+    out.push(keep);
+  }
+  out.push(0);
+  return out;
 }
 
 /**

@@ -95,6 +95,82 @@ Deno.test({
 });
 
 Deno.test({
+  name:
+    "a 65,000-node record (GKE's largest cluster) with long names and reasons stays in its budget",
+  permissions: "none",
+  async fn(t) {
+    // GKE names: `gke-<cluster>-<pool>-<instance group hash>-<4 characters>`,
+    // 50-odd characters; the hash is the pool's (1,000 nodes a pool here),
+    // the suffix the node's, which gzip cannot fold.
+    const hex = (i: number, k: number) =>
+      ((i * 2654435761 + k * 40503) >>> 0).toString(16).padStart(8, "0");
+    const gke = (i: number) =>
+      `gke-prod-europe-west4-pool-${(i / 1000) | 0}-${hex((i / 1000) | 0, 1)}-` +
+      ((i * 2654435761) >>> 0).toString(36).slice(-4);
+    const withNames = (r: RunRecord): RunRecord => ({
+      ...r,
+      nodes: r.nodes.map((n, i) => ({ ...n, node: gke(i) })),
+    });
+    await t.step("one failed node in six with its own reason: every reason kept", async () => {
+      const r = withNames(fleet(
+        65_000,
+        (i) =>
+          i % 6 === 3
+            ? `job upgrade-${gke(i)} failed: work exited 1: driver install ${hex(i, 3)} ` +
+              `did not load, see the pod's log [BackoffLimitExceeded]`
+            : undefined,
+      ));
+      const enc = await encodeRecord(r);
+      console.log(`65,000 nodes, ${65_000 / 6 | 0} reasons: ${enc.bytes} bytes`);
+      assert.ok(enc.bytes <= RECORD_BUDGET_BYTES, `${enc.bytes} bytes`);
+      const back = await decodeRecord(enc.data, enc.binaryData);
+      assert.equal(back.nodes.length, 65_000);
+      assert.equal(back.nodes[64_999].node, gke(64_999));
+      assert.equal(back.nodes[64_999].phase, r.nodes[64_999].phase);
+    });
+    await t.step(
+      "every node failed with a long distinct reason: reasons dropped, names kept",
+      async () => {
+        const noise = (i: number) =>
+          `work exited 1 on ${gke(i)}: ` +
+          Array.from({ length: 24 }, (_, k) => hex(i, k * 104729)).join("");
+        const r = withNames(fleet(65_000, noise));
+        const enc = await encodeRecord(r);
+        console.log(`65,000 nodes, all with reasons: ${enc.bytes} bytes`);
+        assert.ok(enc.bytes <= RECORD_BUDGET_BYTES, `${enc.bytes} bytes`);
+        const back = await decodeRecord(enc.data, enc.binaryData);
+        assert.equal(back.nodes.length, 65_000, "every node is in the record");
+        assert.ok((back.reasonsDropped ?? 0) > 0, "some reasons left out");
+        assert.equal(back.nodes.filter((n) => n.reason).length + back.reasonsDropped!, 65_000);
+      },
+    );
+    await t.step(
+      "names that do not compress: the times coarsen before the record is given up",
+      async () => {
+        // Names of 12 random hex digits each (a provider that hashes every
+        // node) and every node's times a distinct second: over the budget
+        // with no reason kept, which once threw and left the run unrecorded.
+        const r = fleet(65_000, (i) => `exit ${i}`);
+        r.nodes.forEach((n, i) => n.node = `node-${hex(i, 1)}${hex(i, 7).slice(0, 4)}.internal`);
+        const enc = await encodeRecord(r);
+        console.log(`65,000 random names: ${enc.bytes} bytes`);
+        assert.ok(enc.bytes <= RECORD_BUDGET_BYTES, `${enc.bytes} bytes`);
+        const back = await decodeRecord(enc.data, enc.binaryData);
+        assert.equal(back.nodes.length, 65_000);
+        assert.deepEqual(back.nodes.map((n) => n.node), r.nodes.map((n) => n.node));
+        assert.deepEqual(back.nodes.map((n) => n.phase), r.nodes.map((n) => n.phase));
+        assert.ok(back.timeStepSecs! > 1, `times kept to ${back.timeStepSecs} s`);
+        const s = back.timeStepSecs!;
+        // Each time is kept to its step or left out (-1), never moved further.
+        back.nodes.forEach((n, i) => {
+          if (n.since !== undefined) assert.ok(Math.abs(n.since - r.nodes[i].since!) <= s * 500);
+        });
+      },
+    );
+  },
+});
+
+Deno.test({
   name: "the record's ConfigMap is named for the prefix, labelled and owned by the owner Job",
   permissions: "none",
   async fn() {

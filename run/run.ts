@@ -58,6 +58,7 @@ import { withMetrics } from "./run_metrics.ts";
 import { PauseSpans } from "../report/timeline.ts";
 import { estimateLine, loadDurations } from "../preview/preview.ts";
 import { existingJobs, preflight, previewSource, runPlanPreview } from "./plan_preview.ts";
+import { cgroupMemoryLimit, memoryWarning } from "./memory_budget.ts";
 
 export { EXIT, jobApiFor, PermissionError, resolveNamespace };
 
@@ -95,6 +96,12 @@ export async function runDispatcher(
   const plan = await planRun(opts, template, ctx, cleanupTemplate);
   if (typeof plan === "number") return plan;
   const { kube, log } = ctx;
+  // Before any Job: an OOM-killed hook is retried and killed again at the same size.
+  const tooBig = memoryWarning(
+    plan.targets.length + plan.cleanupTargets.length,
+    cgroupMemoryLimit(ctx.readFile),
+  );
+  if (tooBig) log.warn(tooBig, { event: "memory" });
   if (opts.dryRun === "plan") return await runPlanPreview(opts, plan, ctx, durations);
   // The Jobs there now: those a re-run counts take no time of the estimate.
   const estimate = durations &&

@@ -1,0 +1,63 @@
+/**
+ * Whether this process's memory limit holds a selection this large: the
+ * chart's hook pod has `limits.memory: 256Mi`, and a hook OOM-killed at a
+ * large fleet is retried, adopts the Jobs and is killed again, so the
+ * rollout never ends. The limit is read from the cgroup (what the kubelet
+ * enforces), the need from the peak RSS measured at 1,000, 10,000 and 65,000
+ * nodes (`deno task bench:memory`, bench/experiments/scale-65000.md).
+ *
+ * @module
+ */
+
+/**
+ * Peak RSS with no node (MB): the line through the peaks measured at 10,000
+ * and 65,000 nodes (148 and 362 MB, bench/experiments/scale-65000.md) meets
+ * zero nodes at 110; it over-states 1,000 nodes (92 MB measured) a little.
+ */
+export const BASE_MB = 110;
+/** Peak RSS per selected node (kB), the slope of that line (3.9, rounded up). */
+export const KB_PER_NODE = 4;
+/** The share of the limit the estimate may take: RSS is sampled, the kernel kills at the byte. */
+const HEADROOM = 0.9;
+
+/** The cgroup's memory limit in bytes (v2, then v1), or undefined when there is none. */
+export function cgroupMemoryLimit(
+  readFile: (path: string) => string | undefined,
+): number | undefined {
+  const v2 = readFile("/sys/fs/cgroup/memory.max")?.trim();
+  const v1 = readFile("/sys/fs/cgroup/memory/memory.limit_in_bytes")?.trim();
+  const bytes = Number(v2 && v2 !== "max" ? v2 : v1);
+  // cgroup v1 says "no limit" with a number near 2^63.
+  return Number.isFinite(bytes) && bytes > 0 && bytes < 2 ** 50 ? bytes : undefined;
+}
+
+/** The peak RSS (MB) a run of `nodes` nodes is expected to reach. */
+export function expectedPeakMb(nodes: number): number {
+  return Math.ceil(BASE_MB + (nodes * KB_PER_NODE) / 1024);
+}
+
+/** The most nodes a memory limit of `limitBytes` was sized for. */
+export function nodesSizedFor(limitBytes: number): number {
+  const mb = (limitBytes / 2 ** 20) * HEADROOM;
+  return Math.max(0, Math.floor(((mb - BASE_MB) * 1024) / KB_PER_NODE));
+}
+
+/**
+ * The warning the run says in its first lines when `nodes` exceed what the
+ * limit was sized for, or undefined when they fit (or there is no limit).
+ *
+ * @example
+ * ```ts
+ * memoryWarning(100_000, 256 * 2 ** 20); // "the selection has 100000 nodes, more than …"
+ * memoryWarning(1_000, 256 * 2 ** 20); // undefined
+ * ```
+ */
+export function memoryWarning(nodes: number, limitBytes: number | undefined): string | undefined {
+  if (limitBytes === undefined || nodes <= nodesSizedFor(limitBytes)) return undefined;
+  const need = Math.ceil(expectedPeakMb(nodes) / HEADROOM / 16) * 16;
+  return `the selection has ${nodes} nodes, more than the ${nodesSizedFor(limitBytes)} ` +
+    `this pod's memory limit (${Math.round(limitBytes / 2 ** 20)} MiB) holds at ` +
+    `${BASE_MB} MB + ${KB_PER_NODE} kB per node: an OOM kill would restart the run over ` +
+    `and over; raise the limit to ${need}Mi (chart: resources.limits.memory) or split ` +
+    `the selection`;
+}

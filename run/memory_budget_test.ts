@@ -1,0 +1,44 @@
+import assert from "node:assert/strict";
+import { cgroupMemoryLimit, memoryWarning, nodesSizedFor } from "./memory_budget.ts";
+
+const MI = 2 ** 20;
+
+Deno.test({
+  name: "the cgroup's memory limit is read from v2, then v1, and 'no limit' is none",
+  permissions: "none",
+  fn() {
+    const cases: [Record<string, string>, number | undefined][] = [
+      [{ "/sys/fs/cgroup/memory.max": "268435456\n" }, 256 * MI],
+      [{ "/sys/fs/cgroup/memory.max": "max\n" }, undefined],
+      [{ "/sys/fs/cgroup/memory/memory.limit_in_bytes": "536870912\n" }, 512 * MI],
+      [{ "/sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n" }, undefined],
+      [{}, undefined],
+    ];
+    for (const [files, want] of cases) {
+      assert.equal(cgroupMemoryLimit((p) => files[p]), want, JSON.stringify(files));
+    }
+  },
+});
+
+Deno.test({
+  name: "a selection past what the memory limit was sized for is warned of, with the limit to set",
+  permissions: "none",
+  fn() {
+    const sized = nodesSizedFor(256 * MI);
+    // The chart's 256Mi holds the 10,000 nodes measured at 148 MB, not the 65,000 at 362.
+    assert.ok(sized >= 10_000 && sized < 65_000, `256 MiB holds ${sized} nodes`);
+    assert.equal(memoryWarning(10_000, 256 * MI), undefined);
+    assert.ok(memoryWarning(65_000, 256 * MI));
+    assert.equal(memoryWarning(sized, 256 * MI), undefined);
+    assert.equal(memoryWarning(1_000_000, undefined), undefined, "no limit, no warning");
+    const w = memoryWarning(sized + 1, 256 * MI)!;
+    assert.match(w, new RegExp(`^the selection has ${sized + 1} nodes, more than the ${sized} `));
+    const raise = Number(w.match(/raise the limit to (\d+)Mi/)![1]);
+    assert.equal(
+      memoryWarning(sized + 1, raise * MI),
+      undefined,
+      "the limit it names holds the run",
+    );
+    assert.match(memoryWarning(10_000, 64 * MI)!, /limit \(64 MiB\)/);
+  },
+});
