@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { HealthGate, LatchRefused } from "./gate.ts";
-import { directGet, measure } from "./prometheus.ts";
+import { directGet, measure, type Measurement } from "./prometheus.ts";
 import type { GateConfig } from "./config.ts";
 import type { Breach } from "./state.ts";
 import type { Clock } from "../base/clock.ts";
@@ -271,4 +271,66 @@ Deno.test("HealthGate: a latch that keeps failing (API out) is tried again, then
     assert.ok(tries >= 3, `${tries} tries`);
     assert.match(gate.stopsBy() ?? "", /cannot pause itself: HTTP 503/);
   });
+});
+
+/**
+ * A measure the test answers by hand: each call waits until `answer(m)`
+ * resolves it, so a measurement can be held in flight across a lift.
+ */
+function heldMeasure() {
+  const calls: ((m: Measurement) => void)[] = [];
+  const measure = () => new Promise<Measurement>((resolve) => calls.push(resolve));
+  return {
+    measure,
+    /** How many measurements were asked for so far. */
+    get asked() {
+      return calls.length;
+    },
+    /** Answers the `i`-th measurement, if it was asked for. */
+    answer: (i: number, m: Measurement) => calls[i]?.(m),
+  };
+}
+
+const BREACH: Measurement = {
+  breach: { query: "broken > 0", value: "broken 1" },
+  dark: [],
+  warnings: [],
+};
+const CLEAN: Measurement = { dark: [], warnings: [] };
+
+Deno.test("HealthGate: an answer asked before the pause was lifted does not latch again once it is lifted", async () => {
+  const m = heldMeasure();
+  const breaches: Breach[] = [];
+  let paused = false;
+  const gate = new HealthGate({
+    // A long interval: only the test's checkNow() measures.
+    config: { url: "http://prom", queries: ["broken > 0"], intervalSecs: 3600, onBreach: "pause" },
+    measure: m.measure,
+  });
+  const started = gate.start();
+  m.answer(0, BREACH);
+  await started;
+  await gate.bind({
+    onBreach: (b) => void breaches.push(b),
+    latch: () => Promise.resolve(void (paused = true)),
+    pauseSeen: () => paused,
+  });
+  try {
+    assert.equal(gate.state.kind, "latched");
+    // A measurement goes out while the gauge still says unhealthy…
+    const inFlight = gate.checkNow();
+    await until("the measurement asked", () => m.asked === 2);
+    // …the fleet recovers and a person lifts the pause before it answers.
+    paused = false;
+    assert.equal(gate.state.kind, "unchecked", "the lift is seen");
+    m.answer(1, BREACH); // evaluated before the lift
+    // Either the pause is written again (the defect), or Prometheus is asked again.
+    await until("the answer applied or asked again", () => paused || m.asked === 3);
+    m.answer(2, CLEAN);
+    assert.equal(await inFlight, undefined, "healthy after the lift: starts go on");
+    assert.equal(paused, false, "no pause written again for data older than the lift");
+    assert.equal(breaches.length, 1, "one breach, told once");
+  } finally {
+    await gate.stop();
+  }
 });
