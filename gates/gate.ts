@@ -345,7 +345,11 @@ export class HealthGate {
     for (let tries = 1; !this.#stopped; tries++) {
       if (await this.#measureOnce(tries === MEASURE_TRIES)) break;
     }
-    if (this.pausedBy() !== before) this.#wake();
+    // Woken after every answer, not only when it differs from `before`: an
+    // answer that took longer than half the interval finds the last one
+    // stale (starts waited, the engine asleep) and is "go" again, as at the
+    // start. One more pass of the engine per half interval costs nothing.
+    this.#wake();
     await this.#settle();
     if (this.pausedBy() !== before) this.#wake();
   }
