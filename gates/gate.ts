@@ -117,6 +117,12 @@ export interface BreachRecord extends Breach {
 /** A change of the gate's state, as {@linkcode HealthGate.subscribe} tells it. */
 export type GateListener = (state: GateState, at: number) => void;
 
+/**
+ * How many times one measurement is asked for again when latches keep
+ * being lifted while it is under way; the last answer then stands.
+ */
+const MEASURE_TRIES = 3;
+
 /** How many intervals a latch may keep failing (an API outage) before the run stops. */
 const LATCH_RETRY_INTERVALS = 3;
 
@@ -136,6 +142,8 @@ export class HealthGate {
   #listeners = new Set<GateListener>();
   #cleanSince?: number;
   #checkedAt?: number;
+  /** How many latches were lifted so far: an answer asked before one is stale. */
+  #lifts = 0;
 
   /** @param o what the gate is built from */
   constructor(o: HealthGateOptions) {
@@ -287,6 +295,7 @@ export class HealthGate {
     if (after === before) return;
     this.#remember(before, after, at);
     if (isClean(after) && !isClean(before)) this.#cleanSince = at;
+    if (before.kind === "latched" && after.kind === "unchecked") this.#lifts++;
     this.#holds(before, after);
     if (after.kind !== before.kind) { for (const l of this.#listeners) l(after, at); }
   }
@@ -334,20 +343,52 @@ export class HealthGate {
   /** One measurement, its answer applied; then the latch of a new breach. */
   async #measure(): Promise<void> {
     const before = this.pausedBy();
-    const at = this.#clock.now();
-    try {
-      this.#answered(await this.#o.measure());
-    } catch (e) {
-      this.#checkedAt = this.#clock.now();
-      if (e instanceof BadQueryError) {
-        // Deterministic: asking again gets the same; a stop a person lifts.
-        const query = e.query ?? `--gate-alerts ${this.#o.config.alerts}`;
-        this.#apply({ type: "rejected", at, query, error: e.message });
-      } else this.#apply({ type: "failed", at, error: (e as Error).message });
+    // A pause lifted while Prometheus was being asked: its answer says how
+    // the fleet was before the person's go-on (with a short interval one is
+    // in flight half the time), and a breach in it would write the pause
+    // again on data the lift already judged. Asked again instead; a person
+    // cannot lift faster than that answers.
+    for (let tries = 1; !this.#stopped; tries++) {
+      if (await this.#measureOnce(tries === MEASURE_TRIES)) break;
     }
-    if (this.pausedBy() !== before) this.#wake();
+    // Woken after every answer, not only when it differs from `before`: an
+    // answer that took longer than half the interval finds the last one
+    // stale (starts waited, the engine asleep) and is "go" again, as at the
+    // start. One more pass of the engine per half interval costs nothing.
+    this.#wake();
     await this.#settle();
     if (this.pausedBy() !== before) this.#wake();
+  }
+
+  /**
+   * Asks Prometheus once and applies the answer (or the failure), unless a
+   * latch was lifted meanwhile and this is not the `last` try.
+   *
+   * @returns whether the answer was applied
+   */
+  async #measureOnce(last: boolean): Promise<boolean> {
+    const lifts = this.#lifts;
+    const at = this.#clock.now();
+    let answer: Measurement | undefined;
+    let error: unknown;
+    try {
+      answer = await this.#o.measure();
+    } catch (e) {
+      error = e;
+    }
+    void this.state; // a lift seen only now counts as during this measurement
+    if (this.#lifts !== lifts && !last) return false;
+    if (answer) {
+      this.#answered(answer);
+      return true;
+    }
+    this.#checkedAt = this.#clock.now();
+    if (error instanceof BadQueryError) {
+      // Deterministic: asking again gets the same; a stop a person lifts.
+      const query = error.query ?? `--gate-alerts ${this.#o.config.alerts}`;
+      this.#apply({ type: "rejected", at, query, error: error.message });
+    } else this.#apply({ type: "failed", at, error: (error as Error).message });
+    return true;
   }
 
   #answered(m: Measurement): void {

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { HealthGate, LatchRefused } from "./gate.ts";
-import { directGet, measure } from "./prometheus.ts";
+import { directGet, measure, type Measurement } from "./prometheus.ts";
 import type { GateConfig } from "./config.ts";
 import type { Breach } from "./state.ts";
 import type { Clock } from "../base/clock.ts";
@@ -272,3 +272,131 @@ Deno.test("HealthGate: a latch that keeps failing (API out) is tried again, then
     assert.match(gate.stopsBy() ?? "", /cannot pause itself: HTTP 503/);
   });
 });
+
+/**
+ * A measure the test answers by hand: each call waits until `answer(m)`
+ * resolves it, so a measurement can be held in flight across a lift.
+ */
+function heldMeasure() {
+  const calls: ((m: Measurement) => void)[] = [];
+  const measure = () => new Promise<Measurement>((resolve) => calls.push(resolve));
+  return {
+    measure,
+    /** How many measurements were asked for so far. */
+    get asked() {
+      return calls.length;
+    },
+    /** Answers the `i`-th measurement, if it was asked for. */
+    answer: (i: number, m: Measurement) => calls[i]?.(m),
+  };
+}
+
+const BREACH: Measurement = {
+  breach: { query: "broken > 0", value: "broken 1" },
+  dark: [],
+  warnings: [],
+};
+const CLEAN: Measurement = { dark: [], warnings: [] };
+
+Deno.test("HealthGate: an answer asked before the pause was lifted does not latch again once it is lifted", async () => {
+  const m = heldMeasure();
+  const breaches: Breach[] = [];
+  let paused = false;
+  const gate = new HealthGate({
+    // A long interval: only the test's checkNow() measures.
+    config: { url: "http://prom", queries: ["broken > 0"], intervalSecs: 3600, onBreach: "pause" },
+    measure: m.measure,
+  });
+  const started = gate.start();
+  m.answer(0, BREACH);
+  await started;
+  await gate.bind({
+    onBreach: (b) => void breaches.push(b),
+    latch: () => Promise.resolve(void (paused = true)),
+    pauseSeen: () => paused,
+  });
+  try {
+    assert.equal(gate.state.kind, "latched");
+    // A measurement goes out while the gauge still says unhealthy…
+    const inFlight = gate.checkNow();
+    await until("the measurement asked", () => m.asked === 2);
+    // …the fleet recovers and a person lifts the pause before it answers.
+    paused = false;
+    assert.equal(gate.state.kind, "unchecked", "the lift is seen");
+    m.answer(1, BREACH); // evaluated before the lift
+    // Either the pause is written again (the defect), or Prometheus is asked again.
+    await until("the answer applied or asked again", () => paused || m.asked === 3);
+    m.answer(2, CLEAN);
+    assert.equal(await inFlight, undefined, "healthy after the lift: starts go on");
+    assert.equal(paused, false, "no pause written again for data older than the lift");
+    assert.equal(breaches.length, 1, "one breach, told once");
+  } finally {
+    await gate.stop();
+  }
+});
+
+Deno.test("HealthGate at every interval, whatever Prometheus's latency: a lift with the fleet healthy lets starts go and wakes the engine; a hold always says why", async (t) => {
+  for (const intervalSecs of [1, 2, 5, 30, 300]) {
+    // The latency of one measurement, as a share of the interval: under half,
+    // over half (the answer is stale before the next lands), over a whole one.
+    for (const share of [0, 0.4, 0.6, 1.5]) {
+      await t.step(`--gate-interval-secs ${intervalSecs}, latency ${share} interval`, async () => {
+        await liftAndResume(intervalSecs, share * intervalSecs * 1000);
+      });
+    }
+  }
+});
+
+/** One row: a breach latched and seen, lifted while a measurement is out, then healthy. */
+async function liftAndResume(intervalSecs: number, latencyMs: number): Promise<void> {
+  let now = 1_000_000;
+  const m = heldMeasure();
+  let paused = false;
+  let wakes = 0;
+  const gate = new HealthGate({
+    config: { url: "http://prom", queries: ["broken > 0"], intervalSecs, onBreach: "pause" },
+    measure: m.measure,
+    clock: { now: () => now, sleep: () => Promise.resolve() },
+  });
+  gate.onChange(() => wakes++);
+  const started = gate.start();
+  m.answer(0, BREACH);
+  await started;
+  await gate.bind({
+    onBreach: () => {},
+    latch: () => Promise.resolve(void (paused = true)),
+    pauseSeen: () => paused,
+  });
+  try {
+    assert.equal(gate.state.kind, "latched");
+    // Answered `latencyMs` after it was asked, with what held when asked.
+    const answer = async (i: number, a: Measurement) => {
+      await until(`measurement ${i}`, () => m.asked > i || (i === 2 && paused));
+      now += latencyMs;
+      assert.ok(gate.pausedBy(), "held: the engine is told why");
+      m.answer(i, a);
+    };
+    const lifted = gate.checkNow();
+    await until("the measurement asked", () => m.asked === 2);
+    paused = false;
+    const woken = wakes;
+    await answer(1, BREACH);
+    await answer(2, CLEAN);
+    assert.equal(await lifted, undefined, "the first answer after the lift lets starts go");
+    assert.equal(paused, false, "the pause is not written again");
+    assert.ok(wakes > woken, "the engine is woken to start");
+    // The next measurement, asked half an interval later: while it is out the
+    // last answer may grow stale (starts wait); its answer wakes the engine.
+    now += intervalSecs * 500;
+    const woken2 = wakes;
+    const next = gate.checkNow();
+    await until("the next measurement", () => m.asked === 4);
+    now += latencyMs;
+    const held = gate.pausedBy();
+    m.answer(3, CLEAN);
+    assert.equal(await next, undefined);
+    if (held) assert.ok(wakes > woken2, `held (${held}) then fresh: the engine is woken`);
+  } finally {
+    await gate.stop();
+  }
+}

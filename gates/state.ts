@@ -135,8 +135,12 @@ export function blockedBy(s: GateState, url: string): string | undefined {
     case "fresh":
       return undefined;
     case "unchecked":
-    case "stale":
       return `health gate: waiting for an answer of Prometheus ${url}`;
+    case "stale":
+      // Said, so that a Prometheus slower than the interval explains the stall.
+      return `health gate: waiting for an answer of Prometheus ${url} (the last came at ${
+        new Date(s.at).toISOString()
+      }; a start needs one at most --gate-interval-secs old)`;
     case "outage":
       // The same words for the whole outage: the engine says each change.
       return `health gate: Prometheus ${url} unreachable since ${

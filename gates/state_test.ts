@@ -203,7 +203,11 @@ Deno.test({
         { kind: "unchecked" },
         /waiting for an answer of Prometheus http:\/\/prom:9090/,
       ],
-      ["stale", { kind: "stale", at: 0 }, /waiting for an answer/],
+      [
+        "stale",
+        { kind: "stale", at: 0 },
+        /waiting for an answer of .* \(the last came at 1970-01-01T00:00:00.000Z; a start needs one at most --gate-interval-secs old\)/,
+      ],
       [
         "outage",
         { kind: "outage", since: 0, error: "connection refused" },

@@ -254,7 +254,15 @@ export async function bindGate(
     giveUp: config.onBreach === "exit"
       ? undefined
       : async (b, e) => (await pauseInstead(g, b, e, "failing for three gate intervals")).message,
-    pauseSeen: config.onBreach === "exit" ? undefined : () => pause?.pausedBy() !== undefined,
+    pauseSeen: config.onBreach === "exit"
+      ? undefined
+      // The file looked at now, not as the run's FilePause last saw it (once
+      // a second): a file removed within that second would never have been
+      // seen, and the latch it set never lifted. The owner's annotation is
+      // read from its watch, which lags the PATCH: the gate waits to see it.
+      : plan.owner
+      ? () => pause?.pausedBy() !== undefined
+      : () => fileExists(g.pauseFilePath!),
     onHold: ({ kind, state, detail }) =>
       state === "paused"
         ? log.warn(`${detail}; no node fails for it`, { event: "gateOutage", kind, state, detail })
@@ -289,6 +297,16 @@ function liftCommand(
   return owner
     ? resumeOwnerCommand({ namespace: plan.namespace, owner, pausedKey: plan.keys.paused })
     : `rm ${pauseFilePath}`;
+}
+
+/** Whether `path` exists now (a stat, not a read). */
+function fileExists(path: string): boolean {
+  try {
+    Deno.statSync(path);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** What follows a breach, in words, by what its latch became. */

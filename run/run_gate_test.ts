@@ -6,6 +6,7 @@ import { EXIT } from "../report/summary.ts";
 import { status, withServer } from "../testing/loopback.ts";
 import type { GateConfig } from "../gates/config.ts";
 import { HealthGate } from "../gates/gate.ts";
+import { FilePause } from "../engine/pause.ts";
 import { bindGate, type GateRun, latchExit, openGate, refuseIfEarlierPaused } from "./run_gate.ts";
 import type { Recorder } from "../report/report.ts";
 import type { RecordGates } from "../report/record.ts";
@@ -423,4 +424,32 @@ Deno.test("bindGate() tells the caller's onStop of a breach with the gate's exit
       });
     },
   );
+});
+
+Deno.test("bindGate(): a pause file removed before the run's look at it came round still lifts the gate's pause", async () => {
+  const dir = await Deno.makeTempDir();
+  const path = `${dir}/run.pause`;
+  let answer = breached;
+  // Looked at once a minute: the removal comes before its next look, as a
+  // person's `rm` may come within the second the real one (1 s) leaves.
+  const file = new FilePause(path, 60_000);
+  await withServer(latchApi([]), (kube) =>
+    withPrometheus(() => answer(), async (url) => {
+      const log = new Logger("text", () => {});
+      const g = { config: config(url, "pause"), plan: PLAN, kube, log };
+      const gate = await openGate({ ...g, pauseFilePath: path });
+      assert.ok(gate instanceof HealthGate);
+      try {
+        await bindGate(gate, { ...g, pauseFilePath: path, recorder: RECORDER }, { file });
+        assert.equal(gate.state.kind, "latched");
+        assert.ok(await Deno.stat(path), "the breach wrote the pause file");
+        await Deno.remove(path); // a person lifts it…
+        answer = empty; // …the fleet being healthy
+        assert.equal(await gate.checkNow(), undefined, "the lift lets starts go on");
+      } finally {
+        await gate.stop();
+        await file.stop();
+        await Deno.remove(dir, { recursive: true });
+      }
+    }));
 });
