@@ -449,7 +449,7 @@ const age = (now: number, at?: number) => (at === undefined ? "-" : ageText((now
  * An age as kubectl prints one (`HumanDuration`): seconds under two minutes
  * (`61s`, not a rounded `1m` for a Job started a minute ago), then minutes.
  */
-function ageText(seconds: number): string {
+export function ageText(seconds: number): string {
   const s = Math.max(0, Math.floor(seconds));
   return s < 120 ? `${s}s` : duration(s);
 }
