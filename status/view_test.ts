@@ -185,7 +185,7 @@ Deno.test({
     assert.equal(v.life, "gone");
     assert.deepEqual(v.rerun, { adopt: 1, count: 2, start: 3 });
     const text = renderText(v, T0 + 200_000);
-    assert.match(text, /gone: its record was last written 2m ago while it ran/);
+    assert.match(text, /gone: its record was last written 2m20s ago while it ran/);
     assert.match(
       text,
       /a re-run would adopt 1 running Jobs, count 2 finished ones and start 3 nodes/,
