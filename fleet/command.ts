@@ -358,7 +358,7 @@ export async function fleetCommand(
  * cluster; html: one lane per cluster; junit: each cluster's suites), beside
  * each cluster's run report. Whether it was written (or had nothing to write).
  */
-function writeFleetReport(
+export function writeFleetReport(
   spec: FleetSpec,
   opts: RunConfig,
   outcome: { exitCode: number; stoppedBy?: Stop },
