@@ -208,6 +208,7 @@ Deno.test({
         nodesRule,
         { apiGroups: [""], resources: ["pods"], verbs: ["list"] },
         { apiGroups: [""], resources: ["pods/eviction"], verbs: ["create"] },
+        { apiGroups: ["policy"], resources: ["poddisruptionbudgets"], verbs: ["get"] },
       ]);
       const hook = find(byName, "Job");
       assert.equal(
