@@ -1161,6 +1161,33 @@ Deno.test({
 
 Deno.test({
   name:
+    "Helm chart: selection.failIfNoNodes passes --fail-if-no-nodes (a mistyped selector fails the hook); extraArgs repeating it is refused",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: () =>
+    withHelmHome(async (home) => {
+      const render = async (values: Obj) =>
+        await helmResult(home)([
+          ...["template", RELEASE, CHART, "-f", await writeValues(values)],
+          ...["--show-only", "templates/hook-job.yaml"],
+        ]);
+      const args = async (values: Obj): Promise<string[]> => {
+        const r = await render(values);
+        assert.equal(r.code, 0, r.stderr);
+        return find(objects(r.stdout), "Job").spec.template.spec.containers[0].args;
+      };
+      assert.ok(!(await args({})).includes("--fail-if-no-nodes"), "off by default");
+      assert.ok(
+        (await args({ selection: { failIfNoNodes: true } })).includes("--fail-if-no-nodes"),
+      );
+      const twice = await render({ extraArgs: ["--fail-if-no-nodes"] });
+      assert.notEqual(twice.code, 0);
+      assert.match(twice.stderr, /selection\.failIfNoNodes/);
+    }),
+});
+
+Deno.test({
+  name:
     "Helm chart: a number the dispatcher refuses fails helm template naming the value; one it takes reaches its flag as plain digits",
   sanitizeOps: false,
   sanitizeResources: false,
