@@ -19,7 +19,7 @@ import { ConfigError, type Kube } from "../kube/client.ts";
 import { whoAmI } from "../kube/whoami.ts";
 import type { Logger } from "../report/log.ts";
 import type { ReportInput } from "../report/report.ts";
-import type { RunConfig, RunContext } from "../run/config.ts";
+import { reportFiles, type RunConfig, type RunContext } from "../run/config.ts";
 import { EXIT, resolveNamespace, runDispatcher } from "../run/run.ts";
 import { checkPermissions, resolveOwner, validateOnServer } from "../run/preflight.ts";
 import { FleetLease, leaseNeeds, processAlive, readHolder, thisProcess } from "./lease.ts";
@@ -367,8 +367,7 @@ export function writeFleetReport(
   io: RunContext,
   env: FleetEnv,
 ): boolean {
-  const targets = opts.reports ??
-    (opts.report ? [{ path: opts.report, format: opts.reportFormat }] : []);
+  const targets = reportFiles(opts);
   // The fleet's JSON names each cluster's JSON report: the cluster's run
   // writes every --report under its name, and only a JSON one parses.
   const json = targets.find((t) => t.format === "json");
