@@ -748,14 +748,17 @@ export function slimJob(job: V1Job): V1Job {
   const { managedFields: _, ...metadata } = job.metadata ?? {};
   // spec.suspend: a suspended stale Job runs nothing (stillRuns).
   const suspend = job.spec?.suspend;
-  const containers = job.spec?.template?.spec?.containers?.map(({ name, image }) => ({
-    name,
-    image,
-  }));
+  const pod = job.spec?.template?.spec;
+  const images = (cs?: { name: string; image?: string }[]) =>
+    cs?.map(({ name, image }) => ({ name, image }));
+  const containers = images(pod?.containers);
+  const initContainers = images(pod?.initContainers);
   if (suspend === undefined && !containers) return { metadata, status: job.status };
   const spec = {
     ...(suspend === undefined ? {} : { suspend }),
-    ...(containers ? { template: { spec: { containers } } } : {}),
+    ...(containers
+      ? { template: { spec: { containers, ...(initContainers ? { initContainers } : {}) } } }
+      : {}),
   } as V1Job["spec"];
   return { metadata, spec, status: job.status };
 }

@@ -1411,7 +1411,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "slimJob() keeps metadata, status and the images, not the rest of the spec or managedFields",
+    "slimJob() keeps metadata, status and the (init) containers' images, not the rest of the spec or managedFields",
   permissions: "none",
   fn() {
     const job = instantiateJob({
@@ -1428,6 +1428,11 @@ Deno.test({
       template: {
         spec: {
           containers: job.spec!.template.spec!.containers.map(({ name, image }) => ({
+            name,
+            image,
+          })),
+          // Kept too: the replaced Job's reason names a changed init container image.
+          initContainers: job.spec!.template.spec!.initContainers!.map(({ name, image }) => ({
             name,
             image,
           })),

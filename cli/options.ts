@@ -637,11 +637,9 @@ function reportOptions(
   const fallback = oneOf("report-format", v["report-format"], REPORT_FORMATS) ?? "json";
   const reports: ReportTarget[] = [];
   for (const raw of v.report ?? []) {
-    const m = raw.match(/^(json|junit|html)=(.+)$/);
-    const target = m
-      ? { path: m[2], format: m[1] as ReportFormat }
-      : { path: raw, format: fallback };
-    if (reports.some((r) => r.path === target.path)) {
+    const target = reportTarget(raw, fallback);
+    const same = (path: string) => path.replace(/^(\.\/)+/, "");
+    if (reports.some((r) => same(r.path) === same(target.path))) {
       throw new UsageError(
         `Invalid --report ${raw}: ${target.path} is already a --report; give each report its own path`,
       );
@@ -650,6 +648,29 @@ function reportOptions(
   }
   if (!reports.length) return { report: undefined, reportFormat: fallback, reports: undefined };
   return { report: reports[0].path, reportFormat: reports[0].format, reports };
+}
+
+/**
+ * One `--report`: `FORMAT=PATH`, or a bare `PATH` in the `fallback` format.
+ * A word before the first `=` (no `/` in it) is read as a format: a
+ * mistyped one (`xml=a`, `HTML=a`) is refused rather than written as JSON
+ * to a file named `xml=a`; `./xml=a` names such a file.
+ *
+ * @throws {UsageError} naming the bad format or the missing path
+ */
+function reportTarget(raw: string, fallback: ReportFormat): ReportTarget {
+  const m = raw.match(/^([^/=]*)=(.*)$/);
+  if (!m) return { path: raw, format: fallback };
+  const [, format, path] = m;
+  const forms = "write json=, junit= or html= before the path";
+  if (!format) throw new UsageError(`Invalid --report ${raw}: no format before =: ${forms}`);
+  if (!REPORT_FORMATS.includes(format as ReportFormat)) {
+    throw new UsageError(
+      `Invalid --report ${raw}: ${format} is no report format: ${forms}, or ./${raw} for a file of that name`,
+    );
+  }
+  if (!path) throw new UsageError(`Invalid --report ${raw}: it names no path after ${format}=`);
+  return { path, format: format as ReportFormat };
 }
 
 function oneOf<T extends string>(

@@ -1388,6 +1388,39 @@ Deno.test({
         assert.equal(o.reportFormat, want[0].format);
       });
     }
+    const refused: [string, string[], RegExp][] = [
+      [
+        "a format it does not know",
+        ["--report", "xml=a.xml"],
+        /^UsageError: Invalid --report xml=a\.xml: xml is no report format: write json=, junit= or html= before the path, or \.\/xml=a\.xml for a file of that name$/,
+      ],
+      [
+        "a format in capitals",
+        ["--report", "HTML=a.html"],
+        /^UsageError: Invalid --report HTML=a\.html: HTML is no report format/,
+      ],
+      [
+        "a format with no path",
+        ["--report", "json="],
+        /^UsageError: Invalid --report json=: it names no path after json=/,
+      ],
+      [
+        "no format before =",
+        ["--report", "=a.json"],
+        /^UsageError: Invalid --report =a\.json: no format before =: write json=, junit= or html= before the path/,
+      ],
+      ["one path written twice as ./a and a", [
+        "--report",
+        "json=a.out",
+        "--report",
+        "html=./a.out",
+      ], /^UsageError: Invalid --report html=\.\/a\.out: \.\/a\.out is already a --report/],
+    ];
+    for (const [name, argv, says] of refused) {
+      await t.step(`refused: ${name}`, () => {
+        assert.throws(() => parseOptions([...T, ...argv]), says);
+      });
+    }
     await t.step("the same path twice is refused", () => {
       assert.throws(
         () => parseOptions([...T, "--report", "json=r.out", "--report", "html=r.out"]),

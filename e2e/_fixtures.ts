@@ -196,7 +196,11 @@ export interface Rbac {
   configmaps?: string[];
   /** `get` on nodes/proxy, the README's optional rule for --kubelet-timeout-warn-secs. */
   nodesProxy?: boolean;
-  /** The README's rules for --drain: `list` pods and `create` pods/eviction, cluster-wide. */
+  /**
+   * The required rules for --drain: `list` pods and `create` pods/eviction,
+   * cluster-wide; not the optional `get` poddisruptionbudgets (the plan then
+   * says "refused now", never "blocked for good").
+   */
   drain?: boolean;
 }
 

@@ -208,6 +208,7 @@ Deno.test({
         nodesRule,
         { apiGroups: [""], resources: ["pods"], verbs: ["list"] },
         { apiGroups: [""], resources: ["pods/eviction"], verbs: ["create"] },
+        { apiGroups: ["policy"], resources: ["poddisruptionbudgets"], verbs: ["get"] },
       ]);
       const hook = find(byName, "Job");
       assert.equal(
@@ -1155,6 +1156,33 @@ Deno.test({
       ) {
         assert.ok(args.includes(want), `${want} in ${args.join(" ")}`);
       }
+    }),
+});
+
+Deno.test({
+  name:
+    "Helm chart: selection.failIfNoNodes passes --fail-if-no-nodes (a mistyped selector fails the hook); extraArgs repeating it is refused",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: () =>
+    withHelmHome(async (home) => {
+      const render = async (values: Obj) =>
+        await helmResult(home)([
+          ...["template", RELEASE, CHART, "-f", await writeValues(values)],
+          ...["--show-only", "templates/hook-job.yaml"],
+        ]);
+      const args = async (values: Obj): Promise<string[]> => {
+        const r = await render(values);
+        assert.equal(r.code, 0, r.stderr);
+        return find(objects(r.stdout), "Job").spec.template.spec.containers[0].args;
+      };
+      assert.ok(!(await args({})).includes("--fail-if-no-nodes"), "off by default");
+      assert.ok(
+        (await args({ selection: { failIfNoNodes: true } })).includes("--fail-if-no-nodes"),
+      );
+      const twice = await render({ extraArgs: ["--fail-if-no-nodes"] });
+      assert.notEqual(twice.code, 0);
+      assert.match(twice.stderr, /selection\.failIfNoNodes/);
     }),
 });
 

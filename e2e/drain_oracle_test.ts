@@ -818,7 +818,10 @@ async function planSteps(t: Deno.TestContext, cluster: Cluster): Promise<void> {
       const env = { KUBECONFIG: kubeconfig };
       const plan = [...args, "--drain", "--dry-run=plan"];
       const r = await dispatcher(cluster, [...plan, "-o", "json"], { env });
+      // Without the optional get poddisruptionbudgets: a warning, and every
+      // refusal "refused now" (exit 0), never "blocked for good".
       assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stderr, /Pre-flight: no permission to .*poddisruptionbudgets/);
       const text = await dispatcher(cluster, plan, { env });
       assert.equal(text.code, 0, text.stderr);
       console.log(text.stdout);

@@ -325,16 +325,24 @@ export function staleWhy(
 }
 
 /**
- * The first container image that differs, in words; undefined when none
- * does. The engine's cache keeps of a Job's spec only its containers' names
- * and images (`slimJob`): any other change is known by the hash alone.
+ * The first container (init containers first) whose image differs, or that
+ * was added or removed, in words; undefined when none does. The engine's
+ * cache keeps of a Job's spec only its containers' and init containers'
+ * names and images (`slimJob`, about 100 bytes a Job): any other change
+ * (env, args, resources) is known by the hash alone.
  */
 function templateChange(old: V1Job, next: V1Job): string | undefined {
-  const was = old.spec?.template?.spec?.containers ?? [];
-  for (const c of next.spec?.template?.spec?.containers ?? []) {
-    const o = was.find((x) => x.name === c.name);
-    if (!o) return `container ${c.name} added`;
-    if (o.image !== c.image) return `image of container ${c.name} (${o.image} -> ${c.image})`;
+  const lists = [["initContainers", "init container"], ["containers", "container"]] as const;
+  for (const [field, what] of lists) {
+    const was = old.spec?.template?.spec?.[field] ?? [];
+    const now = next.spec?.template?.spec?.[field] ?? [];
+    for (const c of now) {
+      const o = was.find((x) => x.name === c.name);
+      if (!o) return `${what} ${c.name} added`;
+      if (o.image !== c.image) return `image of ${what} ${c.name} (${o.image} -> ${c.image})`;
+    }
+    const gone = was.find((o) => !now.some((c) => c.name === o.name));
+    if (gone) return `${what} ${gone.name} removed`;
   }
   return undefined;
 }

@@ -8,7 +8,10 @@ import {
   type Sighting,
   type StaleHost,
   staleWaitTimeout,
+  staleWhy,
 } from "./stale.ts";
+import type { V1Job } from "@kubernetes/client-node";
+import { slimJob, trackingKeys } from "../job.ts";
 import { ApiError } from "../kube/client.ts";
 import type { DispatchEvent } from "./fanout.ts";
 
@@ -159,5 +162,42 @@ Deno.test({
       (e as { reason: string }).reason,
       /^stale Job j-n1 not gone within 120 s of its deletion: held by .*example\.com\/hold/,
     );
+  },
+});
+
+Deno.test({
+  name:
+    "staleWhy() names a changed init container image and a removed container, never 'not its images' for them",
+  permissions: "none",
+  async fn(t) {
+    const run = { keys: trackingKeys("job-dispatcher"), prefix: "up" };
+    const job = (spec: Record<string, unknown>): V1Job =>
+      ({ metadata: { name: "up-n0" }, spec: { template: { spec } } }) as unknown as V1Job;
+    const cases: [string, Record<string, unknown>, Record<string, unknown>, string][] = [
+      [
+        "an init container's image",
+        { initContainers: [{ name: "i", image: "a:1" }], containers: [{ name: "c", image: "x" }] },
+        { initContainers: [{ name: "i", image: "a:2" }], containers: [{ name: "c", image: "x" }] },
+        "the template changed: image of init container i (a:1 -> a:2)",
+      ],
+      [
+        "a container removed",
+        { containers: [{ name: "c", image: "x" }, { name: "d", image: "y" }] },
+        { containers: [{ name: "c", image: "x" }] },
+        "the template changed: container d removed",
+      ],
+      [
+        "an env-only change",
+        { containers: [{ name: "c", image: "x", env: [{ name: "A", value: "1" }] }] },
+        { containers: [{ name: "c", image: "x", env: [{ name: "A", value: "2" }] }] },
+        "the template changed (not its images)",
+      ],
+    ];
+    for (const [name, was, now, want] of cases) {
+      await t.step(name, () => {
+        // The engine's cache holds the slim Job (slimJob), so judge that.
+        assert.equal(staleWhy(slimJob(job(was)), () => job(now), run), want);
+      });
+    }
   },
 });

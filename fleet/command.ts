@@ -19,7 +19,7 @@ import { ConfigError, type Kube } from "../kube/client.ts";
 import { whoAmI } from "../kube/whoami.ts";
 import type { Logger } from "../report/log.ts";
 import type { ReportInput } from "../report/report.ts";
-import type { RunConfig, RunContext } from "../run/config.ts";
+import { reportFiles, type RunConfig, type RunContext } from "../run/config.ts";
 import { EXIT, resolveNamespace, runDispatcher } from "../run/run.ts";
 import { checkPermissions, resolveOwner, validateOnServer } from "../run/preflight.ts";
 import { FleetLease, leaseNeeds, processAlive, readHolder, thisProcess } from "./lease.ts";
@@ -354,11 +354,12 @@ export async function fleetCommand(
 }
 
 /**
- * Writes the fleet's own report at `--report PATH` (json: one section per
- * cluster; html: one lane per cluster; junit: each cluster's suites), beside
- * each cluster's run report. Whether it was written (or had nothing to write).
+ * Writes the fleet's own reports, one per `--report` (json: one section per
+ * cluster, naming each cluster's JSON report; html: one lane per cluster;
+ * junit: each cluster's suites), beside each cluster's run reports. Whether
+ * every one was written (or there was nothing to write).
  */
-function writeFleetReport(
+export function writeFleetReport(
   spec: FleetSpec,
   opts: RunConfig,
   outcome: { exitCode: number; stoppedBy?: Stop },
@@ -366,30 +367,30 @@ function writeFleetReport(
   io: RunContext,
   env: FleetEnv,
 ): boolean {
-  if (!opts.report) return true;
-  const text = opts.reportFormat === "html"
-    ? fleetTimeline(spec, outcome, reports)
-    : opts.reportFormat === "junit"
-    ? fleetJunit(spec, reports)
-    : JSON.stringify(
-      fleetReport(
-        spec,
-        outcome,
-        (c) => clusterConfig(opts, spec, c, env.home).report!,
-        io.readFile,
-      ),
-      null,
-      2,
-    ) + "\n";
-  try {
-    io.writeFile(opts.report, text);
-  } catch (e) {
-    env.log.error(`Cannot write report ${opts.report}: ${(e as Error).message}`);
-    return false;
+  const targets = reportFiles(opts);
+  // The fleet's JSON names each cluster's JSON report: the cluster's run
+  // writes every --report under its name, and only a JSON one parses.
+  const json = targets.find((t) => t.format === "json");
+  const clusterJson = (c: string) =>
+    clusterConfig({ ...opts, report: json?.path }, spec, c, env.home).report!;
+  let ok = true;
+  for (const { path, format } of targets) {
+    const text = format === "html"
+      ? fleetTimeline(spec, outcome, reports)
+      : format === "junit"
+      ? fleetJunit(spec, reports)
+      : JSON.stringify(fleetReport(spec, outcome, clusterJson, io.readFile), null, 2) + "\n";
+    try {
+      io.writeFile(path, text);
+    } catch (e) {
+      env.log.error(`Cannot write report ${path}: ${(e as Error).message}`);
+      ok = false;
+      continue;
+    }
+    const per = format === "html" ? "one lane" : "one section";
+    env.log.info(`fleet: report written to ${path}, ${per} per cluster`);
   }
-  const per = opts.reportFormat === "html" ? "one lane" : "one section";
-  env.log.info(`fleet: report written to ${opts.report}, ${per} per cluster`);
-  return true;
+  return ok;
 }
 
 /**

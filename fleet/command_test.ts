@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { RunConfig } from "../run/config.ts";
+import type { RunConfig, RunContext } from "../run/config.ts";
 import { ApiError, type Kube } from "../kube/client.ts";
 import type { Logger } from "../report/log.ts";
 import { SELF_SUBJECT_ACCESS_REVIEWS } from "../run/preflight.ts";
@@ -12,6 +12,7 @@ import {
   fleetPath,
   type Member,
   withLease,
+  writeFleetReport,
 } from "./command.ts";
 import { LEASE_SECS, leaseName } from "./lease.ts";
 import { parseFleet } from "./spec.ts";
@@ -163,4 +164,23 @@ Deno.test("a cluster's run stops when the fleet's lease is lost, as on a signal:
   // runs these clusters, so a run of ours that went on would be a second one.
   lost.abort();
   assert.equal(ctx.signal.aborted, true, "the run goes on after the lease was lost");
+});
+
+Deno.test("fleet writes every --report: json=… and html=… from one fleet run, the JSON naming each cluster's JSON", () => {
+  const written = new Map<string, string>();
+  const io = {
+    readFile: () => undefined,
+    writeFile: (p: string, t: string) => written.set(p, t),
+  } as unknown as RunContext;
+  const log = { info() {}, warn() {}, error() {} } as unknown as Logger;
+  const reports = [
+    { path: "out/f.html", format: "html" as const },
+    { path: "out/f.json", format: "json" as const },
+  ];
+  const opts = { ...OPTS, report: "out/f.html", reportFormat: "html", reports } as RunConfig;
+  const ok = writeFleetReport(SPEC, opts, { exitCode: 0 }, new Map(), io, { log } as FleetEnv);
+  assert.equal(ok, true);
+  assert.deepEqual([...written.keys()].sort(), ["out/f.html", "out/f.json"]);
+  const json = JSON.parse(written.get("out/f.json")!);
+  assert.equal(json.clusters.a.reportFile, "out/f.a.json");
 });

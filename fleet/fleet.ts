@@ -18,6 +18,7 @@ import type { PauseGate } from "../engine/pause.ts";
 import type { SoakGate } from "../engine/fanout_types.ts";
 import type { StopLine } from "./line.ts";
 import type { FleetSpec, Stage } from "./spec.ts";
+import { counted } from "../base/plural.ts";
 
 /** What the fleet asks of each cluster (fleet/cluster.ts and main.ts answer it). */
 export interface ClusterRunner {
@@ -149,7 +150,9 @@ export async function runFleet(spec: FleetSpec, deps: FleetDeps): Promise<number
     before = { stage, endedAt: at };
     rolled.push(...stage.clusters);
   }
-  log.info(`fleet: every stage ended (${spec.stages.length} stages)`, { event: "fleetEnded" });
+  log.info(`fleet: every stage ended (${counted(spec.stages.length, "stage")})`, {
+    event: "fleetEnded",
+  });
   return 0;
 }
 

@@ -469,3 +469,12 @@ Deno.test("runFleet with owner Jobs latches the pause on each run in flight's ow
   const stop = f.lines.filter((l) => l.startsWith("error: "));
   assert.match(stop[0], /the pause is latched on each owner Job: no Job starts in b until/);
 });
+
+Deno.test("runFleet of one stage says it ended as 1 stage, not 1 stages", async () => {
+  const f = fakeFleet();
+  assert.equal(
+    await runFleet(parseFleet("stages: [{name: one, clusters: [a]}]", "f.yaml"), f.deps),
+    0,
+  );
+  assert.ok(f.lines.includes("fleet: every stage ended (1 stage)"), f.lines.join("\n"));
+});

@@ -32,7 +32,19 @@ const CLOSEST = 3;
  * ```
  */
 export function selectorKeys(selector: string): string[] {
-  const keys: string[] = [];
+  return requirements(selector).map((r) => r.key);
+}
+
+/** One requirement of a label selector: its key, and whether a node without the key satisfies it. */
+interface Requirement {
+  key: string;
+  /** `!key`, `key!=v`, `key notin (…)`: true of a node without the label. */
+  negated: boolean;
+}
+
+/** The requirements of a label selector, split at commas outside parentheses. */
+function requirements(selector: string): Requirement[] {
+  const out: Requirement[] = [];
   let depth = 0;
   let start = 0;
   for (let i = 0; i <= selector.length; i++) {
@@ -40,12 +52,13 @@ export function selectorKeys(selector: string): string[] {
     if (c === "(") depth++;
     else if (c === ")") depth--;
     else if ((c === "," && depth === 0) || i === selector.length) {
-      const key = selector.slice(start, i).match(/^\s*!?\s*([A-Za-z0-9][\w.\/-]*)/)?.[1];
-      if (key) keys.push(key);
+      const text = selector.slice(start, i);
+      const m = text.match(/^\s*(!?)\s*([A-Za-z0-9][\w.\/-]*)\s*(!=|notin\b)?/);
+      if (m) out.push({ key: m[2], negated: Boolean(m[1] || m[3]) });
       start = i + 1;
     }
   }
-  return keys;
+  return out;
 }
 
 /**
@@ -70,7 +83,8 @@ export function editDistance(a: string, b: string): number {
 }
 
 /**
- * The selector keys that no node carries, each with the existing keys
+ * The keys of the selectors' requirements that need a label (not `!key`,
+ * `key!=v`, `key notin (…)`) that no node carries, each with the existing keys
  * nearest to it: within a third of the key's length (at least 2 edits), the
  * reach of a typo rather than another word, nearest first, then by name.
  *
@@ -86,7 +100,10 @@ export function missingKeys(
   selectors: readonly string[],
   existing: ReadonlySet<string>,
 ): MissingKey[] {
-  const keys = [...new Set(selectors.flatMap(selectorKeys))].filter((k) => !existing.has(k));
+  // Only a requirement that needs the label can be why nothing matched: a
+  // node without the key satisfies !key, key!=v and key notin (…).
+  const required = selectors.flatMap(requirements).filter((r) => !r.negated).map((r) => r.key);
+  const keys = [...new Set(required)].filter((k) => !existing.has(k));
   return keys.map((key) => {
     const reach = Math.max(2, Math.floor(key.length / 3));
     const closest = [...existing]

@@ -52,6 +52,16 @@ Deno.test({
         key: "pol",
         closest: ["pool", "role"],
       }]],
+      // A node without the key satisfies !key, key!=v and key notin (…): such a
+      // key cannot be why nothing matched, so it is not named as the typo.
+      ["!key of a key no node has: not the cause", ["pool=gpu,!spto"], []],
+      ["key!=v of a key no node has: not the cause", ["pool=gpu,spto!=true"], []],
+      ["key notin (…) of a key no node has: not the cause", ["pool=gpu,spto notin (a,b)"], []],
+      [
+        "key in (…) and a bare key are required: named",
+        ["pol in (a,b),gpu"],
+        [{ key: "pol", closest: ["pool", "role"] }, { key: "gpu", closest: [] }],
+      ],
     ];
     for (const [name, selectors, want] of cases) {
       await t.step(name, () => assert.deepEqual(missingKeys(selectors, existing), want));

@@ -308,6 +308,21 @@ export function accessNeeds(opts: RunConfig, run: RunShape): PermissionNeed[] {
     need({ verb, ...core, resource: "configmaps", optional: true }, "the run record");
   }
   for (const n of permissionNeeds(opts, run)) for (const f of n.flags) need(n, f);
+  if (opts.maintenance.drain && !opts.maintenance.drain.disableEviction) {
+    // The plan reads a budget that refuses an eviction to tell "blocked for
+    // good" (maxUnavailable 0, minAvailable all) from "refused now"; without
+    // it every refusal is "refused now". --disable-eviction consults none.
+    need(
+      {
+        verb: "get",
+        group: "policy",
+        resource: "poddisruptionbudgets",
+        grant: DRAIN_ROLE,
+        optional: true,
+      },
+      "--drain's plan: a budget that blocks for good",
+    );
+  }
   return needs;
 }
 

@@ -308,6 +308,18 @@ Deno.test({
           ...BASE.map((k) => k === "patch nodes @* ?" ? "patch nodes @*" : k),
           "list pods @*",
           "create pods/eviction @*",
+          // The plan reads a refusing budget to say "blocked for good"; without
+          // it the plan says "refused now" (preview/drain_preview.ts judged()).
+          "get policy/poddisruptionbudgets @* ?",
+        ],
+      ],
+      [
+        "--drain --disable-eviction: no budget is consulted, none read",
+        withFlags({ cordon: true, drain: { ...DRAIN, disableEviction: true } }),
+        [
+          ...BASE.map((k) => k === "patch nodes @* ?" ? "patch nodes @*" : k),
+          "list pods @*",
+          "delete pods @*",
         ],
       ],
       [

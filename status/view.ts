@@ -448,12 +448,40 @@ export function viewKey(view: StatusView): string {
 const age = (now: number, at?: number) => (at === undefined ? "-" : ageText((now - at) / 1000));
 
 /**
- * An age as kubectl prints one (`HumanDuration`): seconds under two minutes
- * (`61s`, not a rounded `1m` for a Job started a minute ago), then minutes.
+ * kubectl's units past seconds: under `below` of a unit it says the one
+ * before; under `detail` of it, it adds the remainder in the one before.
  */
-function ageText(seconds: number): string {
-  const s = Math.max(0, Math.floor(seconds));
-  return s < 120 ? `${s}s` : duration(s);
+const AGE_UNITS = [
+  { name: "m", of: 60, below: 2, detail: 10 },
+  { name: "h", of: 60, below: 3, detail: 8 },
+  { name: "d", of: 24, below: 2, detail: 8 },
+  { name: "y", of: 365, below: 2, detail: 8 },
+];
+
+/**
+ * An age as kubectl prints one (apimachinery's `HumanDuration`), so the
+ * AGE of `status` and of `kubectl get jobs` agree: seconds under two
+ * minutes (`61s`, not a rounded `1m` for a Job started a minute ago), then
+ * floored, never rounded up: `2m30s` under ten minutes, `60m` to `179m`,
+ * `3h20m` under eight hours, `47h`, `3d5h`, `8d`.
+ *
+ * @example
+ * ```ts
+ * ageText(150); // "2m30s"
+ * ```
+ */
+export function ageText(seconds: number): string {
+  let value = Math.max(0, Math.floor(seconds));
+  let unit = "s";
+  for (const u of AGE_UNITS) {
+    if (value < u.of * u.below) return `${value}${unit}`;
+    const whole = Math.floor(value / u.of);
+    const rest = value % u.of;
+    if (whole < u.detail) return `${whole}${u.name}${rest ? `${rest}${unit}` : ""}`;
+    value = whole;
+    unit = u.name;
+  }
+  return `${value}${unit}`;
 }
 
 /** Columns padded as kubectl pads them: three spaces between. */

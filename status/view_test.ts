@@ -4,6 +4,7 @@ import type { V1Job, V1Node } from "@kubernetes/client-node";
 import { trackingKeys } from "../job.ts";
 import type { RunRecord } from "../report/record.ts";
 import {
+  ageText,
   buildView,
   lifeOf,
   recordClockNow,
@@ -185,7 +186,7 @@ Deno.test({
     assert.equal(v.life, "gone");
     assert.deepEqual(v.rerun, { adopt: 1, count: 2, start: 3 });
     const text = renderText(v, T0 + 200_000);
-    assert.match(text, /gone: its record was last written 2m ago while it ran/);
+    assert.match(text, /gone: its record was last written 2m20s ago while it ran/);
     assert.match(
       text,
       /a re-run would adopt 1 running Jobs, count 2 finished ones and start 3 nodes/,
@@ -722,4 +723,28 @@ Deno.test({
       },
     );
   },
+});
+
+Deno.test("status ages are kubectl's (HumanDuration): floored, minutes with seconds under 10 m, minutes under 3 h", () => {
+  // k8s.io/apimachinery/pkg/util/duration.HumanDuration, which kubectl's AGE column prints.
+  const cases: [number, string][] = [
+    [0, "0s"],
+    [119, "119s"],
+    [120, "2m"],
+    [150, "2m30s"],
+    [179, "2m59s"],
+    [599, "9m59s"],
+    [600, "10m"],
+    [659, "10m"],
+    [3600, "60m"],
+    [3 * 3600 - 1, "179m"],
+    [3 * 3600, "3h"],
+    [3 * 3600 + 20 * 60 + 59, "3h20m"],
+    [8 * 3600, "8h"],
+    [47 * 3600 + 59 * 60, "47h"],
+    [48 * 3600, "2d"],
+    [3 * 86400 + 5 * 3600, "3d5h"],
+    [8 * 86400, "8d"],
+  ];
+  for (const [secs, want] of cases) assert.equal(ageText(secs), want, `${secs}s`);
 });
