@@ -97,6 +97,22 @@ export class OwnerPause implements PauseGate {
 }
 
 /**
+ * Whether the pause file at `path` is there now (a stat, not a read). Only
+ * ENOENT/ENOTDIR say it was removed: a stat that fails otherwise (EACCES,
+ * EIO, NFS's ESTALE, ELOOP) says nothing about a person's `rm`, and taken
+ * as absent it would lift a pause, the gate's latch among them, that nobody
+ * lifted. So it counts as there: a pause holds until the file is seen gone.
+ */
+export function pauseFileExists(path: string): boolean {
+  try {
+    Deno.statSync(path);
+    return true;
+  } catch (e) {
+    return !(e instanceof Deno.errors.NotFound || e instanceof Deno.errors.NotADirectory);
+  }
+}
+
+/**
  * `--pause-file PATH`: paused while the file exists. A local file has no
  * watch that works everywhere (inotify misses bind-mounted ConfigMaps), so it
  * is looked at every `intervalMs`.
@@ -120,12 +136,7 @@ export class FilePause implements PauseGate {
   }
 
   #look(): boolean {
-    try {
-      Deno.statSync(this.#path);
-      return true;
-    } catch {
-      return false;
-    }
+    return pauseFileExists(this.#path);
   }
 
   pausedBy(): string | undefined {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { FilePause, ownerPausedBy } from "./pause.ts";
+import { FilePause, ownerPausedBy, pauseFileExists } from "./pause.ts";
 
 Deno.test({
   name: "ownerPausedBy() pauses only on the value true of the owner's annotation",
@@ -35,6 +35,24 @@ Deno.test("FilePause is paused while its file exists and wakes on each change", 
     assert.equal(gate.pausedBy(), undefined);
   } finally {
     await gate.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("pauseFileExists(): only a file that is not there is absent; a stat that fails otherwise keeps the pause", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(`${dir}/there`, "x\n");
+    await Deno.symlink(`${dir}/loop`, `${dir}/loop`);
+    const rows: [string, boolean][] = [
+      ["there", true],
+      ["gone", false], // ENOENT: removed, the lift
+      ["no-dir/run.pause", false], // ENOENT in a directory that is not there
+      ["there/run.pause", false], // ENOTDIR: nothing can be there
+      ["loop", true], // ELOOP, like EACCES or EIO: says nothing of an `rm`
+    ];
+    for (const [name, want] of rows) assert.equal(pauseFileExists(`${dir}/${name}`), want, name);
+  } finally {
     await Deno.remove(dir, { recursive: true });
   }
 });

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { HealthGate, LatchRefused } from "./gate.ts";
-import { directGet, measure, type Measurement } from "./prometheus.ts";
+import { BadQueryError, directGet, measure, type Measurement } from "./prometheus.ts";
 import type { GateConfig } from "./config.ts";
 import type { Breach } from "./state.ts";
 import type { Clock } from "../base/clock.ts";
@@ -400,3 +400,111 @@ async function liftAndResume(intervalSecs: number, latencyMs: number): Promise<v
     await gate.stop();
   }
 }
+
+Deno.test("HealthGate: after a lift during a measurement, what the answer asked again says holds as it would without the lift", async (t) => {
+  const rows: {
+    name: string;
+    again: Measurement | Error;
+    kind: string;
+    repaused: boolean;
+  }[] = [
+    {
+      name: "the fleet still broken: the pause is written again",
+      again: BREACH,
+      kind: "latched",
+      repaused: true,
+    },
+    {
+      name: "Prometheus out: starts wait",
+      again: new Error("connection refused"),
+      kind: "outage",
+      repaused: false,
+    },
+    {
+      name: "no data: starts wait",
+      again: {
+        dark: [{ selector: "up", query: "broken > 0" }],
+        warnings: [],
+      } as unknown as Measurement,
+      kind: "nodata",
+      repaused: false,
+    },
+    {
+      name: "a rejected query: latched as a breach",
+      again: new BadQueryError("bad", "broken > 0", 422),
+      kind: "latched",
+      repaused: true,
+    },
+  ];
+  for (const row of rows) {
+    await t.step(row.name, async () => {
+      const calls: { resolve: (m: Measurement) => void; reject: (e: Error) => void }[] = [];
+      const measure = () =>
+        new Promise<Measurement>((resolve, reject) => calls.push({ resolve, reject }));
+      const reply = (i: number, a: Measurement | Error) =>
+        a instanceof Error ? calls[i].reject(a) : calls[i].resolve(a);
+      let paused = false;
+      let latches = 0;
+      const gate = new HealthGate({
+        config: {
+          url: "http://prom",
+          queries: ["broken > 0"],
+          intervalSecs: 3600,
+          onBreach: "pause",
+        },
+        measure,
+      });
+      const started = gate.start();
+      reply(0, BREACH);
+      await started;
+      await gate.bind({
+        onBreach: () => {},
+        latch: () => Promise.resolve(void (paused = true, latches++)),
+        pauseSeen: () => paused,
+      });
+      try {
+        const inFlight = gate.checkNow();
+        await until("the measurement asked", () => calls.length === 2);
+        paused = false; // a person lifts while the answer is out
+        assert.equal(gate.state.kind, "unchecked");
+        reply(1, CLEAN); // asked before the lift: not the fleet as the lift left it
+        await until("asked again", () => calls.length === 3);
+        assert.ok(gate.pausedBy(), "no start between the lift and the answer asked after it");
+        reply(2, row.again);
+        const by = await inFlight;
+        assert.equal(gate.state.kind, row.kind);
+        assert.ok(by ?? gate.stopsBy(), "starts wait or the run stops");
+        assert.equal(paused, row.repaused);
+        assert.equal(latches, row.repaused ? 2 : 1);
+      } finally {
+        await gate.stop();
+      }
+    });
+  }
+});
+
+Deno.test("HealthGate: stopped while asking again after a lift, it lets no start go on an answer older than the lift", async () => {
+  const m = heldMeasure();
+  let paused = false;
+  const gate = new HealthGate({
+    config: { url: "http://prom", queries: ["broken > 0"], intervalSecs: 3600, onBreach: "pause" },
+    measure: m.measure,
+  });
+  const started = gate.start();
+  m.answer(0, BREACH);
+  await started;
+  await gate.bind({
+    onBreach: () => {},
+    latch: () => Promise.resolve(void (paused = true)),
+    pauseSeen: () => paused,
+  });
+  const inFlight = gate.checkNow();
+  await until("the measurement asked", () => m.asked === 2);
+  paused = false;
+  assert.equal(gate.state.kind, "unchecked");
+  const stopped = gate.stop();
+  m.answer(1, CLEAN); // asked before the lift, answered after the stop
+  await stopped;
+  assert.ok(await inFlight, "held: no answer after the lift");
+  assert.equal(m.asked, 2, "not asked again once stopped");
+});

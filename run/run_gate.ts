@@ -15,7 +15,7 @@ import type { Logger } from "../report/log.ts";
 import type { Recorder } from "../report/report.ts";
 import { recordGates } from "../report/record_gates.ts";
 import type { RunMetrics } from "../report/metrics.ts";
-import type { PauseGate } from "../engine/pause.ts";
+import { pauseFileExists, type PauseGate } from "../engine/pause.ts";
 import type { GateConfig } from "../gates/config.ts";
 import { HealthGate, LatchRefused } from "../gates/gate.ts";
 import {
@@ -262,7 +262,7 @@ export async function bindGate(
       // read from its watch, which lags the PATCH: the gate waits to see it.
       : plan.owner
       ? () => pause?.pausedBy() !== undefined
-      : () => fileExists(g.pauseFilePath!),
+      : () => pauseFileExists(g.pauseFilePath!),
     onHold: ({ kind, state, detail }) =>
       state === "paused"
         ? log.warn(`${detail}; no node fails for it`, { event: "gateOutage", kind, state, detail })
@@ -297,16 +297,6 @@ function liftCommand(
   return owner
     ? resumeOwnerCommand({ namespace: plan.namespace, owner, pausedKey: plan.keys.paused })
     : `rm ${pauseFilePath}`;
-}
-
-/** Whether `path` exists now (a stat, not a read). */
-function fileExists(path: string): boolean {
-  try {
-    Deno.statSync(path);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** What follows a breach, in words, by what its latch became. */

@@ -453,3 +453,32 @@ Deno.test("bindGate(): a pause file removed before the run's look at it came rou
       }
     }));
 });
+
+Deno.test("bindGate(): a pause file that cannot be looked at (stat fails, not ENOENT) keeps the gate's latch", async () => {
+  const dir = await Deno.makeTempDir();
+  const path = `${dir}/run.pause`;
+  const file = new FilePause(path, 60_000);
+  await withServer(latchApi([]), (kube) =>
+    withPrometheus(() => breached(), async (url) => {
+      const log = new Logger("text", () => {});
+      const g = { config: config(url, "pause"), plan: PLAN, kube, log };
+      const gate = await openGate({ ...g, pauseFilePath: path });
+      assert.ok(gate instanceof HealthGate);
+      try {
+        await bindGate(gate, { ...g, pauseFilePath: path, recorder: RECORDER }, { file });
+        assert.equal(gate.state.kind, "latched");
+        // A stat that fails for another reason than absence (EACCES for a
+        // non-root run, EIO, NFS's ESTALE; here ELOOP, as root passes every
+        // permission): nobody removed the file, so nobody lifted the pause.
+        await Deno.remove(path);
+        await Deno.symlink(path, path);
+        assert.throws(() => Deno.statSync(path), (e) => !(e instanceof Deno.errors.NotFound));
+        assert.equal(gate.state.kind, "latched", "a failed look is not a lift");
+        assert.deepEqual(gate.breaches.map((b) => b.liftedAt), [undefined]);
+      } finally {
+        await gate.stop();
+        await file.stop();
+        await Deno.remove(dir, { recursive: true });
+      }
+    }));
+});
