@@ -55,3 +55,17 @@ Deno.test({
     assert.equal(o.detail!.length, MAX_GATE_DETAIL);
   },
 });
+
+Deno.test({
+  name:
+    "recordGates() never cuts a character in half: a label value in emoji keeps well-formed text",
+  permissions: "none",
+  fn() {
+    // 'query "' is 7 UTF-16 units: 124 pairs then end the 255 units kept on a high surrogate.
+    const value = `{team="${"🚨".repeat(400)}"} 1`;
+    const g = recordGates({ kind: "breached", breach: { ...breach, value } }, { queries: 1 });
+    assert.ok(g.detail!.length <= MAX_GATE_DETAIL);
+    assert.ok(g.detail!.endsWith("…"));
+    assert.ok(g.detail!.isWellFormed(), `a lone surrogate: ${JSON.stringify(g.detail!.slice(-3))}`);
+  },
+});
