@@ -20,7 +20,17 @@ export interface GatesFacts {
   lift?: string;
 }
 
-const cut = (s: string) => s.length > MAX_GATE_DETAIL ? `${s.slice(0, MAX_GATE_DETAIL - 1)}…` : s;
+/**
+ * At most {@linkcode MAX_GATE_DETAIL} UTF-16 units (at most 3 bytes of UTF-8
+ * each), never half a surrogate pair: a label value may be an emoji, and a
+ * lone surrogate is no text (the terminal prints U+FFFD, `isWellFormed` fails).
+ */
+const cut = (s: string) => {
+  if (s.length <= MAX_GATE_DETAIL) return s;
+  const kept = s.slice(0, MAX_GATE_DETAIL - 1);
+  const last = kept.charCodeAt(kept.length - 1);
+  return `${last >= 0xd800 && last <= 0xdbff ? kept.slice(0, -1) : kept}…`;
+};
 
 /**
  * The gates' state in the record's words.
