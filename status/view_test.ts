@@ -718,7 +718,6 @@ Deno.test({
       ];
       const text = renderText(view({ gates }), now);
       assert.match(text, /^gates: held: by the fleet \(2 queries, not checked yet\)$/m);
-      assert.doesNotMatch(text, /\n\n/);
     });
     await t.step(
       "no gates (a run without them, or an older record): no line, run.gates null",
