@@ -7,7 +7,7 @@
  * @module
  */
 
-import { describeBreach, type GateState } from "../gates/state.ts";
+import { describeBreach, type GateState, isBreached } from "../gates/state.ts";
 import { MAX_GATE_DETAIL, type RecordGates } from "./record.ts";
 
 /** What the record says of the gates besides their state. */
@@ -18,6 +18,12 @@ export interface GatesFacts {
   checkedAt?: number;
   /** The command that lifts a latch, as the breach's log line says it. */
   lift?: string;
+  /**
+   * The breach of a gate's latch that holds the run's pause though this
+   * process's gate never saw it (a pod retried under the same owner): a
+   * latch all the same, never `ok` because the metric recovered since.
+   */
+  heldFor?: string;
 }
 
 /**
@@ -43,6 +49,9 @@ const cut = (s: string) => {
  */
 export function recordGates(s: GateState, f: GatesFacts): RecordGates {
   const base = { queries: f.queries, checkedAt: f.checkedAt };
+  if (f.heldFor !== undefined && !isBreached(s)) {
+    return { state: "latched", ...base, detail: cut(f.heldFor), lift: f.lift };
+  }
   switch (s.kind) {
     case "fresh":
       return { state: "ok", ...base };
