@@ -12,6 +12,7 @@ import type { V1Job } from "@kubernetes/client-node";
 import { Informer } from "../kube/informer.ts";
 import { type Kube, paths } from "../kube/client.ts";
 import type { OwnerRef } from "../job.ts";
+import { pausedReasonKey } from "../gates/latch.ts";
 
 /** What the engine asks before a start. */
 export interface PauseGate {
@@ -24,6 +25,13 @@ export interface PauseGate {
    * ends), if it must: a health gate with `--on-gate-breach exit`.
    */
   stopsBy?(): string | undefined;
+  /**
+   * While paused by a health gate's latch (`<P>/paused-reason` beside the
+   * pause, as gates/latch.ts sets it): the breach in words. A pod retried
+   * under the same owner finds the latch of the pod it replaces; its own
+   * gate never saw that breach, so only this says it.
+   */
+  heldFor?(): string | undefined;
 }
 
 /**
@@ -84,6 +92,12 @@ export class OwnerPause implements PauseGate {
 
   pausedBy(): string | undefined {
     return ownerPausedBy(this.#informer.cache.get(this.#name), this.#key);
+  }
+
+  heldFor(): string | undefined {
+    const job = this.#informer.cache.get(this.#name);
+    if (ownerPausedBy(job, this.#key) === undefined) return undefined;
+    return job?.metadata?.annotations?.[pausedReasonKey(this.#key)];
   }
 
   onChange(wake: () => void): void {

@@ -7,7 +7,7 @@
  * @module
  */
 
-import { describeBreach, type GateState } from "../gates/state.ts";
+import { describeBreach, type GateState, isBreached } from "../gates/state.ts";
 import { MAX_GATE_DETAIL, type RecordGates } from "./record.ts";
 
 /** What the record says of the gates besides their state. */
@@ -18,9 +18,25 @@ export interface GatesFacts {
   checkedAt?: number;
   /** The command that lifts a latch, as the breach's log line says it. */
   lift?: string;
+  /**
+   * The breach of a gate's latch that holds the run's pause though this
+   * process's gate never saw it (a pod retried under the same owner): a
+   * latch all the same, never `ok` because the metric recovered since.
+   */
+  heldFor?: string;
 }
 
-const cut = (s: string) => s.length > MAX_GATE_DETAIL ? `${s.slice(0, MAX_GATE_DETAIL - 1)}…` : s;
+/**
+ * At most {@linkcode MAX_GATE_DETAIL} UTF-16 units (at most 3 bytes of UTF-8
+ * each), never half a surrogate pair: a label value may be an emoji, and a
+ * lone surrogate is no text (the terminal prints U+FFFD, `isWellFormed` fails).
+ */
+const cut = (s: string) => {
+  if (s.length <= MAX_GATE_DETAIL) return s;
+  const kept = s.slice(0, MAX_GATE_DETAIL - 1);
+  const last = kept.charCodeAt(kept.length - 1);
+  return `${last >= 0xd800 && last <= 0xdbff ? kept.slice(0, -1) : kept}…`;
+};
 
 /**
  * The gates' state in the record's words.
@@ -33,6 +49,9 @@ const cut = (s: string) => s.length > MAX_GATE_DETAIL ? `${s.slice(0, MAX_GATE_D
  */
 export function recordGates(s: GateState, f: GatesFacts): RecordGates {
   const base = { queries: f.queries, checkedAt: f.checkedAt };
+  if (f.heldFor !== undefined && !isBreached(s)) {
+    return { state: "latched", ...base, detail: cut(f.heldFor), lift: f.lift };
+  }
   switch (s.kind) {
     case "fresh":
       return { state: "ok", ...base };

@@ -55,3 +55,39 @@ Deno.test({
     assert.equal(o.detail!.length, MAX_GATE_DETAIL);
   },
 });
+
+Deno.test({
+  name:
+    "recordGates() never cuts a character in half: a label value in emoji keeps well-formed text",
+  permissions: "none",
+  fn() {
+    // 'query "' is 7 UTF-16 units: 124 pairs then end the 255 units kept on a high surrogate.
+    const value = `{team="${"🚨".repeat(400)}"} 1`;
+    const g = recordGates({ kind: "breached", breach: { ...breach, value } }, { queries: 1 });
+    assert.ok(g.detail!.length <= MAX_GATE_DETAIL);
+    assert.ok(g.detail!.endsWith("…"));
+    assert.ok(g.detail!.isWellFormed(), `a lone surrogate: ${JSON.stringify(g.detail!.slice(-3))}`);
+  },
+});
+
+Deno.test({
+  name:
+    "recordGates() says a latch held for a breach this process never saw (a retried pod) as latched, not ok",
+  permissions: "none",
+  fn() {
+    const f = { queries: 1, checkedAt: 9, lift: "kubectl annotate job …", heldFor: said };
+    for (const s of [{ kind: "fresh", at: 9 }, { kind: "unchecked" }] as GateState[]) {
+      assert.deepEqual(recordGates(s, f), {
+        state: "latched",
+        queries: 1,
+        checkedAt: 9,
+        detail: said,
+        lift: f.lift,
+      }, s.kind);
+    }
+    // Its own breach says itself; without a held latch (a person's pause) the state is the gate's.
+    const own = { ...breach, query: "other" };
+    assert.match(recordGates({ kind: "breached", breach: own }, f).detail!, /other/);
+    assert.equal(recordGates({ kind: "fresh", at: 9 }, { ...f, heldFor: undefined }).state, "ok");
+  },
+});

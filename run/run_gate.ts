@@ -240,7 +240,7 @@ export async function bindGate(
 ): Promise<void> {
   const { config, plan, log, recorder } = g;
   const pause = plan.owner ? pauses.owner : pauses.file;
-  followGate(gate, g);
+  followGate(gate, g, pause);
   await gate.bind({
     onBreach: (b, latch) => {
       const msg = `health gate breached: ${describeBreach(b)}; no new Job starts, ` +
@@ -279,11 +279,17 @@ export async function bindGate(
  * The run record carries the gate's state (`status` says it): read at every
  * write, written anew at every change of its kind.
  */
-function followGate(gate: HealthGate, g: GateRun & { recorder: Recorder }): void {
+function followGate(
+  gate: HealthGate,
+  g: GateRun & { recorder: Recorder },
+  pause: PauseGate | undefined,
+): void {
   const queries = g.config.queries.length + (g.config.alerts ? 1 : 0);
   const lift = liftCommand(g);
+  // The pause's latch set by the pod this one replaced is held until a person lifts it.
+  const heldFor = () => g.config.onBreach === "exit" ? undefined : pause?.heldFor?.();
   const changed = g.recorder.followGates(() =>
-    recordGates(gate.state, { queries, checkedAt: gate.checkedAt, lift })
+    recordGates(gate.state, { queries, checkedAt: gate.checkedAt, lift, heldFor: heldFor() })
   );
   gate.subscribe(changed);
 }

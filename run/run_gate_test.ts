@@ -11,6 +11,7 @@ import { bindGate, type GateRun, latchExit, openGate, refuseIfEarlierPaused } fr
 import type { Recorder } from "../report/report.ts";
 import type { RecordGates } from "../report/record.ts";
 import type { Plan } from "./plan.ts";
+import type { PauseGate } from "../engine/pause.ts";
 
 const PLAN = { namespace: "ops", prefix: "drv", keys: trackingKeys("job-dispatcher") } as Plan;
 
@@ -481,4 +482,36 @@ Deno.test("bindGate(): a pause file that cannot be looked at (stat fails, not EN
         await Deno.remove(dir, { recursive: true });
       }
     }));
+});
+
+Deno.test("bindGate(): a retried pod of the same owner, its gate's pause still held, never says the gates are ok once the metric recovered", async () => {
+  // The first pod latched a breach on its owner (<P>/paused=true, <P>/paused-reason) and was
+  // killed; the owner's retried pod finds the pause (its starts wait) and a clean Prometheus.
+  const reason = 'query "bad > 0" returned {} 2';
+  const held = {
+    pausedBy: () => "annotation job-dispatcher/paused=true on Job ops/hook",
+    heldFor: () => reason,
+    onChange: () => {},
+  } as PauseGate;
+  await withServer(latchApi([]), async (kube) => {
+    await withPrometheus(empty, async (url) => {
+      const log = new Logger("text", () => {});
+      const g = { config: config(url, "pause"), plan: OWNED, kube, log };
+      const gate = await openGate(g);
+      assert.ok(gate instanceof HealthGate);
+      try {
+        await bindGate(gate, { ...g, recorder: RECORDER }, { owner: held });
+        assert.equal(gate.state.kind, "fresh", "the metric recovered");
+        const said = recorded.gates()!;
+        assert.equal(said.state, "latched", JSON.stringify(said));
+        assert.equal(said.detail, reason);
+        assert.equal(
+          said.lift,
+          "kubectl annotate job -n ops hook job-dispatcher/paused- job-dispatcher/paused-reason-",
+        );
+      } finally {
+        await gate.stop();
+      }
+    });
+  });
 });

@@ -550,6 +550,9 @@ function gatesLine(g: RecordGates, now: number): string {
     case "unlatched":
       return `gates: breached: ${g.detail} (the latch was refused: the run stops)`;
   }
+  // A state a newer dispatcher wrote (the record's version stays 1 for it): its word, not a blank.
+  const other = g as RecordGates;
+  return `gates: ${other.state}${other.detail ? `: ${other.detail}` : ""} (${checked})`;
 }
 
 /**

@@ -713,6 +713,13 @@ Deno.test({
       assert.equal(viewKey(later), viewKey(ok));
       assert.notEqual(viewKey(view({ gates: cases[3].gates })), viewKey(ok));
     });
+    await t.step("a state a newer dispatcher writes: said as such, not a blank line", () => {
+      const gates = { state: "held", queries: 2, detail: "by the fleet" } as unknown as RunRecord[
+        "gates"
+      ];
+      const text = renderText(view({ gates }), now);
+      assert.match(text, /^gates: held: by the fleet \(2 queries, not checked yet\)$/m);
+    });
     await t.step(
       "no gates (a run without them, or an older record): no line, run.gates null",
       () => {
