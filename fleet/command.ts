@@ -300,6 +300,7 @@ export function clusterRunContext(
     onStop: line.stopped,
     onReport,
     onNothingToDo: line.nothingToDo,
+    onRecordLost: line.recordLost,
   };
 }
 

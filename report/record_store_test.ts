@@ -436,7 +436,13 @@ for (const c of CLOSING) {
           ? "configmaps is forbidden: ValidatingAdmissionPolicy 'records' denied by policy"
           : "etcd is down";
         return Promise.reject(
-          new ApiError({ status: c.answer, reason: "x", verb: "update", message }),
+          new ApiError({
+            status: c.answer,
+            reason: "x",
+            verb: "update",
+            resource: "configmaps",
+            message,
+          }),
         );
       };
       const r = run(api, { lost });
