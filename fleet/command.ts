@@ -175,7 +175,7 @@ async function connectOne(
  * kubeconfig lacks is bad input (exit 2), a cluster that does not answer
  * is exit 3; either way nothing was created anywhere.
  */
-async function connectAll(
+export async function connectAll(
   names: string[],
   opts: RunConfig,
   template: JobTemplate,
