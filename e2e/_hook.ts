@@ -153,6 +153,11 @@ async function fillVolumes(
   return dirs;
 }
 
+/** The hook's command line as printed (quoting is the fix's). */
+export function hookCommandLine(args: string[]): string {
+  return `job-dispatcher ${args.join(" ")}`;
+}
+
 /** A kubeconfig of the cluster that authenticates as the ServiceAccount `sa`. */
 async function serviceAccountConfig(o: HookOptions, sa: string): Promise<string> {
   const token = (await kubectl(o.dir, ["create", "token", sa, "-n", o.namespace])).trim();
@@ -186,7 +191,7 @@ export async function runHook(o: HookOptions): Promise<number> {
   const podName = pods.items[0]?.metadata?.name ?? `${job.metadata.name}-local`;
   const { args, env } = localHook(job, await fillVolumes(o, hooks, pod), podName);
   const kubeconfig = await serviceAccountConfig(o, pod.spec.serviceAccountName);
-  console.error(`hook ${job.metadata.name}: job-dispatcher ${args.join(" ")}`);
+  console.error(`hook ${job.metadata.name}: ${hookCommandLine(args)}`);
   const child = new Deno.Command(Deno.execPath(), {
     args: [...dispatcherCommand(), ...args],
     cwd: ROOT,
