@@ -79,11 +79,15 @@ function takeOwnFlags(argv: string[]) {
       throw new UsageError(`Invalid ${a}: --admission-policies takes =true or =false`);
     } else rest.push(a);
   }
-  // A DNS-1123 subdomain, as the API server requires of a ServiceAccount's name.
-  if (account !== undefined && !/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(account)) {
+  // A DNS-1123 subdomain, as the API server requires of a ServiceAccount's
+  // name: at most 253 characters of dot-separated labels, each starting and
+  // ending with a letter or digit (so no "..", ".-" or "-.").
+  const label = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
+  const subdomain = new RegExp(`^${label}(\\.${label})*$`);
+  if (account !== undefined && (account.length > 253 || !subdomain.test(account))) {
     throw new UsageError(
-      `Invalid --service-account ${JSON.stringify(account)}: lower-case letters, digits, ` +
-        "'-' and '.', starting and ending with a letter or digit",
+      `Invalid --service-account ${JSON.stringify(account)}: at most 253 lower-case letters, ` +
+        "digits, '-' and '.', each '.'-separated part starting and ending with a letter or digit",
     );
   }
   return { account, viewer, policies, rest };

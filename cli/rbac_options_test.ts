@@ -25,6 +25,10 @@ Deno.test({
         viewer: true,
         serviceAccount: "oncall",
       }],
+      ["a dotted account name", ["--viewer", "--service-account=on-call.ops"], {
+        viewer: true,
+        serviceAccount: "on-call.ops",
+      }],
     ];
     for (const [what, argv, want] of ok) {
       await t.step(what, () => {
@@ -46,6 +50,15 @@ Deno.test({
         ["--service-account", "Upg", "--job-template", "t"],
         /^Invalid --service-account "Upg"/,
       ],
+      // A DNS-1123 subdomain is dot-separated labels, each starting and ending
+      // with a letter or digit: the API server (kubectl apply) refuses these.
+      ...["a..b", "a.-b", "a-.b", ".a", "a.", `${"a".repeat(254)}`].map((
+        name,
+      ): [string, string[], RegExp] => [
+        `the account ${name.length > 20 ? "of 254 characters" : name}`,
+        ["--service-account", name, "--job-template", "t"],
+        /^Invalid --service-account "/,
+      ]),
     ];
     for (const [what, argv, want] of bad) {
       await t.step(what, () => {

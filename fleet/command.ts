@@ -17,7 +17,7 @@ import {
 } from "../job.ts";
 import { ConfigError, type Kube } from "../kube/client.ts";
 import { whoAmI } from "../kube/whoami.ts";
-import type { Logger } from "../report/log.ts";
+import { Logger } from "../report/log.ts";
 import type { ReportInput } from "../report/report.ts";
 import { reportFiles, type RunConfig, type RunContext } from "../run/config.ts";
 import { EXIT, resolveNamespace, runDispatcher } from "../run/run.ts";
@@ -175,7 +175,7 @@ async function connectOne(
  * kubeconfig lacks is bad input (exit 2), a cluster that does not answer
  * is exit 3; either way nothing was created anywhere.
  */
-async function connectAll(
+export async function connectAll(
   names: string[],
   opts: RunConfig,
   template: JobTemplate,
@@ -197,9 +197,15 @@ async function connectAll(
       m.log.info(`connected to ${m.kube.server}${user ? ` as ${user}` : ""}`);
       return EXIT.ok;
     } catch (e) {
-      const code = env.errorCode(e, m.log);
+      // The cause goes into the fleet's own line, not a line of its own:
+      // issue 26 asks one line that names the cluster, and a log search for
+      // the cluster then finds why it was unreachable too.
+      const said: string[] = [];
+      const capture = new Logger("json", (line) => void said.push(JSON.parse(line).msg));
+      const code = env.errorCode(e, capture);
+      const cause = said.length ? `: ${said.join("; ")}` : "";
       env.log.error(
-        `fleet: cluster ${m.name} cannot be reached at start; nothing was created in any cluster`,
+        `fleet: cluster ${m.name} cannot be reached at start${cause}; nothing was created in any cluster`,
         { event: "fleetUnreachable", cluster: m.name },
       );
       return code;

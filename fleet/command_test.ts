@@ -7,6 +7,7 @@ import { FakeConfigMaps } from "../testing/fake_configmaps.ts";
 import {
   clusterConfig,
   clusterRunContext,
+  connectAll,
   type FleetEnv,
   fleetOrder,
   fleetPath,
@@ -183,4 +184,46 @@ Deno.test("fleet writes every --report: json=… and html=… from one fleet run
   assert.deepEqual([...written.keys()].sort(), ["out/f.html", "out/f.json"]);
   const json = JSON.parse(written.get("out/f.json")!);
   assert.equal(json.clusters.a.reportFile, "out/f.a.json");
+});
+
+Deno.test("a cluster unreachable at start is one error line naming it and why (issue 26 item 5), exit 3", async () => {
+  const stderr: string[] = [];
+  const logger = (tag: string) =>
+    ({
+      info: (m: string) => void stderr.push(`${tag}${m}`),
+      warn: (m: string) => void stderr.push(`${tag}warn: ${m}`),
+      error: (m: string) => void stderr.push(`${tag}error: ${m}`),
+    }) as unknown as Logger;
+  const kube = (server: string) =>
+    ({
+      server,
+      contextNamespace: undefined,
+      close() {},
+      request: () =>
+        server.includes("gone")
+          ? Promise.reject(
+            new Error(`error sending request for url (${server}): connection refused`),
+          )
+          : Promise.resolve({ status: { userInfo: { username: "ci" } } }),
+    }) as unknown as Kube;
+  const env = {
+    connect: (cfg: RunConfig) => Promise.resolve(kube(`https://${cfg.context}:6443`)),
+    context: (k: Kube) => ({ kube: k, env: () => undefined, readFile: () => undefined }),
+    // As main.ts does: the cause on the log it is given, and its exit code.
+    errorCode: (e: unknown, log: Logger) => {
+      log.error((e as Error).message);
+      return 3;
+    },
+    logFor: (c: string) => logger(`[${c}] `),
+    log: logger(""),
+  } as unknown as FleetEnv;
+  const template = { metadata: { name: "drv" } } as Parameters<typeof connectAll>[2];
+  const out = await connectAll(["a", "gone"], OPTS, template, SPEC, env);
+  assert.equal(out.code, 3);
+  const errors = stderr.filter((l) => l.includes("error: "));
+  assert.equal(errors.length, 1, errors.join("\n"));
+  assert.match(
+    errors[0],
+    /fleet: cluster gone cannot be reached at start: .*connection refused.*; nothing was created in any cluster/,
+  );
 });
