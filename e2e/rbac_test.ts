@@ -269,4 +269,46 @@ clusterTest("job-dispatcher rbac on a bare cluster", async (t, cluster) => {
       });
     }
   });
+
+  await t.step(
+    "--required-only: no patch nodes for flags that write none; the run passes and warns of " +
+      "each rule the header names",
+    async () => {
+      const plain = [
+        ...["--job-template", template, "-n", ns, "--node-selector", `${SUITE}=rbac`],
+        ...["--name-prefix", "req"],
+      ];
+      const out = await dispatcher(cluster, [
+        "rbac",
+        ...plain,
+        "--service-account",
+        "req",
+        "--required-only",
+      ]);
+      assert.equal(out.code, 0, out.stderr);
+      const left = out.stdout.split("\n").filter((l) => l.startsWith("#   ")).map((l) =>
+        l.slice(4)
+      );
+      assert.ok(left.includes("patch nodes (cluster-scoped; for the node marks)"), out.stdout);
+      const less = objects(out.stdout);
+      const patches = rulesOf(less).filter(({ rule }) =>
+        rule.resources.includes("nodes") && rule.verbs.includes("patch")
+      );
+      assert.deepEqual(patches, [], "no patch nodes");
+      const req = `system:serviceaccount:${ns}:req`;
+      await applyUntil(cluster, less, req, { verb: "create", resource: "jobs", ns, allowed: true });
+      const tok = await cluster.kubectl(["create", "token", "req", "-n", ns]);
+      assert.equal(tok.code, 0, tok.stderr);
+      const r = await dispatcher(cluster, plain, {
+        env: { KUBECONFIG: await kubeconfigFor(cluster, { token: tok.stdout.trim() }) },
+      });
+      assert.equal(r.code, 0, r.stderr);
+      const jobs = (await jobsIn(cluster, ns)).filter((j) => j.name.startsWith("req"));
+      assert.equal(jobs.filter((j) => j.complete).length, 2, "a Job per node");
+      // The pre-flight's warning names each rule the header named, in the same words.
+      for (const need of left) {
+        assert.ok(r.stderr.includes(need), `${need} not warned:\n${r.stderr}`);
+      }
+    },
+  );
 });
