@@ -29,12 +29,18 @@ Deno.test({
         viewer: true,
         serviceAccount: "on-call.ops",
       }],
+      ["--required-only", ["--required-only", "--job-template", "t"], { requiredOnly: true }],
+      ["--required-only=false", ["--required-only=false", "--job-template", "t"], {
+        requiredOnly: false,
+      }],
+      ["default: every need", ["--job-template", "t"], { requiredOnly: false }],
     ];
     for (const [what, argv, want] of ok) {
       await t.step(what, () => {
         const got = parseRbacOptions(argv);
-        assert.equal(got.viewer, want.viewer);
-        assert.equal(got.serviceAccount, want.serviceAccount);
+        for (const k of ["viewer", "serviceAccount", "requiredOnly"] as const) {
+          if (k in want) assert.equal(got[k], want[k]);
+        }
       });
     }
     const bad: [string, string[], RegExp][] = [
@@ -44,6 +50,16 @@ Deno.test({
         "a run flag with --viewer",
         ["--viewer", "--drain"],
         /^Invalid argument --drain with --viewer/,
+      ],
+      [
+        "--required-only with a bad value",
+        ["--required-only=yes", "--job-template", "t"],
+        /^Invalid --required-only=yes: it takes =true or =false/,
+      ],
+      [
+        "--required-only with --viewer (whose reads are all required)",
+        ["--viewer", "--required-only"],
+        /^Invalid argument --required-only with --viewer/,
       ],
       [
         "a bad account name",

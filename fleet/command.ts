@@ -422,7 +422,7 @@ export async function withLease(
   const failed = await firstFailure(
     members,
     env,
-    async (m) => void await checkPermissions(m.kube, leaseNeeds(m.key.namespace)),
+    async (m) => void await checkPermissions(m.kube, leaseNeeds(m.key.namespace, m.key.prefix)),
   );
   if (failed !== undefined) return { yielded: failed };
   const lost = new AbortController();

@@ -8,10 +8,12 @@
  * The lease is a ConfigMap, `fleet-lease.<prefix>`, in the Jobs' namespace
  * of every cluster of the fleet, not a `coordination.k8s.io` Lease: the run
  * already keeps its record in a ConfigMap of that namespace and is granted
- * `get`, `create` and `update` on ConfigMaps there (the chart's run-record
- * Role), so the lease asks no new right of anyone. It is named by the prefix
- * alone: two fleet files that roll the same prefix into a shared cluster
- * race there just as two copies of one file do.
+ * `create` on ConfigMaps there, `get` and `update` on its record by name
+ * (the chart's run-record Role, `job-dispatcher rbac`): the lease adds `get`
+ * and `update` of `fleet-lease.<prefix>` (the fleet's pre-flight names them
+ * when missing). It is named by the prefix alone: two fleet files that
+ * roll the same prefix into a shared cluster race there just as two copies
+ * of one file do.
  *
  * Taken before the first write anywhere, every cluster's lease read first:
  * a live one of another holder refuses the process, creating nothing. It is
@@ -168,8 +170,12 @@ export function processAlive(pid: number): boolean | undefined {
   }
 }
 
-/** The rights the lease needs in each cluster's namespace, for the pre-flight (and `rbac`). */
-export function leaseNeeds(namespace: string): PermissionNeed[] {
+/**
+ * The rights the lease needs in each cluster's namespace, for the pre-flight:
+ * get and update of the lease by its name (a Role may grant them on that one
+ * ConfigMap), create of any (RBAC cannot name the object of a create).
+ */
+export function leaseNeeds(namespace: string, prefix: string): PermissionNeed[] {
   const cms = {
     group: "",
     resource: "configmaps",
@@ -177,7 +183,12 @@ export function leaseNeeds(namespace: string): PermissionNeed[] {
     flags: ["fleet (its lease)"],
     grant: "Role job-dispatcher-run-record",
   };
-  return [{ verb: "get", ...cms }, { verb: "create", ...cms }, { verb: "update", ...cms }];
+  const name = leaseName(prefix);
+  return [
+    { verb: "get", ...cms, name },
+    { verb: "create", ...cms },
+    { verb: "update", ...cms, name },
+  ];
 }
 
 const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, "Z");
