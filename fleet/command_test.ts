@@ -227,3 +227,55 @@ Deno.test("a cluster unreachable at start is one error line naming it and why (i
     /fleet: cluster gone cannot be reached at start: .*connection refused.*; nothing was created in any cluster/,
   );
 });
+
+Deno.test("the fleet's pre-flight asks, before any cluster runs, for the run record by name and each approval stage's approval by name", async () => {
+  // A Role that grants what each run asks (the record being optional to a
+  // single run) but not the record or the approvals: the fleet counts a
+  // cluster by its record and waits on the approvals, so it would roll out the
+  // first stage and then stop (lost record) or fail (403 on the approval).
+  const spec = parseFleet(
+    "stages: [{name: canary, clusters: [a]}, {name: prod, clusters: [a2], approval: true}]",
+    "/f/FLEET.yaml",
+  );
+  const asked: string[] = [];
+  const member = (name: string, denied: string) => {
+    const m = leaseMember(name, new FakeConfigMaps());
+    const request = m.kube.request.bind(m.kube);
+    m.kube = {
+      ...m.kube,
+      request: (v: string, meth: string, p: string, b?: unknown) => {
+        if (p !== SELF_SUBJECT_ACCESS_REVIEWS) return request(v, meth, p, b);
+        const a = (b as { spec: { resourceAttributes: Record<string, string> } }).spec
+          .resourceAttributes;
+        const need = `${a.verb} ${a.resource} ${a.name ?? "-"}`;
+        asked.push(`${name}: ${need}`);
+        return Promise.resolve({ status: { allowed: need !== denied } });
+      },
+    } as unknown as Kube;
+    return m;
+  };
+  for (
+    const [name, denied] of [["a", "update configmaps run-record.drv"], [
+      "a2",
+      "get configmaps fleet-approval.drv.prod",
+    ]]
+  ) {
+    const env = {
+      log: member(name, "").log,
+      signal: new AbortController().signal,
+      errorCode: () => 4,
+    } as unknown as FleetEnv;
+    let ran = false;
+    const out = await withLease(spec, [member(name, denied)], env, () => {
+      ran = true;
+      return Promise.resolve(0);
+    });
+    assert.equal(ran, false, `${name}: the fleet ran lacking ${denied}`);
+    assert.deepEqual(out, { yielded: 4 });
+  }
+  assert.ok(asked.includes("a: get configmaps run-record.drv"), asked.join("\n"));
+  assert.ok(
+    !asked.some((n) => n.startsWith("a: get configmaps fleet-approval")),
+    "a is in no approval stage",
+  );
+});
