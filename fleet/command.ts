@@ -22,7 +22,7 @@ import type { ReportInput } from "../report/report.ts";
 import { reportFiles, type RunConfig, type RunContext } from "../run/config.ts";
 import { EXIT, resolveNamespace, runDispatcher } from "../run/run.ts";
 import { checkPermissions, resolveOwner, validateOnServer } from "../run/preflight.ts";
-import { FleetLease, leaseNeeds, processAlive, readHolder, thisProcess } from "./lease.ts";
+import { FleetLease, fleetNeeds, processAlive, readHolder, thisProcess } from "./lease.ts";
 import {
   approvedBy,
   readRecord,
@@ -422,7 +422,11 @@ export async function withLease(
   const failed = await firstFailure(
     members,
     env,
-    async (m) => void await checkPermissions(m.kube, leaseNeeds(m.key.namespace, m.key.prefix)),
+    async (m) => {
+      const approvals = spec.stages.filter((s) => s.approval && s.clusters.includes(m.name));
+      const needs = fleetNeeds(m.key.namespace, m.key.prefix, approvals.map((s) => s.name));
+      await checkPermissions(m.kube, needs);
+    },
   );
   if (failed !== undefined) return { yielded: failed };
   const lost = new AbortController();

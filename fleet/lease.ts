@@ -33,6 +33,8 @@
 import { labelValue } from "../job.ts";
 import { ApiError, type Kube } from "../kube/client.ts";
 import type { PermissionNeed } from "../run/preflight.ts";
+import { recordName } from "../report/record.ts";
+import { approvalName } from "./cluster.ts";
 
 /**
  * How long a lease lives after its last renewal. Three renewals fit in it,
@@ -188,6 +190,41 @@ export function leaseNeeds(namespace: string, prefix: string): PermissionNeed[] 
     { verb: "get", ...cms, name },
     { verb: "create", ...cms },
     { verb: "update", ...cms, name },
+  ];
+}
+
+/**
+ * What the fleet stops without in a cluster, beyond its lease: the run
+ * record's get and update by its name (the fleet counts a cluster by its
+ * closing record, and stops the line when it is lost: optional to a single
+ * run, required here) and the get of each approval it waits on there
+ * (`fleet-approval.<prefix>.<stage>`). Asked before the first cluster runs,
+ * so a Role that names only `run-record.<prefix>` (rbac's output) or none
+ * of them fails here, not after a stage rolled out.
+ */
+export function fleetNeeds(
+  namespace: string,
+  prefix: string,
+  approvalStages: readonly string[],
+): PermissionNeed[] {
+  const cms = {
+    group: "",
+    resource: "configmaps",
+    namespace,
+    grant: "Role job-dispatcher-run-record",
+  };
+  const flags = ["fleet (it counts a cluster by its run record)"];
+  return [
+    ...leaseNeeds(namespace, prefix),
+    { verb: "get", ...cms, name: recordName(prefix), flags },
+    { verb: "update", ...cms, name: recordName(prefix), flags },
+    ...approvalStages.map((stage) => ({
+      verb: "get",
+      ...cms,
+      name: approvalName(prefix, stage),
+      flags: [`fleet (stage ${stage}'s approval)`],
+      grant: "a Role naming fleet-approval.<prefix>.<stage> (docs/fleet.md)",
+    })),
   ];
 }
 
