@@ -414,8 +414,9 @@ Deno.test({
 // The closing write is the one a caller counts the run by (fleet/): one that
 // a policy refuses, or that an outage loses (a write is sent again only on
 // Retry-After), leaves the record "running" after an exit 0.
-const CLOSING: { name: string; answer?: number; want?: RegExp }[] = [
+const CLOSING: { name: string; answer?: number; want?: RegExp; firstOnly?: boolean }[] = [
   { name: "a closing write that lands", want: undefined },
+  { name: "a write lost mid-run (503), the closing one lands", answer: 503, firstOnly: true },
   { name: "every write refused by a policy (403)", answer: 403, want: /denied by policy/ },
   { name: "the closing write lost to an outage (503)", answer: 503, want: /etcd is down/ },
 ];
@@ -430,6 +431,7 @@ for (const c of CLOSING) {
       let writes = 0;
       api.intercept = (method, _name, next) => {
         if (method === "GET" || !c.answer) return next();
+        if (c.firstOnly && writes++ > 0) return next();
         // A 403 refuses every write; an outage loses the closing one only.
         if (c.answer === 503 && writes++ === 0) return next();
         const message = c.answer === 403
