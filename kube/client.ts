@@ -424,10 +424,28 @@ function readRegularFile(path: string): string {
   return Deno.readTextFileSync(path);
 }
 
+/** What was read of each pipe ({@linkcode readOnceIfPipe}), for this process. */
+const PIPED = new Map<string, string>();
+
+/**
+ * Reads `path`; a pipe (`--kubeconfig <(…)`, a FIFO) once per process, its
+ * text kept: a pipe gives its text to its first reader only, and a fleet
+ * connects once per cluster with the same `--kubeconfig` (the second read
+ * found no contexts). A regular file is read again each time: a token or
+ * certificate file rotates under the run, as kubectl re-reads it.
+ */
+function readOnceIfPipe(path: string): string {
+  const kept = PIPED.get(path);
+  if (kept !== undefined) return kept;
+  const text = Deno.readTextFileSync(path);
+  if (!Deno.statSync(path).isFile) PIPED.set(path, text);
+  return text;
+}
+
 /** The kubeconfig reads, from the file system and the environment. */
 const DENO_IO: KubeconfigIo = {
   env: (name) => Deno.env.get(name),
-  readTextFile: (path) => Deno.readTextFileSync(path),
+  readTextFile: readOnceIfPipe,
   exists: (path) => {
     try {
       Deno.statSync(path);
