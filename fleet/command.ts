@@ -39,6 +39,7 @@ import { openSoakGates } from "./soak_gates.ts";
 import { fleetJunit, fleetReport, fleetTimeline } from "./report.ts";
 import { fleetEta } from "./eta.ts";
 import { pauseFileFor, pauseOwnerFor, readExitLatch } from "../gates/latch.ts";
+import { pauseFileExists } from "../engine/pause.ts";
 import { fleetClusters, type FleetSpec } from "./spec.ts";
 import { type ClusterFacts, type FleetView, fleetView, renderFleetView } from "./status.ts";
 
@@ -279,7 +280,7 @@ function runnerOf(
       return recordCause(said) ?? `exit ${code} (see its lines above)`;
     },
     approvedBy: (stage, c) => approvedBy(m(c).kube, m(c).key, stage),
-    soakGates: (clusters) => openSoakGates(clusters.map(m), env.log, fileExists),
+    soakGates: (clusters) => openSoakGates(clusters.map(m), env.log, pauseFileExists),
   };
 }
 
@@ -645,7 +646,7 @@ export async function fleetStatus(
     }));
     // The pause file a breach in the soak latches (fleet/soak_gates.ts), read as the fleet reads it.
     const pauseFile = opts.maintenance.pauseFile;
-    const paused = pauseFile && fileExists(pauseFile) ? pauseFile : undefined;
+    const paused = pauseFile && pauseFileExists(pauseFile) ? pauseFile : undefined;
     const view = fleetView(spec, facts, members[0].key.templateHash, Date.now(), { paused });
     view.heldBy = await leaseHolderOf(members);
     env.stdout(output === "json" ? JSON.stringify(view, null, 2) + "\n" : renderFleetView(view));
@@ -678,7 +679,7 @@ function stopLine(opts: RunConfig, members: Member[]): StopLine {
   return new StopLine({
     pauseFile,
     write: pauseFileFor,
-    exists: fileExists,
+    exists: pauseFileExists,
     owner: holds && opts.ownerJobName
       ? (c, reason) => latchOwner(opts, members, c, reason)
       : undefined,
@@ -698,16 +699,6 @@ async function latchOwner(opts: RunConfig, members: Member[], c: string, reason:
   if (!owner) throw new Error(`cluster ${c}: no owner Job ${opts.ownerJobName} to latch`);
   const pausedKey = trackingKeys(m.cfg.trackingLabelPrefix).paused;
   await pauseOwnerFor({ kube: m.kube, namespace, owner, pausedKey }, reason);
-}
-
-/** Whether a file is there now (the pause file: a person removes it to lift the pause). */
-function fileExists(path: string): boolean {
-  try {
-    Deno.statSync(path);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** Waits `ms`, or until `signal` aborts. */
