@@ -40,6 +40,7 @@ import { fleetJunit, fleetReport, fleetTimeline } from "./report.ts";
 import { fleetEta } from "./eta.ts";
 import { pauseFileFor, pauseOwnerFor, readExitLatch } from "../gates/latch.ts";
 import { pauseFileExists } from "../engine/pause.ts";
+import { SYSTEM_CLOCK } from "../base/clock.ts";
 import { fleetClusters, type FleetSpec } from "./spec.ts";
 import { type ClusterFacts, type FleetView, fleetView, renderFleetView } from "./status.ts";
 
@@ -342,7 +343,7 @@ export async function fleetCommand(
         log: env.log,
         signal,
         now: Date.now,
-        sleep,
+        sleep: SYSTEM_CLOCK.sleep,
         approvalPollMs: Math.max(1000, opts.pollIntervalSecs * 1000),
         approveHint: env.approveHint,
         line,
@@ -437,7 +438,7 @@ export async function withLease(
     thisProcess(spec.source),
     {
       now: Date.now,
-      sleep,
+      sleep: SYSTEM_CLOCK.sleep,
       alive: processAlive,
       warn: (msg) => env.log.warn(msg),
       lost: (cluster, msg) => {
@@ -699,17 +700,4 @@ async function latchOwner(opts: RunConfig, members: Member[], c: string, reason:
   if (!owner) throw new Error(`cluster ${c}: no owner Job ${opts.ownerJobName} to latch`);
   const pausedKey = trackingKeys(m.cfg.trackingLabelPrefix).paused;
   await pauseOwnerFor({ kube: m.kube, namespace, owner, pausedKey }, reason);
-}
-
-/** Waits `ms`, or until `signal` aborts. */
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-  });
 }

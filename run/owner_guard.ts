@@ -35,6 +35,7 @@ import type { V1Job } from "@kubernetes/client-node";
 import { interpretStatus, jobFinished, type OwnerRef, type TrackingKeys } from "../job.ts";
 import { ApiError, isRetryable, type Kube, paths } from "../kube/client.ts";
 import { pointer, writeMetadataMaps } from "../kube/metadata_patch.ts";
+import { SYSTEM_CLOCK } from "../base/clock.ts";
 
 /** What the guard logs. */
 export interface GuardLog {
@@ -248,7 +249,7 @@ export async function waitForEarlierRuns(opts: OwnerGuardOptions): Promise<boole
     const owners = await readOwners(opts, said === "outage");
     if (!owners) {
       said = "outage";
-      await sleep(pollMs, signal);
+      await SYSTEM_CLOCK.sleep(pollMs, signal);
       continue;
     }
     const { self, earlier, later } = owners;
@@ -278,7 +279,7 @@ export async function waitForEarlierRuns(opts: OwnerGuardOptions): Promise<boole
       );
       said = names;
     }
-    await sleep(pollMs, signal);
+    await SYSTEM_CLOCK.sleep(pollMs, signal);
   }
 }
 
@@ -309,7 +310,7 @@ async function markBegun(opts: OwnerGuardOptions): Promise<boolean> {
         log.warn(`Cannot mark owner job ${owner.name} as begun: ${(e as Error).message}`);
         return true;
       }
-      await sleep(opts.pollMs ?? 5000, opts.signal);
+      await SYSTEM_CLOCK.sleep(opts.pollMs ?? 5000, opts.signal);
     }
   }
 }
@@ -388,19 +389,6 @@ async function readOwners(opts: OwnerGuardOptions, told: boolean) {
   }
 }
 
-/** Resolves after `ms`, or at once when `signal` aborts. */
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    }
-    signal?.addEventListener("abort", done);
-  });
-}
-
 /**
  * The per-node Jobs of this tracking prefix (what the decisions read), read
  * again while some have their outcome decided but their pods not yet gone
@@ -430,7 +418,7 @@ async function settledJobs(opts: OwnerGuardOptions): Promise<V1Job[]> {
       );
       said = true;
     }
-    await sleep(pollMs, opts.signal);
+    await SYSTEM_CLOCK.sleep(pollMs, opts.signal);
   }
 }
 
