@@ -20,7 +20,7 @@
  */
 
 import type { V1Job } from "@kubernetes/client-node";
-import { classifyJob, interpretStatus, slimJob, stillRuns } from "../job.ts";
+import { classifyJob, interpretStatus, settledJob, slimJob, stillRuns } from "../job.ts";
 import { budgetExceeded } from "./safety.ts";
 import { WaveState } from "./wave_state.ts";
 import { admit, takeNext } from "./admission.ts";
@@ -238,7 +238,8 @@ class Fanout {
       pollIntervalMs: this.#o.pollIntervalMs,
       pollOnly,
       watchRetryMs: this.#o.watchRetryMs,
-      keep: slimJob,
+      // A final node state never changes: of its Job only what the informer compares stays.
+      keep: (job) => (this.#final(job.metadata?.name ?? "") ? settledJob(job) : slimJob(job)),
       onUpsert: (job) => this.#onUpsert(job),
       onDelete: (job, how) => this.#onDelete(job, how),
       onNote: (n) => {
@@ -462,9 +463,17 @@ class Fanout {
     this.#o.reporter.event({ kind: "stopped", reason });
   }
 
+  /** Whether `name` is a target's Job whose node's state is final (it never changes again). */
+  #final(name: string): boolean {
+    const s = this.#nodes.get(name);
+    return s !== undefined && FINAL.has(s.phase) && this.#byName.has(name);
+  }
+
   /** A node reached its final state: its wave, the budget, the report. */
   #settled(t: Target, s: NodeState): void {
     const node = t.node.name;
+    // Its Job's outcome is in `s`: the cached Job shrinks to what the informer compares.
+    this.#jobs.rekeep(t.name);
     this.#waves?.settled(t, s);
     const counted = s.counted ?? false;
     if (s.phase === "succeeded") {

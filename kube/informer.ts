@@ -191,6 +191,18 @@ export class Informer<T extends KubeObject> {
   }
 
   /**
+   * Applies `keep` again to the cached object named `name`, when what the
+   * caller needs of it has shrunk (the engine needs nothing of a Job whose
+   * node's outcome is final but what the informer itself compares: name,
+   * UID and resourceVersion). Without `keep`, or when nothing is cached
+   * under the name, a no-op.
+   */
+  rekeep(name: string): void {
+    const obj = this.cache.get(name);
+    if (obj !== undefined && this.#o.keep) this.cache.set(name, this.#o.keep(obj));
+  }
+
+  /**
    * Stops following; the cache stays as it was. A LIST or watch in flight is
    * aborted, so this resolves at once even while the API server is silent.
    */
