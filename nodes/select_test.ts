@@ -55,3 +55,58 @@ Deno.test({
     assert.equal(slimNode({ metadata: { name: "bare" } }).status, undefined);
   },
 });
+
+Deno.test({
+  name: "slimNode() of a slim node is that node itself, and of anything else a slim copy",
+  permissions: "none",
+  fn() {
+    const slim = slimNode({
+      metadata: { name: "w", uid: "u", managedFields: [{ manager: "kubelet" }] },
+      status: {
+        nodeInfo: { machineID: "m", containerRuntimeVersion: "c", osImage: "" } as never,
+        conditions: [{ type: "Ready", status: "True", reason: "KubeletReady" }],
+      },
+    });
+    const cases: { name: string; node: V1Node; same: boolean }[] = [
+      { name: "a slim node", node: slim, same: true },
+      {
+        name: "with status undefined",
+        node: { metadata: { name: "w" }, status: undefined },
+        same: true,
+      },
+      { name: "without status", node: { metadata: { name: "w" } }, same: false },
+      { name: "without metadata", node: {}, same: false },
+      { name: "with managedFields", node: { metadata: { managedFields: [] } }, same: false },
+      { name: "with an empty status", node: { metadata: {}, status: {} }, same: false },
+      { name: "with images", node: { metadata: {}, status: { images: [] } }, same: false },
+      {
+        name: "with more of nodeInfo",
+        node: { metadata: {}, status: { nodeInfo: { machineID: "m", osImage: "" } as never } },
+        same: false,
+      },
+      {
+        name: "with another condition",
+        node: { metadata: {}, status: { conditions: [{ type: "DiskPressure", status: "False" }] } },
+        same: false,
+      },
+      {
+        name: "with Ready's reason",
+        node: {
+          metadata: {},
+          status: { conditions: [{ type: "Ready", status: "True", reason: "KubeletReady" }] },
+        },
+        same: false,
+      },
+    ];
+    for (const { name, node, same } of cases) {
+      const out = slimNode(node);
+      assert.equal(out === node, same, name);
+      // Either way the same content as slimming a copy of it.
+      assert.deepEqual(
+        out,
+        slimNode(structuredClone({ ...node, metadata: { ...node.metadata, managedFields: [] } })),
+        name,
+      );
+    }
+  },
+});
