@@ -532,7 +532,8 @@ class Fanout {
     }
     if (disposition !== "stale") return;
     const active = stillRuns(job);
-    const why = staleWhy(job, t?.job, this.#o.run, t?.node.uid);
+    // Called on its target: `job` may build the Job of the target it is called on.
+    const why = staleWhy(job, t && (() => t.job()), this.#o.run, t?.node.uid);
     this.#apply(name, { type: "staleFound", uid: job.metadata!.uid!, active });
     this.#decided(name, job);
     if (active) {

@@ -41,7 +41,8 @@ export interface Target {
   /**
    * Makes the node's Job (`instantiateJob`). Called when the Job is created,
    * not before: a fleet of 10,000 would otherwise hold 10,000 Jobs in memory
-   * for the whole run.
+   * for the whole run. Called as a method (`t.job()`): the plan's is one
+   * function for every target, which reads the node from `this`.
    */
   job(): V1Job;
   /** Its wave (1-based) with `--waves`/`--canary`; without, the run is one wave. */
