@@ -422,8 +422,8 @@ export interface RecorderOptions {
   namespace: string;
   /** The owner Job, if any. */
   owner?: OwnerRef;
-  /** The run's nodes. */
-  nodes: ReadonlyMap<string, RecordedNode>;
+  /** The run's nodes, by name (a Map, or a view of the selection's). */
+  nodes: Pick<ReadonlyMap<string, RecordedNode>, "get">;
   /** Write Events. @default true */
   events?: boolean;
   /** Mark the nodes. @default true */

@@ -277,7 +277,7 @@ function nodeWriter({ opts, plan, ctx }: Execution, labels = opts.nodeLabels): N
 /** The recorder of a fan-out: Events, node marks, the owner's status (report/report.ts). */
 function recorderFor(
   { opts, plan, ctx }: Execution,
-  nodes: V1Node[],
+  nodes: ReadonlyMap<string, V1Node>,
   withOwner: boolean,
   marks: boolean,
   record?: RecorderOptions["record"],
@@ -291,7 +291,13 @@ function recorderFor(
     owner: withOwner ? plan.owner : undefined,
     marks,
     nodeRecords: opts.nodeRecords,
-    nodes: new Map(nodes.map((n) => [n.metadata!.name!, { uid: n.metadata!.uid! }])),
+    // A view of the selection: a map of its own would hold an entry per node for the run.
+    nodes: {
+      get: (name) => {
+        const n = nodes.get(name);
+        return n && { uid: n.metadata!.uid! };
+      },
+    },
   });
 }
 
@@ -379,7 +385,8 @@ async function runCleanup(x: Execution, started: number): Promise<NodeResult[]> 
     claim: false,
     remove: true,
   });
-  const recorder = recorderFor(x, cleanup.nodes, false, false);
+  const selected = new Map(cleanup.nodes.map((n) => [n.metadata!.name!, n]));
+  const recorder = recorderFor(x, selected, false, false);
   let results: NodeResult[] = [];
   try {
     const report = await dispatchPhase(x, {
@@ -387,7 +394,7 @@ async function runCleanup(x: Execution, started: number): Promise<NodeResult[]> 
       run: plan.cleanupRun!,
       writer,
       recorder,
-      selected: new Map(cleanup.nodes.map((n) => [n.metadata!.name!, n])),
+      selected,
     }, {});
     results = report.results;
   } finally {
@@ -409,7 +416,7 @@ async function runMain(x: Execution, closes: number, cleanup: NodeResult[]): Pro
   const { kube, log } = ctx;
   const { namespace, keys, owner, targets } = plan;
   // A cleanup run clears the outcome marks instead of writing them.
-  const recorder = recorderFor(x, plan.eligible, true, !opts.nodeLabels?.remove, {
+  const recorder = recorderFor(x, plan.selected, true, !opts.nodeLabels?.remove, {
     prefix: plan.prefix,
     templateHash: plan.run.templateHash,
     parallelism: opts.parallelism,
