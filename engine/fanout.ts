@@ -472,8 +472,9 @@ class Fanout {
   /** A node reached its final state: its wave, the budget, the report. */
   #settled(t: Target, s: NodeState): void {
     const node = t.node.name;
-    // Its Job's outcome is in `s`: the cached Job shrinks to what the informer compares.
-    this.#jobs.rekeep(t.name);
+    // Its Job's outcome is in `s`, which never changes again: its Job leaves
+    // the cache (an event of it later is cached as the informer compares it).
+    this.#jobs.forget(t.name);
     this.#waves?.settled(t, s);
     const counted = s.counted ?? false;
     if (s.phase === "succeeded") {

@@ -191,15 +191,14 @@ export class Informer<T extends KubeObject> {
   }
 
   /**
-   * Applies `keep` again to the cached object named `name`, when what the
-   * caller needs of it has shrunk (the engine needs nothing of a Job whose
-   * node's outcome is final but what the informer itself compares: name,
-   * UID and resourceVersion). Without `keep`, or when nothing is cached
-   * under the name, a no-op.
+   * Drops the cached object named `name` until a LIST or a watch event shows
+   * it again: the caller needs nothing more of it (the engine, of the Job of
+   * a node whose outcome is final). Its later events still come, a DELETED
+   * one with no cached object behind it; a re-list reports it as added.
    */
-  rekeep(name: string): void {
-    const obj = this.cache.get(name);
-    if (obj !== undefined && this.#o.keep) this.cache.set(name, this.#o.keep(obj));
+  forget(name: string): void {
+    this.cache.delete(name);
+    this.#assumed.delete(name);
   }
 
   /**

@@ -341,46 +341,25 @@ Deno.test("Informer reports a Job re-created under its name during a watch gap a
   });
 });
 
-Deno.test("Informer.rekeep() applies keep again to one cached object, and only with keep", async () => {
-  const idle = (signal: AbortSignal): AsyncIterable<WatchEvent<V1Job>> => ({
-    async *[Symbol.asyncIterator]() {
-      await new Promise((r) => signal.addEventListener("abort", r, { once: true }));
-    },
-  });
-  const settled = new Set<string>();
-  // Of a settled object only its name, UID and resourceVersion stay.
-  const keep = (j: V1Job): V1Job => {
-    if (!settled.has(j.metadata!.name!)) return j;
-    const { name, uid, resourceVersion } = j.metadata!;
-    return { metadata: { name, uid, resourceVersion } };
+Deno.test("Informer.forget() drops one cached object until the API server shows it again", async () => {
+  let rv = 10;
+  const handler = (req: Request): Response => {
+    if (!isWatch(req)) return list([job("a", 5), job("b", 6)], rv);
+    // The next watch: b changes; then the watch ends.
+    return events([{ type: "MODIFIED", object: job("b", ++rv) }]);
   };
-  const full = (name: string): V1Job => ({ ...job(name, 5), status: { succeeded: 1 } });
-  const table: { keep?: (j: V1Job) => V1Job; rekeep: string; want: Record<string, V1Job> }[] = [
-    {
-      keep,
-      rekeep: "a",
-      want: { a: { metadata: { name: "a", uid: "uid-a", resourceVersion: "5" } }, b: full("b") },
-    },
-    { keep, rekeep: "missing", want: { a: full("a"), b: full("b") } },
-    { keep: undefined, rekeep: "a", want: { a: full("a"), b: full("b") } },
-  ];
-  for (const { keep: k, rekeep, want } of table) {
-    settled.clear();
-    const inf = new Informer<V1Job>({
-      source: {
-        list: () => Promise.resolve({ items: [], resourceVersion: "1" }),
-        watch: (_, s) => idle(s),
-      },
-      keep: k,
-    });
-    await inf.start({ items: [full("a"), full("b")], resourceVersion: "1" });
-    settled.add("a");
-    inf.rekeep(rekeep);
+  await withServer(handler, async (kube) => {
+    const seen: Seen = { upserts: [], deletes: [], notes: [] };
+    const inf = informer(kube, seen);
+    await inf.start();
+    inf.forget("a");
+    inf.forget("b");
+    inf.forget("missing");
+    assert.deepEqual([...inf.cache.keys()], []);
+    await until("b's event", () => inf.cache.has("b"));
     await inf.stop();
-    assert.deepEqual(
-      Object.fromEntries(inf.cache),
-      want,
-      `rekeep(${rekeep}) with${k ? "" : "out"} keep`,
-    );
-  }
+    assert.deepEqual([...inf.cache.keys()], ["b"], "only what an event showed again is back");
+    assert.deepEqual(seen.upserts[0], "b");
+    assert.deepEqual(seen.deletes, [], "a forgotten object is not reported gone");
+  });
 });
