@@ -403,3 +403,23 @@ Deno.test({
     await w.close("done");
   },
 });
+
+Deno.test("encodeRecord() writes the same bytes with the runtime's base64 encoder as without it", async () => {
+  const proto = Uint8Array.prototype as { toBase64?: unknown };
+  const native = proto.toBase64;
+  for (const n of [0, 1, 6, 10_000]) {
+    const r = fleet(n, (i) => (i % 6 === 3 ? `reason ${i}` : undefined));
+    const withNative = await encodeRecord(r);
+    delete proto.toBase64;
+    try {
+      assert.deepEqual(await encodeRecord(r), withNative, `${n} nodes`);
+    } finally {
+      if (native) proto.toBase64 = native;
+    }
+    const back = await decodeRecord(withNative.data, withNative.binaryData);
+    assert.deepEqual(
+      back.nodes.map((x) => [x.node, x.phase]),
+      r.nodes.map((x) => [x.node, x.phase]),
+    );
+  }
+});
