@@ -24,7 +24,7 @@ import { helpText } from "./cli/commands.ts";
 import { completionScript } from "./cli/completion.ts";
 import { completeWords } from "./cli/complete.ts";
 import { parseRbacOptions, RBAC_HELP } from "./cli/rbac_options.ts";
-import { rbacCommandDocuments, rbacYaml } from "./rbac/command.ts";
+import { rbacCommandText } from "./rbac/command.ts";
 
 /** The release version; `--version` prints it. */
 export const VERSION = "0.1.0";
@@ -219,11 +219,11 @@ async function rbacMain(args: string[]): Promise<number> {
     }
     const templates = r.viewer ? {} : await readTemplates(r.run);
     const env = (name: string) => Deno.env.get(name);
-    const docs = rbacCommandDocuments({ ...r, opts: r.run, ...templates }, {
+    const text = rbacCommandText({ ...r, opts: r.run, ...templates }, {
       env,
       readFile: readFileOrUndefined,
     });
-    writeStdout(rbacYaml(docs));
+    writeStdout(text);
     return EXIT.ok;
   } catch (e) {
     return exitForError(e, { log, stopped: false, exitCode: EXIT.ok });

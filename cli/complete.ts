@@ -43,6 +43,8 @@ async function namespaces(kubeconfig?: string, context?: string): Promise<string
       kubeconfig,
       context,
       signal,
+      pluginSignal: signal,
+      regularFilesOnly: true,
       apiWaitMs: 0,
       retry: { requestTimeoutMs: COMPLETE_TIMEOUT_MS, budgetMs: 0, baseDelayMs: 0, maxDelayMs: 0 },
     });

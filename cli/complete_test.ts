@@ -104,3 +104,36 @@ Deno.test({
     });
   },
 });
+
+Deno.test({
+  name:
+    "__complete contexts answers nothing, at once, for a kubeconfig that is a FIFO or too large",
+  ignore: Deno.build.os === "windows",
+  permissions: { read: true, write: true, env: true, run: true },
+  async fn() {
+    const dir = Deno.makeTempDirSync({ prefix: "complete-" });
+    const fifo = `${dir}/fifo`;
+    assert.equal((await new Deno.Command("mkfifo", { args: [fifo] }).output()).code, 0);
+    const big = `${dir}/big`;
+    Deno.writeTextFileSync(big, `# ${"x".repeat(33 * 1024 * 1024)}\n`);
+    for (const path of [fifo, big]) {
+      // A child process: a read of a FIFO nobody writes blocks its thread for good.
+      const out = await new Deno.Command(Deno.execPath(), {
+        args: [
+          "run",
+          "-A",
+          "--no-check",
+          new URL("../main.ts", import.meta.url).pathname,
+          "__complete",
+          "contexts",
+          "--kubeconfig",
+          path,
+        ],
+        stdin: "null",
+        signal: AbortSignal.timeout(20_000),
+      }).output();
+      assert.equal(out.success, true, `${path}: ${new TextDecoder().decode(out.stderr)}`);
+      assert.equal(new TextDecoder().decode(out.stdout), "");
+    }
+  },
+});

@@ -150,12 +150,13 @@ _job_dispatcher() {
         # The kubeconfig (and --context) typed so far; nothing offered on failure.
         # A context's name is free text ("$(...)", "eu west"): matched and escaped
         # here, one a line, never through compgen -W, which expands its words.
+        # stdin is /dev/null: an exec credential plugin must not read the prompt's keys.
         local name
         COMPREPLY=()
         while IFS= read -r name; do
           [[ -n "$name" && "$name" == "$cur"* ]] && COMPREPLY+=("$prefix$(printf '%q' "$name")")
         done < <(job-dispatcher __complete "$kind" \\
-          "\${COMP_WORDS[@]:1:$((COMP_CWORD - 1))}" 2>/dev/null)
+          "\${COMP_WORDS[@]:1:$((COMP_CWORD - 1))}" </dev/null 2>/dev/null)
         return ;;
       *) COMPREPLY=($(compgen -P "$prefix" -W "\${kind#w }" -- "$cur")); return ;;
     esac
@@ -198,7 +199,7 @@ function fishFlags(cmd: Command, condition: string): string[] {
       ? ` -x -a '${quote(v.words)}'`
       : v.kind === "free"
       ? " -x"
-      : ` -x -a '(job-dispatcher __complete ${v.kind} (commandline -opc)[2..-1] 2>/dev/null)'`;
+      : ` -x -a '(job-dispatcher __complete ${v.kind} (commandline -opc)[2..-1] </dev/null 2>/dev/null)'`;
     return `complete -c job-dispatcher -n '${condition}' -l ${flag.name}${short}${args}`;
   });
 }

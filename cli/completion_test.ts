@@ -267,3 +267,19 @@ Deno.test({
     assert.throws(() => completionScript(undefined), /^UsageError: Missing shell: /);
   },
 });
+
+Deno.test({
+  name:
+    "the scripts run __complete with stdin from /dev/null: an exec plugin never reads the terminal",
+  permissions: "none",
+  fn() {
+    // `__complete namespaces` may run the kubeconfig's exec credential plugin;
+    // with the shell's stdin it could read the keys typed at the prompt.
+    for (const script of [completionScript("bash"), completionScript("fish")]) {
+      const calls = script.split("\n").filter((l) => l.includes("__complete"));
+      assert.ok(calls.length > 0);
+      const call = script.slice(script.indexOf("job-dispatcher __complete"));
+      assert.match(call.slice(0, call.indexOf("2>/dev/null")), /<\s*\/dev\/null/, calls.join("\n"));
+    }
+  },
+});

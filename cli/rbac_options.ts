@@ -13,6 +13,7 @@ export const RBAC_HELP = `job-dispatcher rbac: the RBAC a run with these flags n
 
 USAGE
   job-dispatcher rbac --job-template PATH [run flags] [--service-account NAME]
+                      [--required-only]
   job-dispatcher rbac --viewer [-n NAMESPACE] [--service-account NAME]
 
   Prints the ServiceAccount, the ClusterRole (nodes; pods and evictions in
@@ -40,6 +41,14 @@ OPTIONS
                           the run's own keys only (docs/admission-policies.md).
                           They need admissionregistration.k8s.io/v1
                           (Kubernetes 1.30+).
+  --required-only         Only the rules the run stops without (exit 3 at its
+                          pre-flight): no patch nodes unless a flag writes
+                          nodes, no Events, no run record. A comment at the
+                          top names each rule left out, in the words of the
+                          warning the run then gives. Off by default: the
+                          run records less without them (no node marks, so
+                          a re-run cannot tell a node done by a collected
+                          Job; no Events; no record for status).
   --viewer                The read-only roles of job-dispatcher status
                           instead: the per-node Jobs, the run record, the
                           nodes; bound to the ServiceAccount.
@@ -60,17 +69,32 @@ export interface RbacOptions {
   help: boolean;
   /** `--admission-policies` (default true): print the ValidatingAdmissionPolicies too. */
   admissionPolicies: boolean;
+  /** `--required-only`: only the needs the run stops without. */
+  requiredOnly: boolean;
 }
 
-/** Takes `--service-account NAME` and `--viewer` out of argv. */
+/** A kubectl-style boolean `--name`, `--name=true`, `--name=false`; undefined when `a` is another flag. */
+function boolFlag(a: string, name: string): boolean | undefined {
+  if (a === name || a === `${name}=true`) return true;
+  if (a === `${name}=false`) return false;
+  if (a.startsWith(`${name}=`)) {
+    throw new UsageError(`Invalid ${a}: it takes =true or =false (or no value: true)`);
+  }
+  return undefined;
+}
+
+/** Takes `rbac`'s own flags (`--service-account NAME`, `--viewer`, …) out of argv. */
 function takeOwnFlags(argv: string[]) {
   const rest: string[] = [];
   let account: string | undefined;
   let viewer = false;
   let policies = true;
+  let requiredOnly = false;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
-    if (a === "--service-account") account = argv[++i] ?? "";
+    const required = boolFlag(a, "--required-only");
+    if (required !== undefined) requiredOnly = required;
+    else if (a === "--service-account") account = argv[++i] ?? "";
     else if (a.startsWith("--service-account=")) account = a.slice("--service-account=".length);
     else if (a === "--viewer") viewer = true;
     else if (a === "--admission-policies" || a === "--admission-policies=true") policies = true;
@@ -79,14 +103,25 @@ function takeOwnFlags(argv: string[]) {
       throw new UsageError(`Invalid ${a}: --admission-policies takes =true or =false`);
     } else rest.push(a);
   }
-  // A DNS-1123 subdomain, as the API server requires of a ServiceAccount's name.
-  if (account !== undefined && !/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(account)) {
+  // A DNS-1123 subdomain, as the API server requires of a ServiceAccount's
+  // name: at most 253 characters of dot-separated labels, each starting and
+  // ending with a letter or digit (so no "..", ".-" or "-.").
+  const label = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
+  const subdomain = new RegExp(`^${label}(\\.${label})*$`);
+  if (account !== undefined && (account.length > 253 || !subdomain.test(account))) {
     throw new UsageError(
-      `Invalid --service-account ${JSON.stringify(account)}: lower-case letters, digits, ` +
-        "'-' and '.', starting and ending with a letter or digit",
+      `Invalid --service-account ${JSON.stringify(account)}: at most 253 lower-case letters, ` +
+        "digits, '-' and '.', each '.'-separated part starting and ending with a letter or digit",
     );
   }
-  return { account, viewer, policies, rest };
+  // The viewer's reads are all required: the flag would change nothing, so a
+  // user who expects it to is told.
+  if (viewer && requiredOnly) {
+    throw new UsageError(
+      "Invalid argument --required-only with --viewer: it takes only -n and --service-account",
+    );
+  }
+  return { account, viewer, policies, requiredOnly, rest };
 }
 
 /**
@@ -100,7 +135,7 @@ function takeOwnFlags(argv: string[]) {
  * @throws {UsageError} naming the flag at fault, as the run does
  */
 export function parseRbacOptions(argv: string[]): RbacOptions {
-  const { account, viewer, policies, rest } = takeOwnFlags(argv);
+  const { account, viewer, policies, requiredOnly, rest } = takeOwnFlags(argv);
   const help = rest.includes("-h") || rest.includes("--help");
   if (viewer && !help) {
     const other = rest.find((a, i) =>
@@ -121,5 +156,6 @@ export function parseRbacOptions(argv: string[]): RbacOptions {
     run,
     help,
     admissionPolicies: policies && !viewer,
+    requiredOnly,
   };
 }

@@ -51,7 +51,7 @@ export interface LocalHook {
  * The hook container's arguments and environment for a run on this machine:
  * every `--flag=VALUE` whose value is a path under a volume's mount path
  * names the same file under `dirs[mountPath]`; `$(VAR)` is expanded from the
- * container's env as the kubelet does, with the downward API's
+ * container's env as the kubelet does (`$$` an escaped `$`), with the downward API's
  * `metadata.name` as `podName`. Pure.
  *
  * @throws {Error} when the env holds a source this cannot play
@@ -66,7 +66,12 @@ export function localHook(job: Obj, dirs: Record<string, string>, podName: strin
   }
   const mounts = Object.keys(dirs).sort((a, b) => b.length - a.length);
   const args = (c.args as string[]).map((arg) => {
-    let out = arg.replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (m, v) => env[v] ?? m);
+    // The kubelet's expansion: `$$` is an escaped `$` (`$$(VAR)` stays
+    // `$(VAR)`), and a `$(VAR)` of no defined VAR stays as written.
+    let out = arg.replace(
+      /\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g,
+      (m, v) => m === "$$" ? "$" : env[v] ?? m,
+    );
     // Only a flag's whole value: a selector that mentions a path is not one.
     const eq = out.indexOf("=");
     const m = mounts.find((m) => out.startsWith(`${m}/`, eq + 1));
@@ -153,6 +158,16 @@ async function fillVolumes(
   return dirs;
 }
 
+/**
+ * The hook's command line as printed, each argument quoted for sh: a
+ * `--window=Sat,Sun 01:00-05:00 Europe/Berlin` copied from it stays one word.
+ */
+export function hookCommandLine(args: string[]): string {
+  const quote = (a: string) =>
+    /^[A-Za-z0-9_@%+=:,.\/-]+$/.test(a) ? a : `'${a.replaceAll("'", `'\\''`)}'`;
+  return `job-dispatcher ${args.map(quote).join(" ")}`;
+}
+
 /** A kubeconfig of the cluster that authenticates as the ServiceAccount `sa`. */
 async function serviceAccountConfig(o: HookOptions, sa: string): Promise<string> {
   const token = (await kubectl(o.dir, ["create", "token", sa, "-n", o.namespace])).trim();
@@ -186,7 +201,7 @@ export async function runHook(o: HookOptions): Promise<number> {
   const podName = pods.items[0]?.metadata?.name ?? `${job.metadata.name}-local`;
   const { args, env } = localHook(job, await fillVolumes(o, hooks, pod), podName);
   const kubeconfig = await serviceAccountConfig(o, pod.spec.serviceAccountName);
-  console.error(`hook ${job.metadata.name}: job-dispatcher ${args.join(" ")}`);
+  console.error(`hook ${job.metadata.name}: ${hookCommandLine(args)}`);
   const child = new Deno.Command(Deno.execPath(), {
     args: [...dispatcherCommand(), ...args],
     cwd: ROOT,

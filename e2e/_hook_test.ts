@@ -4,7 +4,7 @@
 
 import assert from "node:assert/strict";
 import { parseArgs } from "./_cli.ts";
-import { localHook } from "./_hook.ts";
+import { hookCommandLine, localHook } from "./_hook.ts";
 
 Deno.test("cluster hook: the command line", async (t) => {
   const cases: [string[], { release?: string; namespace?: string; error?: RegExp }][] = [
@@ -63,4 +63,46 @@ Deno.test("cluster hook: mount paths become local directories, $(POD_NAME) the h
     "--parallelism=10",
   ]);
   assert.deepEqual(env, { POD_NAME: "hook-r1-xyz" });
+});
+
+Deno.test("cluster hook: $$(VAR) stays $(VAR), as the kubelet escapes it; $(UNSET) stays as written", () => {
+  const cases: [string, string][] = [
+    ["--owner-job-from-pod=$(POD_NAME)", "--owner-job-from-pod=hook-r1-xyz"],
+    ["--node-selector=x=$$(POD_NAME)", "--node-selector=x=$(POD_NAME)"],
+    ["--node-selector=x=$$$(POD_NAME)", "--node-selector=x=$hook-r1-xyz"],
+    ["--node-selector=x=$(UNSET)", "--node-selector=x=$(UNSET)"],
+    ["--node-selector=x=$$", "--node-selector=x=$"],
+  ];
+  for (const [arg, want] of cases) {
+    const job = {
+      spec: {
+        template: {
+          spec: {
+            containers: [{
+              args: [arg],
+              env: [{ name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } }],
+            }],
+          },
+        },
+      },
+    };
+    assert.deepEqual(localHook(job, {}, "hook-r1-xyz").args, [want], arg);
+  }
+});
+
+Deno.test("cluster hook: the printed command line quotes each argument for sh", async () => {
+  const args = [
+    "--window=Sat,Sun 01:00-05:00 Europe/Berlin",
+    "--node-selector=x=$(POD_NAME)",
+    "--name-prefix=it's",
+    "--parallelism=10",
+    "",
+  ];
+  const line = hookCommandLine(args);
+  assert.match(line, /^job-dispatcher /);
+  // sh reads the line back into the same words: printf prints one a line.
+  const out = await new Deno.Command("sh", {
+    args: ["-c", `set -- ${line.slice("job-dispatcher ".length)}; printf '%s\\n' "$@"`],
+  }).output();
+  assert.equal(new TextDecoder().decode(out.stdout), args.map((a) => `${a}\n`).join(""));
 });

@@ -132,8 +132,18 @@ const DOMAIN = "e2e.job-dispatcher.io";
 const LABEL = `${DOMAIN}/rbac-done`;
 const TAINT = `${DOMAIN}/rbac-startup`;
 
-/** Whether `user` may `verb` `resource` (`-n ns` unless cluster-wide), as the authorizer says now. */
-async function canI(cluster: Cluster, user: string, verb: string, resource: string, ns?: string) {
+/**
+ * Whether `user` may `verb` `resource` (the object `name` of it, if given;
+ * `-n ns` unless cluster-wide), as the authorizer says now.
+ */
+async function canI(
+  cluster: Cluster,
+  user: string,
+  verb: string,
+  resource: string,
+  ns?: string,
+  name?: string,
+) {
   const where = ns ? ["-n", ns] : ["--all-namespaces"];
   // kubectl reads "pods/eviction" as the pod named eviction: the subresource is a flag.
   const [base, sub] = resource.split("/");
@@ -142,7 +152,7 @@ async function canI(cluster: Cluster, user: string, verb: string, resource: stri
     "auth",
     "can-i",
     verb,
-    base,
+    name ? `${base}/${name}` : base,
     ...subresource,
     ...where,
     "--as",
@@ -156,7 +166,7 @@ async function applyUntil(
   cluster: Cluster,
   docs: readonly Obj[],
   user: string,
-  probe: { verb: string; resource: string; ns?: string; allowed: boolean },
+  probe: { verb: string; resource: string; ns?: string; name?: string; allowed: boolean },
 ): Promise<void> {
   const r = await cluster.kubectl(
     ["apply", "-f", "-"],
@@ -165,9 +175,11 @@ async function applyUntil(
   assert.equal(r.code, 0, r.stderr);
   // The authorizer's view of a changed Role lags a moment behind the write.
   await eventually(
-    async () => await canI(cluster, user, probe.verb, probe.resource, probe.ns) === probe.allowed,
+    async () =>
+      await canI(cluster, user, probe.verb, probe.resource, probe.ns, probe.name) === probe.allowed,
     30_000,
-    `${probe.verb} ${probe.resource} ${probe.allowed ? "granted" : "denied"} to ${user}`,
+    `${probe.verb} ${probe.resource}${probe.name ? ` ${probe.name}` : ""} ` +
+      `${probe.allowed ? "granted" : "denied"} to ${user}`,
   );
 }
 
@@ -223,11 +235,14 @@ clusterTest("job-dispatcher rbac on a bare cluster", async (t, cluster) => {
     assert.ok(rules.length >= 7, `${rules.length} rules`);
     for (const { doc, i, rule, ns: where } of rules) {
       const resource = rule.resources[0] as string;
-      const what = `${rule.verbs.join(",")} ${resource}${where ? ` in ${where}` : ""}`;
+      // A rule limited by resourceNames (the run record, the gate latch) is asked about that object.
+      const name = rule.resourceNames?.[0] as string | undefined;
+      const what = `${rule.verbs.join(",")} ${resource}${name ? ` ${name}` : ""}` +
+        `${where ? ` in ${where}` : ""}`;
       await t.step(what, async () => {
         const less = structuredClone(docs);
         less[doc].rules.splice(i, 1);
-        const probe = { verb: rule.verbs[0], resource, ns: where };
+        const probe = { verb: rule.verbs[0], resource, ns: where, name };
         await applyUntil(cluster, less, user, { ...probe, allowed: false });
         try {
           const r = await dispatcher(cluster, [...flags, "--dry-run=plan"], { env });
@@ -254,4 +269,46 @@ clusterTest("job-dispatcher rbac on a bare cluster", async (t, cluster) => {
       });
     }
   });
+
+  await t.step(
+    "--required-only: no patch nodes for flags that write none; the run passes and warns of " +
+      "each rule the header names",
+    async () => {
+      const plain = [
+        ...["--job-template", template, "-n", ns, "--node-selector", `${SUITE}=rbac`],
+        ...["--name-prefix", "req"],
+      ];
+      const out = await dispatcher(cluster, [
+        "rbac",
+        ...plain,
+        "--service-account",
+        "req",
+        "--required-only",
+      ]);
+      assert.equal(out.code, 0, out.stderr);
+      const left = out.stdout.split("\n").filter((l) => l.startsWith("#   ")).map((l) =>
+        l.slice(4)
+      );
+      assert.ok(left.includes("patch nodes (cluster-scoped; for the node marks)"), out.stdout);
+      const less = objects(out.stdout);
+      const patches = rulesOf(less).filter(({ rule }) =>
+        rule.resources.includes("nodes") && rule.verbs.includes("patch")
+      );
+      assert.deepEqual(patches, [], "no patch nodes");
+      const req = `system:serviceaccount:${ns}:req`;
+      await applyUntil(cluster, less, req, { verb: "create", resource: "jobs", ns, allowed: true });
+      const tok = await cluster.kubectl(["create", "token", "req", "-n", ns]);
+      assert.equal(tok.code, 0, tok.stderr);
+      const r = await dispatcher(cluster, plain, {
+        env: { KUBECONFIG: await kubeconfigFor(cluster, { token: tok.stdout.trim() }) },
+      });
+      assert.equal(r.code, 0, r.stderr);
+      const jobs = (await jobsIn(cluster, ns)).filter((j) => j.name.startsWith("req"));
+      assert.equal(jobs.filter((j) => j.complete).length, 2, "a Job per node");
+      // The pre-flight's warning names each rule the header named, in the same words.
+      for (const need of left) {
+        assert.ok(r.stderr.includes(need), `${need} not warned:\n${r.stderr}`);
+      }
+    },
+  );
 });

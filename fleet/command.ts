@@ -17,12 +17,12 @@ import {
 } from "../job.ts";
 import { ConfigError, type Kube } from "../kube/client.ts";
 import { whoAmI } from "../kube/whoami.ts";
-import type { Logger } from "../report/log.ts";
+import { Logger } from "../report/log.ts";
 import type { ReportInput } from "../report/report.ts";
 import { reportFiles, type RunConfig, type RunContext } from "../run/config.ts";
 import { EXIT, resolveNamespace, runDispatcher } from "../run/run.ts";
 import { checkPermissions, resolveOwner, validateOnServer } from "../run/preflight.ts";
-import { FleetLease, leaseNeeds, processAlive, readHolder, thisProcess } from "./lease.ts";
+import { FleetLease, fleetNeeds, processAlive, readHolder, thisProcess } from "./lease.ts";
 import {
   approvedBy,
   readRecord,
@@ -39,6 +39,7 @@ import { openSoakGates } from "./soak_gates.ts";
 import { fleetJunit, fleetReport, fleetTimeline } from "./report.ts";
 import { fleetEta } from "./eta.ts";
 import { pauseFileFor, pauseOwnerFor, readExitLatch } from "../gates/latch.ts";
+import { pauseFileExists } from "../engine/pause.ts";
 import { fleetClusters, type FleetSpec } from "./spec.ts";
 import { type ClusterFacts, type FleetView, fleetView, renderFleetView } from "./status.ts";
 
@@ -175,7 +176,7 @@ async function connectOne(
  * kubeconfig lacks is bad input (exit 2), a cluster that does not answer
  * is exit 3; either way nothing was created anywhere.
  */
-async function connectAll(
+export async function connectAll(
   names: string[],
   opts: RunConfig,
   template: JobTemplate,
@@ -197,9 +198,15 @@ async function connectAll(
       m.log.info(`connected to ${m.kube.server}${user ? ` as ${user}` : ""}`);
       return EXIT.ok;
     } catch (e) {
-      const code = env.errorCode(e, m.log);
+      // The cause goes into the fleet's own line, not a line of its own:
+      // issue 26 asks one line that names the cluster, and a log search for
+      // the cluster then finds why it was unreachable too.
+      const said: string[] = [];
+      const capture = new Logger("json", (line) => void said.push(JSON.parse(line).msg));
+      const code = env.errorCode(e, capture);
+      const cause = said.length ? `: ${said.join("; ")}` : "";
       env.log.error(
-        `fleet: cluster ${m.name} cannot be reached at start; nothing was created in any cluster`,
+        `fleet: cluster ${m.name} cannot be reached at start${cause}; nothing was created in any cluster`,
         { event: "fleetUnreachable", cluster: m.name },
       );
       return code;
@@ -273,7 +280,7 @@ function runnerOf(
       return recordCause(said) ?? `exit ${code} (see its lines above)`;
     },
     approvedBy: (stage, c) => approvedBy(m(c).kube, m(c).key, stage),
-    soakGates: (clusters) => openSoakGates(clusters.map(m), env.log, fileExists),
+    soakGates: (clusters) => openSoakGates(clusters.map(m), env.log, pauseFileExists),
   };
 }
 
@@ -300,6 +307,7 @@ export function clusterRunContext(
     onStop: line.stopped,
     onReport,
     onNothingToDo: line.nothingToDo,
+    onRecordLost: line.recordLost,
   };
 }
 
@@ -415,7 +423,11 @@ export async function withLease(
   const failed = await firstFailure(
     members,
     env,
-    async (m) => void await checkPermissions(m.kube, leaseNeeds(m.key.namespace)),
+    async (m) => {
+      const approvals = spec.stages.filter((s) => s.approval && s.clusters.includes(m.name));
+      const needs = fleetNeeds(m.key.namespace, m.key.prefix, approvals.map((s) => s.name));
+      await checkPermissions(m.kube, needs);
+    },
   );
   if (failed !== undefined) return { yielded: failed };
   const lost = new AbortController();
@@ -634,7 +646,7 @@ export async function fleetStatus(
     }));
     // The pause file a breach in the soak latches (fleet/soak_gates.ts), read as the fleet reads it.
     const pauseFile = opts.maintenance.pauseFile;
-    const paused = pauseFile && fileExists(pauseFile) ? pauseFile : undefined;
+    const paused = pauseFile && pauseFileExists(pauseFile) ? pauseFile : undefined;
     const view = fleetView(spec, facts, members[0].key.templateHash, Date.now(), { paused });
     view.heldBy = await leaseHolderOf(members);
     env.stdout(output === "json" ? JSON.stringify(view, null, 2) + "\n" : renderFleetView(view));
@@ -667,7 +679,7 @@ function stopLine(opts: RunConfig, members: Member[]): StopLine {
   return new StopLine({
     pauseFile,
     write: pauseFileFor,
-    exists: fileExists,
+    exists: pauseFileExists,
     owner: holds && opts.ownerJobName
       ? (c, reason) => latchOwner(opts, members, c, reason)
       : undefined,
@@ -687,16 +699,6 @@ async function latchOwner(opts: RunConfig, members: Member[], c: string, reason:
   if (!owner) throw new Error(`cluster ${c}: no owner Job ${opts.ownerJobName} to latch`);
   const pausedKey = trackingKeys(m.cfg.trackingLabelPrefix).paused;
   await pauseOwnerFor({ kube: m.kube, namespace, owner, pausedKey }, reason);
-}
-
-/** Whether a file is there now (the pause file: a person removes it to lift the pause). */
-function fileExists(path: string): boolean {
-  try {
-    Deno.statSync(path);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** Waits `ms`, or until `signal` aborts. */

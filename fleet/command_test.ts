@@ -7,6 +7,7 @@ import { FakeConfigMaps } from "../testing/fake_configmaps.ts";
 import {
   clusterConfig,
   clusterRunContext,
+  connectAll,
   type FleetEnv,
   fleetOrder,
   fleetPath,
@@ -183,4 +184,98 @@ Deno.test("fleet writes every --report: json=… and html=… from one fleet run
   assert.deepEqual([...written.keys()].sort(), ["out/f.html", "out/f.json"]);
   const json = JSON.parse(written.get("out/f.json")!);
   assert.equal(json.clusters.a.reportFile, "out/f.a.json");
+});
+
+Deno.test("a cluster unreachable at start is one error line naming it and why (issue 26 item 5), exit 3", async () => {
+  const stderr: string[] = [];
+  const logger = (tag: string) =>
+    ({
+      info: (m: string) => void stderr.push(`${tag}${m}`),
+      warn: (m: string) => void stderr.push(`${tag}warn: ${m}`),
+      error: (m: string) => void stderr.push(`${tag}error: ${m}`),
+    }) as unknown as Logger;
+  const kube = (server: string) =>
+    ({
+      server,
+      contextNamespace: undefined,
+      close() {},
+      request: () =>
+        server.includes("gone")
+          ? Promise.reject(
+            new Error(`error sending request for url (${server}): connection refused`),
+          )
+          : Promise.resolve({ status: { userInfo: { username: "ci" } } }),
+    }) as unknown as Kube;
+  const env = {
+    connect: (cfg: RunConfig) => Promise.resolve(kube(`https://${cfg.context}:6443`)),
+    context: (k: Kube) => ({ kube: k, env: () => undefined, readFile: () => undefined }),
+    // As main.ts does: the cause on the log it is given, and its exit code.
+    errorCode: (e: unknown, log: Logger) => {
+      log.error((e as Error).message);
+      return 3;
+    },
+    logFor: (c: string) => logger(`[${c}] `),
+    log: logger(""),
+  } as unknown as FleetEnv;
+  const template = { metadata: { name: "drv" } } as Parameters<typeof connectAll>[2];
+  const out = await connectAll(["a", "gone"], OPTS, template, SPEC, env);
+  assert.equal(out.code, 3);
+  const errors = stderr.filter((l) => l.includes("error: "));
+  assert.equal(errors.length, 1, errors.join("\n"));
+  assert.match(
+    errors[0],
+    /fleet: cluster gone cannot be reached at start: .*connection refused.*; nothing was created in any cluster/,
+  );
+});
+
+Deno.test("the fleet's pre-flight asks, before any cluster runs, for the run record by name and each approval stage's approval by name", async () => {
+  // A Role that grants what each run asks (the record being optional to a
+  // single run) but not the record or the approvals: the fleet counts a
+  // cluster by its record and waits on the approvals, so it would roll out the
+  // first stage and then stop (lost record) or fail (403 on the approval).
+  const spec = parseFleet(
+    "stages: [{name: canary, clusters: [a]}, {name: prod, clusters: [a2], approval: true}]",
+    "/f/FLEET.yaml",
+  );
+  const asked: string[] = [];
+  const member = (name: string, denied: string) => {
+    const m = leaseMember(name, new FakeConfigMaps());
+    const request = m.kube.request.bind(m.kube);
+    m.kube = {
+      ...m.kube,
+      request: (v: string, meth: string, p: string, b?: unknown) => {
+        if (p !== SELF_SUBJECT_ACCESS_REVIEWS) return request(v, meth, p, b);
+        const a = (b as { spec: { resourceAttributes: Record<string, string> } }).spec
+          .resourceAttributes;
+        const need = `${a.verb} ${a.resource} ${a.name ?? "-"}`;
+        asked.push(`${name}: ${need}`);
+        return Promise.resolve({ status: { allowed: need !== denied } });
+      },
+    } as unknown as Kube;
+    return m;
+  };
+  for (
+    const [name, denied] of [["a", "update configmaps run-record.drv"], [
+      "a2",
+      "get configmaps fleet-approval.drv.prod",
+    ]]
+  ) {
+    const env = {
+      log: member(name, "").log,
+      signal: new AbortController().signal,
+      errorCode: () => 4,
+    } as unknown as FleetEnv;
+    let ran = false;
+    const out = await withLease(spec, [member(name, denied)], env, () => {
+      ran = true;
+      return Promise.resolve(0);
+    });
+    assert.equal(ran, false, `${name}: the fleet ran lacking ${denied}`);
+    assert.deepEqual(out, { yielded: 4 });
+  }
+  assert.ok(asked.includes("a: get configmaps run-record.drv"), asked.join("\n"));
+  assert.ok(
+    !asked.some((n) => n.startsWith("a: get configmaps fleet-approval")),
+    "a is in no approval stage",
+  );
 });

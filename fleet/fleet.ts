@@ -68,6 +68,8 @@ export interface ClusterLine {
   stopped: (cause: string, code: number) => void;
   /** The run tells it when it selected no node: it ends with nothing undone and writes no record. */
   nothingToDo: () => void;
+  /** The run tells it when its closing record write did not land, with why: its end cannot be read. */
+  recordLost: (reason: string) => void;
 }
 
 /** The fleet's log: one line per decision. */
@@ -318,10 +320,12 @@ async function rollStage(
       inFlight.add(c);
       const stopping: Promise<void>[] = [];
       let nothing = false;
+      let lost: string | undefined;
       const rc = await deps.runner.run(c, {
         hold: deps.line.holdFor(c),
         stopped: (cause, code) => void stopping.push(stop(c, "stopped", cause, code)),
         nothingToDo: () => void (nothing = true),
+        recordLost: (reason) => void (lost = reason),
       });
       await Promise.all(stopping);
       inFlight.delete(c);
@@ -329,6 +333,14 @@ async function rollStage(
       if (rc === 0 && !deps.signal.aborted) {
         // A run over no node writes no record: it ended, with nothing undone, now.
         if (nothing) empty.add(c);
+        // Its record was refused or lost: the run rolled out, but neither this
+        // process nor a resume can read that it ended; say so, not a live run.
+        if (lost !== undefined && !nothing) {
+          if (!deps.line.stopped) {
+            await stop(c, "ended its run", recordLostCause(lost), EXIT_NOT_ROLLED);
+          }
+          continue;
+        }
         const end = nothing ? deps.now() : await settledEnd(c, stage, deps);
         if (typeof end === "number") ended.set(c, end);
         // Exit 0 without a record of this rollout ended: it yielded to a live
@@ -356,6 +368,17 @@ async function rollStage(
  * that failed; the run's own exit 0 means "not mine to do", not "done").
  */
 const EXIT_NOT_ROLLED = 1;
+
+/**
+ * Why the fleet stops at a run whose closing record write did not land. Not
+ * counted from the run's exit 0: where the fleet stands must be read from the
+ * clusters (a resume after `kill -9` would run it again, and a soak needs its
+ * recorded end), and a refused write stops the line loudly.
+ */
+function recordLostCause(reason: string): string {
+  return `its run record could not be written (${reason}): the fleet cannot tell that it ` +
+    "ended; fix the record write (RBAC/policy) and run the fleet again";
+}
 
 /**
  * A cluster's end after its run exited 0, from its record: the recorded end,

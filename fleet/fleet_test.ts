@@ -14,6 +14,8 @@ function fakeFleet(opts: {
   yields?: string[];
   /** Clusters whose run selects no node: it says so and writes no record. */
   noNodes?: string[];
+  /** Clusters whose run rolls out but cannot write its closing record (a 403): it says why. */
+  recordLost?: string[];
   /** How many reads of each cluster's record after its run fail (an outage). */
   unreadable?: Record<string, number>;
 } = {}) {
@@ -46,7 +48,9 @@ function fakeFleet(opts: {
       inFlight.delete(c);
       const code = opts.codes?.[c] ?? 0;
       if (opts.noNodes?.includes(c)) line.nothingToDo();
-      const rolled = !opts.yields?.includes(c) && !opts.noNodes?.includes(c);
+      if (opts.recordLost?.includes(c)) line.recordLost("403 Forbidden: denied by policy");
+      const rolled = !opts.yields?.includes(c) && !opts.noNodes?.includes(c) &&
+        !opts.recordLost?.includes(c);
       if (code === 0 && rolled) ended.set(c, now);
       return code;
     },
@@ -290,6 +294,18 @@ Deno.test("runFleet stops the line loudly when a cluster's run exits 0 without r
     stop!,
     /stopped the line: cluster a \(stage one\) exited 0 without rolling out: a's record is of another template/,
   );
+});
+
+Deno.test("runFleet stops the line naming a lost run record, not a live run, when a run's record write is refused", async () => {
+  const f = fakeFleet({ recordLost: ["a"] });
+  assert.equal(await runFleet(THREE, f.deps), 1);
+  assert.deepEqual(f.calls, ["run a at 1000000"], "stage two never starts");
+  const stop = f.lines.find((l) => l.startsWith("error: "))!;
+  assert.match(
+    stop,
+    /cluster a \(stage one\) ended its run: its run record could not be written \(403 Forbidden: denied by policy\): the fleet cannot tell that it ended; fix the record write \(RBAC\/policy\) and run the fleet again/,
+  );
+  assert.doesNotMatch(stop, /may be live/);
 });
 
 Deno.test("runFleet counts a cluster whose run selected no node as ended when it returned", async () => {

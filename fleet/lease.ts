@@ -8,10 +8,12 @@
  * The lease is a ConfigMap, `fleet-lease.<prefix>`, in the Jobs' namespace
  * of every cluster of the fleet, not a `coordination.k8s.io` Lease: the run
  * already keeps its record in a ConfigMap of that namespace and is granted
- * `get`, `create` and `update` on ConfigMaps there (the chart's run-record
- * Role), so the lease asks no new right of anyone. It is named by the prefix
- * alone: two fleet files that roll the same prefix into a shared cluster
- * race there just as two copies of one file do.
+ * `create` on ConfigMaps there, `get` and `update` on its record by name
+ * (the chart's run-record Role, `job-dispatcher rbac`): the lease adds `get`
+ * and `update` of `fleet-lease.<prefix>` (the fleet's pre-flight names them
+ * when missing). It is named by the prefix alone: two fleet files that
+ * roll the same prefix into a shared cluster race there just as two copies
+ * of one file do.
  *
  * Taken before the first write anywhere, every cluster's lease read first:
  * a live one of another holder refuses the process, creating nothing. It is
@@ -31,6 +33,8 @@
 import { labelValue } from "../job.ts";
 import { ApiError, type Kube } from "../kube/client.ts";
 import type { PermissionNeed } from "../run/preflight.ts";
+import { recordName } from "../report/record.ts";
+import { approvalName } from "./cluster.ts";
 
 /**
  * How long a lease lives after its last renewal. Three renewals fit in it,
@@ -168,8 +172,12 @@ export function processAlive(pid: number): boolean | undefined {
   }
 }
 
-/** The rights the lease needs in each cluster's namespace, for the pre-flight (and `rbac`). */
-export function leaseNeeds(namespace: string): PermissionNeed[] {
+/**
+ * The rights the lease needs in each cluster's namespace, for the pre-flight:
+ * get and update of the lease by its name (a Role may grant them on that one
+ * ConfigMap), create of any (RBAC cannot name the object of a create).
+ */
+export function leaseNeeds(namespace: string, prefix: string): PermissionNeed[] {
   const cms = {
     group: "",
     resource: "configmaps",
@@ -177,7 +185,47 @@ export function leaseNeeds(namespace: string): PermissionNeed[] {
     flags: ["fleet (its lease)"],
     grant: "Role job-dispatcher-run-record",
   };
-  return [{ verb: "get", ...cms }, { verb: "create", ...cms }, { verb: "update", ...cms }];
+  const name = leaseName(prefix);
+  return [
+    { verb: "get", ...cms, name },
+    { verb: "create", ...cms },
+    { verb: "update", ...cms, name },
+  ];
+}
+
+/**
+ * What the fleet stops without in a cluster, beyond its lease: the run
+ * record's get and update by its name (the fleet counts a cluster by its
+ * closing record, and stops the line when it is lost: optional to a single
+ * run, required here) and the get of each approval it waits on there
+ * (`fleet-approval.<prefix>.<stage>`). Asked before the first cluster runs,
+ * so a Role that names only `run-record.<prefix>` (rbac's output) or none
+ * of them fails here, not after a stage rolled out.
+ */
+export function fleetNeeds(
+  namespace: string,
+  prefix: string,
+  approvalStages: readonly string[],
+): PermissionNeed[] {
+  const cms = {
+    group: "",
+    resource: "configmaps",
+    namespace,
+    grant: "Role job-dispatcher-run-record",
+  };
+  const flags = ["fleet (it counts a cluster by its run record)"];
+  return [
+    ...leaseNeeds(namespace, prefix),
+    { verb: "get", ...cms, name: recordName(prefix), flags },
+    { verb: "update", ...cms, name: recordName(prefix), flags },
+    ...approvalStages.map((stage) => ({
+      verb: "get",
+      ...cms,
+      name: approvalName(prefix, stage),
+      flags: [`fleet (stage ${stage}'s approval)`],
+      grant: "a Role naming fleet-approval.<prefix>.<stage> (docs/fleet.md)",
+    })),
+  ];
 }
 
 const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, "Z");

@@ -8,6 +8,7 @@ import {
   leaseHolder,
   type LeaseMember,
   leaseName,
+  leaseNeeds,
   processAlive,
   readHolder,
   RENEW_MS,
@@ -206,4 +207,15 @@ Deno.test("processAlive: this process runs, a reaped one does not", async () => 
   child.kill("SIGKILL");
   await child.status;
   assert.equal(processAlive(child.pid), false);
+});
+
+Deno.test("leaseNeeds asks for get and update of the lease by its name, create of any (RBAC names no create)", () => {
+  assert.deepEqual(
+    leaseNeeds("ns", "upg").map((n) => `${n.verb} ${n.resource} ${n.name ?? "-"} @${n.namespace}`),
+    [
+      "get configmaps fleet-lease.upg @ns",
+      "create configmaps - @ns",
+      "update configmaps fleet-lease.upg @ns",
+    ],
+  );
 });

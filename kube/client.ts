@@ -296,6 +296,17 @@ export interface ConnectOptions {
    */
   signal?: AbortSignal;
   /**
+   * Kills a running exec credential plugin when aborted (a completion's
+   * bound). Not the run's stop: the writes a stopped run still makes (an
+   * uncordon) may need the plugin's fresh credential.
+   */
+  pluginSignal?: AbortSignal;
+  /**
+   * Reads only regular files of a bounded size (a completion, which reads
+   * before any time bound): see {@linkcode kubeconfigContexts}.
+   */
+  regularFilesOnly?: boolean;
+  /**
    * How long requests are retried while the API server has never answered
    * (a wrong address, a server still starting); 0 fails the first request at
    * once, as kubectl does. Once it has answered, the retry policy's budget
@@ -391,13 +402,50 @@ export function untrusted(e: unknown): boolean {
  * @throws {ConfigError} when no kubeconfig is found or one cannot be read
  */
 export function kubeconfigContexts(kubeconfig?: string): string[] {
-  return contextNames({ kubeconfig }, DENO_IO);
+  return contextNames({ kubeconfig }, REGULAR_IO);
+}
+
+/** The largest kubeconfig a completion reads: a larger one answers nothing. */
+export const COMPLETE_KUBECONFIG_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Reads `path` only when it is a regular file of at most
+ * {@linkcode COMPLETE_KUBECONFIG_BYTES}. A completion reads the kubeconfig
+ * synchronously before any time bound, and a FIFO nobody writes (or
+ * /dev/zero) would block the prompt for good; a run still reads what kubectl
+ * reads, `--kubeconfig <(…)` included.
+ */
+function readRegularFile(path: string): string {
+  const info = Deno.statSync(path);
+  if (!info.isFile) throw new Error(`${path} is not a regular file`);
+  if (info.size > COMPLETE_KUBECONFIG_BYTES) {
+    throw new Error(`${path} is larger than ${COMPLETE_KUBECONFIG_BYTES} bytes`);
+  }
+  return Deno.readTextFileSync(path);
+}
+
+/** What was read of each pipe ({@linkcode readOnceIfPipe}), for this process. */
+const PIPED = new Map<string, string>();
+
+/**
+ * Reads `path`; a pipe (`--kubeconfig <(…)`, a FIFO) once per process, its
+ * text kept: a pipe gives its text to its first reader only, and a fleet
+ * connects once per cluster with the same `--kubeconfig` (the second read
+ * found no contexts). A regular file is read again each time: a token or
+ * certificate file rotates under the run, as kubectl re-reads it.
+ */
+function readOnceIfPipe(path: string): string {
+  const kept = PIPED.get(path);
+  if (kept !== undefined) return kept;
+  const text = Deno.readTextFileSync(path);
+  if (!Deno.statSync(path).isFile) PIPED.set(path, text);
+  return text;
 }
 
 /** The kubeconfig reads, from the file system and the environment. */
 const DENO_IO: KubeconfigIo = {
   env: (name) => Deno.env.get(name),
-  readTextFile: (path) => Deno.readTextFileSync(path),
+  readTextFile: readOnceIfPipe,
   exists: (path) => {
     try {
       Deno.statSync(path);
@@ -409,6 +457,9 @@ const DENO_IO: KubeconfigIo = {
   },
   listSeparator: Deno.build.os === "windows" ? ";" : ":",
 };
+
+/** {@linkcode DENO_IO} that reads regular files only, of a bounded size (completion). */
+const REGULAR_IO: KubeconfigIo = { ...DENO_IO, readTextFile: readRegularFile };
 
 /** What bounds one attempt of a request: {@linkcode attemptSignal}'s input. */
 export interface AttemptBounds {
@@ -568,14 +619,16 @@ export class Kube {
    *   usable cluster, has a field that cannot be honoured, or its exec plugin fails
    */
   static async connect(opts: ConnectOptions = {}): Promise<Kube> {
-    const target = loadKubeconfig(opts, DENO_IO);
-    const plan = planCredentials(target, DENO_IO);
+    const io = opts.regularFilesOnly ? REGULAR_IO : DENO_IO;
+    const target = loadKubeconfig(opts, io);
+    const plan = planCredentials(target, io);
     const exec = plan.exec && new ExecPlugin(plan.exec, {
       cluster: plan.execCluster,
       runner: DENO_RUNNER,
       stdinIsTerminal: Deno.stdin.isTerminal(),
+      signal: opts.pluginSignal,
     });
-    const source = new CredentialSource(plan, DENO_IO, exec);
+    const source = new CredentialSource(plan, io, exec);
     const first = await source.current();
     return new Kube(target, {
       source,

@@ -197,3 +197,48 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "a kubeconfig from a pipe (--kubeconfig <(…)) serves every context of a fleet: read once, not again as empty",
+  async fn() {
+    const dir = await Deno.makeTempDir();
+    const kc = `${dir}/kc.yaml`;
+    await Deno.writeTextFile(
+      kc,
+      [
+        "apiVersion: v1",
+        "kind: Config",
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]",
+        "users: [{name: u, user: {token: t}}]",
+        "contexts:",
+        "- {name: one, context: {cluster: c, user: u}}",
+        "- {name: two, context: {cluster: c, user: u}}",
+        "",
+      ].join("\n"),
+    );
+    // What a fleet does: one connect per cluster, all with the same --kubeconfig.
+    const script = `${dir}/connect.ts`;
+    await Deno.writeTextFile(
+      script,
+      `import { Kube } from ${JSON.stringify(new URL("./client.ts", import.meta.url).href)};\n` +
+        `for (const context of ["one", "two"]) {\n` +
+        `  (await Kube.connect({ kubeconfig: Deno.args[0], context, apiWaitMs: 0 })).close();\n` +
+        `}\nconsole.log("both");\n`,
+    );
+    const out = await new Deno.Command("bash", {
+      args: [
+        "-c",
+        `"${Deno.execPath()}" run --allow-all --config "$2" "$0" <(cat "$1")`,
+        script,
+        kc,
+        new URL("../deno.json", import.meta.url).pathname,
+      ],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    await Deno.remove(dir, { recursive: true });
+    const said = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
+    assert.equal(said.trim().split("\n").at(-1), "both", said);
+  },
+});

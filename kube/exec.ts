@@ -225,17 +225,24 @@ export type ExecRunner = (run: {
   args: string[];
   env: Record<string, string>;
   interactive: boolean;
+  /** Ends the run: the plugin is killed, and the run rejects. */
+  signal?: AbortSignal;
 }) => Promise<ExecOutcome>;
 
 /** The {@linkcode ExecRunner} of the real process table, with `Deno.Command`. */
-export const DENO_RUNNER: ExecRunner = async ({ command, args, env, interactive }) => {
+export const DENO_RUNNER: ExecRunner = async ({ command, args, env, interactive, signal }) => {
+  signal?.throwIfAborted();
+  // Deno.Command's signal kills the child (SIGTERM): a bound that gives up
+  // on a plugin (a completion's 2 s) leaves no plugin waiting for a person.
   const out = await new Deno.Command(command, {
     args,
     env,
     stdin: interactive ? "inherit" : "null",
     stdout: "piped",
     stderr: interactive ? "inherit" : "piped",
+    signal,
   }).output();
+  signal?.throwIfAborted();
   const text = (b: Uint8Array) => new TextDecoder().decode(b);
   return { code: out.code, stdout: text(out.stdout), stderr: interactive ? "" : text(out.stderr) };
 };
@@ -258,12 +265,14 @@ export class ExecPlugin {
   #runner: ExecRunner;
   #now: () => number;
   #stdinIsTerminal: boolean;
+  #signal?: AbortSignal;
   #current?: { cred: ExecCredential; refreshAt: number };
   #pending?: Promise<ExecCredential>;
 
   /**
    * @param opts.cluster the cluster, for `provideClusterInfo`
    * @param opts.now the clock, for tests
+   * @param opts.signal kills a running plugin when it aborts
    */
   constructor(
     config: ExecConfig,
@@ -272,6 +281,7 @@ export class ExecPlugin {
       runner: ExecRunner;
       stdinIsTerminal: boolean;
       now?: () => number;
+      signal?: AbortSignal;
     },
   ) {
     this.#config = config;
@@ -279,6 +289,7 @@ export class ExecPlugin {
     this.#runner = opts.runner;
     this.#now = opts.now ?? Date.now;
     this.#stdinIsTerminal = opts.stdinIsTerminal;
+    this.#signal = opts.signal;
   }
 
   /**
@@ -310,7 +321,13 @@ export class ExecPlugin {
     let out: ExecOutcome;
     this.runs++;
     try {
-      out = await this.#runner({ command: c.command, args: c.args, env, interactive });
+      out = await this.#runner({
+        command: c.command,
+        args: c.args,
+        env,
+        interactive,
+        signal: this.#signal,
+      });
     } catch (e) {
       if (e instanceof Deno.errors.NotFound) {
         const hint = c.installHint ? `; ${c.installHint.trim().replace(/\s*\n\s*/g, " ")}` : "";

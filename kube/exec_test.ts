@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import {
+  DENO_RUNNER,
   type ExecConfig,
   execInfo,
   ExecPlugin,
@@ -241,5 +242,43 @@ Deno.test({
         });
       });
     }
+  },
+});
+
+Deno.test({
+  name:
+    "DENO_RUNNER kills the plugin when its signal aborts: a completion's bound leaves no plugin running",
+  ignore: Deno.build.os === "windows",
+  permissions: { run: true },
+  async fn() {
+    const started = Date.now();
+    const run = DENO_RUNNER({
+      command: "sleep",
+      args: ["30"],
+      env: {},
+      interactive: false,
+      signal: AbortSignal.timeout(200),
+    });
+    await assert.rejects(run);
+    assert.ok(Date.now() - started < 10_000, `the plugin ran ${Date.now() - started} ms`);
+  },
+});
+
+Deno.test({
+  name: "ExecPlugin hands its signal to the runner",
+  permissions: "none",
+  async fn() {
+    const { calls, runner } = scripted([
+      () => ({ code: 0, stderr: "", stdout: credential({ token: "t" }) }),
+    ]);
+    const signal = new AbortController().signal;
+    const plugin = new ExecPlugin(CONFIG, {
+      cluster: { server: "s" },
+      runner,
+      stdinIsTerminal: false,
+      signal,
+    });
+    await plugin.get();
+    assert.equal(calls[0].signal, signal);
   },
 });

@@ -9,7 +9,13 @@ import { stringify } from "yaml";
 import type { JobTemplate } from "../job.ts";
 import type { RunConfig } from "../run/config.ts";
 import { namePrefixOf } from "../run/plan.ts";
-import { accessNeeds, type NamespaceSources, resolveNamespace } from "../run/preflight.ts";
+import {
+  accessNeeds,
+  describeNeed,
+  type NamespaceSources,
+  type PermissionNeed,
+  resolveNamespace,
+} from "../run/preflight.ts";
 import { viewerNeeds } from "../status/access.ts";
 import { rbacDocuments } from "./rbac.ts";
 import { admissionParams, admissionPolicies } from "../policy/admission.ts";
@@ -33,6 +39,8 @@ export interface RbacRequest {
   viewer: boolean;
   /** Print the admission policies too (`--admission-policies`, default true). */
   admissionPolicies?: boolean;
+  /** `--required-only`: leave out the optional needs (node marks, Events, the run record). */
+  requiredOnly?: boolean;
 }
 
 /**
@@ -43,6 +51,17 @@ function namespaceOf(opts: RunConfig, env: RbacEnv): string {
   return resolveNamespace({ ...opts, kubeconfig: undefined, context: undefined }, {
     ...env,
     kube: { contextNamespace: undefined },
+  });
+}
+
+/** Every need of the run, required and optional (`run/preflight.ts` `accessNeeds`). */
+function runNeeds(r: RbacRequest, namespace: string): PermissionNeed[] {
+  const job = (t: JobTemplate) => [{ job: () => t }];
+  return accessNeeds(r.opts, {
+    namespace,
+    prefix: namePrefixOf(r.opts, r.template!),
+    targets: job(r.template!),
+    cleanupTargets: r.cleanup ? job(r.cleanup) : [],
   });
 }
 
@@ -63,13 +82,7 @@ export function rbacCommandDocuments(r: RbacRequest, env: RbacEnv): Record<strin
     });
   }
   const template = r.template!;
-  const job = (t: JobTemplate) => [{ job: () => t }];
-  const needs = accessNeeds(r.opts, {
-    namespace,
-    prefix: namePrefixOf(r.opts, template),
-    targets: job(template),
-    cleanupTargets: r.cleanup ? job(r.cleanup) : [],
-  });
+  const needs = runNeeds(r, namespace).filter((n) => !r.requiredOnly || !n.optional);
   const labels = r.opts.nodeLabels;
   // Only with the policies: admissionParams refuses keys under kubernetes.io,
   // which RBAC alone (--admission-policies=false) may still grant.
@@ -98,6 +111,27 @@ export function rbacCommandDocuments(r: RbacRequest, env: RbacEnv): Record<strin
     ...rbacDocuments({ needs, namespace, serviceAccount: r.serviceAccount }),
     ...(r.admissionPolicies ? admissionPolicies(params()) : []),
   ];
+}
+
+/**
+ * What `rbac` prints: with `--required-only`, a comment naming each optional
+ * need left out in the pre-flight's own words (it warns of the same when the
+ * run starts), so that whoever applies it knows what the run will not record;
+ * then the documents.
+ *
+ * @throws {UsageError} for a template without a usable name prefix, as the run
+ */
+export function rbacCommandText(r: RbacRequest, env: RbacEnv): string {
+  const yaml = rbacYaml(rbacCommandDocuments(r, env));
+  if (!r.requiredOnly || r.viewer) return yaml;
+  const left = runNeeds(r, namespaceOf(r.opts, env)).filter((n) => n.optional);
+  if (!left.length) return yaml;
+  return [
+    "# --required-only: the optional rules are left out. The run's pre-flight",
+    "# warns of them and the rollout goes on without:",
+    ...left.map((n) => `#   ${describeNeed(n)}`),
+    yaml,
+  ].join("\n");
 }
 
 /**

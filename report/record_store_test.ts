@@ -12,7 +12,10 @@ import { RecordStore, SupersededError, writerOf } from "./record_store.ts";
 const NAME = recordName("up");
 
 /** A run's recorder of prefix `up` that keeps its record in `api`; its warnings in `warned`. */
-function run(api: FakeConfigMaps, opts: { signal?: AbortSignal; warned?: string[] } = {}) {
+function run(
+  api: FakeConfigMaps,
+  opts: { signal?: AbortSignal; warned?: string[]; lost?: string[] } = {},
+) {
   return new Recorder({
     kube: {
       // The owner's progress and Events go elsewhere: taken, not kept.
@@ -27,6 +30,7 @@ function run(api: FakeConfigMaps, opts: { signal?: AbortSignal; warned?: string[
     events: false,
     marks: false,
     record: { prefix: "up", parallelism: 1, clock: new FakeClock(), signal: opts.signal },
+    onRecordLost: (reason) => opts.lost?.push(reason),
   });
 }
 
@@ -406,3 +410,50 @@ Deno.test({
     assert.equal(stateOf(api), "a finished");
   },
 });
+
+// The closing write is the one a caller counts the run by (fleet/): one that
+// a policy refuses, or that an outage loses (a write is sent again only on
+// Retry-After), leaves the record "running" after an exit 0.
+const CLOSING: { name: string; answer?: number; want?: RegExp; firstOnly?: boolean }[] = [
+  { name: "a closing write that lands", want: undefined },
+  { name: "a write lost mid-run (503), the closing one lands", answer: 503, firstOnly: true },
+  { name: "every write refused by a policy (403)", answer: 403, want: /denied by policy/ },
+  { name: "the closing write lost to an outage (503)", answer: 503, want: /etcd is down/ },
+];
+
+for (const c of CLOSING) {
+  Deno.test({
+    name: `a run tells its caller when its closing record write does not land: ${c.name}`,
+    permissions: "none",
+    async fn() {
+      const api = new FakeConfigMaps();
+      const lost: string[] = [];
+      let writes = 0;
+      api.intercept = (method, _name, next) => {
+        if (method === "GET" || !c.answer) return next();
+        if (c.firstOnly && writes++ > 0) return next();
+        // A 403 refuses every write; an outage loses the closing one only.
+        if (c.answer === 503 && writes++ === 0) return next();
+        const message = c.answer === 403
+          ? "configmaps is forbidden: ValidatingAdmissionPolicy 'records' denied by policy"
+          : "etcd is down";
+        return Promise.reject(
+          new ApiError({
+            status: c.answer,
+            reason: "x",
+            verb: "update",
+            resource: "configmaps",
+            message,
+          }),
+        );
+      };
+      const r = run(api, { lost });
+      r.progress(progress(0));
+      await quiet();
+      await r.finished("3/3 succeeded", false, 1_000);
+      if (!c.want) return assert.deepEqual(lost, []);
+      assert.equal(lost.length, 1, lost.join("\n"));
+      assert.match(lost[0], c.want);
+    },
+  });
+}

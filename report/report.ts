@@ -436,9 +436,17 @@ export interface RecorderOptions {
   nodeRecords?: "all" | "failures" | "none";
   /** Keep the run record (`record.ts`) for `job-dispatcher status`; the main phase only. */
   record?: RecordOptions;
+  /**
+   * Told, once the run ended, when its closing record write did not land
+   * (refused, lost to an outage, too big, no answer in time), with why.
+   */
+  onRecordLost?: (reason: string) => void;
 }
 
 type Kind = "events" | "node marks" | "owner progress" | "run record";
+
+/** The failure of a write of the run record another run took over: not a lost record. */
+const SUPERSEDED = "superseded";
 
 /**
  * Records the rollout in the cluster, best effort: an Event per finished or
@@ -455,6 +463,10 @@ export class Recorder implements Reporter {
   #lastOwnerPatch = 0;
   #ownerChain: Promise<unknown> = Promise.resolve();
   #record?: RecordWriter;
+  /** Why the latest write of the run record did not land; undefined after one that did. */
+  #recordLost?: string;
+  /** Why the latest failed write of each kind failed. */
+  #why = new Map<Kind, string>();
 
   /** @param opts what to record and where */
   constructor(opts: RecorderOptions) {
@@ -471,15 +483,35 @@ export class Recorder implements Reporter {
         namespace: opts.namespace,
         owner: opts.owner,
         writer: store.writer,
-        send: (cm) => this.#try("run record", () => store.write(cm)),
-        warn: (message) => opts.log.warn(message),
+        send: (cm) => this.#sendRecord(() => store.write(cm)),
+        warn: (message) => {
+          // Only a record too big for a ConfigMap: no write of it is sent again.
+          this.#recordLost = message;
+          opts.log.warn(message);
+        },
       });
     }
+  }
+
+  /** One write of the run record, and whether it landed (for {@linkcode finished}). */
+  async #sendRecord(write: () => Promise<unknown>): Promise<void> {
+    let landed = false;
+    await this.#try("run record", async () => {
+      await write();
+      landed = true;
+    });
+    // A record another run took over (SupersededError) is that run's to
+    // write: not lost, and a caller reads whose it is from the record itself.
+    const superseded = this.#why.get("run record") === SUPERSEDED;
+    this.#recordLost = landed || superseded
+      ? undefined
+      : this.#why.get("run record") ?? "not written";
   }
 
   #try(kind: Kind, write: () => Promise<unknown>): Promise<unknown> {
     if (this.#refused.has(kind)) return Promise.resolve();
     const p = write().catch((e) => {
+      this.#why.set(kind, e instanceof SupersededError ? SUPERSEDED : (e as Error).message);
       if (this.#refused.has(kind)) return;
       if (e instanceof SupersededError) {
         this.#refused.add(kind);
@@ -646,9 +678,13 @@ export class Recorder implements Reporter {
     ]);
   }
 
-  /** Records the end of the rollout on the owner Job and waits for every write. */
+  /**
+   * Records the end of the rollout on the owner Job and waits for every
+   * write; tells `onRecordLost` when the run record's closing write did not land.
+   */
   async finished(summary: string, failed: boolean, timeoutMs = 15_000): Promise<void> {
-    const closing = this.#record?.close(summary);
+    let closed = false;
+    const closing = this.#record?.close(summary).then(() => void (closed = true));
     if (this.#o.owner) {
       this.#ownerProgress(summary);
       this.#ownerEvent(
@@ -663,5 +699,12 @@ export class Recorder implements Reporter {
       new Promise((r) => (timer = setTimeout(r, timeoutMs))),
     ]);
     clearTimeout(timer);
+    if (!this.#record) return;
+    // A record left "running" (or none) after an exit 0: a caller that counts
+    // the run by its record (fleet/) must know the record, not the run, failed.
+    const lost = closed
+      ? this.#recordLost
+      : `the closing write got no answer in ${Math.round(timeoutMs / 1000)} s`;
+    if (lost) this.#o.onRecordLost?.(lost);
   }
 }

@@ -215,4 +215,11 @@ export interface RunContext {
    * rollout by its record (`fleet/`) counts this one as ended.
    */
   onNothingToDo?: () => void;
+  /**
+   * Told when the run's closing record write did not land (a policy or RBAC
+   * refused it, an outage lost it, it was too big), with why: the run may
+   * exit 0 with a record that says "running", or none, and a caller that
+   * counts a rollout by its record (`fleet/`) says that cause, not another.
+   */
+  onRecordLost?: (reason: string) => void;
 }

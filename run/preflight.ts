@@ -12,6 +12,7 @@ import { type JobTemplate, type OwnerRef, unobservableTtl, UsageError } from "..
 import { ApiError, type Kube, paths } from "../kube/client.ts";
 import type { RunConfig } from "./config.ts";
 import { exitLatchName } from "../gates/latch.ts";
+import { recordName } from "../report/record.ts";
 import { serviceProxyOf, viaApiServer } from "../gates/prometheus.ts";
 
 /** Where the namespace may come from besides the options (a part of `RunContext`). */
@@ -304,9 +305,14 @@ export function accessNeeds(opts: RunConfig, run: RunShape): PermissionNeed[] {
     { verb: "create", ...core, resource: "events", namespace: "default", optional: true },
     "the Events on nodes",
   );
-  for (const verb of ["get", "create", "update"]) {
-    need({ verb, ...core, resource: "configmaps", optional: true }, "the run record");
-  }
+  // The record's read and rewrite by its name: the grant covers that one
+  // ConfigMap, not every one in the namespace. Not its create: RBAC cannot
+  // limit a create by resourceNames (the Kubernetes RBAC docs: a new object's
+  // name may not be known at authorization time), so it stays namespace-wide.
+  const record = { ...core, resource: "configmaps", optional: true };
+  need({ verb: "get", ...record, name: recordName(run.prefix) }, "the run record");
+  need({ verb: "create", ...record }, "the run record");
+  need({ verb: "update", ...record, name: recordName(run.prefix) }, "the run record");
   for (const n of permissionNeeds(opts, run)) for (const f of n.flags) need(n, f);
   if (opts.maintenance.drain && !opts.maintenance.drain.disableEviction) {
     // The plan reads a budget that refuses an eviction to tell "blocked for
@@ -402,8 +408,17 @@ function gateNeeds(
 /** The resources the run needs that belong to no namespace. */
 const CLUSTER_SCOPED: ReadonlySet<string> = new Set(["nodes"]);
 
-/** `list pods`, `create pods/eviction`: a need as the user reads it. */
-function describeNeed(n: PermissionNeed): string {
+/**
+ * `list pods`, `create pods/eviction`: a need as the user reads it, where,
+ * and what needs or uses it (the pre-flight's words).
+ *
+ * @example
+ * ```ts
+ * describeNeed({ verb: "list", group: "", resource: "pods", namespace: "ns", flags: ["x"], grant: "" });
+ * // "list pods (in namespace ns; for x)"
+ * ```
+ */
+export function describeNeed(n: PermissionNeed): string {
   const what = `${n.verb} ${n.resource}${n.subresource ? `/${n.subresource}` : ""}${
     n.name ? ` ${n.name}` : ""
   }`;

@@ -289,9 +289,10 @@ const BASE = [
   "list pods @ns ?",
   "create events @ns ?",
   "create events @default ?",
-  "get configmaps @ns ?",
+  // The run record by its name (RBAC cannot name the object of a create).
+  "get configmaps run-record.drv @ns ?",
   "create configmaps @ns ?",
-  "update configmaps @ns ?",
+  "update configmaps run-record.drv @ns ?",
 ];
 
 Deno.test({
@@ -506,3 +507,28 @@ Deno.test({
     assert.doesNotMatch(line, /\n/);
   },
 });
+
+Deno.test(
+  "checkPermissions() asks for the run record by its name: a Role naming only run-record.<prefix> lacks nothing",
+  async () => {
+    // An authorizer that grants configmaps get/update only on the record by
+    // name (as a rule with resourceNames does) and create on any.
+    const named = new Set(["get", "update"]);
+    await withServer(
+      (_req, _n, body) => {
+        const a = (body as { spec: { resourceAttributes: Record<string, string> } }).spec
+          .resourceAttributes;
+        const allowed = a.resource !== "configmaps" ||
+          (named.has(a.verb) ? a.name === "run-record.p" : a.verb === "create" && !a.name);
+        return Response.json({ status: { allowed } }, { status: 201 });
+      },
+      async (kube) => {
+        const lacking = await checkPermissions(
+          kube,
+          accessNeeds(withFlags({}), { namespace: "ns", prefix: "p" }),
+        );
+        assert.deepEqual(lacking.map(needKey), []);
+      },
+    );
+  },
+);

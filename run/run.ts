@@ -284,6 +284,7 @@ function recorderFor(
 ): Recorder {
   return new Recorder({
     record,
+    onRecordLost: record && ctx.onRecordLost,
     kube: ctx.kube,
     log: ctx.log,
     keys: plan.keys,
