@@ -110,3 +110,32 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "slimNode() of a node whose status or its parts are null slims it as before, never throws",
+  permissions: "none",
+  fn() {
+    // JSON may say null where the client's types say absent (a proxy, a
+    // stand-in server); slimNode read them with `?.` before it learnt to
+    // return a slim node itself, and must still.
+    const cases: { name: string; status: unknown; want: V1Node["status"] }[] = [
+      { name: "status null", status: null, want: undefined },
+      { name: "conditions null", status: { conditions: null }, want: undefined },
+      { name: "nodeInfo null", status: { nodeInfo: null }, want: undefined },
+      { name: "runtimeHandlers null", status: { runtimeHandlers: null }, want: undefined },
+      {
+        name: "conditions null beside nodeInfo",
+        status: { nodeInfo: { machineID: "m", containerRuntimeVersion: "c" }, conditions: null },
+        want: { nodeInfo: { machineID: "m", containerRuntimeVersion: "c" } as never },
+      },
+    ];
+    for (const c of cases) {
+      const node = { metadata: { name: "w", uid: "u" }, status: c.status } as V1Node;
+      assert.deepEqual(
+        slimNode(node),
+        { metadata: { name: "w", uid: "u" }, status: c.want },
+        c.name,
+      );
+    }
+  },
+});
