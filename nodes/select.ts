@@ -146,8 +146,11 @@ function alreadySlim(node: V1Node): boolean {
   if (!metadata || "managedFields" in metadata) return false;
   // slimNode always sets status, undefined when nothing of it is kept.
   if (status === undefined) return "status" in node;
+  // JSON may say null where the types say absent: slimNode drops those.
+  if (status === null) return false;
   const keys = Object.keys(status);
-  if (!keys.length || !keys.every((k) => SLIM_STATUS.has(k))) return false;
+  const part = status as Record<string, unknown>;
+  if (!keys.length || !keys.every((k) => SLIM_STATUS.has(k) && part[k] != null)) return false;
   const info = status.nodeInfo && Object.keys(status.nodeInfo);
   if (
     info &&
