@@ -204,18 +204,25 @@ export class RecordWriter {
         },
       gates: this.#gates?.(),
       summary: summary ?? describeProgress({ ...p, elapsedMs: this.#activeMs }),
-      nodes: (p.states?.() ?? []).map(({ node, state: s }): RecordNode => {
-        const stall = FINAL.has(s.phase) ? undefined : this.#stalls.get(node);
-        return {
-          node,
-          phase: s.phase,
-          since: s.since,
-          startedAt: s.startedAt,
-          reason: s.reason ?? stall,
-          stalled: stall !== undefined || undefined,
-        };
-      }),
+      nodes: this.#nodes(p),
     };
+  }
+
+  /** Each node as the record keeps it, from the engine's states one at a time. */
+  #nodes(p: Progress): RecordNode[] {
+    const nodes: RecordNode[] = [];
+    for (const { node, state: s } of p.states?.() ?? []) {
+      const stall = FINAL.has(s.phase) ? undefined : this.#stalls.get(node);
+      nodes.push({
+        node,
+        phase: s.phase,
+        since: s.since,
+        startedAt: s.startedAt,
+        reason: s.reason ?? stall,
+        stalled: stall !== undefined || undefined,
+      });
+    }
+    return nodes;
   }
 
   /**
