@@ -38,7 +38,13 @@ import {
   type Phase,
 } from "./node_state.ts";
 import { Outage, SILENT_MS } from "./outage.ts";
-import type { DispatchReport, FanoutOptions, Progress, Target } from "./fanout_types.ts";
+import type {
+  DispatchReport,
+  FanoutOptions,
+  NodeStateView,
+  Progress,
+  Target,
+} from "./fanout_types.ts";
 import { nodeResult, progressKey, progressOf } from "./outcome.ts";
 import { PodReader } from "./explain.ts";
 import { errorText } from "../base/errors.ts";
@@ -812,13 +818,13 @@ class Fanout {
       waits: this.#waits(),
       wave: this.#waves?.view(now),
     });
-    // A view, not a copy: the run record reads it at most every 10 s.
-    const states = () =>
-      this.#o.targets.map((t) => ({
-        node: t.node.name,
-        job: t.name,
-        state: this.#nodes.get(t.name)!,
-      }));
+    // A view, not a copy: the run record reads it at most every 10 s. One
+    // node at a time, not an array of 65,000 views (3 MB a write): each view
+    // dies young, in the scavenger's space, not in the old generation.
+    const targets = this.#o.targets, nodes = this.#nodes;
+    const states = function* (): Generator<NodeStateView> {
+      for (const t of targets) yield { node: t.node.name, job: t.name, state: nodes.get(t.name)! };
+    };
     return { ...progress, states };
   }
 

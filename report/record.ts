@@ -169,6 +169,20 @@ export interface RunRecord {
   timeStepSecs?: number;
 }
 
+/**
+ * A node table as {@linkcode encodeRecord} reads it: an array, or (the run
+ * record's writer) a table that makes each node as it is read, read once or
+ * more (`length` nodes each time), so that no write holds an object for
+ * every node at once (~7 MB at 65,000 nodes, every 10 s).
+ */
+export interface RecordNodes extends Iterable<RecordNode> {
+  /** How many nodes each reading yields. */
+  readonly length: number;
+}
+
+/** A record to encode: a {@linkcode RunRecord} whose node table may be read a node at a time. */
+export type RecordToWrite = Omit<RunRecord, "nodes"> & { nodes: RecordNodes };
+
 /** The ConfigMap fields the record takes. */
 export interface EncodedRecord {
   /** Plain: `record` (the run's facts as JSON) and `summary` (one line). */
@@ -222,7 +236,7 @@ export function recordName(prefix: string): string {
 }
 
 function columns(
-  nodes: readonly RecordNode[],
+  nodes: RecordNodes,
   startedAt: number,
   reasons: number,
   step = 1,
@@ -232,25 +246,35 @@ function columns(
     ms === undefined || step === Infinity
       ? -1
       : Math.max(0, Math.round((ms - startedAt) / 1000 / step) * step);
-  // Each column made at its size in one go: the record is written every 10 s,
-  // and at 65,000 nodes growing arrays and a string a character at a time
-  // made ~7 MB of garbage a write.
-  const c: Columns = {
-    names: nodes.map((n) => n.node),
-    phases: nodes.map((n) => CODES[n.phase] ?? "q").join(""),
-    since: nodes.map((n) => sec(n.since)),
-    started: nodes.map((n) => sec(n.startedAt)),
-    reasons: {},
-    stalled: [],
-  };
-  let kept = 0;
-  nodes.forEach((n, i) => {
-    if (n.reason && kept < reasons) {
-      c.reasons[i] = n.reason.slice(0, MAX_REASON);
+  // Each column made at its size, in one reading of the table: the record is
+  // written every 10 s, and at 65,000 nodes growing arrays and a string a
+  // character at a time made ~7 MB of garbage a write.
+  const n = nodes.length;
+  const names = new Array<string>(n), codes = new Array<string>(n);
+  const since = new Array<number>(n), started = new Array<number>(n);
+  const c: Columns = { names, phases: "", since, started, reasons: {}, stalled: [] };
+  let i = 0, kept = 0;
+  for (const node of nodes) {
+    names[i] = node.node;
+    codes[i] = CODES[node.phase] ?? "q";
+    since[i] = sec(node.since);
+    started[i] = sec(node.startedAt);
+    if (node.reason && kept < reasons) {
+      c.reasons[i] = node.reason.slice(0, MAX_REASON);
       kept++;
     }
-    if (n.stalled) c.stalled.push(i);
-  });
+    if (node.stalled) c.stalled.push(i);
+    i++;
+  }
+  // A table shorter than it said: no holes (they would read as null).
+  if (i < n) {
+    names.length =
+      codes.length =
+      since.length =
+      started.length =
+        i;
+  }
+  c.phases = codes.join("");
   return c;
 }
 
@@ -303,10 +327,11 @@ const TIME_STEPS = [1, 60, 600, 3600, Infinity];
  * @throws {RangeError} when even the names and phases alone do not fit
  */
 export async function encodeRecord(
-  r: RunRecord,
+  r: RecordToWrite,
   budget = RECORD_BUDGET_BYTES,
 ): Promise<EncodedRecord> {
-  const withReasons = r.nodes.filter((n) => n.reason).length;
+  let withReasons = 0;
+  for (const n of r.nodes) if (n.reason) withReasons++;
   let bytes = 0;
   for (const step of TIME_STEPS) {
     const keeps = step === 1 ? reasonCounts(withReasons) : [0];

@@ -73,8 +73,11 @@ export interface ReportInput {
   windowClosed?: boolean;
   /** Each dispatched node's result. */
   results: NodeResult[];
-  /** Node UIDs by name. */
-  uids: ReadonlyMap<string, string>;
+  /**
+   * Node UIDs by name: only read by `get` (a run's is a view of its
+   * selection, not a second map of 65,000 entries built at its end).
+   */
+  uids: Pick<ReadonlyMap<string, string>, "get">;
   /** Nodes left out by taint admission. */
   skipped: SkippedEntry[];
   /** When starts were paused (ms since the epoch), for the HTML timeline. */

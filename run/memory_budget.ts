@@ -3,20 +3,20 @@
  * chart's hook pod has `limits.memory: 256Mi`, and a hook OOM-killed at a
  * large fleet is retried, adopts the Jobs and is killed again, so the
  * rollout never ends. The limit is read from the cgroup (what the kubelet
- * enforces), the need from the peak RSS measured at 1,000, 10,000 and 65,000
- * nodes (`deno task bench:memory`, bench/experiments/scale-65000.md).
+ * enforces), the need from the peak RSS measured at 10,000 and 65,000 nodes
+ * (`deno task bench:memory`, bench/experiments/memory-65000.md).
  *
  * @module
  */
 
 /**
- * Peak RSS with no node (MB): the line through the peaks measured at 10,000
- * and 65,000 nodes (148 and 362 MB, bench/experiments/scale-65000.md) meets
- * zero nodes at 110; it over-states 1,000 nodes (92 MB measured) a little.
+ * Peak RSS with no node (MB): the line through the highest peaks measured at
+ * 10,000 and 65,000 nodes (121 and 233 MB, s26-mem; the medians 116 and 217)
+ * meets zero nodes at 100; it over-states 1,000 nodes (~90 MB) a little.
  */
-export const BASE_MB = 110;
-/** Peak RSS per selected node (kB), the slope of that line (3.9, rounded up). */
-export const KB_PER_NODE = 4;
+export const BASE_MB = 100;
+/** Peak RSS per selected node (kB), the slope of that line (2.04, rounded up). */
+export const KB_PER_NODE = 2.1;
 /** The share of the limit the estimate may take: RSS is sampled, the kernel kills at the byte. */
 const HEADROOM = 0.9;
 
