@@ -52,6 +52,7 @@ import {
 import {
   fileSize,
   FirstConnectProxy,
+  imageEnv,
   JobTimeline,
   ProcSampler,
   readAudit,
@@ -250,7 +251,7 @@ async function spawnDispatcher(
   const child = new Deno.Command(Deno.execPath(), {
     args: [runArg, ...(profile ? profileArgs() : []), ...rest, ...args],
     cwd: workDir,
-    env: { NO_COLOR: "1" },
+    env: { ...imageEnv(), NO_COLOR: "1" },
     stdin: "null",
     stdout: "null",
     stderr: "piped",

@@ -27,7 +27,7 @@
 import { parseArgs } from "node:util";
 import { dispatcherCommand } from "../e2e/_dispatcher.ts";
 import { FakeApiServer } from "./_fake_apiserver.ts";
-import { ProcSampler, stageEntry } from "./_measure.ts";
+import { imageEnv, ProcSampler, stageEntry } from "./_measure.ts";
 import { StatusProbe, type StatusSample } from "./_status_probe.ts";
 import { ensureChromium, openPage } from "../e2e/_chromium.ts";
 
@@ -444,7 +444,7 @@ spec:
   const child = new Deno.Command(Deno.execPath(), {
     args,
     cwd: dir,
-    env: { NO_COLOR: "1" },
+    env: { ...imageEnv(), NO_COLOR: "1" },
     stdin: "null",
     // V8's traces (--v8=--trace-gc) go to stdout.
     stdout: values.log ? "piped" : "null",
