@@ -69,6 +69,10 @@ Deno.test("Limiter lets a burst through at once, then `qps` a second", {
     { qps: 5, burst: 10, after1s: 15, after10s: 60 },
     { qps: 50, burst: 300, after1s: 350, after10s: 800 },
     { qps: 0.5, burst: 1, after1s: 1, after10s: 6 },
+    // A bucket that fills in under 100 ms (--kube-api-burst 1): its rate is
+    // still qps, not a bucketful per wake.
+    { qps: 50, burst: 1, after1s: 51, after10s: 501 },
+    { qps: 200, burst: 10, after1s: 210, after10s: 2000 },
   ];
   for (const { qps, burst, after1s, after10s } of cases) {
     await t.step(`qps ${qps}, burst ${burst}`, async () => {

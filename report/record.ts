@@ -235,12 +235,17 @@ export function recordName(prefix: string): string {
   return `run-record.${labelValue(prefix)}`;
 }
 
+/**
+ * The node table's columns from one reading of it, and how many of its nodes
+ * had a reason in that reading: the writer's table reads the engine's states
+ * live, so a reading after an over-budget try may have more or fewer.
+ */
 function columns(
   nodes: RecordNodes,
   startedAt: number,
   reasons: number,
   step = 1,
-): Columns {
+): { c: Columns; withReasons: number } {
   // A coarser step repeats values gzip then folds; Infinity leaves the times out.
   const sec = (ms?: number) =>
     ms === undefined || step === Infinity
@@ -253,8 +258,9 @@ function columns(
   const names = new Array<string>(n), codes = new Array<string>(n);
   const since = new Array<number>(n), started = new Array<number>(n);
   const c: Columns = { names, phases: "", since, started, reasons: {}, stalled: [] };
-  let i = 0, kept = 0;
+  let i = 0, kept = 0, withReasons = 0;
   for (const node of nodes) {
+    if (node.reason) withReasons++;
     names[i] = node.node;
     codes[i] = CODES[node.phase] ?? "q";
     since[i] = sec(node.since);
@@ -275,7 +281,7 @@ function columns(
         i;
   }
   c.phases = codes.join("");
-  return c;
+  return { c, withReasons };
 }
 
 async function gzip(text: string): Promise<Uint8Array> {
@@ -337,13 +343,15 @@ export async function encodeRecord(
     const keeps = step === 1 ? reasonCounts(withReasons) : [0];
     for (const keep of keeps) {
       const { nodes: _, ...facts } = r;
-      const dropped = withReasons - keep;
+      const table = columns(r.nodes, r.startedAt, keep, step);
+      // Counted in the reading written, not the first one.
+      const dropped = Math.max(0, table.withReasons - keep);
       const head = JSON.stringify({
         ...facts,
         reasonsDropped: dropped || undefined,
         timeStepSecs: step === 1 ? undefined : step === Infinity ? -1 : step,
       });
-      const nodes = base64(await gzip(JSON.stringify(columns(r.nodes, r.startedAt, keep, step))));
+      const nodes = base64(await gzip(JSON.stringify(table.c)));
       const data = { record: head, summary: r.summary };
       bytes = head.length + r.summary.length + nodes.length;
       if (bytes <= budget) return { data, binaryData: { nodes }, bytes };

@@ -452,3 +452,34 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "encodeRecord() of a table whose reasons change between readings counts the reasons dropped from the table it writes",
+  permissions: "none",
+  async fn() {
+    // The writer's table reads the engine's states live: a write that does
+    // not fit reads them again, after nodes have moved on (here, every
+    // reason of the first readings is gone by the third).
+    const noise = (i: number) =>
+      Array.from({ length: 8 }, (_, k) => ((i * 7919 + k * 104729) % 1e9).toString(36)).join("");
+    const r = fleet(400, noise);
+    const bare = await encodeRecord(fleet(400, () => undefined));
+    let readings = 0;
+    const live = {
+      ...r,
+      nodes: {
+        length: r.nodes.length,
+        *[Symbol.iterator]() {
+          const withReasons = ++readings <= 2;
+          for (const n of r.nodes) yield { ...n, reason: withReasons ? n.reason : undefined };
+        },
+      },
+    };
+    const enc = await encodeRecord(live, bare.bytes + 100);
+    assert.ok(readings >= 3, "written from a later reading");
+    const back = await decodeRecord(enc.data, enc.binaryData);
+    assert.equal(back.nodes.filter((n) => n.reason).length, 0);
+    assert.equal(back.reasonsDropped, undefined, "no reason of the table written was left out");
+  },
+});
