@@ -1,5 +1,12 @@
 import assert from "node:assert/strict";
-import { cgroupMemoryLimit, memoryWarning, nodesSizedFor } from "./memory_budget.ts";
+import {
+  cgroupMemoryLimit,
+  expectedPeakMb,
+  fitFor,
+  memoryWarning,
+  nodesSizedFor,
+  ONE_ARENA,
+} from "./memory_budget.ts";
 
 const MI = 2 ** 20;
 
@@ -42,5 +49,28 @@ Deno.test({
       "the limit it names holds the run",
     );
     assert.match(memoryWarning(10_000, 64 * MI)!, /limit \(64 MiB\)/);
+  },
+});
+
+Deno.test({
+  name: "the image's one malloc arena is sized by its own line: 256Mi holds 65,000 nodes there",
+  permissions: "none",
+  fn() {
+    const cases: [string | undefined, boolean][] = [
+      ["1", true],
+      [" 1\n", true],
+      [undefined, false],
+      ["2", false],
+      ["", false],
+    ];
+    for (const [env, one] of cases) {
+      assert.equal(fitFor(env) === ONE_ARENA, one, `MALLOC_ARENA_MAX=${JSON.stringify(env)}`);
+    }
+    // Measured with MALLOC_ARENA_MAX=1: 188-194 MB at 65,000 nodes, 109 at 10,000.
+    assert.ok(expectedPeakMb(65_000, ONE_ARENA) >= 194);
+    assert.ok(expectedPeakMb(10_000, ONE_ARENA) >= 109);
+    assert.equal(memoryWarning(65_000, 256 * MI, fitFor("1")), undefined);
+    assert.match(memoryWarning(65_000, 256 * MI, fitFor(undefined))!, /raise the limit to 272Mi/);
+    assert.ok(nodesSizedFor(256 * MI, ONE_ARENA) > 65_000);
   },
 });
