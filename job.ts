@@ -764,6 +764,24 @@ export function slimJob(job: V1Job): V1Job {
 }
 
 /**
+ * Keeps of the Job of a node whose outcome is final only what its informer
+ * compares: name, UID and resourceVersion (a re-list tells a changed or a
+ * replaced Job by them). The engine reads nothing else of it any more (a
+ * final node state never changes), and at 65,000 nodes the whole slim Jobs
+ * of the finished nodes were the largest part of the heap (~870 bytes each).
+ *
+ * @example
+ * ```ts
+ * settledJob({ metadata: { name: "a", uid: "u", resourceVersion: "7", labels: {} }, status: {} });
+ * // { metadata: { name: "a", uid: "u", resourceVersion: "7" } }
+ * ```
+ */
+export function settledJob(job: V1Job): V1Job {
+  const { name, uid, resourceVersion } = job.metadata ?? {};
+  return { metadata: { name, uid, resourceVersion } };
+}
+
+/**
  * Whether a stale Job may still be doing work on its node, so that deleting
  * it could kill a task mid-way: not finished, not already being deleted, and
  * not suspended with no pod left. A suspended Job runs nothing (the Job

@@ -18,6 +18,7 @@ import {
   podReplacementRisk,
   type RunIdentity,
   sanitize,
+  settledJob,
   slimJob,
   stillRuns,
   templateHash,
@@ -1442,6 +1443,28 @@ Deno.test({
     assert.equal(slim.metadata?.managedFields, undefined);
     assert.deepEqual(slim.metadata?.labels, job.metadata?.labels);
     assert.deepEqual(slim.status, job.status);
+  },
+});
+
+Deno.test({
+  name: "settledJob() keeps only the name, UID and resourceVersion an informer compares",
+  permissions: "none",
+  fn() {
+    const job = instantiateJob({
+      template: template(),
+      node: NODE,
+      prefix: "upgrade",
+      namespace: "ops",
+      keys: KEYS,
+    });
+    job.metadata = { ...job.metadata, uid: "u-1", resourceVersion: "42" };
+    job.status = { succeeded: 1, conditions: [{ type: "Complete", status: "True" }] };
+    const table: [V1Job, V1Job][] = [
+      [job, { metadata: { name: job.metadata.name, uid: "u-1", resourceVersion: "42" } }],
+      [slimJob(job), { metadata: { name: job.metadata.name, uid: "u-1", resourceVersion: "42" } }],
+      [{}, { metadata: { name: undefined, uid: undefined, resourceVersion: undefined } }],
+    ];
+    for (const [given, want] of table) assert.deepEqual(settledJob(given), want);
   },
 });
 

@@ -168,6 +168,19 @@ export class FirstConnectProxy {
   }
 }
 
+/**
+ * The environment the image gives the dispatcher: the Containerfile's `ENV
+ * NAME=value` lines (e.g. `MALLOC_ARENA_MAX`), so that a benchmark measures
+ * the process as the chart's hook runs it, from the one place that sets it.
+ */
+export function imageEnv(containerfile = `${ROOT}Containerfile`): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const line of Deno.readTextFileSync(containerfile).split("\n")) {
+    const m = /^ENV\s+([A-Za-z_][A-Za-z0-9_]*)=(\S+)\s*$/.exec(line);
+    if (m) env[m[1]] = m[2];
+  }
+  return env;
+}
 /** The size of a file now, so that a later read takes only what came after. */
 export function fileSize(path: string): number {
   try {

@@ -52,6 +52,7 @@ import {
 import {
   fileSize,
   FirstConnectProxy,
+  imageEnv,
   JobTimeline,
   ProcSampler,
   readAudit,
@@ -234,12 +235,23 @@ function denoArgs(): string[] {
   return v8 ? [run, `--v8-flags=${v8}`, ...rest] : [run, ...rest];
 }
 
-async function spawnDispatcher(args: string[], timeoutMs: number): Promise<Spawned> {
+/** `--cpu-prof` into `$BENCH_CPU_PROF` for the measured runs (not the start or `status` probes). */
+function profileArgs(): string[] {
+  const dir = Deno.env.get("BENCH_CPU_PROF");
+  return dir ? ["--cpu-prof", `--cpu-prof-dir=${dir}`] : [];
+}
+
+async function spawnDispatcher(
+  args: string[],
+  timeoutMs: number,
+  profile = false,
+): Promise<Spawned> {
   const spawnAt = Date.now();
+  const [runArg, ...rest] = denoArgs();
   const child = new Deno.Command(Deno.execPath(), {
-    args: [...denoArgs(), ...args],
+    args: [runArg, ...(profile ? profileArgs() : []), ...rest, ...args],
     cwd: workDir,
-    env: { NO_COLOR: "1" },
+    env: { ...imageEnv(), NO_COLOR: "1" },
     stdin: "null",
     stdout: "null",
     stderr: "piped",
@@ -348,7 +360,7 @@ async function measureRun(
       { cwd: workDir, t0: Date.now(), everyMs: STATUS_EVERY_MS },
     );
     status.start();
-    const spawned = await spawnDispatcher(args, budgetMs);
+    const spawned = await spawnDispatcher(args, budgetMs, true);
     log(`${namespace}: exited ${spawned.exitCode}; collecting`);
     // The last completion and the audit lines of the final requests arrive just after the exit.
     await delay(1500);
@@ -502,6 +514,7 @@ function userCommand(): string {
     "BENCH_STARTUP_RUNS",
     "BENCH_V8_FLAGS",
     "BENCH_STATUS_EVERY_SECS",
+    "BENCH_CPU_PROF",
     "JOB_DISPATCHER_ENTRY",
   ]
     .filter((k) => Deno.env.get(k) !== undefined)

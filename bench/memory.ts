@@ -27,7 +27,7 @@
 import { parseArgs } from "node:util";
 import { dispatcherCommand } from "../e2e/_dispatcher.ts";
 import { FakeApiServer } from "./_fake_apiserver.ts";
-import { ProcSampler, stageEntry } from "./_measure.ts";
+import { imageEnv, ProcSampler, stageEntry } from "./_measure.ts";
 import { StatusProbe, type StatusSample } from "./_status_probe.ts";
 import { ensureChromium, openPage } from "../e2e/_chromium.ts";
 
@@ -347,6 +347,11 @@ async function main(): Promise<void> {
       // end, `status` (text, then -o json) is timed against the stand-in
       // server and the timeline opened in headless Chromium. Not a gate.
       status: { type: "boolean", default: false },
+      // More V8 flags beside the dispatch task's, e.g. `--v8=--trace-gc`
+      // (comma-joined into its one --v8-flags).
+      v8: { type: "string", multiple: true, default: [] },
+      // Keeps the dispatcher's whole stderr (its log, V8's traces) in a file.
+      log: { type: "string" },
     },
   });
   if (values.analyse) {
@@ -412,7 +417,9 @@ spec:
       containers: [{name: work, image: registry.invalid/work:1, command: ["/bin/true"]}]
 `,
   );
-  const [cmd, ...rest] = dispatcherCommand();
+  const [cmd, ...rest] = dispatcherCommand().map((w) =>
+    w.startsWith("--v8-flags=") && values.v8!.length ? [w, ...values.v8!].join(",") : w
+  );
   const port = 9300 + Math.floor(Math.random() * 500);
   const inspect = values.snapshot ? [`--inspect=127.0.0.1:${port}`] : [];
   // Deno writes the profile (a .cpuprofile for Chrome DevTools) when the process exits.
@@ -437,11 +444,15 @@ spec:
   const child = new Deno.Command(Deno.execPath(), {
     args,
     cwd: dir,
-    env: { NO_COLOR: "1" },
+    env: { ...imageEnv(), NO_COLOR: "1" },
     stdin: "null",
-    stdout: "null",
+    // V8's traces (--v8=--trace-gc) go to stdout.
+    stdout: values.log ? "piped" : "null",
     stderr: "piped",
   }).spawn();
+  const stdoutSaved = values.log
+    ? child.stdout.pipeTo((await Deno.create(`${values.log}.stdout`)).writable)
+    : undefined;
   const sampler = new ProcSampler(child.pid, 50);
   const usage: {
     at: number;
@@ -452,6 +463,9 @@ spec:
   }[] = [];
   let sampling: ReturnType<typeof setInterval> | undefined;
   const tail: string[] = [];
+  const log = values.log
+    ? await Deno.open(values.log, { write: true, create: true, truncate: true })
+    : undefined;
   const attach = async () => {
     // `--quiet` hides the inspector's address; its /json/list names the WebSocket.
     for (let i = 0; i < 100 && !cdp; i++) {
@@ -482,10 +496,13 @@ spec:
   };
   const attached = values.snapshot ? attach() : undefined;
   for await (const chunk of child.stderr.pipeThrough(new TextDecoderStream())) {
+    await log?.write(new TextEncoder().encode(chunk));
     tail.push(...chunk.split("\n").filter(Boolean));
     tail.splice(0, Math.max(0, tail.length - 8));
   }
   await attached;
+  log?.close();
+  await stdoutSaved;
   const status = await child.status;
   sampler.stop();
   clearInterval(sampling);

@@ -20,7 +20,7 @@
  */
 
 import type { V1Job } from "@kubernetes/client-node";
-import { classifyJob, interpretStatus, slimJob, stillRuns } from "../job.ts";
+import { classifyJob, interpretStatus, settledJob, slimJob, stillRuns } from "../job.ts";
 import { budgetExceeded } from "./safety.ts";
 import { WaveState } from "./wave_state.ts";
 import { admit, takeNext } from "./admission.ts";
@@ -38,7 +38,13 @@ import {
   type Phase,
 } from "./node_state.ts";
 import { Outage, SILENT_MS } from "./outage.ts";
-import type { DispatchReport, FanoutOptions, Progress, Target } from "./fanout_types.ts";
+import type {
+  DispatchReport,
+  FanoutOptions,
+  NodeStateView,
+  Progress,
+  Target,
+} from "./fanout_types.ts";
 import { nodeResult, progressKey, progressOf } from "./outcome.ts";
 import { PodReader } from "./explain.ts";
 import { errorText } from "../base/errors.ts";
@@ -238,7 +244,8 @@ class Fanout {
       pollIntervalMs: this.#o.pollIntervalMs,
       pollOnly,
       watchRetryMs: this.#o.watchRetryMs,
-      keep: slimJob,
+      // A final node state never changes: of its Job only what the informer compares stays.
+      keep: (job) => (this.#final(job.metadata?.name ?? "") ? settledJob(job) : slimJob(job)),
       onUpsert: (job) => this.#onUpsert(job),
       onDelete: (job, how) => this.#onDelete(job, how),
       onNote: (n) => {
@@ -462,9 +469,18 @@ class Fanout {
     this.#o.reporter.event({ kind: "stopped", reason });
   }
 
+  /** Whether `name` is a target's Job whose node's state is final (it never changes again). */
+  #final(name: string): boolean {
+    const s = this.#nodes.get(name);
+    return s !== undefined && FINAL.has(s.phase) && this.#byName.has(name);
+  }
+
   /** A node reached its final state: its wave, the budget, the report. */
   #settled(t: Target, s: NodeState): void {
     const node = t.node.name;
+    // Its Job's outcome is in `s`, which never changes again: its Job leaves
+    // the cache (an event of it later is cached as the informer compares it).
+    this.#jobs.forget(t.name);
     this.#waves?.settled(t, s);
     const counted = s.counted ?? false;
     if (s.phase === "succeeded") {
@@ -523,7 +539,8 @@ class Fanout {
     }
     if (disposition !== "stale") return;
     const active = stillRuns(job);
-    const why = staleWhy(job, t?.job, this.#o.run, t?.node.uid);
+    // Called on its target: `job` may build the Job of the target it is called on.
+    const why = staleWhy(job, t && (() => t.job()), this.#o.run, t?.node.uid);
     this.#apply(name, { type: "staleFound", uid: job.metadata!.uid!, active });
     this.#decided(name, job);
     if (active) {
@@ -801,13 +818,13 @@ class Fanout {
       waits: this.#waits(),
       wave: this.#waves?.view(now),
     });
-    // A view, not a copy: the run record reads it at most every 10 s.
-    const states = () =>
-      this.#o.targets.map((t) => ({
-        node: t.node.name,
-        job: t.name,
-        state: this.#nodes.get(t.name)!,
-      }));
+    // A view, not a copy: the run record reads it at most every 10 s. One
+    // node at a time, not an array of 65,000 views (3 MB a write): each view
+    // dies young, in the scavenger's space, not in the old generation.
+    const targets = this.#o.targets, nodes = this.#nodes;
+    const states = function* (): Generator<NodeStateView> {
+      for (const t of targets) yield { node: t.node.name, job: t.name, state: nodes.get(t.name)! };
+    };
     return { ...progress, states };
   }
 

@@ -1354,3 +1354,38 @@ Deno.test("dispatch() never gives a second Job to a node whose lost create's Job
   assert.deepEqual(h.api.created, [ts[0].name], "one Job for the node, never a second");
   assert.equal(results[0].outcome, "unknown", JSON.stringify(results));
 });
+
+Deno.test("dispatch() never acts again on a finished node's Job: deleted, made again under its name, re-listed", async () => {
+  // The engine forgets the Job of a node whose outcome is final; whatever
+  // its name shows afterwards (a second writer's Job, a stale owner's, a
+  // failed one, a 410's re-list) must leave the node and that Job alone.
+  const h = harness({ runMsOf: (node) => (node === "node-000" ? 1_000 : 20_000) });
+  const ts = targets(2);
+  const [stale] = targets(1, { name: "old-owner", uid: "old-uid" });
+  const promise = run(h, ts, { parallelism: 2 });
+  let seeded: V1Job | undefined;
+  h.clock.sleep(3_000).then(() => {
+    h.api.remove("up-node-000");
+    // A running Job of another owner under the finished node's Job's name:
+    // met before the node was final, it would have been waited for and replaced.
+    seeded = h.api.seed({
+      ...stale.job(),
+      metadata: { ...stale.job().metadata, name: ts[0].name },
+    });
+  });
+  h.clock.sleep(6_000).then(() => h.api.replaceSilently(ts[0].name));
+  h.clock.sleep(7_000).then(() => h.api.expireWatches());
+  h.clock.sleep(9_000).then(() => h.api.finish(ts[0].name, "Failed"));
+  const results = await promise;
+  assert.deepEqual(results.map((r) => [r.node, r.outcome]), [
+    ["node-000", "succeeded"],
+    ["node-001", "succeeded"],
+  ]);
+  assert.ok(seeded, "the other Job was made");
+  assert.ok(h.events.some((e) => e.kind === "watch" && e.state === "relisted"));
+  assert.equal(h.api.calls.delete ?? 0, 0, "no Job deleted");
+  assert.deepEqual(h.api.created, ["up-node-000", "up-node-001"], "no second create");
+  assert.ok(h.api.jobs.has(ts[0].name), "the other writer's Job is left alone");
+  const nodeEvents = h.events.filter((e) => "node" in e && e.node === "node-000");
+  assert.deepEqual(nodeEvents.map((e) => e.kind), ["created", "succeeded"]);
+});

@@ -1018,10 +1018,23 @@ export class Kube {
       this.#count429(err);
       throw err;
     }
-    timer = setTimeout(() => idle.abort(), idleMs);
-    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-    // Aborting the fetch does not always end a read through a transform
-    // stream: cancel the reader itself, so that a stop never hangs here.
+    // One timer for the whole watch, not one per chunk: each chunk only
+    // notes its time, and the timer, when due, waits out the rest of the
+    // silence since the last one (a timer per chunk was a tenth of the
+    // watch's CPU at N=1000).
+    let heard = performance.now();
+    const quietCheck = () => {
+      const left = idleMs - (performance.now() - heard);
+      if (left <= 0) idle.abort();
+      else timer = setTimeout(quietCheck, left);
+    };
+    timer = setTimeout(quietCheck, idleMs);
+    // The body's bytes decoded here, not through a TextDecoderStream: each
+    // chunk through a transform stream cost more CPU than its JSON.parse.
+    const reader = res.body!.getReader();
+    const decoder = new TextDecoder();
+    // Aborting the fetch does not always end a read: cancel the reader
+    // itself, so that a stop never hangs here.
     const cancel = () => reader.cancel().catch(() => {});
     both.addEventListener("abort", cancel, { once: true });
     let buffered = "";
@@ -1032,15 +1045,18 @@ export class Kube {
         // is silence, not the server closing the watch.
         if (done && idle.signal.aborted && !signal.aborted) throw new Error("quiet");
         if (done) return;
-        clearTimeout(timer);
-        timer = setTimeout(() => idle.abort(), idleMs);
-        buffered += value;
+        heard = performance.now();
+        // Only the new text is searched for line ends; the rest is kept once.
+        let from = buffered.length;
+        buffered += decoder.decode(value, { stream: true });
+        let start = 0;
         let nl: number;
-        while ((nl = buffered.indexOf("\n")) >= 0) {
-          const line = buffered.slice(0, nl).trim();
-          buffered = buffered.slice(nl + 1);
+        while ((nl = buffered.indexOf("\n", from)) >= 0) {
+          const line = buffered.slice(start, nl).trim();
+          start = from = nl + 1;
           if (line) yield JSON.parse(line) as WatchEvent<T>;
         }
+        buffered = buffered.slice(start);
       }
     } catch (e) {
       if (signal.aborted) return;

@@ -265,6 +265,45 @@ Deno.test("Kube.watch() yields events line by line and ends when the server ends
   );
 });
 
+Deno.test("Kube.watch() reassembles a character split across chunks and several lines in one", async () => {
+  await withServer(
+    () => {
+      const bytes = new TextEncoder().encode(
+        [
+          { type: "ADDED", object: { metadata: { name: "nœud-é", resourceVersion: "2" } } },
+          { type: "MODIFIED", object: { metadata: { name: "b", resourceVersion: "3" } } },
+          { type: "DELETED", object: { metadata: { name: "c", resourceVersion: "4" } } },
+        ].map((e) => JSON.stringify(e) + "\n").join(""),
+      );
+      // Cut inside "œ" (two bytes), then one chunk with the rest: two whole lines and a part.
+      const cut = bytes.indexOf(0xc5) + 1;
+      const stream = new ReadableStream({
+        start(c) {
+          c.enqueue(bytes.slice(0, cut));
+          c.enqueue(bytes.slice(cut, bytes.length - 5));
+          c.enqueue(bytes.slice(bytes.length - 5));
+          c.close();
+        },
+      });
+      return new Response(stream);
+    },
+    async (kube) => {
+      const events = [];
+      for await (
+        const ev of kube.watch<{ metadata: { name: string } }>(
+          "/apis/batch/v1/namespaces/x/jobs",
+          {},
+          "1",
+          new AbortController().signal,
+        )
+      ) {
+        events.push(`${ev.type} ${ev.object.metadata.name}`);
+      }
+      assert.deepEqual(events, ["ADDED nœud-é", "MODIFIED b", "DELETED c"]);
+    },
+  );
+});
+
 Deno.test("Kube.watch() throws, not ends, when the stream stays silent past the server's bound", async () => {
   // One event, then nothing and no end: a frozen API server (SIGSTOP) or a
   // dead path. Ending quietly would read as the server closing the watch.

@@ -191,6 +191,17 @@ export class Informer<T extends KubeObject> {
   }
 
   /**
+   * Drops the cached object named `name` until a LIST or a watch event shows
+   * it again: the caller needs nothing more of it (the engine, of the Job of
+   * a node whose outcome is final). Its later events still come, a DELETED
+   * one with no cached object behind it; a re-list reports it as added.
+   */
+  forget(name: string): void {
+    this.cache.delete(name);
+    this.#assumed.delete(name);
+  }
+
+  /**
    * Stops following; the cache stays as it was. A LIST or watch in flight is
    * aborted, so this resolves at once even while the API server is silent.
    */

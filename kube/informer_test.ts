@@ -340,3 +340,26 @@ Deno.test("Informer reports a Job re-created under its name during a watch gap a
     assert.deepEqual(seen.olds, ["uid-1"]);
   });
 });
+
+Deno.test("Informer.forget() drops one cached object until the API server shows it again", async () => {
+  let rv = 10;
+  const handler = (req: Request): Response => {
+    if (!isWatch(req)) return list([job("a", 5), job("b", 6)], rv);
+    // The next watch: b changes; then the watch ends.
+    return events([{ type: "MODIFIED", object: job("b", ++rv) }]);
+  };
+  await withServer(handler, async (kube) => {
+    const seen: Seen = { upserts: [], deletes: [], notes: [] };
+    const inf = informer(kube, seen);
+    await inf.start();
+    inf.forget("a");
+    inf.forget("b");
+    inf.forget("missing");
+    assert.deepEqual([...inf.cache.keys()], []);
+    await until("b's event", () => inf.cache.has("b"));
+    await inf.stop();
+    assert.deepEqual([...inf.cache.keys()], ["b"], "only what an event showed again is back");
+    assert.deepEqual(seen.upserts[0], "b");
+    assert.deepEqual(seen.deletes, [], "a forgotten object is not reported gone");
+  });
+});

@@ -12,7 +12,7 @@
  * @module
  */
 
-import type { V1Node, V1NodeSystemInfo, V1PodSpec } from "@kubernetes/client-node";
+import type { V1Node, V1NodeCondition, V1NodeSystemInfo, V1PodSpec } from "@kubernetes/client-node";
 import { ApiError, type Kube, paths } from "../kube/client.ts";
 import { UsageError } from "../job.ts";
 import { Informer } from "../kube/informer.ts";
@@ -84,17 +84,115 @@ export function describeSelection(s: Selection): string {
  * status.images, often tens of KB) is most of its size.
  */
 export function slimNode(node: V1Node): V1Node {
+  // The node informers start from the selection's LIST, already slim: a copy
+  // of each would hold a second node, metadata and status object per node
+  // (~340 bytes, 22 MB at 65,000 nodes) for the same content.
+  if (alreadySlim(node)) return node;
   const { managedFields: _, ...metadata } = node.metadata ?? {};
+  shareValues(metadata);
   const { nodeInfo, runtimeHandlers } = node.status ?? {};
   const ready = node.status?.conditions?.find((c) => c.type === "Ready");
   const status: V1Node["status"] = {};
   if (nodeInfo) {
-    const { machineID, containerRuntimeVersion } = nodeInfo;
+    const { machineID } = nodeInfo;
+    const containerRuntimeVersion = shared(nodeInfo.containerRuntimeVersion);
     status.nodeInfo = { machineID, containerRuntimeVersion } as V1NodeSystemInfo;
   }
   if (runtimeHandlers) status.runtimeHandlers = runtimeHandlers;
-  if (ready) status.conditions = [{ type: "Ready", status: ready.status }];
-  return { ...node, metadata, status: nodeInfo || runtimeHandlers || ready ? status : undefined };
+  if (ready) status.conditions = readyConditions(ready.status);
+  const slim = {
+    ...node,
+    metadata,
+    status: nodeInfo || runtimeHandlers || ready ? status : undefined,
+  };
+  if (slim.spec && Object.keys(slim.spec).length === 0) slim.spec = EMPTY_SPEC;
+  // A watch event's node carries its kind and apiVersion: two strings a node.
+  if (slim.kind !== undefined) slim.kind = shared(slim.kind);
+  if (slim.apiVersion !== undefined) slim.apiVersion = shared(slim.apiVersion);
+  return slim;
+}
+
+/**
+ * One empty spec for every node without one (kwok's nodes): frozen, as
+ * nothing writes to a cached node, and shared, as each was ~50 B a node.
+ */
+const EMPTY_SPEC: V1Node["spec"] = Object.freeze({});
+
+/** The frozen Ready condition list of each status ("True", "False", "Unknown"). */
+const READY = new Map<string, V1NodeCondition[]>();
+
+/**
+ * The one frozen list `[{ type: "Ready", status }]` of that status: a list
+ * and a condition per node were ~100 B a node, 6 MB at 65,000 (read only:
+ * `isReady`, `alreadySlim`).
+ */
+function readyConditions(status: string): V1NodeCondition[] {
+  let list = READY.get(status);
+  if (!list) {
+    list = Object.freeze([Object.freeze({ type: "Ready", status })]) as V1NodeCondition[];
+    // Bounded: the API knows three statuses; anything else is kept unshared.
+    if (READY.size < 8) READY.set(status, list);
+  }
+  return list;
+}
+
+/**
+ * One string for each value many nodes repeat. JSON.parse makes a string of
+ * every value it reads, and the selection holds each node for the whole
+ * run: at 65,000 kwok nodes the same eight label values, two annotation
+ * values, creation time and runtime version were ~270 bytes a node of
+ * copies (a cloud's nodes carry twenty-odd labels, mostly shared: zone,
+ * instance type, pool). Bounded: a value first seen once the table is full
+ * (names, hashes) is kept as it is.
+ */
+const SHARED = new Map<string, string>();
+const SHARED_MAX = 20_000;
+
+function shared<T extends string | undefined>(value: T): T {
+  if (value === undefined) return value;
+  const had = SHARED.get(value);
+  if (had !== undefined) return had as T;
+  if (SHARED.size < SHARED_MAX) SHARED.set(value, value);
+  return value;
+}
+
+/**
+ * Replaces, in place, each label and annotation value and the creation time
+ * with the equal {@linkcode shared} string (the hostname label with the
+ * node's name): the content stays as it was, only the copies go.
+ */
+function shareValues(metadata: NonNullable<V1Node["metadata"]>): void {
+  // A string as JSON.parse left it, whatever the client's type says.
+  const created = metadata.creationTimestamp as unknown;
+  if (typeof created === "string") metadata.creationTimestamp = shared(created) as unknown as Date;
+  for (const map of [metadata.labels, metadata.annotations]) {
+    for (const k in map) map[k] = map[k] === metadata.name ? metadata.name : shared(map[k]);
+  }
+}
+
+/** The keys of a slim node's status: {@linkcode slimNode} keeps no other. */
+const SLIM_STATUS = new Set(["nodeInfo", "runtimeHandlers", "conditions"]);
+
+/** Whether {@linkcode slimNode} of `node` would be a copy equal to it: it is its own output. */
+function alreadySlim(node: V1Node): boolean {
+  const { metadata, status } = node;
+  if (!metadata || "managedFields" in metadata) return false;
+  // slimNode always sets status, undefined when nothing of it is kept.
+  if (status === undefined) return "status" in node;
+  // JSON may say null where the types say absent: slimNode drops those.
+  if (status === null) return false;
+  const keys = Object.keys(status);
+  const part = status as Record<string, unknown>;
+  if (!keys.length || !keys.every((k) => SLIM_STATUS.has(k) && part[k] != null)) return false;
+  const info = status.nodeInfo && Object.keys(status.nodeInfo);
+  if (
+    info &&
+    (info.length !== 2 || !("machineID" in status.nodeInfo!) ||
+      !("containerRuntimeVersion" in status.nodeInfo!))
+  ) return false;
+  const c = status.conditions;
+  return c === undefined ||
+    (c.length === 1 && c[0].type === "Ready" && Object.keys(c[0]).length === 2 && "status" in c[0]);
 }
 
 function badSelector(e: unknown, what: string): never {

@@ -403,3 +403,83 @@ Deno.test({
     await w.close("done");
   },
 });
+
+Deno.test("encodeRecord() writes the same bytes with the runtime's base64 encoder as without it", async () => {
+  const proto = Uint8Array.prototype as { toBase64?: unknown };
+  const native = proto.toBase64;
+  for (const n of [0, 1, 6, 10_000]) {
+    const r = fleet(n, (i) => (i % 6 === 3 ? `reason ${i}` : undefined));
+    const withNative = await encodeRecord(r);
+    delete proto.toBase64;
+    try {
+      assert.deepEqual(await encodeRecord(r), withNative, `${n} nodes`);
+    } finally {
+      if (native) proto.toBase64 = native;
+    }
+    const back = await decodeRecord(withNative.data, withNative.binaryData);
+    assert.deepEqual(
+      back.nodes.map((x) => [x.node, x.phase]),
+      r.nodes.map((x) => [x.node, x.phase]),
+    );
+  }
+});
+
+Deno.test({
+  name:
+    "encodeRecord() reads a node table made one node at a time, as often as it needs, into the same bytes",
+  permissions: "none",
+  async fn() {
+    // The writer's table: each node made as it is read, none kept (at
+    // 65,000 nodes an array of them was ~7 MB every write).
+    for (
+      const reasons of [(i: number) => (i % 5 ? undefined : `exit ${i}`), () => "x".repeat(300)]
+    ) {
+      const r = fleet(3000, reasons);
+      let passes = 0;
+      const lazy = {
+        ...r,
+        nodes: {
+          length: r.nodes.length,
+          *[Symbol.iterator]() {
+            passes++;
+            for (const n of r.nodes) yield { ...n };
+          },
+        },
+      };
+      const budget = reasons(0) === "x".repeat(300) ? 60_000 : undefined;
+      assert.deepEqual(await encodeRecord(lazy, budget), await encodeRecord(r, budget));
+      assert.ok(passes >= 1);
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "encodeRecord() of a table whose reasons change between readings counts the reasons dropped from the table it writes",
+  permissions: "none",
+  async fn() {
+    // The writer's table reads the engine's states live: a write that does
+    // not fit reads them again, after nodes have moved on (here, every
+    // reason of the first readings is gone by the third).
+    const noise = (i: number) =>
+      Array.from({ length: 8 }, (_, k) => ((i * 7919 + k * 104729) % 1e9).toString(36)).join("");
+    const r = fleet(400, noise);
+    const bare = await encodeRecord(fleet(400, () => undefined));
+    let readings = 0;
+    const live = {
+      ...r,
+      nodes: {
+        length: r.nodes.length,
+        *[Symbol.iterator]() {
+          const withReasons = ++readings <= 2;
+          for (const n of r.nodes) yield { ...n, reason: withReasons ? n.reason : undefined };
+        },
+      },
+    };
+    const enc = await encodeRecord(live, bare.bytes + 100);
+    assert.ok(readings >= 3, "written from a later reading");
+    const back = await decodeRecord(enc.data, enc.binaryData);
+    assert.equal(back.nodes.filter((n) => n.reason).length, 0);
+    assert.equal(back.reasonsDropped, undefined, "no reason of the table written was left out");
+  },
+});

@@ -21,6 +21,8 @@ import {
   recordConfigMap,
   type RecordGates,
   type RecordNode,
+  type RecordNodes,
+  type RecordToWrite,
   type RunRecord,
   WritePacer,
 } from "./record.ts";
@@ -160,7 +162,7 @@ export class RecordWriter {
     return done;
   }
 
-  async #send(r: RunRecord): Promise<void> {
+  async #send(r: RecordToWrite): Promise<void> {
     try {
       const encoded = await encodeRecord(r);
       await this.#o.send(recordConfigMap(this.#o.keys, r, encoded));
@@ -172,7 +174,7 @@ export class RecordWriter {
   }
 
   /** The record now, from the latest progress. */
-  #record(state: RunRecord["state"], summary?: string): RunRecord {
+  #record(state: RunRecord["state"], summary?: string): RecordToWrite {
     const p = this.#latest!;
     const done = p.succeeded + p.failed + (p.unknown ?? 0);
     const rate = this.#activeMs > 0 && done > 0 ? done / (this.#activeMs / 1000) : undefined;
@@ -204,17 +206,35 @@ export class RecordWriter {
         },
       gates: this.#gates?.(),
       summary: summary ?? describeProgress({ ...p, elapsedMs: this.#activeMs }),
-      nodes: (p.states?.() ?? []).map(({ node, state: s }): RecordNode => {
-        const stall = FINAL.has(s.phase) ? undefined : this.#stalls.get(node);
-        return {
-          node,
-          phase: s.phase,
-          since: s.since,
-          startedAt: s.startedAt,
-          reason: s.reason ?? stall,
-          stalled: stall !== undefined || undefined,
-        };
-      }),
+      nodes: this.#nodes(p),
+    };
+  }
+
+  /**
+   * Each node as the record keeps it, made from the engine's state as the
+   * encoding reads it: none is kept, so that a write never holds 65,000 of
+   * them at once (they die young, in the scavenger's space).
+   */
+  #nodes(p: Progress): RecordNodes {
+    const stalls = this.#stalls;
+    const states = p.states;
+    let length = 0;
+    for (const _ of states?.() ?? []) length++;
+    return {
+      length,
+      *[Symbol.iterator](): Generator<RecordNode> {
+        for (const { node, state: s } of states?.() ?? []) {
+          const stall = FINAL.has(s.phase) ? undefined : stalls.get(node);
+          yield {
+            node,
+            phase: s.phase,
+            since: s.since,
+            startedAt: s.startedAt,
+            reason: s.reason ?? stall,
+            stalled: stall !== undefined || undefined,
+          };
+        }
+      },
     };
   }
 

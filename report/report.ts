@@ -73,8 +73,11 @@ export interface ReportInput {
   windowClosed?: boolean;
   /** Each dispatched node's result. */
   results: NodeResult[];
-  /** Node UIDs by name. */
-  uids: ReadonlyMap<string, string>;
+  /**
+   * Node UIDs by name: only read by `get` (a run's is a view of its
+   * selection, not a second map of 65,000 entries built at its end).
+   */
+  uids: Pick<ReadonlyMap<string, string>, "get">;
   /** Nodes left out by taint admission. */
   skipped: SkippedEntry[];
   /** When starts were paused (ms since the epoch), for the HTML timeline. */
@@ -422,8 +425,8 @@ export interface RecorderOptions {
   namespace: string;
   /** The owner Job, if any. */
   owner?: OwnerRef;
-  /** The run's nodes. */
-  nodes: ReadonlyMap<string, RecordedNode>;
+  /** The run's nodes, by name (a Map, or a view of the selection's). */
+  nodes: Pick<ReadonlyMap<string, RecordedNode>, "get">;
   /** Write Events. @default true */
   events?: boolean;
   /** Mark the nodes. @default true */

@@ -3,20 +3,43 @@
  * chart's hook pod has `limits.memory: 256Mi`, and a hook OOM-killed at a
  * large fleet is retried, adopts the Jobs and is killed again, so the
  * rollout never ends. The limit is read from the cgroup (what the kubelet
- * enforces), the need from the peak RSS measured at 1,000, 10,000 and 65,000
- * nodes (`deno task bench:memory`, bench/experiments/scale-65000.md).
+ * enforces), the need from the peak RSS measured at 10,000 and 65,000 nodes
+ * (`deno task bench:memory`, bench/experiments/memory-65000.md).
  *
  * @module
  */
 
+/** Peak RSS as a line in the selection's size: `baseMb` + `kbPerNode` a node. */
+export interface MemoryFit {
+  /** Peak RSS with no node (MB). */
+  baseMb: number;
+  /** Peak RSS per selected node (kB). */
+  kbPerNode: number;
+}
+
 /**
- * Peak RSS with no node (MB): the line through the peaks measured at 10,000
- * and 65,000 nodes (148 and 362 MB, bench/experiments/scale-65000.md) meets
- * zero nodes at 110; it over-states 1,000 nodes (92 MB measured) a little.
+ * The fit of a process with glibc's default arenas (a binary run outside the
+ * image): the line through the highest peaks measured at 10,000 and 65,000
+ * nodes (121 and 233 MB, s26-mem; the medians 116 and 217) meets zero nodes at
+ * 100 MB, 2.04 kB a node (rounded up).
  */
-export const BASE_MB = 110;
-/** Peak RSS per selected node (kB), the slope of that line (3.9, rounded up). */
-export const KB_PER_NODE = 4;
+export const DEFAULT_ARENAS: MemoryFit = { baseMb: 100, kbPerNode: 2.1 };
+
+/**
+ * The fit of the image, which runs with one malloc arena (`ENV
+ * MALLOC_ARENA_MAX=1` in the Containerfile): the line through the highest
+ * peaks measured with it at 10,000 and 65,000 nodes (109 and 194 MB) meets zero
+ * nodes at 94 MB, 1.55 kB a node (rounded up).
+ */
+export const ONE_ARENA: MemoryFit = { baseMb: 94, kbPerNode: 1.6 };
+
+/** The fit for a process whose `MALLOC_ARENA_MAX` is `arenaMax` (undefined: not set). */
+export function fitFor(arenaMax: string | undefined): MemoryFit {
+  // Per-thread arenas hold freed memory apart from the main heap (~30 MB at
+  // 65,000 nodes): only one arena earns the lower line.
+  return arenaMax?.trim() === "1" ? ONE_ARENA : DEFAULT_ARENAS;
+}
+
 /** The share of the limit the estimate may take: RSS is sampled, the kernel kills at the byte. */
 const HEADROOM = 0.9;
 
@@ -32,14 +55,14 @@ export function cgroupMemoryLimit(
 }
 
 /** The peak RSS (MB) a run of `nodes` nodes is expected to reach. */
-export function expectedPeakMb(nodes: number): number {
-  return Math.ceil(BASE_MB + (nodes * KB_PER_NODE) / 1024);
+export function expectedPeakMb(nodes: number, fit = DEFAULT_ARENAS): number {
+  return Math.ceil(fit.baseMb + (nodes * fit.kbPerNode) / 1024);
 }
 
 /** The most nodes a memory limit of `limitBytes` was sized for. */
-export function nodesSizedFor(limitBytes: number): number {
+export function nodesSizedFor(limitBytes: number, fit = DEFAULT_ARENAS): number {
   const mb = (limitBytes / 2 ** 20) * HEADROOM;
-  return Math.max(0, Math.floor(((mb - BASE_MB) * 1024) / KB_PER_NODE));
+  return Math.max(0, Math.floor(((mb - fit.baseMb) * 1024) / fit.kbPerNode));
 }
 
 /**
@@ -52,12 +75,16 @@ export function nodesSizedFor(limitBytes: number): number {
  * memoryWarning(1_000, 256 * 2 ** 20); // undefined
  * ```
  */
-export function memoryWarning(nodes: number, limitBytes: number | undefined): string | undefined {
-  if (limitBytes === undefined || nodes <= nodesSizedFor(limitBytes)) return undefined;
-  const need = Math.ceil(expectedPeakMb(nodes) / HEADROOM / 16) * 16;
-  return `the selection has ${nodes} nodes, more than the ${nodesSizedFor(limitBytes)} ` +
+export function memoryWarning(
+  nodes: number,
+  limitBytes: number | undefined,
+  fit = DEFAULT_ARENAS,
+): string | undefined {
+  if (limitBytes === undefined || nodes <= nodesSizedFor(limitBytes, fit)) return undefined;
+  const need = Math.ceil(expectedPeakMb(nodes, fit) / HEADROOM / 16) * 16;
+  return `the selection has ${nodes} nodes, more than the ${nodesSizedFor(limitBytes, fit)} ` +
     `this pod's memory limit (${Math.round(limitBytes / 2 ** 20)} MiB) holds at ` +
-    `${BASE_MB} MB + ${KB_PER_NODE} kB per node: an OOM kill would restart the run over ` +
+    `${fit.baseMb} MB + ${fit.kbPerNode} kB per node: an OOM kill would restart the run over ` +
     `and over; raise the limit to ${need}Mi (chart: resources.limits.memory) or split ` +
     `the selection`;
 }

@@ -1,5 +1,12 @@
 import assert from "node:assert/strict";
-import { cgroupMemoryLimit, memoryWarning, nodesSizedFor } from "./memory_budget.ts";
+import {
+  cgroupMemoryLimit,
+  expectedPeakMb,
+  fitFor,
+  memoryWarning,
+  nodesSizedFor,
+  ONE_ARENA,
+} from "./memory_budget.ts";
 
 const MI = 2 ** 20;
 
@@ -25,10 +32,12 @@ Deno.test({
   permissions: "none",
   fn() {
     const sized = nodesSizedFor(256 * MI);
-    // The chart's 256Mi holds the 10,000 nodes measured at 148 MB, not the 65,000 at 362.
+    // The chart's 256Mi holds 10,000 nodes (at most 121 MB measured), and 65,000
+    // (at most 233) only without the 10 % headroom: the hook warns and names 272Mi.
     assert.ok(sized >= 10_000 && sized < 65_000, `256 MiB holds ${sized} nodes`);
     assert.equal(memoryWarning(10_000, 256 * MI), undefined);
-    assert.ok(memoryWarning(65_000, 256 * MI));
+    assert.match(memoryWarning(65_000, 256 * MI)!, /raise the limit to 272Mi/);
+    assert.equal(memoryWarning(65_000, 272 * MI), undefined);
     assert.equal(memoryWarning(sized, 256 * MI), undefined);
     assert.equal(memoryWarning(1_000_000, undefined), undefined, "no limit, no warning");
     const w = memoryWarning(sized + 1, 256 * MI)!;
@@ -40,5 +49,28 @@ Deno.test({
       "the limit it names holds the run",
     );
     assert.match(memoryWarning(10_000, 64 * MI)!, /limit \(64 MiB\)/);
+  },
+});
+
+Deno.test({
+  name: "the image's one malloc arena is sized by its own line: 256Mi holds 65,000 nodes there",
+  permissions: "none",
+  fn() {
+    const cases: [string | undefined, boolean][] = [
+      ["1", true],
+      [" 1\n", true],
+      [undefined, false],
+      ["2", false],
+      ["", false],
+    ];
+    for (const [env, one] of cases) {
+      assert.equal(fitFor(env) === ONE_ARENA, one, `MALLOC_ARENA_MAX=${JSON.stringify(env)}`);
+    }
+    // Measured with MALLOC_ARENA_MAX=1: 188-194 MB at 65,000 nodes, 109 at 10,000.
+    assert.ok(expectedPeakMb(65_000, ONE_ARENA) >= 194);
+    assert.ok(expectedPeakMb(10_000, ONE_ARENA) >= 109);
+    assert.equal(memoryWarning(65_000, 256 * MI, fitFor("1")), undefined);
+    assert.match(memoryWarning(65_000, 256 * MI, fitFor(undefined))!, /raise the limit to 272Mi/);
+    assert.ok(nodesSizedFor(256 * MI, ONE_ARENA) > 65_000);
   },
 });

@@ -379,9 +379,7 @@ function planCleanupTargets(
   const { prefix } = cleanup;
   return {
     cleanupRun: { keys: job.keys, prefix, owner: job.owner, templateHash: templateHashOf },
-    cleanupTargets: cleanup.nodes.map((n) =>
-      targetOf(n, { ...job, prefix, templateHash: templateHashOf })
-    ),
+    cleanupTargets: targetsOf(cleanup.nodes, { ...job, prefix, templateHash: templateHashOf }),
   };
 }
 
@@ -589,7 +587,7 @@ function planTargets(
   const limit = opts.maxPerTopology;
   const labelsOf = (t: Target) => selected.get(t.node.name)?.metadata?.labels;
   const domain = limit ? (t: Target) => domainOf(labelsOf(t), limit.key) : undefined;
-  const ordered: Target[] = orderItems(eligible.map((n) => targetOf(n, job)), {
+  const ordered: Target[] = orderItems(targetsOf(eligible, job), {
     order: opts.order,
     seed: opts.seed,
     zone: (t) => domainOf(labelsOf(t), "topology.kubernetes.io/zone"),
@@ -605,8 +603,24 @@ function planTargets(
   return { selected, targets, domain };
 }
 
-/** A node's target: its Job's name, and its Job built only when it is created. */
-function targetOf(n: V1Node, job: Omit<InstantiateOptions, "node">): Target {
+/**
+ * The nodes' targets. Their `job()` is one function for all of them, which
+ * builds the Job of the target it is called on (`this`): a closure per
+ * target was ~100 bytes a node held for the whole run (6.5 MB at 65,000).
+ */
+function targetsOf(nodes: V1Node[], job: Omit<InstantiateOptions, "node">): Target[] {
+  const make = function (this: Target): V1Job {
+    return instantiateJob({ ...job, node: this.node });
+  };
+  return nodes.map((n) => targetOf(n, job, make));
+}
+
+/** A node's target: its Job's name, and its Job built only when it is created (`make`). */
+function targetOf(
+  n: V1Node,
+  job: Omit<InstantiateOptions, "node">,
+  make: (this: Target) => V1Job,
+): Target {
   const node = nodeFacts(n);
   const name = jobName(job.prefix, node.name);
   // A success an earlier run of this owner and template kept on the node
@@ -619,7 +633,7 @@ function targetOf(n: V1Node, job: Omit<InstantiateOptions, "node">): Target {
   return {
     node,
     name,
-    job: () => instantiateJob({ ...job, node }),
+    job: make,
     ...(kept ? { keptSuccess: true, ...endOf(kept) } : {}),
   };
 }
