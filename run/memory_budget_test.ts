@@ -1,8 +1,10 @@
 import assert from "node:assert/strict";
 import {
   cgroupMemoryLimit,
+  DEFAULT_ARENAS,
   expectedPeakMb,
   fitFor,
+  fitFromEnv,
   memoryWarning,
   nodesSizedFor,
   ONE_ARENA,
@@ -89,5 +91,17 @@ Deno.test({
     }
     // 230.9 MB is past 90 % of 256Mi (230.4): the hook must say so and name the limit.
     assert.match(memoryWarning(65_000, 256 * MI, fitFor("1"))!, /raise the limit to 272Mi/);
+  },
+});
+
+Deno.test({
+  name:
+    "a process allowed only docs/security.md's variables sizes by the default line instead of failing on MALLOC_ARENA_MAX",
+  permissions: { env: ["KUBECONFIG", "HOME", "POD_NAMESPACE"] },
+  fn() {
+    // Deno.env.get of a variable outside --allow-env=<list> throws NotCapable;
+    // the run must not end on a sizing hint, and the default line is the safe one.
+    assert.equal(fitFromEnv((name) => Deno.env.get(name)), DEFAULT_ARENAS);
+    assert.equal(fitFromEnv(() => "1"), ONE_ARENA);
   },
 });
