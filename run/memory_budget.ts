@@ -43,6 +43,19 @@ export function fitFor(arenaMax: string | undefined): MemoryFit {
   return arenaMax?.trim() === "1" ? ONE_ARENA : DEFAULT_ARENAS;
 }
 
+/**
+ * The fit for this process, from its environment: a variable it may not read
+ * (an `--allow-env` narrowed to docs/security.md's list throws NotCapable)
+ * gives the default line, the larger one, rather than ending the run.
+ */
+export function fitFromEnv(env: (name: string) => string | undefined): MemoryFit {
+  try {
+    return fitFor(env("MALLOC_ARENA_MAX"));
+  } catch {
+    return DEFAULT_ARENAS;
+  }
+}
+
 /** The share of the limit the estimate may take: RSS is sampled, the kernel kills at the byte. */
 const HEADROOM = 0.9;
 
