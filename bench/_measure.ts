@@ -174,8 +174,10 @@ export class FirstConnectProxy {
  * the process as the chart's hook runs it, from the one place that sets it.
  */
 export function imageEnv(containerfile = `${ROOT}Containerfile`): Record<string, string> {
-  const env: Record<string, string> = {};
+  let env: Record<string, string> = {};
   for (const line of Deno.readTextFileSync(containerfile).split("\n")) {
+    // Each FROM starts a stage; only the last one's environment is the image's.
+    if (/^FROM\s/i.test(line)) env = {};
     const m = /^ENV\s+([A-Za-z_][A-Za-z0-9_]*)=(\S+)\s*$/.exec(line);
     if (m) env[m[1]] = m[2];
   }

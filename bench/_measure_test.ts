@@ -15,3 +15,17 @@ Deno.test({
     Deno.removeSync(file);
   },
 });
+
+Deno.test({
+  name: "imageEnv() reads the final stage's ENV lines only: a build stage's ENV is not the image's",
+  permissions: { read: true, write: true },
+  fn() {
+    const file = Deno.makeTempFileSync();
+    Deno.writeTextFileSync(
+      file,
+      "FROM deno AS build\nENV DENO_DIR=/cache\nRUN x\nFROM distroless\nUSER 1\nENV A=1\n",
+    );
+    assert.deepEqual(imageEnv(file), { A: "1" });
+    Deno.removeSync(file);
+  },
+});

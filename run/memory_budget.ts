@@ -28,16 +28,32 @@ export const DEFAULT_ARENAS: MemoryFit = { baseMb: 100, kbPerNode: 2.1 };
 /**
  * The fit of the image, which runs with one malloc arena (`ENV
  * MALLOC_ARENA_MAX=1` in the Containerfile): the line through the highest
- * peaks measured with it at 10,000 and 65,000 nodes (109 and 194 MB) meets zero
- * nodes at 94 MB, 1.55 kB a node (rounded up).
+ * peaks measured with it at 10,000 and 65,000 nodes (109.3 and 230.9 MB;
+ * bench/experiments/wakes-and-arenas.md) meets zero nodes at 87 MB, 2.26 kB a
+ * node (rounded up). The 230.9 ran on a loaded machine, and it stays in: a
+ * hook pod asks for 50m of CPU, so a busy node is its case; quiet runs peak
+ * lower (188-194 MB), the worst case is what an OOM loop follows.
  */
-export const ONE_ARENA: MemoryFit = { baseMb: 94, kbPerNode: 1.6 };
+export const ONE_ARENA: MemoryFit = { baseMb: 87, kbPerNode: 2.3 };
 
 /** The fit for a process whose `MALLOC_ARENA_MAX` is `arenaMax` (undefined: not set). */
 export function fitFor(arenaMax: string | undefined): MemoryFit {
   // Per-thread arenas hold freed memory apart from the main heap (~30 MB at
   // 65,000 nodes): only one arena earns the lower line.
   return arenaMax?.trim() === "1" ? ONE_ARENA : DEFAULT_ARENAS;
+}
+
+/**
+ * The fit for this process, from its environment: a variable it may not read
+ * (an `--allow-env` narrowed to docs/security.md's list throws NotCapable)
+ * gives the default line, the larger one, rather than ending the run.
+ */
+export function fitFromEnv(env: (name: string) => string | undefined): MemoryFit {
+  try {
+    return fitFor(env("MALLOC_ARENA_MAX"));
+  } catch {
+    return DEFAULT_ARENAS;
+  }
 }
 
 /** The share of the limit the estimate may take: RSS is sampled, the kernel kills at the byte. */

@@ -1,8 +1,10 @@
 import assert from "node:assert/strict";
 import {
   cgroupMemoryLimit,
+  DEFAULT_ARENAS,
   expectedPeakMb,
   fitFor,
+  fitFromEnv,
   memoryWarning,
   nodesSizedFor,
   ONE_ARENA,
@@ -53,7 +55,8 @@ Deno.test({
 });
 
 Deno.test({
-  name: "the image's one malloc arena is sized by its own line: 256Mi holds 65,000 nodes there",
+  name:
+    "the image's one malloc arena is sized by its own line, which a MALLOC_ARENA_MAX of 1 alone earns",
   permissions: "none",
   fn() {
     const cases: [string | undefined, boolean][] = [
@@ -66,11 +69,39 @@ Deno.test({
     for (const [env, one] of cases) {
       assert.equal(fitFor(env) === ONE_ARENA, one, `MALLOC_ARENA_MAX=${JSON.stringify(env)}`);
     }
-    // Measured with MALLOC_ARENA_MAX=1: 188-194 MB at 65,000 nodes, 109 at 10,000.
-    assert.ok(expectedPeakMb(65_000, ONE_ARENA) >= 194);
-    assert.ok(expectedPeakMb(10_000, ONE_ARENA) >= 109);
-    assert.equal(memoryWarning(65_000, 256 * MI, fitFor("1")), undefined);
+    // One arena's line sits below the default's at 10,000 nodes (110 MB, not 121).
+    assert.ok(expectedPeakMb(10_000, ONE_ARENA) < expectedPeakMb(10_000, fitFor(undefined)));
     assert.match(memoryWarning(65_000, 256 * MI, fitFor(undefined))!, /raise the limit to 272Mi/);
-    assert.ok(nodesSizedFor(256 * MI, ONE_ARENA) > 65_000);
+  },
+});
+
+Deno.test({
+  name:
+    "ONE_ARENA's line is above every peak measured with one arena, the 230.9 MB at 65,000 under load included",
+  permissions: "none",
+  fn() {
+    // bench/experiments/wakes-and-arenas.md: with MALLOC_ARENA_MAX=1, 65,000
+    // nodes peaked at 188.3, 193.5, 188.2 and 230.9 MB; 10,000 at 108.9, 109.3;
+    // 1,000 at 81.0, 84.6. The 230.9 ran beside `deno task check` (load ~4),
+    // but the 188.3 ran at load 5-9 too, and a hook pod asks for 50m of CPU: a
+    // busy node is the pod's case, not an outlier to fit around.
+    const peaks: [number, number][] = [[1_000, 84.6], [10_000, 109.3], [65_000, 230.9]];
+    for (const [nodes, mb] of peaks) {
+      assert.ok(expectedPeakMb(nodes, ONE_ARENA) >= mb, `${nodes} nodes: ${mb} MB measured`);
+    }
+    // 230.9 MB is past 90 % of 256Mi (230.4): the hook must say so and name the limit.
+    assert.match(memoryWarning(65_000, 256 * MI, fitFor("1"))!, /raise the limit to 272Mi/);
+  },
+});
+
+Deno.test({
+  name:
+    "a process allowed only docs/security.md's variables sizes by the default line instead of failing on MALLOC_ARENA_MAX",
+  permissions: { env: ["KUBECONFIG", "HOME", "POD_NAMESPACE"] },
+  fn() {
+    // Deno.env.get of a variable outside --allow-env=<list> throws NotCapable;
+    // the run must not end on a sizing hint, and the default line is the safe one.
+    assert.equal(fitFromEnv((name) => Deno.env.get(name)), DEFAULT_ARENAS);
+    assert.equal(fitFromEnv(() => "1"), ONE_ARENA);
   },
 });

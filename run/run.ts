@@ -58,7 +58,7 @@ import { withMetrics } from "./run_metrics.ts";
 import { PauseSpans } from "../report/timeline.ts";
 import { estimateLine, loadDurations } from "../preview/preview.ts";
 import { existingJobs, preflight, previewSource, runPlanPreview } from "./plan_preview.ts";
-import { cgroupMemoryLimit, fitFor, memoryWarning } from "./memory_budget.ts";
+import { cgroupMemoryLimit, fitFromEnv, memoryWarning } from "./memory_budget.ts";
 
 export { EXIT, jobApiFor, PermissionError, resolveNamespace };
 
@@ -100,7 +100,7 @@ export async function runDispatcher(
   const tooBig = memoryWarning(
     plan.targets.length + plan.cleanupTargets.length,
     cgroupMemoryLimit(ctx.readFile),
-    fitFor(ctx.env("MALLOC_ARENA_MAX")),
+    fitFromEnv((name) => ctx.env(name)),
   );
   if (tooBig) log.warn(tooBig, { event: "memory" });
   if (opts.dryRun === "plan") return await runPlanPreview(opts, plan, ctx, durations);
