@@ -919,6 +919,22 @@ async function hookOf(cluster: Cluster, ns: string, hook: string, rel: string): 
   assert.equal(l.code, 0, l.stderr);
 }
 
+/** Waits until the wall clock is in a later second than Job `name`'s creationTimestamp. */
+async function laterSecondThan(cluster: Cluster, ns: string, name: string): Promise<void> {
+  const got = await cluster.kubectl([
+    "get",
+    "job",
+    name,
+    "-n",
+    ns,
+    "-o",
+    "jsonpath={.metadata.creationTimestamp}",
+  ]);
+  assert.equal(got.code, 0, got.stderr);
+  const created = new Date(got.stdout.trim()).getTime();
+  await eventually(() => Promise.resolve(Date.now() >= created + 1_100), 5_000, "a later second");
+}
+
 async function latchReadAfterWait(cluster: Cluster, prom: RunningPrometheus, exporter: Exporter) {
   const { ns, args } = await suiteStep(cluster, "gwait", { nodes: 4, duration: "10s" });
   const gate = [...args, ...gateArgs(prom, "--on-gate-breach", "exit"), "--parallelism", "2"];
@@ -927,6 +943,10 @@ async function latchReadAfterWait(cluster: Cluster, prom: RunningPrometheus, exp
     await hookOf(cluster, ns, "hook-a", "gwait");
     const a = new DispatcherProcess(cluster, [...gate, "--owner-job-name", "hook-a"]);
     await eventually(() => Promise.resolve(watcher.seen.size >= 2), 60_000, "run A's first Jobs");
+    // creationTimestamp counts whole seconds and owners of one second are
+    // ordered by UID (owner_guard.ts isEarlier): Helm makes a later
+    // revision's hook seconds later at least, so the test's does too.
+    await laterSecondThan(cluster, ns, "hook-a");
     // A later revision's hook (an upgrade that changed its gate: it never
     // breaches on the flip itself) opens its gate, no latch yet, and waits for A.
     await hookOf(cluster, ns, "hook-b", "gwait");
