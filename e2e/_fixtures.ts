@@ -152,16 +152,19 @@ spec:
 `,
   );
   assert.equal(r.code, 0, r.stderr);
-  const uid = await cluster.kubectl([
-    "get",
-    "job",
-    name,
-    "-n",
-    ns,
-    "-o",
-    "jsonpath={.metadata.uid}",
-  ]);
-  return uid.stdout.trim();
+  return await jobField(cluster, ns, name, "{.metadata.uid}");
+}
+
+/** One field of Job `name` in `ns`, read by kubectl's jsonpath (e.g. `{.metadata.uid}`). */
+export async function jobField(
+  cluster: Cluster,
+  ns: string,
+  name: string,
+  jsonpath: string,
+): Promise<string> {
+  const got = await cluster.kubectl(["get", "job", name, "-n", ns, "-o", `jsonpath=${jsonpath}`]);
+  assert.equal(got.code, 0, got.stderr);
+  return got.stdout.trim();
 }
 
 /**

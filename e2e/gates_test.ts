@@ -12,7 +12,7 @@
 
 import assert from "node:assert/strict";
 import type { Cluster } from "./cluster.ts";
-import { clusterTest, ownerJob, serviceAccount, suiteStep } from "./_fixtures.ts";
+import { clusterTest, jobField, ownerJob, serviceAccount, suiteStep } from "./_fixtures.ts";
 import { dispatcher, eventually, jobsIn, JobWatcher } from "./_dispatcher.ts";
 import {
   type Exporter,
@@ -921,17 +921,9 @@ async function hookOf(cluster: Cluster, ns: string, hook: string, rel: string): 
 
 /** Waits until the wall clock is in a later second than Job `name`'s creationTimestamp. */
 async function laterSecondThan(cluster: Cluster, ns: string, name: string): Promise<void> {
-  const got = await cluster.kubectl([
-    "get",
-    "job",
-    name,
-    "-n",
-    ns,
-    "-o",
-    "jsonpath={.metadata.creationTimestamp}",
-  ]);
-  assert.equal(got.code, 0, got.stderr);
-  const created = new Date(got.stdout.trim()).getTime();
+  const created = new Date(
+    await jobField(cluster, ns, name, "{.metadata.creationTimestamp}"),
+  ).getTime();
   await eventually(() => Promise.resolve(Date.now() >= created + 1_100), 5_000, "a later second");
 }
 
